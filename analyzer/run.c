@@ -1,0 +1,108 @@
+/* run.c — `pinwheel run`: the launcher (libfaketime's faketime, for pinwheel).
+ *
+ * Owns: finding libpinwheel.so next to this program (build tree, or the install prefix's
+ * library directory), putting it first in LD_PRELOAD, setting the PINWHEEL_* options asked for,
+ * and exec'ing the command, whose exit status is then ours.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "pw.h"
+
+static const char run_usage[] =
+    "usage: pinwheel run [--stats] [--json] [--stats-file F] [--mode off|observe|stage]\n"
+    "                    [--sync keep|elide] [--] CMD ARGS...\n"
+    "Runs CMD with libpinwheel.so preloaded.  Other PINWHEEL_* variables in the environment\n"
+    "are passed through (see `pinwheel options`).  The exit status is CMD's.\n";
+
+/* Where libpinwheel.so is: $PINWHEEL_LIBRARY, else beside this program (build tree), else in
+ * the library directory of the prefix this program is installed in. */
+static int find_library(char *out, size_t n) {
+  const char *env = getenv("PINWHEEL_LIBRARY");
+  if (env && *env) {
+    if (access(env, R_OK) == 0) return snprintf(out, n, "%s", env), 0;
+    fprintf(stderr, "pinwheel: PINWHEEL_LIBRARY=%s cannot be read\n", env);
+    return -1;
+  }
+  char self[PATH_MAX];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) return -1;
+  self[len] = 0;
+  char *dir = dirname(self);
+  const char *rel[] = {".", PW_BIN_TO_LIB, "../lib", "../lib64", NULL};
+  for (int i = 0; rel[i]; i++) {
+    char cand[PATH_MAX];
+    snprintf(cand, sizeof cand, "%s/%s/libpinwheel.so", dir, rel[i]);
+    char resolved[PATH_MAX];
+    if (realpath(cand, resolved) && access(resolved, R_OK) == 0)
+      return snprintf(out, n, "%s", resolved), 0;
+  }
+  fprintf(stderr, "pinwheel: cannot find libpinwheel.so beside %s (set PINWHEEL_LIBRARY)\n", dir);
+  return -1;
+}
+
+int pw_cmd_run(int argc, char **argv) {
+  int i = 1;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--")) {
+      i++;
+      break;
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(run_usage, stdout);
+      return 0;
+    } else if (!strcmp(a, "--stats")) {
+      setenv("PINWHEEL_STATS", "1", 1);
+    } else if (!strcmp(a, "--json")) {
+      setenv("PINWHEEL_STATS", "1", 1);
+      setenv("PINWHEEL_STATS_FORMAT", "json", 1);
+    } else if ((!strcmp(a, "--mode") || !strcmp(a, "--sync") || !strcmp(a, "--stats-file")) &&
+               i + 1 < argc) {
+      const char *v = argv[++i];
+      pw_option_t opt = !strcmp(a, "--mode")   ? PW_OPT_MODE
+                        : !strcmp(a, "--sync") ? PW_OPT_SYNC
+                                               : PW_OPT_STATS_FILE;
+      long long parsed;
+      if (pw_option_parse(opt, v, &parsed) != 0) {
+        fprintf(stderr, "pinwheel run: %s %s is not valid\n%s", a, v, run_usage);
+        return 2;
+      }
+      setenv(pw_option_name(opt), v, 1);
+      if (opt == PW_OPT_STATS_FILE) setenv("PINWHEEL_STATS", "1", 1);
+    } else if (a[0] == '-') {
+      fprintf(stderr, "pinwheel run: unknown option %s\n%s", a, run_usage);
+      return 2;
+    } else {
+      break;
+    }
+  }
+  if (i >= argc) {
+    fprintf(stderr, "pinwheel run: no command given\n%s", run_usage);
+    return 2;
+  }
+  char lib[PATH_MAX];
+  if (find_library(lib, sizeof lib) != 0) return 127;
+  const char *old = getenv("LD_PRELOAD");
+  size_t need = strlen(lib) + (old ? strlen(old) : 0) + 2;
+  char *preload = malloc(need);
+  if (!preload) return 127;
+  if (old && *old) snprintf(preload, need, "%s:%s", lib, old);
+  else snprintf(preload, need, "%s", lib);
+  setenv("LD_PRELOAD", preload, 1);
+  free(preload);
+  /* exec keeps the pid: the command is the root process, the one whose summary always prints */
+  char pid[32];
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  setenv("PINWHEEL_ROOT_PID", pid, 1);
+  execvp(argv[i], argv + i);
+  int err = errno;
+  fprintf(stderr, "pinwheel run: cannot run %s: %s\n", argv[i], strerror(err));
+  return err == ENOENT ? 127 : 126;
+}

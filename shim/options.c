@@ -1,0 +1,193 @@
+/* options.c — the one options table of libpinwheel (PINWHEEL_* environment variables).
+ *
+ * Owns: names, defaults, meanings and parsing; PINWHEEL_HELP's table; the README's options table
+ * is this table.  Values are read once, at the first hooked call, and only through pw_option_get.
+ * Must never: abort on a bad value (it warns once, naming the variable and the default kept).
+ */
+#define _GNU_SOURCE
+#include "pw.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum { T_ENUM, T_BOOL, T_SIZE, T_INT, T_STRING };
+
+typedef struct pw_option_desc {
+  const char *name;
+  int type;
+  long long def;
+  const char *const *choices; /* T_ENUM: NULL-terminated, index = value */
+  const char *meaning;
+} pw_option_desc;
+
+static const char *const mode_choices[] = {"off", "observe", "stage", NULL};
+static const char *const log_choices[] = {"error", "warn", "info", "debug", NULL};
+static const char *const fmt_choices[] = {"text", "json", NULL};
+static const char *const sync_choices[] = {"keep", "elide", NULL};
+
+#define KiB 1024LL
+#define MiB (1024LL * 1024)
+static const pw_option_desc table[PW_OPT_COUNT] = {
+    [PW_OPT_MODE] = {"PINWHEEL_MODE", T_ENUM, PW_MODE_STAGE, mode_choices,
+                     "off: pass every call through; observe: count, classify and time calls; "
+                     "stage: also stage eligible pageable copies through pinned memory"},
+    [PW_OPT_LOG] = {"PINWHEEL_LOG", T_ENUM, PW_LOG_WARN, log_choices,
+                    "log level on stderr: error, warn, info, debug"},
+    [PW_OPT_STATS] = {"PINWHEEL_STATS", T_BOOL, 0, NULL, "print a summary at exit"},
+    [PW_OPT_STATS_FILE] = {"PINWHEEL_STATS_FILE", T_STRING, 0, NULL,
+                           "write the summary to this file instead of stderr (%p = pid)"},
+    [PW_OPT_STATS_FORMAT] = {"PINWHEEL_STATS_FORMAT", T_ENUM, PW_FMT_TEXT, fmt_choices,
+                             "summary format: text or json"},
+    [PW_OPT_HELP] = {"PINWHEEL_HELP", T_BOOL, 0, NULL, "print this table once, at the first CUDA call"},
+    [PW_OPT_MIN_BYTES] = {"PINWHEEL_MIN_BYTES", T_SIZE, 64 * KiB, NULL,
+                          "smallest copy that is staged (smaller ones go to CUDA unchanged)"},
+    [PW_OPT_MAX_BYTES] = {"PINWHEEL_MAX_BYTES", T_SIZE, 0, NULL,
+                          "largest copy that is staged; 0 = no limit"},
+    [PW_OPT_HOST_POOL] = {"PINWHEEL_HOST_POOL", T_SIZE, 256 * MiB, NULL,
+                          "pinned staging memory per device, allocated at the first staged copy"},
+    [PW_OPT_DEVICE_RING] = {"PINWHEEL_DEVICE_RING", T_SIZE, 512 * MiB, NULL,
+                            "device ring per device that lets the DMA run under earlier compute; "
+                            "0 = no ring (DMA on the caller's stream)"},
+    [PW_OPT_CHUNK] = {"PINWHEEL_CHUNK", T_SIZE, 8 * MiB, NULL,
+                      "staging chunk: the DMA of one chunk overlaps the memcpy of the next"},
+    [PW_OPT_THREADS] = {"PINWHEEL_THREADS", T_INT, 0, NULL,
+                        "threads for the staging memcpy; 0 = min(8, cores)"},
+    [PW_OPT_D2H] = {"PINWHEEL_D2H", T_BOOL, 1, NULL,
+                    "stage device-to-pageable copies through pinned chunks (still blocking)"},
+    [PW_OPT_STRICT] = {"PINWHEEL_STRICT", T_BOOL, 0, NULL,
+                       "cudaMemcpy waits for the stream before staging, as CUDA documents"},
+    [PW_OPT_SYNC] = {"PINWHEEL_SYNC", T_ENUM, PW_SYNC_KEEP, sync_choices,
+                     "elide: a cudaStreamSynchronize right after staged copies on that stream, "
+                     "from the same thread, returns at once (see README)"},
+};
+
+static long long values[PW_OPT_COUNT];
+static const char *strings[PW_OPT_COUNT];
+static int initialized;
+
+const char *pw_option_name(pw_option_t opt) { return table[opt].name; }
+
+static int parse_bool(const char *s, long long *out) {
+  static const char *const yes[] = {"1", "on", "yes", "true", NULL};
+  static const char *const no[] = {"0", "off", "no", "false", NULL};
+  for (int i = 0; yes[i]; i++)
+    if (!strcasecmp(s, yes[i])) return *out = 1, 0;
+  for (int i = 0; no[i]; i++)
+    if (!strcasecmp(s, no[i])) return *out = 0, 0;
+  return -1;
+}
+
+static int parse_size(const char *s, long long *out, int allow_suffix) {
+  while (isspace((unsigned char)*s)) s++;
+  if (!isdigit((unsigned char)*s)) return -1;
+  errno = 0;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno) return -1;
+  unsigned long long mul = 1;
+  if (allow_suffix && *end) {
+    switch (toupper((unsigned char)*end)) {
+    case 'K': mul = 1ULL << 10; break;
+    case 'M': mul = 1ULL << 20; break;
+    case 'G': mul = 1ULL << 30; break;
+    case 'T': mul = 1ULL << 40; break;
+    default: return -1;
+    }
+    end++;
+    if (toupper((unsigned char)*end) == 'I') end++;
+    if (toupper((unsigned char)*end) == 'B') end++;
+  }
+  if (*end) return -1;
+  if (v > (unsigned long long)(9223372036854775807LL) / mul) return -1;
+  *out = (long long)(v * mul);
+  return 0;
+}
+
+int pw_option_parse(pw_option_t opt, const char *text, long long *out) {
+  if (opt < 0 || opt >= PW_OPT_COUNT || !text) return -1;
+  const pw_option_desc *d = &table[opt];
+  switch (d->type) {
+  case T_ENUM:
+    for (int i = 0; d->choices[i]; i++)
+      if (!strcasecmp(text, d->choices[i])) return *out = i, 0;
+    return -1;
+  case T_BOOL: return parse_bool(text, out);
+  case T_SIZE: return parse_size(text, out, 1);
+  case T_INT: {
+    long long v;
+    if (parse_size(text, &v, 0) || v > 1024) return -1;
+    return *out = v, 0;
+  }
+  case T_STRING: return *text ? (*out = 1, 0) : -1;
+  }
+  return -1;
+}
+
+static void default_text(const pw_option_desc *d, char *buf, size_t n) {
+  switch (d->type) {
+  case T_ENUM: snprintf(buf, n, "%s", d->choices[d->def]); break;
+  case T_BOOL: snprintf(buf, n, "%d", (int)d->def); break;
+  case T_STRING: snprintf(buf, n, "(stderr)"); break;
+  case T_SIZE:
+    if (d->def && d->def % MiB == 0) snprintf(buf, n, "%lldM", d->def / MiB);
+    else if (d->def && d->def % KiB == 0) snprintf(buf, n, "%lldK", d->def / KiB);
+    else snprintf(buf, n, "%lld", d->def);
+    break;
+  default: snprintf(buf, n, "%lld", d->def);
+  }
+}
+
+void pw_options_reset(void) {
+  for (int i = 0; i < PW_OPT_COUNT; i++) values[i] = table[i].def, strings[i] = NULL;
+  initialized = 0;
+}
+
+void pw_options_init(void) {
+  pw_options_reset();
+  initialized = 1;
+  /* The log level first, so that warnings about other options obey it. */
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < PW_OPT_COUNT; i++) {
+      if ((pass == 0) != (i == PW_OPT_LOG)) continue;
+      const char *s = getenv(table[i].name);
+      if (!s) continue;
+      long long v;
+      if (pw_option_parse((pw_option_t)i, s, &v) == 0) {
+        values[i] = v;
+        if (table[i].type == T_STRING) strings[i] = s;
+      } else {
+        char def[32];
+        default_text(&table[i], def, sizeof def);
+        pw_log(PW_LOG_WARN, "%s=%s is not valid; using the default, %s", table[i].name, s, def);
+      }
+      if (i == PW_OPT_LOG) pw_log_set_level((int)values[i]);
+    }
+  }
+}
+
+long long pw_option_get(pw_option_t opt) {
+  if (!initialized) pw_options_init();
+  return values[opt];
+}
+
+const char *pw_option_str(pw_option_t opt) {
+  if (!initialized) pw_options_init();
+  return strings[opt];
+}
+
+void pw_options_print(int fd) {
+  char line[512];
+  int n = snprintf(line, sizeof line, "%-24s %-10s %s\n", "variable", "default", "meaning");
+  pw_write_all(fd, line, (size_t)n);
+  for (int i = 0; i < PW_OPT_COUNT; i++) {
+    char def[32];
+    default_text(&table[i], def, sizeof def);
+    n = snprintf(line, sizeof line, "%-24s %-10s %s\n", table[i].name, def, table[i].meaning);
+    if (n > (int)sizeof line - 1) n = (int)sizeof line - 1;
+    pw_write_all(fd, line, (size_t)n);
+  }
+}

@@ -1,0 +1,209 @@
+/* pw.h — internal interfaces of libpinwheel shared by its subsystems.
+ *
+ * Subsystems and what each owns:
+ *   log.c      the one log function (level from PINWHEEL_LOG); never calls CUDA, never mallocs.
+ *   options.c  the options table, parsed once from PINWHEEL_* variables.
+ *   stats.c    counters (atomics only) and the exit summary (text / JSON).
+ *   pool.c     the lazily started memcpy worker pool.
+ *   engine.c   the staging engine; reaches CUDA only through a pw_ops table.
+ *   ops.c      the pw_ops table over the real CUDA runtime functions.
+ *   shim.c     the exported wrappers, symbol lookup, init, fork and exit handling.
+ * The engine, pool, options, log and stats files know nothing of the CUDA headers, so the tests
+ * can run them against a simulated backend.
+ */
+#ifndef PW_H
+#define PW_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdatomic.h>
+
+#define PW_VERSION "0.3.0"
+
+/* ---- log ---- */
+enum { PW_LOG_ERROR = 0, PW_LOG_WARN = 1, PW_LOG_INFO = 2, PW_LOG_DEBUG = 3 };
+void pw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pw_log_set_level(int level);
+int pw_log_level(void);
+/* Write all of buf to fd, retrying on EINTR and short writes. */
+void pw_write_all(int fd, const char *buf, size_t n);
+
+/* ---- options ---- */
+typedef enum pw_option_e {
+  PW_OPT_MODE,         /* off | observe | stage */
+  PW_OPT_LOG,          /* error | warn | info | debug */
+  PW_OPT_STATS,        /* print the exit summary */
+  PW_OPT_STATS_FILE,   /* summary destination, %p = pid */
+  PW_OPT_STATS_FORMAT, /* text | json */
+  PW_OPT_HELP,         /* print the options table once */
+  PW_OPT_MIN_BYTES,    /* smallest copy the engine stages */
+  PW_OPT_MAX_BYTES,    /* largest copy the engine stages (0 = no limit) */
+  PW_OPT_HOST_POOL,    /* pinned staging memory per device */
+  PW_OPT_DEVICE_RING,  /* device ring per device (0 = none) */
+  PW_OPT_CHUNK,        /* staging chunk */
+  PW_OPT_THREADS,      /* memcpy threads (0 = automatic) */
+  PW_OPT_D2H,          /* stage device-to-pageable copies */
+  PW_OPT_STRICT,       /* keep cudaMemcpy's host-side stream sync */
+  PW_OPT_SYNC,         /* keep | elide */
+  PW_OPT_COUNT
+} pw_option_t;
+
+enum { PW_MODE_OFF = 0, PW_MODE_OBSERVE = 1, PW_MODE_STAGE = 2 };
+enum { PW_FMT_TEXT = 0, PW_FMT_JSON = 1 };
+enum { PW_SYNC_KEEP = 0, PW_SYNC_ELIDE = 1 };
+
+void pw_options_init(void);  /* reads the environment; warns on bad values */
+void pw_options_reset(void); /* back to defaults, unread (tests) */
+long long pw_option_get(pw_option_t opt);
+const char *pw_option_str(pw_option_t opt); /* string options; NULL if unset */
+const char *pw_option_name(pw_option_t opt);
+/* Parse text as a value of opt.  0 and *out set on success, -1 when text is not valid. */
+int pw_option_parse(pw_option_t opt, const char *text, long long *out);
+/* The options table (name, default, meaning), one line each, to fd. */
+void pw_options_print(int fd);
+
+/* ---- memory kinds and directions ---- */
+enum { PW_MEM_UNKNOWN = 0, PW_MEM_PAGEABLE, PW_MEM_PINNED, PW_MEM_DEVICE, PW_MEM_MANAGED, PW_MEM_N };
+enum { PW_DIR_H2D = 0, PW_DIR_D2H, PW_DIR_D2D, PW_DIR_H2H, PW_DIR_N };
+extern const char *const pw_mem_names[PW_MEM_N];
+extern const char *const pw_dir_names[PW_DIR_N];
+
+/* ---- the CUDA operations the engine needs (filled from the real runtime, or simulated) ----
+ * Every function returns 0 on success or a non-zero CUDA error number.  Streams and events are
+ * opaque handles. */
+typedef struct pw_ops {
+  int (*pointer_info)(const void *p, int *mem_kind, int *device);
+  int (*stream_capturing)(void *stream, int *capturing);
+  int (*stream_device)(void *stream, int *device);
+  int (*get_device)(int *device);
+  int (*set_device)(int device);
+  int (*host_alloc)(void **p, size_t n);
+  void (*host_free)(void *p);
+  int (*device_alloc)(void **p, size_t n);
+  void (*device_free)(void *p);
+  int (*stream_create)(void **stream); /* non-blocking */
+  int (*event_create)(void **event);   /* no timing */
+  int (*event_record)(void *event, void *stream);
+  int (*event_query)(void *event); /* 0 done, 1 pending, else error */
+  int (*event_sync)(void *event);
+  int (*stream_wait_event)(void *stream, void *event);
+  int (*copy_async)(void *dst, const void *src, size_t n, int dir, void *stream);
+  int (*stream_sync)(void *stream);
+  /* Forget the error an internal call of ours left as the thread's last error. */
+  void (*clear_error)(void);
+  /* Returns 1 when the thread has an error pending that an internal call must not hide. */
+  int (*error_pending)(void);
+  /* Relax this thread's capture mode around engine calls; returns the mode to restore. */
+  int (*relax_capture)(int restore, int mode);
+} pw_ops;
+
+/* ---- stats ---- */
+enum {
+  PW_PATH_RING = 0, /* pinned chunk -> device ring (side stream) -> dst (caller stream) */
+  PW_PATH_PINNED,   /* pinned chunk -> dst on the caller stream (no ring) */
+  PW_PATH_D2H,      /* device -> pinned chunks -> pageable dst */
+  PW_PATH_N
+};
+#define PW_FALLBACK_LIST(X)                                                                        \
+  X(MODE, "mode", "the mode does not stage")                                                       \
+  X(DIRECTION, "direction", "not host-to-device (or device-to-host with PINWHEEL_D2H=1)")          \
+  X(SRC_NOT_PAGEABLE, "src_not_pageable", "source is not pageable host memory")                    \
+  X(DST_NOT_PAGEABLE, "dst_not_pageable", "destination is not pageable host memory")               \
+  X(NOT_DEVICE, "not_device_memory", "device side is not plain device memory")                     \
+  X(TOO_SMALL, "too_small", "below PINWHEEL_MIN_BYTES")                                            \
+  X(TOO_LARGE, "too_large", "above PINWHEEL_MAX_BYTES")                                            \
+  X(CAPTURING, "capturing", "stream is being captured into a graph")                               \
+  X(OTHER_DEVICE, "other_device", "stream or current device differs from the memory's device")     \
+  X(PENDING_ERROR, "pending_error", "a CUDA error was pending on the thread")                      \
+  X(QUERY_FAILED, "query_failed", "pointer or stream query failed")                                \
+  X(NO_STATE, "no_state", "engine state for the device could not be set up")                       \
+  X(INTERNAL, "internal_error", "an engine CUDA call failed mid-copy")                             \
+  X(FORKED, "forked_child", "process is a fork of a CUDA process")
+#define PW_FB_ENUM(id, name, text) PW_FB_##id,
+enum { PW_FALLBACK_LIST(PW_FB_ENUM) PW_FB_N };
+#undef PW_FB_ENUM
+extern const char *const pw_fallback_names[PW_FB_N];
+
+typedef struct pw_counter3 {
+  _Atomic uint64_t calls, bytes, ns;
+} pw_counter3;
+
+typedef struct pw_stats {
+  _Atomic uint64_t hook_calls[32];
+  _Atomic uint64_t hook_ns[32];
+  pw_counter3 copies[PW_DIR_N][PW_MEM_N][PW_MEM_N];
+  _Atomic uint64_t sync_longest_ns;
+  pw_counter3 staged[PW_PATH_N]; /* ns = host time blocked in the call */
+  _Atomic uint64_t staging_memcpy_ns;
+  _Atomic uint64_t wait_space_ns, wait_space_events;
+  _Atomic uint64_t wait_lock_ns;
+  _Atomic uint64_t ring_pieces;
+  _Atomic uint64_t fallbacks[PW_FB_N];
+  _Atomic uint64_t fallback_bytes[PW_FB_N];
+  _Atomic uint64_t sync_elided;
+  _Atomic uint64_t pinned_bytes_allocated, ring_bytes_allocated;
+} pw_stats;
+
+extern pw_stats pw_st;
+static inline void pw_add(_Atomic uint64_t *c, uint64_t v) {
+  atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+static inline uint64_t pw_get(_Atomic uint64_t *c) {
+  return atomic_load_explicit(c, memory_order_relaxed);
+}
+void pw_stats_reset(void);
+uint64_t pw_now_ns(void);
+
+/* Hook descriptions, for the summary: filled by shim.c from hooks.def. */
+typedef struct pw_hook_info {
+  const char *name;
+  int klass; /* PW_CLASS_* */
+} pw_hook_info;
+enum { PW_CLASS_COPY = 0, PW_CLASS_LAUNCH, PW_CLASS_SYNC };
+extern const pw_hook_info pw_hook_table[];
+extern const int pw_hook_count;
+
+/* Write the exit summary (format PW_FMT_*) to fd. */
+void pw_stats_write(int fd, int format);
+
+/* ---- memcpy worker pool ---- */
+/* Copy n bytes with up to `threads` threads (the caller is one of them).  Falls back to a
+ * plain memcpy in the caller when the pool is busy, not wanted, or cannot start. */
+void pw_pool_memcpy(void *dst, const void *src, size_t n, int threads);
+void pw_pool_after_fork_child(void);
+int pw_pool_workers_started(void);
+
+/* ---- engine ---- */
+typedef struct pw_copy {
+  void *dst;
+  const void *src;
+  size_t n;
+  int dir;      /* PW_DIR_* as requested (after resolving cudaMemcpyDefault) */
+  void *stream; /* normalised */
+  int sync_api; /* 1 for cudaMemcpy / cudaMemcpy_ptds */
+  int src_kind, dst_kind, src_dev, dst_dev;
+} pw_copy;
+
+typedef struct pw_engine_config {
+  int mode;
+  size_t min_bytes, max_bytes; /* max 0 = no limit */
+  size_t host_pool, device_ring, chunk;
+  int threads, d2h, strict;
+} pw_engine_config;
+
+typedef struct pw_engine pw_engine;
+pw_engine *pw_engine_create(const pw_ops *ops, const pw_engine_config *cfg);
+void pw_engine_destroy(pw_engine *e); /* tests only: frees everything, syncs first */
+/* Fill the kind and device fields of c from its pointers (and the direction if dir < 0).
+ * Returns 0, or -1 when a query failed (fields are then PW_MEM_UNKNOWN). */
+int pw_describe(const pw_ops *ops, pw_copy *c);
+/* Stage the copy.  Returns PW_PATH_* (>= 0) when it was staged and the caller must report
+ * cudaSuccess, or -1 - PW_FB_* when the caller must make the real call instead. */
+int pw_engine_copy(pw_engine *e, const pw_copy *c);
+void pw_engine_after_fork_child(pw_engine *e);
+
+/* Test hook: when set, the engine leaves out one event dependency (the ring-region wait), so a
+ * test can prove that the byte comparison catches a missing dependency. */
+extern int pw_engine_test_drop_dependency;
+
+#endif

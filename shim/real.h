@@ -1,0 +1,25 @@
+/* real.h — the table of real CUDA runtime functions, generated from hooks.def.
+ * Only shim.c and ops.c include the CUDA headers; the rest of the shim never sees them. */
+#ifndef PW_REAL_H
+#define PW_REAL_H
+
+#include <cuda_runtime_api.h>
+
+#include "pw.h"
+
+#define PW_LEGACY(s) ((s) ? (s) : cudaStreamLegacy)
+#define PW_PTSZ(s) ((s) ? (s) : cudaStreamPerThread)
+
+typedef struct pw_real_table {
+#define PW_HOOK(name, class, params, args, stream) cudaError_t(*name) params;
+#define PW_REAL(name, params) cudaError_t(*name) params;
+#include "hooks.def"
+} pw_real_table;
+
+extern pw_real_table pw_real;
+extern const pw_ops pw_real_ops;
+
+/* Resolve every real function (idempotent; called once from the shim's init). */
+void pw_resolve_real(void);
+
+#endif

@@ -1,0 +1,241 @@
+/* stats.c — counters and the exit summary.
+ *
+ * Owns: pw_st (atomics only, so any thread may count without a lock), the hook name table, and
+ * the text and JSON summaries.  Must never: call CUDA (the summary runs at exit, when the runtime
+ * may already be torn down).
+ */
+#define _GNU_SOURCE
+#include "pw.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+pw_stats pw_st;
+
+const char *const pw_mem_names[PW_MEM_N] = {"unknown", "pageable", "pinned", "device", "managed"};
+const char *const pw_dir_names[PW_DIR_N] = {"H2D", "D2H", "D2D", "H2H"};
+static const char *const path_names[PW_PATH_N] = {"ring", "pinned_only", "d2h"};
+
+#define PW_FB_NAME(id, name, text) name,
+const char *const pw_fallback_names[PW_FB_N] = {PW_FALLBACK_LIST(PW_FB_NAME)};
+#undef PW_FB_NAME
+
+/* The hook table needs only names and classes, so the parameter lists are never expanded and
+ * this file needs no CUDA header. */
+#define PW_HOOK(name, class, params, args, stream) {#name, PW_CLASS_##class},
+#define PW_CLASS_COPY_ASYNC PW_CLASS_COPY
+const pw_hook_info pw_hook_table[] = {
+#include "hooks.def"
+};
+#undef PW_CLASS_COPY_ASYNC
+const int pw_hook_count = (int)(sizeof pw_hook_table / sizeof pw_hook_table[0]);
+_Static_assert(sizeof pw_hook_table / sizeof pw_hook_table[0] <= 32, "raise hook_calls[]");
+
+uint64_t pw_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void pw_stats_reset(void) { memset(&pw_st, 0, sizeof pw_st); }
+
+/* A growing text buffer; the summary is written once, at exit, so malloc is fine here. */
+typedef struct {
+  char *p;
+  size_t len, cap;
+} buf_t;
+
+static void bprintf(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bprintf(buf_t *b, const char *fmt, ...) {
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = b->cap - b->len;
+    int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? room : 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if (b->p && (size_t)n < room) {
+      b->len += (size_t)n;
+      return;
+    }
+    size_t cap = b->cap ? b->cap * 2 : 4096;
+    while (cap < b->len + (size_t)n + 1) cap *= 2;
+    char *q = realloc(b->p, cap);
+    if (!q) return;
+    b->p = q;
+    b->cap = cap;
+  }
+}
+
+static const char *human_bytes(uint64_t v, char *buf, size_t n) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double x = (double)v;
+  int u = 0;
+  while (x >= 1024 && u < 4) x /= 1024, u++;
+  if (u == 0) snprintf(buf, n, "%llu B", (unsigned long long)v);
+  else snprintf(buf, n, "%.2f %s", x, units[u]);
+  return buf;
+}
+
+static double ms(uint64_t ns) { return (double)ns / 1e6; }
+
+static uint64_t total_hook_calls(void) {
+  uint64_t t = 0;
+  for (int i = 0; i < pw_hook_count; i++) t += pw_get(&pw_st.hook_calls[i]);
+  return t;
+}
+
+static const char *mode_name(void) {
+  static const char *const m[] = {"off", "observe", "stage"};
+  long long v = pw_option_get(PW_OPT_MODE);
+  return v >= 0 && v <= 2 ? m[v] : "?";
+}
+
+static const char *no_calls_note =
+    "no CUDA runtime call was intercepted: the program may be linked against the static CUDA "
+    "runtime (nvcc's default) or not use CUDA at all; see README, 'Static CUDA runtime'";
+
+static const char *off_note = "mode off: calls pass straight through and are not counted";
+
+static const char *empty_note(void) {
+  return pw_option_get(PW_OPT_MODE) == PW_MODE_OFF ? off_note : no_calls_note;
+}
+
+static void write_text(buf_t *b) {
+  char h1[32];
+  int pid = (int)getpid();
+  bprintf(b, "pinwheel[%d]: summary (pinwheel %s, mode %s)\n", pid, PW_VERSION, mode_name());
+  if (total_hook_calls() == 0) {
+    bprintf(b, "pinwheel[%d]: %s\n", pid, empty_note());
+    return;
+  }
+  bprintf(b, "  %-30s %10s %12s %14s\n", "copies", "calls", "bytes", "host blocked");
+  for (int d = 0; d < PW_DIR_N; d++)
+    for (int s = 0; s < PW_MEM_N; s++)
+      for (int t = 0; t < PW_MEM_N; t++) {
+        pw_counter3 *c = &pw_st.copies[d][s][t];
+        uint64_t calls = pw_get(&c->calls);
+        if (!calls) continue;
+        char label[64];
+        snprintf(label, sizeof label, "%s %s -> %s", pw_dir_names[d], pw_mem_names[s],
+                 pw_mem_names[t]);
+        bprintf(b, "  %-30s %10llu %12s %11.3f ms\n", label, (unsigned long long)calls,
+                human_bytes(pw_get(&c->bytes), h1, sizeof h1), ms(pw_get(&c->ns)));
+      }
+  bprintf(b, "  %-30s %10s %27s\n", "host syncs", "calls", "host blocked");
+  for (int i = 0; i < pw_hook_count; i++) {
+    if (pw_hook_table[i].klass != PW_CLASS_SYNC || !pw_get(&pw_st.hook_calls[i])) continue;
+    bprintf(b, "  %-30s %10llu %24.3f ms\n", pw_hook_table[i].name,
+            (unsigned long long)pw_get(&pw_st.hook_calls[i]), ms(pw_get(&pw_st.hook_ns[i])));
+  }
+  bprintf(b, "  %-30s %51.3f ms\n", "longest sync", ms(pw_get(&pw_st.sync_longest_ns)));
+  bprintf(b, "  %-30s %10s\n", "kernel launches", "calls");
+  for (int i = 0; i < pw_hook_count; i++) {
+    if (pw_hook_table[i].klass != PW_CLASS_LAUNCH || !pw_get(&pw_st.hook_calls[i])) continue;
+    bprintf(b, "  %-30s %10llu\n", pw_hook_table[i].name,
+            (unsigned long long)pw_get(&pw_st.hook_calls[i]));
+  }
+  if (pw_option_get(PW_OPT_MODE) == PW_MODE_STAGE) {
+    bprintf(b, "  %-30s %10s %12s %14s\n", "staged copies", "calls", "bytes", "host blocked");
+    for (int p = 0; p < PW_PATH_N; p++) {
+      pw_counter3 *c = &pw_st.staged[p];
+      bprintf(b, "  %-30s %10llu %12s %11.3f ms\n", path_names[p],
+              (unsigned long long)pw_get(&c->calls), human_bytes(pw_get(&c->bytes), h1, sizeof h1),
+              ms(pw_get(&c->ns)));
+    }
+    bprintf(b, "  staging memcpy %.3f ms; waiting for space %.3f ms (%llu waits); lock %.3f ms\n",
+            ms(pw_get(&pw_st.staging_memcpy_ns)), ms(pw_get(&pw_st.wait_space_ns)),
+            (unsigned long long)pw_get(&pw_st.wait_space_events), ms(pw_get(&pw_st.wait_lock_ns)));
+    char h2[32];
+    bprintf(b, "  pinned staging %s, device ring %s; syncs elided %llu\n",
+            human_bytes(pw_get(&pw_st.pinned_bytes_allocated), h1, sizeof h1),
+            human_bytes(pw_get(&pw_st.ring_bytes_allocated), h2, sizeof h2),
+            (unsigned long long)pw_get(&pw_st.sync_elided));
+    int any = 0;
+    for (int f = 0; f < PW_FB_N; f++) {
+      uint64_t n = pw_get(&pw_st.fallbacks[f]);
+      if (!n) continue;
+      bprintf(b, "%s%s %llu (%s)", any ? ", " : "  not staged: ", pw_fallback_names[f],
+              (unsigned long long)n, human_bytes(pw_get(&pw_st.fallback_bytes[f]), h1, sizeof h1));
+      any = 1;
+    }
+    if (any) bprintf(b, "\n");
+  }
+}
+
+static void json_counter(buf_t *b, pw_counter3 *c) {
+  bprintf(b, "\"calls\":%llu,\"bytes\":%llu,\"host_ns\":%llu", (unsigned long long)pw_get(&c->calls),
+          (unsigned long long)pw_get(&c->bytes), (unsigned long long)pw_get(&c->ns));
+}
+
+static void write_json(buf_t *b) {
+  bprintf(b, "{\"schema\":\"pinwheel-stats/1\",\"version\":\"%s\",\"pid\":%d,\"mode\":\"%s\",",
+          PW_VERSION, (int)getpid(), mode_name());
+  bprintf(b, "\"intercepted\":%llu,", (unsigned long long)total_hook_calls());
+  if (total_hook_calls() == 0) bprintf(b, "\"note\":\"%s\",", empty_note());
+  bprintf(b, "\"calls\":{");
+  for (int i = 0; i < pw_hook_count; i++)
+    bprintf(b, "%s\"%s\":{\"calls\":%llu,\"host_ns\":%llu}", i ? "," : "", pw_hook_table[i].name,
+            (unsigned long long)pw_get(&pw_st.hook_calls[i]),
+            (unsigned long long)pw_get(&pw_st.hook_ns[i]));
+  bprintf(b, "},\"copies\":[");
+  int first = 1;
+  for (int d = 0; d < PW_DIR_N; d++)
+    for (int s = 0; s < PW_MEM_N; s++)
+      for (int t = 0; t < PW_MEM_N; t++) {
+        pw_counter3 *c = &pw_st.copies[d][s][t];
+        if (!pw_get(&c->calls)) continue;
+        bprintf(b, "%s{\"direction\":\"%s\",\"src\":\"%s\",\"dst\":\"%s\",", first ? "" : ",",
+                pw_dir_names[d], pw_mem_names[s], pw_mem_names[t]);
+        json_counter(b, c);
+        bprintf(b, "}");
+        first = 0;
+      }
+  uint64_t sync_calls = 0, sync_ns = 0, launches = 0;
+  for (int i = 0; i < pw_hook_count; i++) {
+    if (pw_hook_table[i].klass == PW_CLASS_SYNC) {
+      sync_calls += pw_get(&pw_st.hook_calls[i]);
+      sync_ns += pw_get(&pw_st.hook_ns[i]);
+    } else if (pw_hook_table[i].klass == PW_CLASS_LAUNCH) {
+      launches += pw_get(&pw_st.hook_calls[i]);
+    }
+  }
+  bprintf(b, "],\"syncs\":{\"calls\":%llu,\"host_ns\":%llu,\"longest_ns\":%llu},",
+          (unsigned long long)sync_calls, (unsigned long long)sync_ns,
+          (unsigned long long)pw_get(&pw_st.sync_longest_ns));
+  bprintf(b, "\"launches\":%llu,\"staging\":{", (unsigned long long)launches);
+  for (int p = 0; p < PW_PATH_N; p++) {
+    bprintf(b, "\"%s\":{", path_names[p]);
+    json_counter(b, &pw_st.staged[p]);
+    bprintf(b, "},");
+  }
+  bprintf(b,
+          "\"memcpy_ns\":%llu,\"wait_space_ns\":%llu,\"wait_space_events\":%llu,"
+          "\"wait_lock_ns\":%llu,\"ring_pieces\":%llu,\"sync_elided\":%llu,"
+          "\"pinned_bytes\":%llu,\"ring_bytes\":%llu},\"fallbacks\":{",
+          (unsigned long long)pw_get(&pw_st.staging_memcpy_ns),
+          (unsigned long long)pw_get(&pw_st.wait_space_ns),
+          (unsigned long long)pw_get(&pw_st.wait_space_events),
+          (unsigned long long)pw_get(&pw_st.wait_lock_ns),
+          (unsigned long long)pw_get(&pw_st.ring_pieces),
+          (unsigned long long)pw_get(&pw_st.sync_elided),
+          (unsigned long long)pw_get(&pw_st.pinned_bytes_allocated),
+          (unsigned long long)pw_get(&pw_st.ring_bytes_allocated));
+  for (int f = 0; f < PW_FB_N; f++)
+    bprintf(b, "%s\"%s\":{\"calls\":%llu,\"bytes\":%llu}", f ? "," : "", pw_fallback_names[f],
+            (unsigned long long)pw_get(&pw_st.fallbacks[f]),
+            (unsigned long long)pw_get(&pw_st.fallback_bytes[f]));
+  bprintf(b, "}}\n");
+}
+
+void pw_stats_write(int fd, int format) {
+  buf_t b = {0};
+  if (format == PW_FMT_JSON) write_json(&b);
+  else write_text(&b);
+  if (b.p) pw_write_all(fd, b.p, b.len);
+  free(b.p);
+}

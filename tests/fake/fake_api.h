@@ -1,0 +1,30 @@
+/* fake_api.h — what the fake libcudart.so.13 tells the test programs about the calls it saw. */
+#ifndef FAKE_API_H
+#define FAKE_API_H
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+
+typedef struct fake_call {
+  char name[64];
+  void *dst;
+  const void *src;
+  size_t count;
+  int kind;
+  cudaStream_t stream;
+  const void *func;
+  dim3 grid, block;
+  void **args;
+  size_t shared;
+  const cudaLaunchConfig_t *config;
+  cudaEvent_t event;
+} fake_call;
+
+/* The last call a test-visible entry point received (copies made by the engine included). */
+fake_call fake_last(void);
+/* How many times the named function was called. */
+long fake_count(const char *name);
+/* The next call of any recorded function returns err (once). */
+void fake_fail_next(cudaError_t err);
+/* Make a stream report that it is being captured. */
+void fake_set_capturing(cudaStream_t s, int on);
+#endif

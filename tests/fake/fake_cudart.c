@@ -1,0 +1,242 @@
+/* fake_cudart.c — a small stand-in for libcudart.so.13, for the interposition tests.
+ *
+ * It defines every function of shim/hooks.def with the real library's version node, executes
+ * copies at once (every "device" is host memory, so any stream order is trivially respected),
+ * classifies pointers from its own allocation table, and records each call so the test program
+ * can check that the arguments arrived intact and the status came back unchanged.
+ */
+#define _GNU_SOURCE
+#include "fake_api.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static fake_call last;
+static struct {
+  char name[64];
+  long n;
+} counts[64];
+static cudaError_t fail_next = cudaSuccess;
+static __thread cudaError_t last_error = cudaSuccess;
+static __thread enum cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
+
+typedef struct region {
+  char *p;
+  size_t n;
+  enum cudaMemoryType type;
+} region;
+static region regions[4096];
+static int nregions;
+
+typedef struct fake_stream {
+  int magic, capturing;
+} fake_stream;
+
+/* Record a call; returns the error to report (one injected by fake_fail_next, else success). */
+static cudaError_t record(const fake_call *c) {
+  pthread_mutex_lock(&mu);
+  last = *c;
+  int i = 0;
+  while (i < 64 && counts[i].name[0] && strcmp(counts[i].name, c->name)) i++;
+  if (i < 64) {
+    strcpy(counts[i].name, c->name);
+    counts[i].n++;
+  }
+  cudaError_t e = fail_next;
+  fail_next = cudaSuccess;
+  pthread_mutex_unlock(&mu);
+  if (e != cudaSuccess) last_error = e;
+  return e;
+}
+
+fake_call fake_last(void) {
+  pthread_mutex_lock(&mu);
+  fake_call c = last;
+  pthread_mutex_unlock(&mu);
+  return c;
+}
+
+long fake_count(const char *name) {
+  long n = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < 64 && counts[i].name[0]; i++)
+    if (!strcmp(counts[i].name, name)) n = counts[i].n;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+void fake_fail_next(cudaError_t err) {
+  pthread_mutex_lock(&mu);
+  fail_next = err;
+  pthread_mutex_unlock(&mu);
+}
+
+void fake_set_capturing(cudaStream_t s, int on) { ((fake_stream *)s)->capturing = on; }
+
+static void add_region(void *p, size_t n, enum cudaMemoryType t) {
+  pthread_mutex_lock(&mu);
+  if (nregions < 4096) regions[nregions++] = (region){p, n, t};
+  pthread_mutex_unlock(&mu);
+}
+
+static void drop_region(void *p) {
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nregions; i++)
+    if (regions[i].p == p) {
+      regions[i] = regions[--nregions];
+      break;
+    }
+  pthread_mutex_unlock(&mu);
+}
+
+#define CALL_RECORD(...)                                                                           \
+  fake_call c = {__VA_ARGS__};                                                                     \
+  strncpy(c.name, __func__, sizeof c.name - 1);                                                    \
+  cudaError_t e = record(&c)
+
+static cudaError_t do_copy(const char *fn, void *dst, const void *src, size_t count,
+                           enum cudaMemcpyKind kind, cudaStream_t stream) {
+  fake_call c = {.dst = dst, .src = src, .count = count, .kind = kind, .stream = stream};
+  strncpy(c.name, fn, sizeof c.name - 1);
+  cudaError_t e = record(&c);
+  if (e == cudaSuccess && count && dst && src) memmove(dst, src, count);
+  return e;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
+  return do_copy(__func__, dst, src, count, kind, 0);
+}
+cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
+  return do_copy(__func__, dst, src, count, kind, 0);
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  return do_copy(__func__, dst, src, count, kind, stream);
+}
+cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                 cudaStream_t stream) {
+  return do_copy(__func__, dst, src, count, kind, stream);
+}
+
+#define LAUNCH6(fn, T)                                                                             \
+  cudaError_t fn(T func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t stream);            \
+  cudaError_t fn(T func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t stream) {           \
+    CALL_RECORD(.func = (const void *)func, .grid = g, .block = b, .args = args, .shared = shm,    \
+                .stream = stream);                                                                 \
+    return e;                                                                                      \
+  }
+LAUNCH6(cudaLaunchKernel, const void *)
+LAUNCH6(cudaLaunchKernel_ptsz, const void *)
+LAUNCH6(__cudaLaunchKernel, cudaKernel_t)
+LAUNCH6(__cudaLaunchKernel_ptsz, cudaKernel_t)
+
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
+  CALL_RECORD(.config = config, .func = func, .args = args);
+  return e;
+}
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func,
+                                     void **args);
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func,
+                                     void **args) {
+  CALL_RECORD(.config = config, .func = func, .args = args);
+  return e;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  CALL_RECORD(.stream = stream);
+  return e;
+}
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
+  CALL_RECORD(.stream = stream);
+  return e;
+}
+cudaError_t cudaDeviceSynchronize(void) {
+  CALL_RECORD(.count = 0);
+  return e;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  CALL_RECORD(.event = event);
+  return e;
+}
+
+/* ---- the functions the shim calls but does not wrap ---- */
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *ptr) {
+  memset(attr, 0, sizeof *attr);
+  attr->type = cudaMemoryTypeUnregistered;
+  attr->device = -2;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nregions; i++) {
+    const char *p = ptr;
+    if (p >= regions[i].p && p < regions[i].p + regions[i].n) {
+      attr->type = regions[i].type;
+      attr->device = 0;
+      attr->devicePointer = (void *)ptr;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *device) { return *device = 0, cudaSuccess; }
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st) {
+  *st = cudaStreamCaptureStatusNone;
+  if (s && s != cudaStreamLegacy && s != cudaStreamPerThread) {
+    fake_stream *f = (fake_stream *)s;
+    if (f->magic != 0x5eed) return last_error = cudaErrorInvalidResourceHandle;
+    if (f->capturing) *st = cudaStreamCaptureStatusActive;
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device) { return *device = 0, cudaSuccess; }
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode) {
+  enum cudaStreamCaptureMode old = capture_mode;
+  capture_mode = *mode;
+  *mode = old;
+  return cudaSuccess;
+}
+cudaError_t cudaPeekAtLastError(void) { return last_error; }
+cudaError_t cudaGetLastError(void) {
+  cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags) {
+  if (getenv("FAKE_HOSTALLOC_FAIL")) return last_error = cudaErrorMemoryAllocation;
+  if (!(*p = aligned_alloc(4096, (n + 4095) & ~(size_t)4095))) return cudaErrorMemoryAllocation;
+  add_region(*p, n, cudaMemoryTypeHost);
+  return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void *p) {
+  drop_region(p);
+  free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaMalloc(void **p, size_t n) {
+  const char *lim = getenv("FAKE_MALLOC_FAIL_ABOVE");
+  if (lim && n > strtoull(lim, NULL, 0)) return last_error = cudaErrorMemoryAllocation;
+  if (!(*p = aligned_alloc(256, (n + 255) & ~(size_t)255))) return cudaErrorMemoryAllocation;
+  add_region(*p, n, cudaMemoryTypeDevice);
+  return cudaSuccess;
+}
+cudaError_t cudaFree(void *p) {
+  drop_region(p);
+  free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+  fake_stream *f = calloc(1, sizeof *f);
+  f->magic = 0x5eed;
+  *s = (cudaStream_t)f;
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
+  *e = (cudaEvent_t)calloc(1, 16);
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return cudaSuccess; }
+cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) { return cudaSuccess; }

@@ -1,0 +1,235 @@
+/* interpose_prog.c — a CUDA "application" linked against the fake libcudart.so.13, run by
+ * test_interpose under the real LD_PRELOAD of libpinwheel.so.
+ *
+ *   calls         every hooked entry point: arguments arrive intact, statuses come back unchanged
+ *   counts N      a fixed mix of copies, launches and syncs, N times (the driver checks the summary)
+ *   threads T N   T threads, each N launches and N small copies
+ *   stage         pageable H2D / D2H copies of many sizes; source overwritten and freed at once;
+ *                 bytes compared
+ *   capture       an H2D copy on a capturing stream (must reach CUDA unchanged)
+ *   fork          calls, fork, calls in the child, wait
+ *   none          no CUDA call at all
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fake/fake_api.h"
+
+cudaError_t cudaMemcpy_ptds(void *, const void *, size_t, enum cudaMemcpyKind);
+cudaError_t cudaMemcpyAsync_ptsz(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
+cudaError_t cudaLaunchKernel_ptsz(const void *, dim3, dim3, void **, size_t, cudaStream_t);
+cudaError_t __cudaLaunchKernel(cudaKernel_t, dim3, dim3, void **, size_t, cudaStream_t);
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t, dim3, dim3, void **, size_t, cudaStream_t);
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *, const void *, void **);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t);
+
+static int failures;
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "interpose_prog: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
+      failures++;                                                                                  \
+    }                                                                                              \
+  } while (0)
+
+static void check_last(const char *name) {
+  fake_call c = fake_last();
+  if (strcmp(c.name, name)) {
+    fprintf(stderr, "interpose_prog: expected the fake to see %s, it saw %s\n", name, c.name);
+    failures++;
+  }
+}
+
+static int mode_calls(void) {
+  char a[64], b[64];
+  void *dev;
+  CHECK(cudaMalloc(&dev, 4096) == cudaSuccess);
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, 0);
+  dim3 g = {3, 5, 7}, bl = {32, 2, 1};
+  void *args[2] = {a, b};
+  cudaLaunchConfig_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.stream = s;
+  cudaEvent_t ev;
+  cudaEventCreateWithFlags(&ev, 0);
+  /* Each call twice: once succeeding, once with an injected error that must come back. */
+  for (int fail = 0; fail < 2; fail++) {
+    cudaError_t want = fail ? cudaErrorInvalidValue : cudaSuccess;
+#define EXPECT(call, name, extra)                                                                  \
+  do {                                                                                             \
+    if (fail) fake_fail_next(cudaErrorInvalidValue);                                               \
+    cudaError_t r = call;                                                                          \
+    CHECK(r == want);                                                                              \
+    check_last(name);                                                                              \
+    fake_call c = fake_last();                                                                     \
+    (void)c;                                                                                       \
+    CHECK(extra);                                                                                  \
+    if (fail) cudaGetLastError();                                                                  \
+  } while (0)
+    EXPECT(cudaMemcpy(a, b, 17, cudaMemcpyHostToHost), "cudaMemcpy",
+           c.dst == a && c.src == b && c.count == 17 && c.kind == cudaMemcpyHostToHost);
+    EXPECT(cudaMemcpy_ptds(dev, b, 19, cudaMemcpyHostToDevice), "cudaMemcpy_ptds",
+           c.dst == dev && c.src == b && c.count == 19 && c.kind == cudaMemcpyHostToDevice);
+    EXPECT(cudaMemcpyAsync(a, dev, 23, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync",
+           c.dst == a && c.src == dev && c.count == 23 && c.stream == s);
+    EXPECT(cudaMemcpyAsync_ptsz(dev, a, 29, cudaMemcpyDefault, s), "cudaMemcpyAsync_ptsz",
+           c.dst == dev && c.src == a && c.count == 29 && c.kind == cudaMemcpyDefault && c.stream == s);
+    EXPECT(cudaLaunchKernel((void *)mode_calls, g, bl, args, 96, s), "cudaLaunchKernel",
+           c.func == (void *)mode_calls && c.grid.y == 5 && c.block.x == 32 && c.args == args &&
+               c.shared == 96 && c.stream == s);
+    EXPECT(cudaLaunchKernel_ptsz((void *)mode_calls, g, bl, args, 97, s), "cudaLaunchKernel_ptsz",
+           c.grid.z == 7 && c.shared == 97 && c.stream == s);
+    EXPECT(__cudaLaunchKernel((cudaKernel_t)a, g, bl, args, 98, s), "__cudaLaunchKernel",
+           c.func == (void *)a && c.grid.x == 3 && c.block.y == 2 && c.shared == 98);
+    EXPECT(__cudaLaunchKernel_ptsz((cudaKernel_t)b, g, bl, args, 99, 0), "__cudaLaunchKernel_ptsz",
+           c.func == (void *)b && c.shared == 99 && c.stream == 0);
+    EXPECT(cudaLaunchKernelExC(&cfg, (void *)mode_calls, args), "cudaLaunchKernelExC",
+           c.config == &cfg && c.args == args);
+    EXPECT(cudaLaunchKernelExC_ptsz(&cfg, (void *)b, args), "cudaLaunchKernelExC_ptsz",
+           c.config == &cfg && c.func == (void *)b);
+    EXPECT(cudaStreamSynchronize(s), "cudaStreamSynchronize", c.stream == s);
+    EXPECT(cudaStreamSynchronize_ptsz(0), "cudaStreamSynchronize_ptsz", c.stream == 0);
+    EXPECT(cudaDeviceSynchronize(), "cudaDeviceSynchronize", 1);
+    EXPECT(cudaEventSynchronize(ev), "cudaEventSynchronize", c.event == ev);
+  }
+  printf("calls %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+static char page[4][4096];
+
+static void one_round(void *dev, void *pinned, cudaStream_t s) {
+  /* H2D pageable (sync API), H2D pinned (async), D2H pageable, D2D, launches, syncs */
+  cudaMemcpy(dev, page[0], 1000, cudaMemcpyHostToDevice);
+  cudaMemcpyAsync(dev, pinned, 2000, cudaMemcpyHostToDevice, s);
+  cudaMemcpyAsync(page[1], dev, 3000, cudaMemcpyDeviceToHost, s);
+  cudaMemcpy((char *)dev + 4096, dev, 100, cudaMemcpyDeviceToDevice);
+  dim3 g = {1, 1, 1};
+  cudaLaunchKernel((void *)one_round, g, g, NULL, 0, s);
+  __cudaLaunchKernel((cudaKernel_t)one_round, g, g, NULL, 0, s);
+  __cudaLaunchKernel((cudaKernel_t)one_round, g, g, NULL, 0, s);
+  cudaStreamSynchronize(s);
+  cudaDeviceSynchronize();
+}
+
+static int mode_counts(int n) {
+  void *dev, *pinned;
+  cudaMalloc(&dev, 8192);
+  cudaHostAlloc(&pinned, 4096, 0);
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, 0);
+  for (int i = 0; i < n; i++) one_round(dev, pinned, s);
+  printf("counts done\n");
+  return 0;
+}
+
+static int per_thread_n;
+static void *thread_main(void *arg) {
+  void *dev = arg;
+  char buf[512];
+  dim3 g = {1, 1, 1};
+  for (int i = 0; i < per_thread_n; i++) {
+    __cudaLaunchKernel((cudaKernel_t)thread_main, g, g, NULL, 0, 0);
+    cudaMemcpyAsync(dev, buf, sizeof buf, cudaMemcpyHostToDevice, 0);
+  }
+  return NULL;
+}
+
+static int mode_threads(int t, int n) {
+  pthread_t th[64];
+  per_thread_n = n;
+  void *dev;
+  cudaMalloc(&dev, 1 << 16);
+  for (int i = 0; i < t; i++) pthread_create(&th[i], NULL, thread_main, dev);
+  for (int i = 0; i < t; i++) pthread_join(th[i], NULL);
+  printf("threads done\n");
+  return 0;
+}
+
+static unsigned rng = 12345;
+static unsigned next_rand(void) { return rng = rng * 1103515245u + 12345u; }
+
+static int mode_stage(void) {
+  size_t max = 24u << 20;
+  char *dev, *back = malloc(max), *expect = malloc(max);
+  cudaMalloc((void **)&dev, max + 4096);
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, 0);
+  size_t sizes[] = {70000, 1u << 20, (3u << 20) + 17, 9u << 20, max - 5, 65536, 123457};
+  int n = (int)(sizeof sizes / sizeof sizes[0]);
+  for (int round = 0; round < 3; round++)
+    for (int i = 0; i < n; i++) {
+      size_t sz = sizes[i], off = next_rand() % 64;
+      char *src = malloc(sz);
+      for (size_t k = 0; k < sz; k++) src[k] = (char)next_rand();
+      memcpy(expect, src, sz);
+      cudaError_t r = round == 1 ? cudaMemcpy(dev + off, src, sz, cudaMemcpyHostToDevice)
+                                 : cudaMemcpyAsync(dev + off, src, sz, cudaMemcpyHostToDevice, s);
+      CHECK(r == cudaSuccess);
+      memset(src, 0x5a, sz); /* the caller may overwrite and free the source at once */
+      free(src);
+      cudaStreamSynchronize(s);
+      memset(back, 0, sz);
+      CHECK(cudaMemcpy(back, dev + off, sz, cudaMemcpyDeviceToHost) == cudaSuccess);
+      if (memcmp(back, expect, sz)) {
+        fprintf(stderr, "interpose_prog: bytes differ after a copy of %zu bytes\n", sz);
+        failures++;
+      }
+    }
+  printf("stage %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+static int mode_capture(void) {
+  size_t sz = 1u << 20;
+  char *dev, *src = malloc(sz);
+  memset(src, 7, sz);
+  cudaMalloc((void **)&dev, sz);
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, 0);
+  fake_set_capturing(s, 1);
+  CHECK(cudaMemcpyAsync(dev, src, sz, cudaMemcpyHostToDevice, s) == cudaSuccess);
+  fake_call c = fake_last();
+  CHECK(c.src == src && c.dst == dev && c.stream == s); /* reached CUDA unchanged */
+  printf("capture %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+static int mode_fork(void) {
+  mode_counts(2);
+  fflush(stdout);
+  pid_t p = fork();
+  if (p == 0) {
+    mode_counts(1);
+    exit(0);
+  }
+  int st = 0;
+  waitpid(p, &st, 0);
+  printf("fork child status %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  return !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+}
+
+int main(int argc, char **argv) {
+  const char *m = argc > 1 ? argv[1] : "none";
+  if (!strcmp(m, "calls")) return mode_calls();
+  if (!strcmp(m, "counts")) return mode_counts(argc > 2 ? atoi(argv[2]) : 1);
+  if (!strcmp(m, "threads")) return mode_threads(atoi(argv[2]), atoi(argv[3]));
+  if (!strcmp(m, "stage")) return mode_stage();
+  if (!strcmp(m, "capture")) return mode_capture();
+  if (!strcmp(m, "fork")) return mode_fork();
+  /* never uses CUDA: report how many threads the process has (the shim must have started none) */
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  int threads = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "Threads:", 8)) threads = atoi(line + 8);
+  if (f) fclose(f);
+  printf("hello from a program that never uses CUDA; threads %d\n", threads);
+  return 3;
+}

@@ -1,0 +1,399 @@
+/* sim.c — the simulated CUDA backend; see sim.h. */
+#define _GNU_SOURCE
+#include "sim.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { OP_COPY, OP_RECORD, OP_WAIT, OP_CALLBACK, OP_FREE };
+
+/* One cudaEventRecord: a wait captures the record current at its call, as CUDA does, so a later
+ * re-record of the event (on another stream, possibly running first) cannot release it. */
+typedef struct token {
+  int done;
+} token;
+
+typedef struct sim_event {
+  token *latest; /* NULL: never recorded (complete) */
+} sim_event;
+
+typedef struct op {
+  int type;
+  void *dst;
+  const void *src;
+  size_t n;
+  token *tok;
+  void (*fn)(void *);
+  void *arg;
+  struct op *next;
+} op;
+
+typedef struct sim_stream {
+  int device, capturing, busy; /* busy: a callback of this stream runs outside the lock */
+  op *head, *tail;
+  long queued;
+} sim_stream;
+
+typedef struct region {
+  char *p;
+  size_t n;
+  int kind, device;
+} region;
+
+#define MAX_STREAMS 256
+#define MAX_REGIONS 4096
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned rng;
+static sim_stream *streams[MAX_STREAMS];
+static int nstreams;
+static sim_stream builtin[8][2]; /* per device: legacy, per-thread */
+static region regions[MAX_REGIONS];
+static int nregions, ndev;
+static int fail_host, fail_dev;
+static long fail_copy_in = -1;
+static __thread int cur_dev;
+long sim_deadlocks, sim_pageable_dma, sim_bad_handles;
+
+static unsigned rnd(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 17;
+  rng ^= rng << 5;
+  return rng;
+}
+
+void sim_reset(unsigned seed, int ndevices) {
+  pthread_mutex_lock(&mu);
+  rng = seed * 2654435761u + 1;
+  for (int i = 0; i < nstreams; i++) free(streams[i]);
+  nstreams = 0;
+  memset(builtin, 0, sizeof builtin);
+  for (int d = 0; d < 8; d++) builtin[d][0].device = builtin[d][1].device = d;
+  for (int i = 0; i < nregions; i++) free(regions[i].p);
+  nregions = 0;
+  ndev = ndevices;
+  fail_host = fail_dev = 0;
+  fail_copy_in = -1;
+  sim_deadlocks = sim_pageable_dma = sim_bad_handles = 0;
+  pthread_mutex_unlock(&mu);
+  cur_dev = 0;
+}
+
+static sim_stream *resolve(void *h) {
+  if (h == NULL || h == (void *)1) return &builtin[cur_dev][0];
+  if (h == (void *)2) return &builtin[cur_dev][1];
+  for (int i = 0; i < nstreams; i++)
+    if (streams[i] == h) return h;
+  sim_bad_handles++;
+  return NULL;
+}
+
+static const region *find(const void *p) {
+  for (int i = 0; i < nregions; i++)
+    if ((const char *)p >= regions[i].p && (const char *)p < regions[i].p + regions[i].n)
+      return &regions[i];
+  return NULL;
+}
+
+static void *add_region(size_t n, int kind, int device) {
+  char *p = aligned_alloc(256, (n + 255) & ~(size_t)255);
+  if (p && nregions < MAX_REGIONS) regions[nregions++] = (region){p, n, kind, device};
+  return p;
+}
+
+static void push(sim_stream *s, op *o) {
+  o->next = NULL;
+  if (s->tail) s->tail->next = o;
+  else s->head = o;
+  s->tail = o;
+  s->queued++;
+}
+
+static int runnable(sim_stream *s) {
+  op *o = s->head;
+  if (!o || s->busy) return 0;
+  return o->type != OP_WAIT || o->tok->done;
+}
+
+static void exec_head(sim_stream *s) {
+  op *o = s->head;
+  s->head = o->next;
+  if (!s->head) s->tail = NULL;
+  s->queued--;
+  switch (o->type) {
+  case OP_COPY: memmove(o->dst, o->src, o->n); break;
+  case OP_RECORD: o->tok->done = 1; break;
+  case OP_CALLBACK:
+    s->busy = 1; /* the stream's next op must wait for the callback, as in CUDA */
+    pthread_mutex_unlock(&mu);
+    o->fn(o->arg);
+    pthread_mutex_lock(&mu);
+    s->busy = 0;
+    break;
+  case OP_FREE: free((void *)o->src); break;
+  }
+  free(o);
+}
+
+static sim_stream *all_streams(int i) {
+  if (i < nstreams) return streams[i];
+  i -= nstreams;
+  return &builtin[i / 2][i % 2];
+}
+
+/* One step: the head of a random runnable stream.  Returns 0 when nothing can run. */
+static int step(void) {
+  int total = nstreams + 2 * ndev, cand[MAX_STREAMS + 16], nc = 0;
+  for (int i = 0; i < total; i++)
+    if (runnable(all_streams(i))) cand[nc++] = i;
+  if (!nc) return 0;
+  exec_head(all_streams(cand[rnd() % (unsigned)nc]));
+  return 1;
+}
+
+static void some_steps(void) {
+  int k = (int)(rnd() % 4);
+  while (k-- > 0 && step()) {
+  }
+}
+
+void sim_drain(void) {
+  pthread_mutex_lock(&mu);
+  while (step()) {
+  }
+  pthread_mutex_unlock(&mu);
+}
+
+static int any_busy(void) {
+  for (int i = 0; i < nstreams + 2 * ndev; i++)
+    if (all_streams(i)->busy) return 1;
+  return 0;
+}
+
+static int run_until(int (*done)(void *), void *arg) {
+  while (!done(arg))
+    if (!step()) {
+      if (any_busy()) { /* another thread runs a callback: its stream moves on afterwards */
+        pthread_mutex_unlock(&mu);
+        sched_yield();
+        pthread_mutex_lock(&mu);
+        continue;
+      }
+      sim_deadlocks++;
+      return 999;
+    }
+  return 0;
+}
+
+static int ev_done(void *e) {
+  token *t = ((sim_event *)e)->latest;
+  return !t || t->done;
+}
+static int st_empty(void *s) { return ((sim_stream *)s)->head == NULL && !((sim_stream *)s)->busy; }
+
+/* ---- pw_ops ---- */
+
+static int o_pointer_info(const void *p, int *kind, int *device) {
+  pthread_mutex_lock(&mu);
+  const region *r = find(p);
+  *kind = r ? r->kind : PW_MEM_PAGEABLE;
+  *device = r ? r->device : -2;
+  pthread_mutex_unlock(&mu);
+  return 0;
+}
+static int o_stream_capturing(void *h, int *cap) {
+  pthread_mutex_lock(&mu);
+  sim_stream *s = resolve(h);
+  *cap = s ? s->capturing : 0;
+  pthread_mutex_unlock(&mu);
+  return s ? 0 : 400;
+}
+static int o_stream_device(void *h, int *dev) {
+  pthread_mutex_lock(&mu);
+  sim_stream *s = resolve(h);
+  *dev = s ? (s->device < 0 ? cur_dev : s->device) : -1;
+  pthread_mutex_unlock(&mu);
+  return s ? 0 : 400;
+}
+static int o_get_device(int *d) { return *d = cur_dev, 0; }
+static int o_set_device(int d) { return d < ndev ? (cur_dev = d, 0) : 101; }
+static int o_host_alloc(void **p, size_t n) {
+  pthread_mutex_lock(&mu);
+  *p = fail_host ? NULL : add_region(n, PW_MEM_PINNED, -1);
+  pthread_mutex_unlock(&mu);
+  return *p ? 0 : 2;
+}
+static int o_device_alloc(void **p, size_t n) {
+  pthread_mutex_lock(&mu);
+  *p = fail_dev ? NULL : add_region(n, PW_MEM_DEVICE, cur_dev);
+  pthread_mutex_unlock(&mu);
+  return *p ? 0 : 2;
+}
+static void o_free(void *p) { (void)p; /* freed at sim_reset */ }
+static int o_stream_create(void **h) {
+  *h = sim_stream_new(cur_dev);
+  return 0;
+}
+static int o_event_create(void **e) {
+  *e = calloc(1, sizeof(sim_event));
+  return 0;
+}
+static int o_event_record(void *e, void *h) {
+  pthread_mutex_lock(&mu);
+  sim_stream *s = resolve(h);
+  if (s) {
+    op *o = calloc(1, sizeof *o);
+    o->type = OP_RECORD;
+    o->tok = calloc(1, sizeof(token));
+    ((sim_event *)e)->latest = o->tok;
+    push(s, o);
+    some_steps();
+  }
+  pthread_mutex_unlock(&mu);
+  return s ? 0 : 400;
+}
+static int o_event_query(void *e) {
+  pthread_mutex_lock(&mu);
+  some_steps();
+  int r = ev_done(e) ? 0 : 1;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+static int o_event_sync(void *e) {
+  pthread_mutex_lock(&mu);
+  int r = run_until(ev_done, e);
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+static int o_stream_wait_event(void *h, void *e) {
+  pthread_mutex_lock(&mu);
+  sim_stream *s = resolve(h);
+  if (s && ((sim_event *)e)->latest) {
+    op *o = calloc(1, sizeof *o);
+    o->type = OP_WAIT;
+    o->tok = ((sim_event *)e)->latest; /* the record current at the call, as in CUDA */
+    push(s, o);
+  }
+  pthread_mutex_unlock(&mu);
+  return s ? 0 : 400;
+}
+static int o_copy_async(void *dst, const void *src, size_t n, int dir, void *h) {
+  pthread_mutex_lock(&mu);
+  sim_stream *s = resolve(h);
+  int rc = s ? 0 : 400;
+  if (s && fail_copy_in >= 0 && fail_copy_in-- == 0) rc = 700;
+  if (!rc) {
+    const region *a = find(dst), *b = find(src);
+    /* the engine must only DMA between pinned and device memory: a pageable side would make
+     * the copy synchronous (and slow) in real CUDA */
+    if (!a || !b || a->kind == PW_MEM_PAGEABLE || b->kind == PW_MEM_PAGEABLE) sim_pageable_dma++;
+    op *o = calloc(1, sizeof *o);
+    o->type = OP_COPY;
+    o->dst = dst;
+    o->src = src;
+    o->n = n;
+    push(s, o);
+    some_steps();
+  }
+  pthread_mutex_unlock(&mu);
+  return rc;
+}
+static int o_stream_sync(void *h) {
+  pthread_mutex_lock(&mu);
+  sim_stream *s = resolve(h);
+  int r = s ? run_until(st_empty, s) : 400;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+static void o_clear_error(void) {}
+static int o_error_pending(void) { return 0; }
+static int o_relax_capture(int restore, int mode) { return 0; }
+
+const pw_ops sim_ops = {
+    .pointer_info = o_pointer_info,
+    .stream_capturing = o_stream_capturing,
+    .stream_device = o_stream_device,
+    .get_device = o_get_device,
+    .set_device = o_set_device,
+    .host_alloc = o_host_alloc,
+    .host_free = o_free,
+    .device_alloc = o_device_alloc,
+    .device_free = o_free,
+    .stream_create = o_stream_create,
+    .event_create = o_event_create,
+    .event_record = o_event_record,
+    .event_query = o_event_query,
+    .event_sync = o_event_sync,
+    .stream_wait_event = o_stream_wait_event,
+    .copy_async = o_copy_async,
+    .stream_sync = o_stream_sync,
+    .clear_error = o_clear_error,
+    .error_pending = o_error_pending,
+    .relax_capture = o_relax_capture,
+};
+
+/* ---- test-side helpers ---- */
+
+void *sim_device_alloc(int device, size_t n) {
+  pthread_mutex_lock(&mu);
+  void *p = add_region(n, PW_MEM_DEVICE, device);
+  pthread_mutex_unlock(&mu);
+  return p;
+}
+
+void *sim_stream_new(int device) {
+  sim_stream *s = calloc(1, sizeof *s);
+  s->device = device;
+  pthread_mutex_lock(&mu);
+  streams[nstreams++] = s;
+  pthread_mutex_unlock(&mu);
+  return s;
+}
+
+void sim_set_device(int device) { cur_dev = device; }
+
+void sim_enqueue_callback(void *h, void (*fn)(void *), void *arg) {
+  pthread_mutex_lock(&mu);
+  op *o = calloc(1, sizeof *o);
+  o->type = OP_CALLBACK;
+  o->fn = fn;
+  o->arg = arg;
+  push(resolve(h), o);
+  some_steps();
+  pthread_mutex_unlock(&mu);
+}
+
+void sim_real_copy(void *dst, const void *src, size_t n, void *h) {
+  void *tmp = malloc(n);
+  memcpy(tmp, src, n);
+  pthread_mutex_lock(&mu);
+  sim_stream *s = resolve(h);
+  op *o = calloc(1, sizeof *o);
+  o->type = OP_COPY;
+  o->dst = dst;
+  o->src = tmp;
+  o->n = n;
+  push(s, o);
+  op *f = calloc(1, sizeof *f);
+  f->type = OP_FREE;
+  f->src = tmp;
+  push(s, f);
+  pthread_mutex_unlock(&mu);
+}
+
+int sim_stream_sync(void *h) { return o_stream_sync(h); }
+
+void sim_set_capturing(void *h, int on) {
+  pthread_mutex_lock(&mu);
+  resolve(h)->capturing = on;
+  pthread_mutex_unlock(&mu);
+}
+void sim_fail_host_alloc(int on) { fail_host = on; }
+void sim_fail_device_alloc(int on) { fail_dev = on; }
+void sim_fail_copy_after(long n) {
+  pthread_mutex_lock(&mu);
+  fail_copy_in = n;
+  pthread_mutex_unlock(&mu);
+}

@@ -1,0 +1,36 @@
+/* sim.h — a simulated CUDA backend for the staging engine (DESIGN.md §6).
+ *
+ * Streams are FIFO queues.  Queued work runs only when the simulation takes a step, and each step
+ * runs the head of a random runnable stream (seeded), so any order CUDA could choose can occur;
+ * an event wait holds its stream until the event's recorded work has run.  A missing dependency
+ * therefore shows up as wrong bytes.  "Device" and "pinned" memory are plain host memory that the
+ * simulation remembers the kind of. */
+#ifndef PW_SIM_H
+#define PW_SIM_H
+#include <stddef.h>
+
+#include "pw.h"
+
+extern const pw_ops sim_ops;
+
+void sim_reset(unsigned seed, int ndevices);
+void *sim_device_alloc(int device, size_t n); /* memory the simulation calls device memory */
+void *sim_stream_new(int device);
+void sim_set_device(int device); /* this thread's current device */
+/* Queue fn(arg) on a stream, to run in stream order (a "kernel" of the test). */
+void sim_enqueue_callback(void *stream, void (*fn)(void *), void *arg);
+/* What the runtime would do for a copy it was not asked to stage: pageable source consumed at
+ * the call, the transfer queued on the stream. */
+void sim_real_copy(void *dst, const void *src, size_t n, void *stream);
+int sim_stream_sync(void *stream); /* runs steps until the stream is empty */
+void sim_drain(void);               /* runs every queued op */
+
+/* Fault injection. */
+void sim_set_capturing(void *stream, int on);
+void sim_fail_host_alloc(int on);
+void sim_fail_device_alloc(int on);
+void sim_fail_copy_after(long n); /* the n-th copy_async from now fails (-1: never) */
+
+/* What went wrong inside the simulation (engine misuse), counted. */
+extern long sim_deadlocks, sim_pageable_dma, sim_bad_handles;
+#endif

@@ -1,0 +1,417 @@
+/* test_interpose.c — libpinwheel.so under a real LD_PRELOAD in front of a program linked against
+ * the fake libcudart.so.13 (DESIGN.md §6).  Each case runs the program in a child process with a
+ * clean environment and checks its output, its exit status and the exit summary. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <yajl/yajl_tree.h>
+
+typedef struct {
+  int status;
+  char *out, *err;
+} result;
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = calloc(1, (size_t)n + 1);
+  if (fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
+  fclose(f);
+  return b;
+}
+
+/* Run argv with exactly the given environment (plus PATH), stdout and stderr captured. */
+static result run(const char *const *argv, const char *const *env) {
+  char out[] = "/tmp/pwtest-out-XXXXXX", err[] = "/tmp/pwtest-err-XXXXXX";
+  int fo = mkstemp(out), fe = mkstemp(err);
+  pid_t p = fork();
+  if (p == 0) {
+    dup2(fo, 1);
+    dup2(fe, 2);
+    clearenv();
+    setenv("PATH", "/usr/bin:/bin", 1);
+    for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
+    execv(argv[0], (char *const *)argv);
+    _exit(126);
+  }
+  int st = 0;
+  waitpid(p, &st, 0);
+  close(fo);
+  close(fe);
+  result r = {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), slurp(out), slurp(err)};
+  unlink(out);
+  unlink(err);
+  return r;
+}
+
+static void free_result(result *r) {
+  free(r->out);
+  free(r->err);
+}
+
+#define PRELOAD "LD_PRELOAD=" PW_SHIM
+
+static yajl_val parse_file(const char *path) {
+  char *text = slurp(path);
+  assert_non_null(text);
+  char eb[256];
+  yajl_val v = yajl_tree_parse(text, eb, sizeof eb);
+  if (!v) fail_msg("summary %s is not JSON (%s): %s", path, eb, text);
+  free(text);
+  return v;
+}
+
+static long long jget(yajl_val v, ...) {
+  const char *path[8];
+  int n = 0;
+  va_list ap;
+  va_start(ap, v);
+  const char *k;
+  while ((k = va_arg(ap, const char *)) && n < 7) path[n++] = k;
+  va_end(ap);
+  path[n] = NULL;
+  yajl_val x = yajl_tree_get(v, path, yajl_t_number);
+  if (!x) fail_msg("summary has no number at %s/%s/%s", path[0], n > 1 ? path[1] : "",
+                   n > 2 ? path[2] : "");
+  return YAJL_GET_INTEGER(x);
+}
+
+static int str_is(yajl_val v, const char *want) {
+  const char *s = v ? YAJL_GET_STRING(v) : NULL;
+  return s && !strcmp(s, want);
+}
+
+/* The copies[] row for (direction, src, dst); -1 when absent. */
+static long long copy_row(yajl_val v, const char *dir, const char *src, const char *dst,
+                          const char *field) {
+  const char *p[] = {"copies", NULL};
+  yajl_val arr = yajl_tree_get(v, p, yajl_t_array);
+  assert_non_null(arr);
+  for (size_t i = 0; i < arr->u.array.len; i++) {
+    yajl_val row = arr->u.array.values[i];
+    const char *pd[] = {"direction", NULL}, *ps[] = {"src", NULL}, *pt[] = {"dst", NULL};
+    const char *pf[] = {field, NULL};
+    if (str_is(yajl_tree_get(row, pd, yajl_t_string), dir) &&
+        str_is(yajl_tree_get(row, ps, yajl_t_string), src) &&
+        str_is(yajl_tree_get(row, pt, yajl_t_string), dst))
+      return YAJL_GET_INTEGER(yajl_tree_get(row, pf, yajl_t_number));
+  }
+  return -1;
+}
+
+static char stats_path[256];
+static char stats_env[300];
+
+static int setup(void **state) {
+  snprintf(stats_path, sizeof stats_path, "/tmp/pwtest-stats-%d.json", (int)getpid());
+  snprintf(stats_env, sizeof stats_env, "PINWHEEL_STATS_FILE=%s", stats_path);
+  return 0;
+}
+
+static void test_calls_pass_through_intact(void **state) {
+  const char *modes[] = {"PINWHEEL_MODE=off", "PINWHEEL_MODE=observe", "PINWHEEL_MODE=stage"};
+  const char *argv[] = {PW_PROG, "calls", NULL};
+  for (int i = 0; i < 3; i++) {
+    const char *env[] = {PRELOAD, modes[i], NULL};
+    result r = run(argv, env);
+    if (r.status != 0) fail_msg("%s: status %d\n%s%s", modes[i], r.status, r.out, r.err);
+    assert_non_null(strstr(r.out, "calls ok"));
+    assert_string_equal(r.err, "");
+    free_result(&r);
+  }
+  /* and without the shim, the program's own checks hold too (the test can tell them apart) */
+  result r = run(argv, NULL);
+  assert_int_equal(r.status, 0);
+  free_result(&r);
+}
+
+static void test_observe_counts_exact(void **state) {
+  const char *argv[] = {PW_PROG, "counts", "5", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=observe", "PINWHEEL_STATS=1",
+                       "PINWHEEL_STATS_FORMAT=json", stats_env, NULL};
+  result r = run(argv, env);
+  assert_int_equal(r.status, 0);
+  assert_string_equal(r.err, "");
+  yajl_val v = parse_file(stats_path);
+  assert_int_equal(jget(v, "calls", "cudaMemcpy", "calls", NULL), 10);
+  assert_int_equal(jget(v, "calls", "cudaMemcpyAsync", "calls", NULL), 10);
+  assert_int_equal(jget(v, "calls", "cudaLaunchKernel", "calls", NULL), 5);
+  assert_int_equal(jget(v, "calls", "__cudaLaunchKernel", "calls", NULL), 10);
+  assert_int_equal(jget(v, "calls", "cudaLaunchKernelExC", "calls", NULL), 0);
+  assert_int_equal(jget(v, "calls", "cudaStreamSynchronize", "calls", NULL), 5);
+  assert_int_equal(jget(v, "calls", "cudaDeviceSynchronize", "calls", NULL), 5);
+  assert_int_equal(jget(v, "syncs", "calls", NULL), 10);
+  assert_int_equal(jget(v, "launches", NULL), 15);
+  assert_int_equal(copy_row(v, "H2D", "pageable", "device", "calls"), 5);
+  assert_int_equal(copy_row(v, "H2D", "pageable", "device", "bytes"), 5000);
+  assert_int_equal(copy_row(v, "H2D", "pinned", "device", "calls"), 5);
+  assert_int_equal(copy_row(v, "H2D", "pinned", "device", "bytes"), 10000);
+  assert_int_equal(copy_row(v, "D2H", "device", "pageable", "bytes"), 15000);
+  assert_int_equal(copy_row(v, "D2D", "device", "device", "bytes"), 500);
+  assert_int_equal(copy_row(v, "H2D", "pageable", "pinned", "calls"), -1);
+  yajl_tree_free(v);
+  free_result(&r);
+}
+
+static void test_text_summary(void **state) {
+  const char *argv[] = {PW_PROG, "counts", "3", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=observe", "PINWHEEL_STATS=1", NULL};
+  result r = run(argv, env);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.err, "summary (pinwheel"));
+  assert_non_null(strstr(r.err, "H2D pageable -> device"));
+  assert_non_null(strstr(r.err, "D2H device -> pageable"));
+  assert_non_null(strstr(r.err, "cudaStreamSynchronize"));
+  assert_non_null(strstr(r.err, "__cudaLaunchKernel                      6"));
+  free_result(&r);
+}
+
+static void test_off_counts_nothing(void **state) {
+  const char *argv[] = {PW_PROG, "counts", "2", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=off", "PINWHEEL_STATS=1",
+                       "PINWHEEL_STATS_FORMAT=json", stats_env, NULL};
+  result r = run(argv, env);
+  assert_int_equal(r.status, 0);
+  yajl_val v = parse_file(stats_path);
+  assert_int_equal(jget(v, "intercepted", NULL), 0);
+  const char *pm[] = {"mode", NULL};
+  assert_true(str_is(yajl_tree_get(v, pm, yajl_t_string), "off"));
+  yajl_tree_free(v);
+  free_result(&r);
+}
+
+static void test_unrelated_program_unchanged(void **state) {
+  const char *sh[] = {"/bin/sh", "-c", "echo hi; ls / >/dev/null; echo err >&2; exit 3", NULL};
+  const char *env[] = {PRELOAD, NULL};
+  result a = run(sh, NULL), b = run(sh, env);
+  assert_int_equal(a.status, 3);
+  assert_int_equal(b.status, a.status);
+  assert_string_equal(b.out, a.out);
+  assert_string_equal(b.err, a.err);
+  free_result(&a);
+  free_result(&b);
+  /* a program linked with CUDA that never calls it: same output, no thread started */
+  const char *none[] = {PW_PROG, "none", NULL};
+  a = run(none, NULL);
+  b = run(none, env);
+  assert_int_equal(b.status, 3);
+  assert_string_equal(b.out, a.out);
+  assert_non_null(strstr(b.out, "threads 1"));
+  assert_string_equal(b.err, "");
+  free_result(&a);
+  free_result(&b);
+  /* asked for stats, the root process says plainly that nothing was intercepted */
+  const char *env2[] = {PRELOAD, "PINWHEEL_STATS=1", NULL};
+  b = run(none, env2);
+  assert_non_null(strstr(b.err, "no CUDA runtime call was intercepted"));
+  free_result(&b);
+  /* a helper process that is not the root stays quiet */
+  const char *env3[] = {PRELOAD, "PINWHEEL_STATS=1", "PINWHEEL_ROOT_PID=1", NULL};
+  b = run(none, env3);
+  assert_string_equal(b.err, "");
+  free_result(&b);
+}
+
+static void test_fork_child_reports_only_its_own(void **state) {
+  char dir[] = "/tmp/pwtest-fork-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char envf[300];
+  snprintf(envf, sizeof envf, "PINWHEEL_STATS_FILE=%s/%%p.json", dir);
+  const char *argv[] = {PW_PROG, "fork", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_STATS=1",
+                       "PINWHEEL_STATS_FORMAT=json", envf, NULL};
+  result r = run(argv, env);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.out, "fork child status 0"));
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  int files = 0;
+  long long memcpys[2] = {0, 0};
+  while ((de = readdir(d))) {
+    if (de->d_name[0] == '.') continue;
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+    yajl_val v = parse_file(p);
+    if (files < 2) memcpys[files] = jget(v, "calls", "cudaMemcpy", "calls", NULL);
+    files++;
+    yajl_tree_free(v);
+    unlink(p);
+  }
+  closedir(d);
+  rmdir(dir);
+  assert_int_equal(files, 2);
+  /* parent: two rounds (2 cudaMemcpy each); child: one round, counted from zero */
+  assert_int_equal(memcpys[0] + memcpys[1], 6);
+  assert_true(memcpys[0] == 2 || memcpys[1] == 2);
+  free_result(&r);
+}
+
+static void test_threads_counts_exact(void **state) {
+  const char *argv[] = {PW_PROG, "threads", "8", "3000", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=observe", "PINWHEEL_STATS=1",
+                       "PINWHEEL_STATS_FORMAT=json", stats_env, NULL};
+  result r = run(argv, env);
+  assert_int_equal(r.status, 0);
+  yajl_val v = parse_file(stats_path);
+  assert_int_equal(jget(v, "calls", "__cudaLaunchKernel", "calls", NULL), 24000);
+  assert_int_equal(jget(v, "calls", "cudaMemcpyAsync", "calls", NULL), 24000);
+  assert_int_equal(copy_row(v, "H2D", "pageable", "device", "bytes"), 24000LL * 512);
+  yajl_tree_free(v);
+  free_result(&r);
+}
+
+static yajl_val run_stage(const char *mode, const char *const *extra, int expect_status) {
+  const char *argv[] = {PW_PROG, mode, NULL};
+  const char *env[16] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_STATS=1",
+                         "PINWHEEL_STATS_FORMAT=json", stats_env};
+  int n = 5;
+  for (int i = 0; extra && extra[i]; i++) env[n++] = extra[i];
+  env[n] = NULL;
+  result r = run(argv, env);
+  if (r.status != expect_status) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
+  free_result(&r);
+  return parse_file(stats_path);
+}
+
+static void test_stage_bytes_and_paths(void **state) {
+  /* default sizes: ring path for H2D, staged D2H */
+  yajl_val v = run_stage("stage", NULL, 0);
+  assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 21);
+  assert_int_equal(jget(v, "staging", "d2h", "calls", NULL), 21);
+  assert_int_equal(jget(v, "staging", "pinned_only", "calls", NULL), 0);
+  yajl_tree_free(v);
+  /* a small ring and pool: pieces, wrap-around and back-pressure */
+  const char *small[] = {"PINWHEEL_DEVICE_RING=4M", "PINWHEEL_HOST_POOL=1M", "PINWHEEL_CHUNK=128K",
+                         NULL};
+  v = run_stage("stage", small, 0);
+  assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 21);
+  assert_true(jget(v, "staging", "ring_pieces", NULL) > 21);
+  yajl_tree_free(v);
+  /* no ring: pinned-only path */
+  const char *noring[] = {"PINWHEEL_DEVICE_RING=0", NULL};
+  v = run_stage("stage", noring, 0);
+  assert_int_equal(jget(v, "staging", "pinned_only", "calls", NULL), 21);
+  assert_int_equal(jget(v, "staging", "ring_bytes", NULL), 0);
+  yajl_tree_free(v);
+  /* the ring's cudaMalloc fails: pinned-only, still right */
+  const char *ringfail[] = {"FAKE_MALLOC_FAIL_ABOVE=100000000", NULL};
+  v = run_stage("stage", ringfail, 0);
+  assert_int_equal(jget(v, "staging", "pinned_only", "calls", NULL), 21);
+  yajl_tree_free(v);
+  /* pinned allocation fails: every copy goes to CUDA unchanged, still right */
+  const char *hostfail[] = {"FAKE_HOSTALLOC_FAIL=1", "PINWHEEL_LOG=error", NULL};
+  v = run_stage("stage", hostfail, 0);
+  assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 0);
+  assert_int_equal(jget(v, "fallbacks", "no_state", "calls", NULL), 42);
+  yajl_tree_free(v);
+  /* D2H staging off */
+  const char *nod2h[] = {"PINWHEEL_D2H=0", NULL};
+  v = run_stage("stage", nod2h, 0);
+  assert_int_equal(jget(v, "staging", "d2h", "calls", NULL), 0);
+  assert_int_equal(jget(v, "fallbacks", "direction", "calls", NULL), 21);
+  yajl_tree_free(v);
+}
+
+static void test_stage_sync_elision(void **state) {
+  const char *elide[] = {"PINWHEEL_SYNC=elide", NULL};
+  yajl_val v = run_stage("stage", elide, 0);
+  /* rounds 0 and 2: cudaMemcpyAsync on s then cudaStreamSynchronize(s); round 1 syncs another
+   * stream than the copy's, which must not be elided */
+  assert_int_equal(jget(v, "staging", "sync_elided", NULL), 14);
+  yajl_tree_free(v);
+  v = run_stage("stage", NULL, 0);
+  assert_int_equal(jget(v, "staging", "sync_elided", NULL), 0);
+  yajl_tree_free(v);
+}
+
+static void test_capture_passes_through(void **state) {
+  yajl_val v = run_stage("capture", NULL, 0);
+  assert_int_equal(jget(v, "fallbacks", "capturing", "calls", NULL), 1);
+  assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 0);
+  yajl_tree_free(v);
+}
+
+static void test_help_and_bad_values(void **state) {
+  const char *argv[] = {PW_PROG, "counts", "1", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_HELP=1", "PINWHEEL_MODE=bogus", "PINWHEEL_CHUNK=12Q", NULL};
+  result r = run(argv, env);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.err, "PINWHEEL_MODE=bogus is not valid; using the default, stage"));
+  assert_non_null(strstr(r.err, "PINWHEEL_CHUNK=12Q is not valid; using the default, 8M"));
+  assert_non_null(strstr(r.err, "PINWHEEL_DEVICE_RING"));
+  assert_non_null(strstr(r.out, "counts done"));
+  free_result(&r);
+}
+
+static void test_launcher(void **state) {
+  const char *argv[] = {PW_CLI, "run", "--mode", "observe", "--json", "--stats-file", stats_path,
+                        "--", PW_PROG, "counts", "2", NULL};
+  result r = run(argv, NULL);
+  assert_int_equal(r.status, 0);
+  yajl_val v = parse_file(stats_path);
+  assert_int_equal(jget(v, "calls", "cudaMemcpy", "calls", NULL), 4);
+  yajl_tree_free(v);
+  free_result(&r);
+  /* exit status and environment */
+  const char *sh[] = {PW_CLI, "run", "--", "/bin/sh", "-c", "echo \"$LD_PRELOAD|$PINWHEEL_MODE\"; exit 7", NULL};
+  const char *env[] = {"LD_PRELOAD=libother.so", NULL};
+  r = run(sh, env);
+  assert_int_equal(r.status, 7);
+  assert_non_null(strstr(r.out, "libpinwheel.so:libother.so|\n"));
+  free_result(&r);
+  const char *sh2[] = {PW_CLI, "run", "--mode", "off", "/bin/sh", "-c", "echo $PINWHEEL_MODE", NULL};
+  r = run(sh2, NULL);
+  assert_string_equal(r.out, "off\n");
+  free_result(&r);
+  const char *bad[] = {PW_CLI, "run", "--mode", "fast", "--", "/bin/true", NULL};
+  r = run(bad, NULL);
+  assert_int_equal(r.status, 2);
+  assert_non_null(strstr(r.err, "--mode fast is not valid"));
+  free_result(&r);
+  const char *nocmd[] = {PW_CLI, "run", NULL};
+  r = run(nocmd, NULL);
+  assert_int_equal(r.status, 2);
+  free_result(&r);
+  const char *missing[] = {PW_CLI, "run", "--", "/nonexistent/program", NULL};
+  r = run(missing, NULL);
+  assert_int_equal(r.status, 127);
+  free_result(&r);
+  const char *ver[] = {PW_CLI, "--version", NULL};
+  r = run(ver, NULL);
+  assert_non_null(strstr(r.out, "pinwheel 0."));
+  free_result(&r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_calls_pass_through_intact),
+      cmocka_unit_test(test_observe_counts_exact),
+      cmocka_unit_test(test_text_summary),
+      cmocka_unit_test(test_off_counts_nothing),
+      cmocka_unit_test(test_unrelated_program_unchanged),
+      cmocka_unit_test(test_fork_child_reports_only_its_own),
+      cmocka_unit_test(test_threads_counts_exact),
+      cmocka_unit_test(test_stage_bytes_and_paths),
+      cmocka_unit_test(test_stage_sync_elision),
+      cmocka_unit_test(test_capture_passes_through),
+      cmocka_unit_test(test_help_and_bad_values),
+      cmocka_unit_test(test_launcher),
+  };
+  int rc = cmocka_run_group_tests(tests, setup, NULL);
+  unlink(stats_path);
+  return rc;
+}

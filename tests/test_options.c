@@ -1,0 +1,124 @@
+/* test_options.c — the options table: good and bad values, suffixes, env parsing, warnings. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pw.h"
+
+static void test_sizes(void **state) {
+  long long v;
+  assert_int_equal(pw_option_parse(PW_OPT_HOST_POOL, "256M", &v), 0);
+  assert_int_equal(v, 256LL << 20);
+  assert_int_equal(pw_option_parse(PW_OPT_HOST_POOL, "1g", &v), 0);
+  assert_int_equal(v, 1LL << 30);
+  assert_int_equal(pw_option_parse(PW_OPT_HOST_POOL, "64KiB", &v), 0);
+  assert_int_equal(v, 64LL << 10);
+  assert_int_equal(pw_option_parse(PW_OPT_MIN_BYTES, "4096", &v), 0);
+  assert_int_equal(v, 4096);
+  assert_int_equal(pw_option_parse(PW_OPT_DEVICE_RING, "0", &v), 0);
+  assert_int_equal(v, 0);
+  const char *bad[] = {"", "M", "-1", "12Q", "1.5G", "99999999999999999999", "9000000000G", " 4 "};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    v = 42;
+    if (pw_option_parse(PW_OPT_HOST_POOL, bad[i], &v) == 0) fail_msg("'%s' accepted", bad[i]);
+    assert_int_equal(v, 42); /* untouched on failure */
+  }
+}
+
+static void test_enums_bools_ints(void **state) {
+  long long v;
+  assert_int_equal(pw_option_parse(PW_OPT_MODE, "observe", &v), 0);
+  assert_int_equal(v, PW_MODE_OBSERVE);
+  assert_int_equal(pw_option_parse(PW_OPT_MODE, "STAGE", &v), 0);
+  assert_int_equal(v, PW_MODE_STAGE);
+  assert_int_equal(pw_option_parse(PW_OPT_MODE, "fast", &v), -1);
+  assert_int_equal(pw_option_parse(PW_OPT_LOG, "debug", &v), 0);
+  assert_int_equal(v, PW_LOG_DEBUG);
+  assert_int_equal(pw_option_parse(PW_OPT_SYNC, "elide", &v), 0);
+  assert_int_equal(v, PW_SYNC_ELIDE);
+  const char *yes[] = {"1", "on", "YES", "true"}, *no[] = {"0", "off", "No", "false"};
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(pw_option_parse(PW_OPT_STATS, yes[i], &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(pw_option_parse(PW_OPT_STATS, no[i], &v), 0);
+    assert_int_equal(v, 0);
+  }
+  assert_int_equal(pw_option_parse(PW_OPT_STATS, "2", &v), -1);
+  assert_int_equal(pw_option_parse(PW_OPT_THREADS, "16", &v), 0);
+  assert_int_equal(v, 16);
+  assert_int_equal(pw_option_parse(PW_OPT_THREADS, "8K", &v), -1); /* no suffix for counts */
+  assert_int_equal(pw_option_parse(PW_OPT_THREADS, "5000", &v), -1);
+  assert_int_equal(pw_option_parse(PW_OPT_STATS_FILE, "/tmp/x-%p", &v), 0);
+  assert_int_equal(pw_option_parse(PW_OPT_STATS_FILE, "", &v), -1);
+}
+
+/* Capture what fn writes on fd 2. */
+static char *capture_stderr(void (*fn)(void)) {
+  char path[] = "/tmp/pwtest-opt-XXXXXX";
+  int fd = mkstemp(path), saved = dup(2);
+  dup2(fd, 2);
+  fn();
+  dup2(saved, 2);
+  close(saved);
+  static char buf[8192];
+  memset(buf, 0, sizeof buf);
+  lseek(fd, 0, SEEK_SET);
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  (void)n;
+  close(fd);
+  unlink(path);
+  return buf;
+}
+
+static void init_opts(void) { pw_options_init(); }
+static void print_opts(void) { pw_options_print(2); }
+
+static void test_environment(void **state) {
+  setenv("PINWHEEL_MODE", "observe", 1);
+  setenv("PINWHEEL_HOST_POOL", "2G", 1);
+  setenv("PINWHEEL_CHUNK", "lots", 1);
+  setenv("PINWHEEL_STATS_FILE", "/tmp/s-%p.json", 1);
+  char *err = capture_stderr(init_opts);
+  assert_int_equal(pw_option_get(PW_OPT_MODE), PW_MODE_OBSERVE);
+  assert_int_equal(pw_option_get(PW_OPT_HOST_POOL), 2LL << 30);
+  assert_int_equal(pw_option_get(PW_OPT_CHUNK), 8LL << 20); /* default kept */
+  assert_string_equal(pw_option_str(PW_OPT_STATS_FILE), "/tmp/s-%p.json");
+  assert_non_null(strstr(err, "PINWHEEL_CHUNK=lots is not valid; using the default, 8M"));
+  assert_null(strstr(err, "PINWHEEL_MODE")); /* good values are silent */
+  /* PINWHEEL_LOG=error silences the warning, whichever order the variables come in */
+  setenv("PINWHEEL_LOG", "error", 1);
+  err = capture_stderr(init_opts);
+  assert_string_equal(err, "");
+  unsetenv("PINWHEEL_LOG");
+  pw_log_set_level(PW_LOG_WARN);
+  unsetenv("PINWHEEL_MODE");
+  unsetenv("PINWHEEL_HOST_POOL");
+  unsetenv("PINWHEEL_CHUNK");
+  unsetenv("PINWHEEL_STATS_FILE");
+  pw_options_init();
+  assert_int_equal(pw_option_get(PW_OPT_MODE), PW_MODE_STAGE);
+}
+
+static void test_table_lists_every_option(void **state) {
+  char *out = capture_stderr(print_opts);
+  for (int i = 0; i < PW_OPT_COUNT; i++)
+    if (!strstr(out, pw_option_name((pw_option_t)i))) fail_msg("%s missing", pw_option_name(i));
+  assert_non_null(strstr(out, "PINWHEEL_DEVICE_RING     512M"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sizes),
+      cmocka_unit_test(test_enums_bools_ints),
+      cmocka_unit_test(test_environment),
+      cmocka_unit_test(test_table_lists_every_option),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
