@@ -139,7 +139,9 @@ static int retire_oldest(pw_engine *e, dev_state *d, arena *a, int which) {
 static int reserve(pw_engine *e, dev_state *d, arena *a, int which, size_t len, size_t *off) {
   size_t o = a->head;
   if (o + len > a->size) o = 0;
-  while (a->count > 0 && (overlaps(a, o, len) || a->count == ARENA_SLOTS)) {
+  /* Room is kept for the D2H_DEPTH reservations a D2H copy holds before it commits them: a
+   * queue that overflowed would hand out one event twice. */
+  while (a->count > 0 && (overlaps(a, o, len) || a->count >= ARENA_SLOTS - D2H_DEPTH)) {
     int rc = retire_oldest(e, d, a, which);
     if (rc) return rc;
   }
@@ -149,6 +151,10 @@ static int reserve(pw_engine *e, dev_state *d, arena *a, int which, size_t len, 
 }
 
 static void commit(arena *a, size_t off, size_t len, void *ev) {
+  if (a->count >= ARENA_SLOTS) { /* cannot happen (reserve keeps room); counted, never silent */
+    pw_add(&pw_st.internal_errors, 1);
+    return;
+  }
   slot *s = &a->q[(a->first + a->count) % ARENA_SLOTS];
   s->off = off;
   s->len = len;

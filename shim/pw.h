@@ -142,6 +142,7 @@ typedef struct pw_stats {
   _Atomic uint64_t fallback_bytes[PW_FB_N];
   _Atomic uint64_t sync_elided;
   _Atomic uint64_t pinned_bytes_allocated, ring_bytes_allocated;
+  _Atomic uint64_t internal_errors; /* broken engine invariants: must stay 0 */
 } pw_stats;
 
 extern pw_stats pw_st;

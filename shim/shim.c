@@ -192,7 +192,10 @@ static void count_sync(int id, uint64_t ns) {
     cudaError_t r = path >= 0 ? cudaSuccess : pw_real.name args;                                   \
     count_copy(PW_H_##name, &c, pw_now_ns() - t0);                                                 \
     pw_depth--;                                                                                    \
-    if (path >= 0 && path != PW_PATH_D2H && pw_sync_mode == PW_SYNC_ELIDE)                         \
+    /* src was consumed before the return (staged, or a real pageable copy, which CUDA stages \
+     * before returning): a sync right after it may be elided */                                  \
+    if (pw_sync_mode == PW_SYNC_ELIDE && r == cudaSuccess && c.dir == PW_DIR_H2D &&                \
+        c.src_kind == PW_MEM_PAGEABLE && mode == PW_MODE_STAGE)                                    \
       pw_elide_stream = c.stream;                                                                  \
     return r;                                                                                      \
   }

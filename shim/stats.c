@@ -155,6 +155,9 @@ static void write_text(buf_t *b) {
             human_bytes(pw_get(&pw_st.pinned_bytes_allocated), h1, sizeof h1),
             human_bytes(pw_get(&pw_st.ring_bytes_allocated), h2, sizeof h2),
             (unsigned long long)pw_get(&pw_st.sync_elided));
+    if (pw_get(&pw_st.internal_errors))
+      bprintf(b, "  INTERNAL ERRORS: %llu (please report)\n",
+              (unsigned long long)pw_get(&pw_st.internal_errors));
     int any = 0;
     for (int f = 0; f < PW_FB_N; f++) {
       uint64_t n = pw_get(&pw_st.fallbacks[f]);
@@ -216,7 +219,7 @@ static void write_json(buf_t *b) {
   bprintf(b,
           "\"memcpy_ns\":%llu,\"wait_space_ns\":%llu,\"wait_space_events\":%llu,"
           "\"wait_lock_ns\":%llu,\"ring_pieces\":%llu,\"sync_elided\":%llu,"
-          "\"pinned_bytes\":%llu,\"ring_bytes\":%llu},\"fallbacks\":{",
+          "\"pinned_bytes\":%llu,\"ring_bytes\":%llu,\"internal_errors\":%llu},\"fallbacks\":{",
           (unsigned long long)pw_get(&pw_st.staging_memcpy_ns),
           (unsigned long long)pw_get(&pw_st.wait_space_ns),
           (unsigned long long)pw_get(&pw_st.wait_space_events),
@@ -224,7 +227,8 @@ static void write_json(buf_t *b) {
           (unsigned long long)pw_get(&pw_st.ring_pieces),
           (unsigned long long)pw_get(&pw_st.sync_elided),
           (unsigned long long)pw_get(&pw_st.pinned_bytes_allocated),
-          (unsigned long long)pw_get(&pw_st.ring_bytes_allocated));
+          (unsigned long long)pw_get(&pw_st.ring_bytes_allocated),
+          (unsigned long long)pw_get(&pw_st.internal_errors));
   for (int f = 0; f < PW_FB_N; f++)
     bprintf(b, "%s\"%s\":{\"calls\":%llu,\"bytes\":%llu}", f ? "," : "", pw_fallback_names[f],
             (unsigned long long)pw_get(&pw_st.fallbacks[f]),

@@ -201,6 +201,31 @@ static int mode_capture(void) {
   return failures != 0;
 }
 
+/* Which syncs may be elided: only right after pageable H2D copies on the same stream. */
+static int mode_elide(void) {
+  char *dev, src[1024];
+  void *pinned;
+  cudaMalloc((void **)&dev, 1 << 20);
+  cudaHostAlloc(&pinned, 1024, 0);
+  cudaStream_t s, o;
+  cudaStreamCreateWithFlags(&s, 0);
+  cudaStreamCreateWithFlags(&o, 0);
+  dim3 g = {1, 1, 1};
+  cudaMemcpyAsync(dev, src, sizeof src, cudaMemcpyHostToDevice, s); /* small: not staged */
+  cudaMemcpyAsync(dev, src, sizeof src, cudaMemcpyHostToDevice, s);
+  cudaStreamSynchronize(s); /* elided (1) */
+  cudaMemcpyAsync(dev, pinned, 1024, cudaMemcpyHostToDevice, s);
+  cudaStreamSynchronize(s); /* pinned source: the DMA may still read it: kept */
+  cudaMemcpyAsync(dev, src, sizeof src, cudaMemcpyHostToDevice, s);
+  __cudaLaunchKernel((cudaKernel_t)mode_elide, g, g, NULL, 0, s);
+  cudaStreamSynchronize(s); /* a launch in between: kept */
+  cudaMemcpyAsync(dev, src, sizeof src, cudaMemcpyHostToDevice, s);
+  cudaStreamSynchronize(o); /* another stream: kept */
+  cudaStreamSynchronize(s); /* the flag was consumed by the other sync: kept */
+  printf("elide done\n");
+  return 0;
+}
+
 static int mode_fork(void) {
   mode_counts(2);
   fflush(stdout);
@@ -223,6 +248,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "stage")) return mode_stage();
   if (!strcmp(m, "capture")) return mode_capture();
   if (!strcmp(m, "fork")) return mode_fork();
+  if (!strcmp(m, "elide")) return mode_elide();
   /* never uses CUDA: report how many threads the process has (the shim must have started none) */
   FILE *f = fopen("/proc/self/status", "r");
   char line[256];

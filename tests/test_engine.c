@@ -124,6 +124,7 @@ static long run_h2d(unsigned seed, pw_engine_config cfg, int threads, int copies
   assert_int_equal(sim_deadlocks, 0);
   assert_int_equal(sim_pageable_dma, 0);
   assert_int_equal(sim_bad_handles, 0);
+  assert_int_equal(pw_get(&pw_st.internal_errors), 0);
   if (staged) *staged = st;
   return atomic_load(&mismatches);
 }
@@ -212,6 +213,43 @@ static void test_d2h_blocking_and_exact(void **state) {
     free(host);
     assert_int_equal(sim_deadlocks, 0);
   }
+}
+
+/* Regression: many small copies fill the arena's slot queue long before its bytes; a D2H copy
+ * holds reservations before committing them, which once overflowed the queue (an event handed
+ * out twice, corrupt bytes, then a corrupt heap).  Small H2D and D2H copies interleaved. */
+static void test_many_small_copies_fill_slot_queue(void **state) {
+  pw_stats_reset();
+  for (unsigned seed = 1; seed <= 4; seed++) {
+    sim_reset(seed, 1);
+    pw_engine_config cfg = small_cfg(64 << 20, 64 << 20, 64 << 10);
+    pw_engine *e = pw_engine_create(&sim_ops, &cfg);
+    void *s = sim_stream_new(0);
+    size_t big = 200 << 10; /* four chunks: three held in flight */
+    char *dev = sim_device_alloc(0, 1 << 16), *dbig = sim_device_alloc(0, big);
+    unsigned char src[3000], *want = malloc(big), *back = malloc(big);
+    unsigned r = seed;
+    for (int i = 0; i < 1200; i++) {
+      size_t n = 1 + xs(&r) % sizeof src;
+      for (size_t k = 0; k < n; k++) src[k] = (unsigned char)xs(&r);
+      pw_copy c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
+      pw_describe(&sim_ops, &c);
+      assert_true(pw_engine_copy(e, &c) >= 0);
+      if (i % 7) continue;
+      for (size_t k = 0; k < big; k++) want[k] = (unsigned char)xs(&r);
+      sim_real_copy(dbig, want, big, s);
+      pw_copy d = {.dst = back, .src = dbig, .n = big, .dir = PW_DIR_D2H, .stream = s};
+      pw_describe(&sim_ops, &d);
+      assert_int_equal(pw_engine_copy(e, &d), PW_PATH_D2H);
+      if (memcmp(back, want, big)) fail_msg("seed %u copy %d: D2H bytes differ", seed, i);
+    }
+    sim_drain();
+    pw_engine_destroy(e);
+    free(want);
+    free(back);
+    assert_int_equal(sim_deadlocks, 0);
+  }
+  assert_int_equal(pw_get(&pw_st.internal_errors), 0);
 }
 
 static void test_eligibility_and_capture(void **state) {
@@ -336,6 +374,7 @@ int main(void) {
       cmocka_unit_test(test_dropped_dependency_is_caught),
       cmocka_unit_test(test_back_pressure_counted),
       cmocka_unit_test(test_d2h_blocking_and_exact),
+      cmocka_unit_test(test_many_small_copies_fill_slot_queue),
       cmocka_unit_test(test_eligibility_and_capture),
       cmocka_unit_test(test_allocation_failures),
       cmocka_unit_test(test_failure_mid_copy_falls_back),

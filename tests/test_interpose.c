@@ -336,6 +336,10 @@ static void test_stage_sync_elision(void **state) {
   v = run_stage("stage", NULL, 0);
   assert_int_equal(jget(v, "staging", "sync_elided", NULL), 0);
   yajl_tree_free(v);
+  v = run_stage("elide", elide, 0);
+  assert_int_equal(jget(v, "staging", "sync_elided", NULL), 1);
+  assert_int_equal(jget(v, "calls", "cudaStreamSynchronize", "calls", NULL), 5);
+  yajl_tree_free(v);
 }
 
 static void test_capture_passes_through(void **state) {

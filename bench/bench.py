@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""pinwheel's benchmarks, all in one run (DESIGN.md §7): every variant interleaved (A B C A B C
+...), at least 3 repetitions, medians, ratios against the naive run and the hand-written ideal of
+the same run.  Absolute times move between machines; the ratios in one run are what we quote.
+
+    python3 bench/bench.py --build build [--reps 3] [--only train,copy,bw,launch] [--md OUT.md]
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+
+def run(cmd, env_extra, pattern, log):
+    env = dict(os.environ)
+    env.update(env_extra)
+    t0 = time.time()
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    out = p.stdout + p.stderr
+    log.write(f"$ {' '.join(f'{k}={v}' for k, v in env_extra.items())} {' '.join(cmd)}\n{out}\n")
+    log.flush()
+    m = re.search(pattern, out)
+    if p.returncode != 0 or not m:
+        raise SystemExit(f"benchmark run failed ({p.returncode}): {' '.join(cmd)}\n{out[-3000:]}")
+    return [float(g) for g in m.groups()], time.time() - t0
+
+
+def interleave(variants, reps, pattern, log):
+    """variants: [(name, cmd, env)] -> {name: [samples per group...]}"""
+    res = {name: [] for name, _, _ in variants}
+    for r in range(reps):
+        for name, cmd, env in variants:
+            vals, secs = run(cmd, env, pattern, log)
+            res[name].append(vals)
+            print(f"  rep {r + 1} {name}: {vals} ({secs:.0f} s)", flush=True)
+    return res
+
+
+def med(samples, i=0):
+    return statistics.median(s[i] for s in samples)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--only", default="train,copy,bw,launch")
+    ap.add_argument("--md", default=None, help="also write the tables here (markdown)")
+    ap.add_argument("--log", default="bench.log")
+    ap.add_argument("--train-iters", type=int, default=30)
+    a = ap.parse_args()
+    B = os.path.abspath(a.build)
+    lib = os.path.join(B, "libpinwheel.so")
+    shim = {"LD_PRELOAD": lib, "PINWHEEL_MODE": "stage"}
+    elide = dict(shim, PINWHEEL_SYNC="elide")
+    py = sys.executable
+    only = a.only.split(",")
+    md = []
+    log = open(a.log, "w")
+
+    def table(title, head, rows):
+        md.append(f"\n### {title}\n\n| {' | '.join(head)} |\n|{'---|' * len(head)}")
+        for r in rows:
+            md.append("| " + " | ".join(r) + " |")
+        print("\n".join(md[-len(rows) - 3:]), flush=True)
+
+    if "train" in only:
+        it = ["--iters", str(a.train_iters)]
+        tn = [py, "samples/train_naive.py"] + it
+        variants = [
+            ("naive", tn, {}),
+            ("naive + pinwheel", tn, shim),
+            ("naive + pinwheel, sync elide", tn, elide),
+            ("prefetcher (hand-written)", [py, "samples/train_prefetch.py"] + it, {}),
+            ("data on GPU (limit)", tn + ["--data", "gpu"], {}),
+        ]
+        print("ResNet-50 training, batch 256, bf16:", flush=True)
+        r = interleave(variants, a.reps, r"([\d.]+) ms/iter", log)
+        base, pref = med(r["naive"]), med(r["prefetcher (hand-written)"])
+        table("ResNet-50 training (batch 256, bf16, channels_last), median of %d" % a.reps,
+              ["variant", "ms/iter", "throughput vs naive", "throughput vs prefetcher"],
+              [[n, f"{med(v):.2f}", f"{base / med(v):.3f} x", f"{pref / med(v):.3f} x"] for n, v in r.items()])
+
+    if "copy" in only:
+        args = ["64", "40", "6"]
+        variants = [
+            ("naive_copy", [f"{B}/naive_copy"] + args, {}),
+            ("naive_copy + pinwheel", [f"{B}/naive_copy"] + args, shim),
+            ("ideal_copy (hand-written)", [f"{B}/ideal_copy"] + args, {}),
+        ]
+        print("naive_copy (64 MiB batch, 6 ms kernel):", flush=True)
+        r = interleave(variants, a.reps, r"([\d.]+) ms/iter, checksum ok", log)
+        ideal = med(r["ideal_copy (hand-written)"])
+        table("naive_copy: 64 MiB pageable cudaMemcpy + 6 ms kernel per iteration, median of %d" % a.reps,
+              ["variant", "ms/iter", "time vs ideal"],
+              [[n, f"{med(v):.3f}", f"{med(v) / ideal:.3f} x"] for n, v in r.items()])
+
+    if "bw" in only:
+        variants = [("CUDA runtime", [f"{B}/copy_bw", "256"], {}),
+                    ("pinwheel", [f"{B}/copy_bw", "256"], shim)]
+        print("one 256 MiB pageable copy:", flush=True)
+        r = interleave(variants, a.reps,
+                       r"host-blocking ([\d.]+) GB/s, H2D until on device ([\d.]+) GB/s, D2H ([\d.]+) GB/s", log)
+        table("One 256 MiB pageable copy (GB/s, median of %d runs of median-of-7)" % a.reps,
+              ["path", "H2D host-blocking", "H2D until on device", "D2H (blocking)"],
+              [[n, f"{med(v, 0):.1f}", f"{med(v, 1):.1f}", f"{med(v, 2):.1f}"] for n, v in r.items()])
+
+    if "launch" in only:
+        cmd = [f"{B}/launch_bench", "200000"]
+        variants = [("no shim", cmd, {}),
+                    ("off", cmd, {"LD_PRELOAD": lib, "PINWHEEL_MODE": "off"}),
+                    ("observe", cmd, {"LD_PRELOAD": lib, "PINWHEEL_MODE": "observe"}),
+                    ("stage", cmd, {"LD_PRELOAD": lib, "PINWHEEL_MODE": "stage"})]
+        print("hook overhead, 200k empty launches:", flush=True)
+        r = interleave(variants, a.reps, r"([\d.]+) ns/launch", log)
+        base = med(r["no shim"])
+        table("Hook overhead: 200,000 empty kernel launches, median of %d" % a.reps,
+              ["variant", "ns/launch", "vs no shim"],
+              [[n, f"{med(v):.1f}", f"{med(v) / base:.3f} x"] for n, v in r.items()])
+
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write("\n".join(md) + "\n")
+
+
+if __name__ == "__main__":
+    main()

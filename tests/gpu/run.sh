@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# GPU tests of pinwheel (DESIGN.md §6).  Run on a machine with a CUDA GPU, from the repo root:
+#   B=build OUT=out bash tests/gpu/run.sh
+# B: a build tree with samples (cmake -DPINWHEEL_SAMPLES=ON); OUT: where logs and summaries go.
+# Prints PASS/FAIL per test and "N passed, N failed" last; exit status 1 on any failure.
+set -u
+B=${B:-build}
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+LIB=$(cd "$B" && pwd)/libpinwheel.so
+export PYTHONPATH=$PWD/samples${PYTHONPATH:+:$PYTHONPATH}
+export CUBLAS_WORKSPACE_CONFIG=:4096:8
+passed=0
+failed=0
+
+t() { # t NAME CMD... : run CMD, log to $OUT/NAME.log
+  local name=$1
+  shift
+  local t0=$SECONDS
+  if "$@" >"$OUT/$name.log" 2>&1; then
+    passed=$((passed + 1))
+    echo "PASS $name ($((SECONDS - t0)) s)"
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name ($((SECONDS - t0)) s)"
+    tail -n 15 "$OUT/$name.log" | sed 's/^/    /'
+  fi
+}
+
+observe() { env PINWHEEL_MODE=observe PINWHEEL_STATS=1 LD_PRELOAD="$LIB" "$@"; }
+stage() { env PINWHEEL_MODE=stage PINWHEEL_STATS=1 LD_PRELOAD="$LIB" "$@"; }
+
+# (a) observe mode: the C sample and PyTorch, summaries checked against what the programs did
+t observe_naive_copy bash -c "
+  env PINWHEEL_STATS_FORMAT=json PINWHEEL_STATS_FILE=$OUT/observe_naive_copy.json \
+    PINWHEEL_MODE=observe PINWHEEL_STATS=1 LD_PRELOAD=$LIB $B/naive_copy 64 20 2 &&
+  python3 tests/gpu/check_observe.py naive_copy $OUT/observe_naive_copy.json 23 64 &&
+  env PINWHEEL_MODE=observe PINWHEEL_STATS=1 LD_PRELOAD=$LIB $B/naive_copy 64 20 2"
+t observe_torch bash -c "
+  env PINWHEEL_STATS_FORMAT=json PINWHEEL_STATS_FILE=$OUT/observe_torch_10.json \
+    PINWHEEL_MODE=observe PINWHEEL_STATS=1 LD_PRELOAD=$LIB python3 tests/gpu/torch_copies.py 10 4 &&
+  env PINWHEEL_STATS_FORMAT=json PINWHEEL_STATS_FILE=$OUT/observe_torch_20.json \
+    PINWHEEL_MODE=observe PINWHEEL_STATS=1 LD_PRELOAD=$LIB python3 tests/gpu/torch_copies.py 20 4 &&
+  python3 tests/gpu/check_observe.py torch $OUT/observe_torch_10.json $OUT/observe_torch_20.json 10 4 &&
+  env PINWHEEL_MODE=observe PINWHEEL_STATS=1 LD_PRELOAD=$LIB python3 tests/gpu/torch_copies.py 10 4"
+
+# (b) staged copies, bytes compared: 10^4 random copies, 8 threads, both default-stream flavours
+t torture_stage stage "$B/copy_torture" 8 1250 512 1
+t torture_ptds stage "$B/copy_torture_ptds" 8 300 256 2
+t torture_no_ring env PINWHEEL_DEVICE_RING=0 bash -c "$(declare -f stage); stage $B/copy_torture 4 300 128 3"
+t torture_small_pool env PINWHEEL_HOST_POOL=16M PINWHEEL_CHUNK=1M PINWHEEL_DEVICE_RING=64M \
+  bash -c "$(declare -f stage); stage $B/copy_torture 4 300 128 4"
+t torture_elide env PINWHEEL_SYNC=elide bash -c "$(declare -f stage); stage $B/copy_torture 8 300 64 5"
+
+# (c) PyTorch: identical losses with and without the shim (deterministic algorithms)
+losses() { python3 samples/train_naive.py --deterministic --batch 32 --size 96 --iters 20 --warmup 0 "$@" | grep '^losses'; }
+t torch_losses_identical bash -c "
+  $(declare -f losses)
+  a=\$(losses) && b=\$(PINWHEEL_MODE=stage PINWHEEL_MIN_BYTES=1 LD_PRELOAD=$LIB losses) &&
+  c=\$(PINWHEEL_MODE=stage PINWHEEL_SYNC=elide LD_PRELOAD=$LIB losses) &&
+  echo \"without: \$a\"; echo \"stage:   \$b\"; echo \"elide:   \$c\";
+  [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ] && [ \"\$a\" = \"\$c\" ]"
+
+# (d) compute-sanitizer on the C sample under the shim
+for tool in memcheck racecheck synccheck; do
+  t sanitizer_$tool bash -c "
+    env PINWHEEL_MODE=stage LD_PRELOAD=$LIB compute-sanitizer --tool $tool --error-exitcode 9 \
+      $B/naive_copy 8 4 1 2>&1 | tee /dev/stderr | grep -Eq 'ERROR SUMMARY: 0 errors|SUMMARY: 0 hazards displayed \\(0 errors'"
+done
+
+# (e) graphs, DataLoader workers (fork), the launcher
+t torch_graph stage python3 tests/gpu/torch_graph.py
+t torch_dataloader_fork stage python3 tests/gpu/torch_dataloader.py
+t launcher bash -c "LD_LIBRARY_PATH=$B/extra:\${LD_LIBRARY_PATH:-} $B/pinwheel run --stats -- $B/naive_copy 16 5 1 2>&1 | tee /dev/stderr | grep -q 'staged copies'"
+
+# (f) with two GPUs: copies to both from threads
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  t two_gpus stage python3 -c "
+import torch, threading
+def w(d):
+    for i in range(50):
+        x = torch.randn(1 << 22)
+        y = x.to(f'cuda:{d}')
+        assert torch.equal(y.cpu(), x)
+ts = [threading.Thread(target=w, args=(d % 2,)) for d in range(4)]
+[t.start() for t in ts]; [t.join() for t in ts]; print('two gpus ok')"
+fi
+
+echo "gpu tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
