@@ -24,7 +24,8 @@ def run(cmd, env_extra, pattern, log):
     log.flush()
     m = re.search(pattern, out)
     if p.returncode != 0 or not m:
-        raise SystemExit(f"benchmark run failed ({p.returncode}): {' '.join(cmd)}\n{out[-3000:]}")
+        envs = " ".join(f"{k}={v}" for k, v in env_extra.items())
+        raise SystemExit(f"benchmark run failed ({p.returncode}): {envs} {' '.join(cmd)}\n{out[-3000:]}")
     return [float(g) for g in m.groups()], time.time() - t0
 
 
@@ -76,6 +77,7 @@ def main():
             ("naive + pinwheel, sync elide", tn, elide),
             ("prefetcher (hand-written)", [py, "samples/train_prefetch.py"] + it, {}),
             ("data on GPU (limit)", tn + ["--data", "gpu"], {}),
+            ("data on GPU + a host sync per step", tn + ["--data", "gpu", "--sync-each-step"], {}),
         ]
         print("ResNet-50 training, batch 256, bf16:", flush=True)
         r = interleave(variants, a.reps, r"([\d.]+) ms/iter", log)

@@ -22,6 +22,9 @@ def parse_args(doc):
                    help="deterministic algorithms, fixed seed, print every loss (for bit-identity)")
     p.add_argument("--data", choices=["pageable", "gpu"], default="pageable",
                    help="train_naive only: gpu = data already resident (the limit)")
+    p.add_argument("--sync-each-step", action="store_true",
+                   help="torch.cuda.synchronize() after fetching each batch: the host sync a "
+                        "blocking .to('cuda') makes, without its copy")
     return p.parse_args()
 
 
@@ -62,6 +65,8 @@ def run(args, name, get_batch):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
         x, y = get_batch(i, xs, ys)
+        if args.sync_each_step:
+            torch.cuda.synchronize()
         loss = step(model, opt, x, y)
         if args.deterministic:
             losses.append(loss.detach())

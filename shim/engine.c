@@ -88,14 +88,19 @@ static int push_ptr(void ***v, int *n, int *cap, void *p) {
   return 0;
 }
 
+/* Every event created can be in the free list at once (a large reservation retires hundreds of
+ * slots together), so the free list's capacity follows the number of events. */
 static void *get_event(pw_engine *e, dev_state *d) {
   if (d->nfree > 0) return d->free_ev[--d->nfree];
   void *ev = NULL;
   if (e->ops->event_create(&ev) != 0 || !ev) return NULL;
-  if (push_ptr(&d->all_ev, &d->nall, &d->capall, ev) != 0 ||
-      push_ptr(&d->free_ev, &d->nfree, &d->capfree, NULL) != 0) /* reserve room for its return */
-    return NULL;
-  d->nfree--;
+  if (push_ptr(&d->all_ev, &d->nall, &d->capall, ev) != 0) return NULL;
+  if (d->capfree < d->nall) {
+    void **q = realloc(d->free_ev, (size_t)d->capall * sizeof *q);
+    if (!q) return NULL;
+    d->free_ev = q;
+    d->capfree = d->capall;
+  }
   return ev;
 }
 

@@ -243,6 +243,17 @@ static void test_many_small_copies_fill_slot_queue(void **state) {
       assert_int_equal(pw_engine_copy(e, &d), PW_PATH_D2H);
       if (memcmp(back, want, big)) fail_msg("seed %u copy %d: D2H bytes differ", seed, i);
     }
+    /* one large copy retires hundreds of small slots at once: every event returns to the free
+     * list together (a free list sized for 64 once overflowed here) */
+    size_t huge = 64 << 20; /* two ring pieces: the second wraps over every small slot */
+    char *hsrc = malloc(huge), *hdev = sim_device_alloc(0, huge);
+    memset(hsrc, 0x3c, huge);
+    pw_copy h = {.dst = hdev, .src = hsrc, .n = huge, .dir = PW_DIR_H2D, .stream = s};
+    pw_describe(&sim_ops, &h);
+    assert_true(pw_engine_copy(e, &h) >= 0);
+    enqueue_check(s, hdev, hsrc, huge);
+    free(hsrc);
+    sim_stream_sync(s);
     sim_drain();
     pw_engine_destroy(e);
     free(want);
