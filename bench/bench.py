@@ -101,8 +101,13 @@ def main():
               [[n, f"{med(v):.3f}", f"{med(v) / ideal:.3f} x"] for n, v in r.items()])
 
     if "bw" in only:
-        variants = [("CUDA runtime", [f"{B}/copy_bw", "256"], {}),
-                    ("pinwheel", [f"{B}/copy_bw", "256"], shim)]
+        bw = [f"{B}/copy_bw", "256"]
+        variants = [("CUDA runtime", bw, {}),
+                    ("pinwheel (defaults)", bw, shim),
+                    ("pinwheel, 16 threads", bw, dict(shim, PINWHEEL_THREADS="16")),
+                    ("pinwheel, 32M chunks", bw, dict(shim, PINWHEEL_CHUNK="32M")),
+                    ("pinwheel, 16 threads, 32M chunks", bw,
+                     dict(shim, PINWHEEL_THREADS="16", PINWHEEL_CHUNK="32M"))]
         print("one 256 MiB pageable copy:", flush=True)
         r = interleave(variants, a.reps,
                        r"host-blocking ([\d.]+) GB/s, H2D until on device ([\d.]+) GB/s, D2H ([\d.]+) GB/s", log)

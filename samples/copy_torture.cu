@@ -71,6 +71,9 @@ static void *worker(void *arg) {
       want[k] = host_checksum(src + so, n);
       int sync_api = xs64(&s) % 4 == 0;
       cudaStream_t ks = sync_api ? (cudaStream_t)0 : st;
+      // cudaMemcpy runs on the default stream, which (per-thread flavour) is not ordered with st:
+      // earlier checksums on st must be done before it writes d, with or without pinwheel
+      if (sync_api && ks != st) CK(cudaStreamSynchronize(st));
       if (sync_api) CK(cudaMemcpy(d + doff, src + so, n, cudaMemcpyHostToDevice));
       else CK(cudaMemcpyAsync(d + doff, src + so, n, cudaMemcpyHostToDevice, st));
       int check_d2h = n <= (16u << 20) && xs64(&s) % 4 == 0;

@@ -131,6 +131,7 @@ typedef struct pw_counter3 {
 typedef struct pw_stats {
   _Atomic uint64_t hook_calls[32];
   _Atomic uint64_t hook_ns[32];
+  _Atomic uint64_t hook_ticks[32]; /* launches in observe mode: time stamp counter ticks */
   pw_counter3 copies[PW_DIR_N][PW_MEM_N][PW_MEM_N];
   _Atomic uint64_t sync_longest_ns;
   pw_counter3 staged[PW_PATH_N]; /* ns = host time blocked in the call */
@@ -154,6 +155,16 @@ static inline uint64_t pw_get(_Atomic uint64_t *c) {
 }
 void pw_stats_reset(void);
 uint64_t pw_now_ns(void);
+/* A cheap clock for the launch path (the CPU's time stamp counter where there is one); the
+ * summary converts ticks to ns against CLOCK_MONOTONIC, anchored by pw_ticks_anchor(). */
+static inline uint64_t pw_ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_ia32_rdtsc();
+#else
+  return pw_now_ns();
+#endif
+}
+void pw_ticks_anchor(void);
 
 /* Hook descriptions, for the summary: filled by shim.c from hooks.def. */
 typedef struct pw_hook_info {

@@ -43,6 +43,22 @@ uint64_t pw_now_ns(void) {
 
 void pw_stats_reset(void) { memset(&pw_st, 0, sizeof pw_st); }
 
+static uint64_t anchor_ticks, anchor_ns;
+void pw_ticks_anchor(void) {
+  anchor_ns = pw_now_ns();
+  anchor_ticks = pw_ticks();
+}
+
+/* Nanoseconds of a hook: clock time plus counter ticks converted at the rate measured between
+ * the anchor and now. */
+static uint64_t hook_ns(int i) {
+  uint64_t ns = pw_get(&pw_st.hook_ns[i]), ticks = pw_get(&pw_st.hook_ticks[i]);
+  if (!ticks) return ns;
+  uint64_t dt = pw_ticks() - anchor_ticks, dn = pw_now_ns() - anchor_ns;
+  if (!anchor_ticks || !dt) return ns;
+  return ns + (uint64_t)((double)ticks * (double)dn / (double)dt);
+}
+
 /* A growing text buffer; the summary is written once, at exit, so malloc is fine here. */
 typedef struct {
   char *p;
@@ -130,7 +146,7 @@ static void write_text(buf_t *b) {
   for (int i = 0; i < pw_hook_count; i++) {
     if (pw_hook_table[i].klass != PW_CLASS_SYNC || !pw_get(&pw_st.hook_calls[i])) continue;
     bprintf(b, "  %-30s %10llu %24.3f ms\n", pw_hook_table[i].name,
-            (unsigned long long)pw_get(&pw_st.hook_calls[i]), ms(pw_get(&pw_st.hook_ns[i])));
+            (unsigned long long)pw_get(&pw_st.hook_calls[i]), ms(hook_ns(i)));
   }
   bprintf(b, "  %-30s %51.3f ms\n", "longest sync", ms(pw_get(&pw_st.sync_longest_ns)));
   bprintf(b, "  %-30s %10s\n", "kernel launches", "calls");
@@ -183,8 +199,7 @@ static void write_json(buf_t *b) {
   bprintf(b, "\"calls\":{");
   for (int i = 0; i < pw_hook_count; i++)
     bprintf(b, "%s\"%s\":{\"calls\":%llu,\"host_ns\":%llu}", i ? "," : "", pw_hook_table[i].name,
-            (unsigned long long)pw_get(&pw_st.hook_calls[i]),
-            (unsigned long long)pw_get(&pw_st.hook_ns[i]));
+            (unsigned long long)pw_get(&pw_st.hook_calls[i]), (unsigned long long)hook_ns(i));
   bprintf(b, "},\"copies\":[");
   int first = 1;
   for (int d = 0; d < PW_DIR_N; d++)
