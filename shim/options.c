@@ -61,8 +61,9 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
     [PW_OPT_STRICT] = {"PINWHEEL_STRICT", T_BOOL, 0, NULL,
                        "cudaMemcpy waits for the stream before staging, as CUDA documents"},
     [PW_OPT_SYNC] = {"PINWHEEL_SYNC", T_ENUM, PW_SYNC_KEEP, sync_choices,
-                     "elide: a cudaStreamSynchronize right after staged copies on that stream, "
-                     "from the same thread, returns at once (see README)"},
+                     "elide: in stage mode, a cudaStreamSynchronize that directly follows pageable "
+                     "host-to-device copies on that stream, on the same thread, returns at once "
+                     "(see README)"},
 };
 
 static long long values[PW_OPT_COUNT];
