@@ -1,0 +1,173 @@
+/* an_nsys.c — reader of Nsight Systems SQLite exports (`nsys export --type sqlite`).
+ *
+ * Owns: the mapping of nsys's enums.  nsys numbers memory kinds ENUM_CUDA_MEM_KIND 0 Pageable,
+ * 1 Pinned, 2 Device, 3 Array, 4 Managed, 5 Device Static, 6 Managed Static, 7 Unknown — not
+ * CUPTI's raw numbering (0 Unknown, 1 Pageable, ...): this file has its own table (DESIGN.md §5).
+ * copyKind is ENUM_CUDA_MEMCPY_OPER: 1 HtoD, 2 DtoH, 8 DtoD, 9 HtoH, 10 PtoP.
+ */
+#define _GNU_SOURCE
+#include "an.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint8_t nsys_mem_kind(int k) {
+  switch (k) {
+  case 0: return AN_MK_PAGEABLE;
+  case 1: return AN_MK_PINNED;
+  case 2: case 5: return AN_MK_DEVICE;
+  case 3: return AN_MK_ARRAY;
+  case 4: case 6: return AN_MK_MANAGED;
+  default: return AN_MK_UNKNOWN;
+  }
+}
+
+static uint8_t nsys_copy_kind(int k) {
+  switch (k) {
+  case 1: return AN_CK_H2D;
+  case 2: return AN_CK_D2H;
+  case 8: return AN_CK_D2D;
+  case 9: return AN_CK_H2H;
+  case 10: return AN_CK_P2P;
+  default: return AN_CK_OTHER;
+  }
+}
+
+static int has_table(sqlite3 *db, const char *name) {
+  sqlite3_stmt *q;
+  int found = 0;
+  if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1, &q, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    found = sqlite3_step(q) == SQLITE_ROW;
+  }
+  sqlite3_finalize(q);
+  return found;
+}
+
+static int check_times(an_trace *t, sqlite3_int64 s, sqlite3_int64 e, const char *table, char *err, size_t errn) {
+  if (e < s) {
+    snprintf(err, errn, "%s: table %s has a row that ends before it starts (negative duration)", t->path, table);
+    return -1;
+  }
+  return 0;
+}
+
+int an_read_nsys(an_trace *t, char *err, size_t errn) {
+  sqlite3 *db = NULL;
+  int rc = -1;
+  if (sqlite3_open_v2(t->path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    snprintf(err, errn, "%s: cannot open as SQLite: %s", t->path, db ? sqlite3_errmsg(db) : "?");
+    sqlite3_close(db);
+    return -1;
+  }
+  int kernels = has_table(db, "CUPTI_ACTIVITY_KIND_KERNEL"), memcpys = has_table(db, "CUPTI_ACTIVITY_KIND_MEMCPY");
+  if (!kernels && !memcpys) {
+    snprintf(err, errn, "%s: SQLite, but not an nsys export with CUDA activity (no CUPTI_ACTIVITY_KIND_KERNEL "
+             "or _MEMCPY table)", t->path);
+    goto out;
+  }
+  int strings = has_table(db, "StringIds");
+  struct {
+    const char *sql, *table;
+    int type, enabled;
+  } qs[] = {
+      {strings ? "SELECT k.start, k.end, k.deviceId, k.streamId, k.correlationId, s.value FROM "
+                 "CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.shortName"
+               : "SELECT start, end, deviceId, streamId, correlationId, NULL FROM CUPTI_ACTIVITY_KIND_KERNEL",
+       "CUPTI_ACTIVITY_KIND_KERNEL", AN_KERNEL, kernels},
+      {"SELECT start, end, deviceId, streamId, correlationId, copyKind, srcKind, dstKind, bytes FROM "
+       "CUPTI_ACTIVITY_KIND_MEMCPY",
+       "CUPTI_ACTIVITY_KIND_MEMCPY", AN_MEMCPY, memcpys},
+      {"SELECT start, end, deviceId, streamId, correlationId, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET",
+       "CUPTI_ACTIVITY_KIND_MEMSET", AN_MEMSET, has_table(db, "CUPTI_ACTIVITY_KIND_MEMSET")},
+  };
+  static const char *const ck_names[] = {"Memcpy", "Memcpy HtoD", "Memcpy DtoH", "Memcpy DtoD", "Memcpy HtoH", "Memcpy PtoP"};
+  for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
+    if (!qs[i].enabled) continue;
+    sqlite3_stmt *q;
+    if (sqlite3_prepare_v2(db, qs[i].sql, -1, &q, NULL) != SQLITE_OK) {
+      snprintf(err, errn, "%s: table %s lacks the columns of the nsys schema: %s", t->path, qs[i].table, sqlite3_errmsg(db));
+      goto out;
+    }
+    int s;
+    while ((s = sqlite3_step(q)) == SQLITE_ROW) {
+      an_op op = {.s = sqlite3_column_int64(q, 0), .e = sqlite3_column_int64(q, 1),
+                  .dev = sqlite3_column_int(q, 2), .stream = sqlite3_column_int(q, 3),
+                  .corr = sqlite3_column_int64(q, 4), .type = (uint8_t)qs[i].type};
+      if (check_times(t, op.s, op.e, qs[i].table, err, errn)) {
+        sqlite3_finalize(q);
+        goto out;
+      }
+      if (op.dev < 0 || op.dev > 4096) {
+        snprintf(err, errn, "%s: table %s has a device id out of range", t->path, qs[i].table);
+        sqlite3_finalize(q);
+        goto out;
+      }
+      if (qs[i].type == AN_KERNEL) {
+        const unsigned char *nm = sqlite3_column_text(q, 5);
+        op.name = nm ? an_intern(t, (const char *)nm, strlen((const char *)nm)) : an_intern(t, "kernel", 6);
+      } else if (qs[i].type == AN_MEMCPY) {
+        op.ckind = nsys_copy_kind(sqlite3_column_int(q, 5));
+        op.srck = nsys_mem_kind(sqlite3_column_int(q, 6));
+        op.dstk = nsys_mem_kind(sqlite3_column_int(q, 7));
+        sqlite3_int64 b = sqlite3_column_int64(q, 8);
+        op.bytes = b > 0 ? (uint64_t)b : 0;
+        const char *nm = ck_names[op.ckind];
+        op.name = an_intern(t, nm, strlen(nm));
+      } else {
+        sqlite3_int64 b = sqlite3_column_int64(q, 5);
+        op.bytes = b > 0 ? (uint64_t)b : 0;
+        op.name = an_intern(t, "Memset", 6);
+      }
+      if (an_add_op(t, &op)) {
+        snprintf(err, errn, "%s: out of memory", t->path);
+        sqlite3_finalize(q);
+        goto out;
+      }
+    }
+    sqlite3_finalize(q);
+    if (s != SQLITE_DONE) {
+      snprintf(err, errn, "%s: reading %s failed: %s", t->path, qs[i].table, sqlite3_errmsg(db));
+      goto out;
+    }
+  }
+  if (strings && has_table(db, "CUPTI_ACTIVITY_KIND_RUNTIME")) {
+    sqlite3_stmt *q;
+    if (sqlite3_prepare_v2(db, "SELECT r.start, r.end, r.correlationId, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                           "JOIN StringIds s ON s.id = r.nameId", -1, &q, NULL) != SQLITE_OK) {
+      snprintf(err, errn, "%s: table CUPTI_ACTIVITY_KIND_RUNTIME lacks the columns of the nsys schema: %s",
+               t->path, sqlite3_errmsg(db));
+      goto out;
+    }
+    while (sqlite3_step(q) == SQLITE_ROW) {
+      const unsigned char *nm = sqlite3_column_text(q, 3);
+      if (!nm) continue;
+      uint8_t api = an_api_of((const char *)nm, strlen((const char *)nm));
+      if (api == AN_API_OTHER) continue;
+      an_call c = {.s = sqlite3_column_int64(q, 0), .e = sqlite3_column_int64(q, 1),
+                   .corr = sqlite3_column_int64(q, 2), .api = api};
+      if (check_times(t, c.s, c.e, "CUPTI_ACTIVITY_KIND_RUNTIME", err, errn) || an_add_call(t, &c)) {
+        sqlite3_finalize(q);
+        goto out;
+      }
+    }
+    sqlite3_finalize(q);
+  }
+  if (has_table(db, "NVTX_EVENTS")) { /* ProfilerStep ranges, when the program annotated them */
+    sqlite3_stmt *q;
+    if (sqlite3_prepare_v2(db, "SELECT start, end, text FROM NVTX_EVENTS WHERE text LIKE 'ProfilerStep#%' AND end IS NOT NULL",
+                           -1, &q, NULL) == SQLITE_OK) {
+      while (sqlite3_step(q) == SQLITE_ROW) {
+        const char *txt = (const char *)sqlite3_column_text(q, 2);
+        an_step st = {.s = sqlite3_column_int64(q, 0), .e = sqlite3_column_int64(q, 1), .num = txt ? atoi(txt + 13) : 0};
+        if (st.e >= st.s) an_add_step(t, &st);
+      }
+    }
+    sqlite3_finalize(q);
+  }
+  rc = 0;
+out:
+  sqlite3_close(db);
+  return rc;
+}

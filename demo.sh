@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# pinwheel's demo: build, then show what it does.
+#   with a GPU:    samples/naive_copy as is and under pinwheel (the exit summary), then a report
+#   without a GPU: the report of a real torch.profiler trace bundled in tests/fixtures
+set -euo pipefail
+cd "$(dirname "$0")"
+need=()
+for pc in yajl zlib sqlite3; do pkg-config --exists "$pc" 2>/dev/null || need+=("$pc"); done
+if [ ${#need[@]} -gt 0 ] || ! command -v cmake >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq cmake make gcc pkg-config libyajl-dev zlib1g-dev libsqlite3-dev >/dev/null
+  else
+    echo "demo.sh: install first: apt-get install cmake make gcc pkg-config libyajl-dev zlib1g-dev libsqlite3-dev" >&2
+    exit 1
+  fi
+fi
+command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+cmake -S . -B build-demo -DPINWHEEL_TESTS=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-demo -j"$(nproc)" >/dev/null
+B=build-demo
+if nvidia-smi -L >/dev/null 2>&1 && [ -x $B/naive_copy ]; then
+  echo "== a GPU is here: samples/naive_copy (64 MiB pageable cudaMemcpy + 6 ms kernel), as is:"
+  $B/naive_copy 64 30 6
+  echo "== the same binary under pinwheel (no code change):"
+  $B/pinwheel run --stats -- $B/naive_copy 64 30 6
+  echo
+fi
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "== no GPU here: the report of a real torch.profiler trace (a naive ResNet-18 loop on an H200)."
+  echo "   On a GPU machine this demo first runs samples/naive_copy under pinwheel."
+fi
+echo "== pinwheel report tests/fixtures/kineto_naive.json.gz"
+$B/pinwheel report tests/fixtures/kineto_naive.json.gz
+echo
+echo "== pinwheel diff: the same loop without and with pinwheel"
+$B/pinwheel diff tests/fixtures/kineto_naive.json.gz tests/fixtures/kineto_naive_pinwheel.json.gz

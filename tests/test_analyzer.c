@@ -1,0 +1,387 @@
+/* test_analyzer.c — the trace analyzer: interval arithmetic, every figure on small synthetic
+ * traces with hand-computed expectations (Kineto JSON and the same trace as an nsys SQLite export,
+ * whose memory-kind numbering differs), the real torch.profiler fixtures' headline figures, the
+ * JSON schema keys, escaping of hostile names, and a clear exit 2 for every kind of bad input. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+#include <yajl/yajl_tree.h>
+
+#include "an.h"
+#include "helpers.h"
+
+#define US 1000LL
+
+/* ---- intervals ---- */
+
+static void test_intervals(void **state) {
+  an_iv v[] = {{50, 60}, {0, 10}, {5, 8}, {10, 20}, {30, 30}, {25, 40}, {35, 45}};
+  size_t n = an_union(v, 7); /* nested, touching, zero-length, overlapping, unsorted */
+  assert_int_equal(n, 3);
+  assert_true(v[0].s == 0 && v[0].e == 20);
+  assert_true(v[1].s == 25 && v[1].e == 45);
+  assert_true(v[2].s == 50 && v[2].e == 60);
+  assert_int_equal(an_total(v, n), 50);
+  an_iv k[] = {{15, 30}, {40, 55}};
+  assert_int_equal(an_intersect(v, n, k, 2), 5 + 5 + 5 + 5);
+  assert_int_equal(an_cover(v, n, 18, 52), 2 + 20 + 2);
+  assert_int_equal(an_cover(v, n, 60, 70), 0);
+  /* huge timestamps (ns since the epoch) keep their ns */
+  an_iv big[] = {{1790857026000000001LL, 1790857026000000501LL}, {1790857026000000500LL, 1790857026000000900LL}};
+  assert_int_equal(an_union(big, 2), 1);
+  assert_int_equal(an_total(big, 1), 899);
+}
+
+static void test_us_to_ns(void **state) {
+  int64_t v;
+  assert_int_equal(an_us_to_ns("5169126442813.341", 17, &v), 0);
+  assert_true(v == 5169126442813341LL);
+  assert_int_equal(an_us_to_ns("12", 2, &v), 0);
+  assert_true(v == 12000);
+  assert_int_equal(an_us_to_ns("0.0005", 6, &v), 0); /* below a ns: truncated */
+  assert_true(v == 0);
+  assert_int_equal(an_us_to_ns("-3.5", 4, &v), 0);
+  assert_true(v == -3500);
+  assert_int_equal(an_us_to_ns("1e5", 3, &v), -1);
+  assert_int_equal(an_us_to_ns("99999999999999999999", 20, &v), -1);
+  assert_int_equal(an_us_to_ns("", 0, &v), -1);
+  assert_int_equal(an_us_to_ns(".", 1, &v), -1);
+}
+
+/* ---- a synthetic trace, in both formats ----
+ * device 0: kernels [0,100) and [150,300) us on stream 7; H2D pageable->device [50,200) on
+ * stream 9, 1000 bytes, correlation 5, runtime call 170 us; memset [300,310); D2H device->pinned
+ * [400,450) 2000 bytes.  Host: cudaStreamSynchronize 10 us and 30 us.  Steps #1 [0,225), #2
+ * [225,450).  By hand: span 450, |A| = 310 + 50 = 360, |K| = 250, |H| = 150, |H∩K| = 100. */
+
+static const char *NAME = "k<script>alert('x')</script>\\\"é";
+
+static char *write_kineto(const char *name, int reverse, const char *extra) {
+  static char path[128];
+  snprintf(path, sizeof path, "/tmp/pwtest-%s-%d.json", name, (int)getpid());
+  const char *ev[] = {
+      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"KNAME\",\"pid\":0,\"tid\":7,\"ts\":1000000.000,\"dur\":100,"
+      "\"args\":{\"device\":0,\"stream\":7,\"correlation\":1}}",
+      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k2\",\"pid\":0,\"tid\":7,\"ts\":1000150,\"dur\":150.000,"
+      "\"args\":{\"device\":0,\"stream\":7,\"correlation\":2}}",
+      "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy HtoD (Pageable -> Device)\",\"pid\":0,\"tid\":9,"
+      "\"ts\":1000050,\"dur\":150,\"args\":{\"device\":0,\"stream\":9,\"correlation\":5,\"bytes\":1000}}",
+      "{\"ph\":\"X\",\"cat\":\"gpu_memset\",\"name\":\"Memset (Device)\",\"pid\":0,\"tid\":7,\"ts\":1000300,"
+      "\"dur\":10,\"args\":{\"device\":0,\"stream\":7,\"bytes\":64}}",
+      "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy DtoH (Device -> Pinned)\",\"pid\":0,\"tid\":9,"
+      "\"ts\":1000400,\"dur\":50,\"args\":{\"device\":0,\"stream\":9,\"correlation\":6,\"bytes\":2000}}",
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaMemcpyAsync\",\"pid\":1,\"tid\":1,\"ts\":1000040,"
+      "\"dur\":170,\"args\":{\"correlation\":5}}",
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaStreamSynchronize\",\"pid\":1,\"tid\":1,"
+      "\"ts\":1000210,\"dur\":10,\"args\":{\"correlation\":8}}",
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaStreamSynchronize\",\"pid\":1,\"tid\":1,"
+      "\"ts\":1000460,\"dur\":30,\"args\":{\"correlation\":9}}",
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":1000000,"
+      "\"dur\":5,\"args\":{\"correlation\":1}}",
+      "{\"ph\":\"X\",\"cat\":\"gpu_user_annotation\",\"name\":\"ProfilerStep#1\",\"pid\":0,\"tid\":7,"
+      "\"ts\":1000000,\"dur\":225}",
+      "{\"ph\":\"X\",\"cat\":\"gpu_user_annotation\",\"name\":\"ProfilerStep#2\",\"pid\":0,\"tid\":7,"
+      "\"ts\":1000225,\"dur\":225}",
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::copy_\",\"pid\":1,\"tid\":1,\"ts\":1000000,\"dur\":999,"
+      "\"args\":{\"nested\":{\"device\":99,\"list\":[1,2,{\"stream\":3}]}}}",
+      "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":0,\"args\":{\"name\":\"GPU 0\"}}",
+  };
+  int n = (int)(sizeof ev / sizeof ev[0]);
+  FILE *f = fopen(path, "w");
+  fprintf(f, "{\"schemaVersion\":1,\"deviceProperties\":[{\"id\":0}],\"traceEvents\":[\n");
+  for (int i = 0; i < n; i++) {
+    const char *e = ev[reverse ? n - 1 - i : i];
+    const char *k = strstr(e, "KNAME");
+    if (k) fprintf(f, "%.*s%s%s", (int)(k - e), e, NAME, k + 5);
+    else fputs(e, f);
+    fputs(i + 1 < n ? ",\n" : "\n", f);
+  }
+  fprintf(f, "%s],\"traceName\":\"x\"}\n", extra ? extra : "");
+  fclose(f);
+  return path;
+}
+
+static char *write_nsys(void) {
+  static char path[128];
+  snprintf(path, sizeof path, "/tmp/pwtest-nsys-%d.sqlite", (int)getpid());
+  unlink(path);
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  /* the documented schema; memory kinds in nsys numbering: 0 Pageable, 1 Pinned, 2 Device */
+  const char *sql =
+      "CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT);"
+      "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INT, end INT, deviceId INT, streamId INT, correlationId INT,"
+      " shortName INT, demangledName INT);"
+      "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY(start INT, end INT, deviceId INT, streamId INT, correlationId INT,"
+      " copyKind INT, srcKind INT, dstKind INT, bytes INT);"
+      "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET(start INT, end INT, deviceId INT, streamId INT, correlationId INT,"
+      " bytes INT);"
+      "CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INT, end INT, nameId INT, correlationId INT, globalTid INT);"
+      "CREATE TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION(start INT, end INT, deviceId INT, streamId INT);"
+      "CREATE TABLE NVTX_EVENTS(start INT, end INT, text TEXT);"
+      "INSERT INTO StringIds VALUES(1,'k1'),(2,'k2'),(3,'cudaMemcpyAsync_v3020'),(4,'cudaStreamSynchronize_v3020'),"
+      " (5,'cudaLaunchKernel_v7000');"
+      "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(1000000000,1000100000,0,7,1,1,1),(1000150000,1000300000,0,7,2,2,2);"
+      "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES(1000050000,1000200000,0,9,5,1,0,2,1000),"
+      " (1000400000,1000450000,0,9,6,2,2,1,2000);"
+      "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES(1000300000,1000310000,0,7,7,64);"
+      "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES(1000040000,1000210000,3,5,1),(1000210000,1000220000,4,8,1),"
+      " (1000460000,1000490000,4,9,1),(1000000000,1000005000,5,1,1);"
+      "INSERT INTO NVTX_EVENTS VALUES(1000000000,1000225000,'ProfilerStep#1'),(1000225000,1000450000,'ProfilerStep#2');";
+  char *err = NULL;
+  if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) fail_msg("sqlite: %s", err);
+  sqlite3_close(db);
+  return path;
+}
+
+static void check_figures(const char *path) {
+  char err[512];
+  an_trace *t = an_load(path, err, sizeof err);
+  if (!t) fail_msg("%s", err);
+  an_report *r = an_analyze(t, -1);
+  assert_int_equal(r->ndevs, 1);
+  const an_dev *d = &r->devs[0];
+  assert_true(d->span == 450 * US);
+  assert_true(d->busy == 360 * US);
+  assert_true(d->kernel == 250 * US);
+  assert_true(d->idle == 90 * US);
+  assert_int_equal(d->kernels, 2);
+  assert_int_equal(d->h2d.copies, 1);
+  assert_int_equal(d->h2d.bytes, 1000);
+  assert_true(d->h2d.time == 150 * US && d->h2d.hidden == 100 * US && d->h2d.exposed == 50 * US);
+  assert_int_equal(d->d2h.copies, 1);
+  assert_true(d->d2h.time == 50 * US && d->d2h.hidden == 0 && d->d2h.exposed == 50 * US);
+  assert_int_equal(d->pg_copies, 1);
+  assert_int_equal(d->pg_bytes, 1000);
+  assert_true(d->pg_time == 150 * US && d->pg_host == 170 * US);
+  assert_int_equal(r->sync_calls, 2);
+  assert_true(r->sync_time == 40 * US && r->sync_longest == 30 * US);
+  /* per step: #1 [0,225): H [50,200) with K [0,100)+[150,225) -> hidden 100, exposed 50 */
+  assert_int_equal(r->nsteps, 2);
+  const an_dev *s1 = r->steps[0].num == 1 ? &r->steps[0].devs[0] : &r->steps[1].devs[0];
+  assert_true(s1->span == 225 * US && s1->h2d.time == 150 * US && s1->h2d.exposed == 50 * US);
+  /* exposed transfers: the H2D is 150 us but 66.7 % hidden; the D2H is only 50 us: none */
+  assert_int_equal(r->nexposed, 0);
+  an_rule_set("exposed_min_us=40");
+  an_report *r2 = an_analyze(t, -1);
+  assert_int_equal(r2->nexposed, 1); /* the D2H: 0 % hidden */
+  assert_true(r2->exposed[0].dur == 50 * US);
+  an_rule_set("exposed_max_hidden_pct=70");
+  an_report_free(r2);
+  r2 = an_analyze(t, -1);
+  assert_int_equal(r2->nexposed, 2);
+  an_rule_set("exposed_min_us=100");
+  an_rule_set("exposed_max_hidden_pct=50");
+  an_report_free(r2);
+  /* gaps: [310,400) is 90 us */
+  an_rule_set("gap_ms=0.05");
+  r2 = an_analyze(t, -1);
+  assert_int_equal(r2->ngaps, 1);
+  assert_true(r2->gaps[0].e - r2->gaps[0].s == 90 * US);
+  an_rule_set("gap_ms=1");
+  an_report_free(r2);
+  /* what-if: eligible needs >= 64 KiB; with 0 the 1000-byte copy counts: exposed 50, host 170 */
+  an_rule_set("eligible_min_kib=0");
+  r2 = an_analyze(t, -1);
+  assert_int_equal(r2->whatif.copies, 1);
+  assert_true(r2->whatif.exposed == 25 * US && r2->whatif.host == 85 * US); /* per step, 2 steps */
+  an_rule_set("eligible_min_kib=64");
+  an_report_free(r2);
+  /* --step 2 */
+  r2 = an_analyze(t, 2);
+  assert_non_null(r2);
+  assert_true(r2->devs[0].span == 225 * US && r2->devs[0].h2d.copies == 0 && r2->devs[0].d2h.copies == 1);
+  an_report_free(r2);
+  assert_null(an_analyze(t, 7));
+  an_report_free(r);
+  an_free(t);
+}
+
+static void test_kineto_figures(void **state) { check_figures(write_kineto("k", 0, NULL)); }
+static void test_kineto_unsorted_same(void **state) { check_figures(write_kineto("rev", 1, NULL)); }
+static void test_nsys_figures(void **state) { check_figures(write_nsys()); }
+
+static void test_gzip_same(void **state) {
+  char *p = write_kineto("gz", 0, NULL), cmd[400];
+  snprintf(cmd, sizeof cmd, "gzip -kf %s", p);
+  assert_int_equal(system(cmd), 0);
+  char gz[200];
+  snprintf(gz, sizeof gz, "%s.gz", p);
+  check_figures(gz);
+}
+
+/* ---- the real fixtures (torch.profiler on an H200, see tests/gpu/make_traces.py) ---- */
+
+static void test_real_fixtures(void **state) {
+  char err[512];
+  an_trace *t = an_load(PW_FIXTURES "/kineto_naive.json.gz", err, sizeof err);
+  if (!t) fail_msg("%s", err);
+  an_report *r = an_analyze(t, -1);
+  assert_int_equal(r->ndevs, 1);
+  assert_int_equal(r->devs[0].h2d.copies, 6); /* 3 steps x (images + labels) */
+  assert_int_equal(r->devs[0].h2d.bytes, 28902912);
+  assert_int_equal(r->devs[0].h2d.hidden, 0);
+  assert_int_equal(r->devs[0].pg_copies, 6);
+  assert_int_equal(r->nsteps, 3);
+  assert_int_equal(r->devs[0].kernels, 1017);
+  an_report_free(r);
+  an_free(t);
+  t = an_load(PW_FIXTURES "/kineto_prefetch.json.gz", err, sizeof err);
+  r = an_analyze(t, -1);
+  assert_int_equal(r->devs[0].pg_copies, 0); /* pinned + non_blocking */
+  assert_int_equal(r->devs[0].h2d.copies, 6);
+  an_report_free(r);
+  an_free(t);
+}
+
+/* ---- CLI: outputs and errors ---- */
+
+static void test_json_schema_and_escaping(void **state) {
+  char *p = write_kineto("esc", 0, NULL);
+  const char *argv[] = {PW_CLI, "report", "--format", "json", p, NULL};
+  result r = run(argv, NULL);
+  assert_int_equal(r.status, 0);
+  char eb[256];
+  yajl_val v = yajl_tree_parse(r.out, eb, sizeof eb);
+  if (!v) fail_msg("report JSON does not parse: %s", eb);
+  const char *keys[][4] = {{"schema"}, {"devices"}, {"host", "sync_calls"}, {"host", "sync_us"}, {"steps"}, {"findings"}};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+    if (!yajl_tree_get(v, keys[i], yajl_t_any)) fail_msg("key %s missing", keys[i][0]);
+  yajl_val dev = YAJL_GET_ARRAY(yajl_tree_get(v, (const char *[]){"devices", NULL}, yajl_t_array))->values[0];
+  const char *dk[] = {"device", "span_us", "busy_fraction", "kernel_fraction", "idle_us", "h2d", "d2h", "pageable"};
+  for (size_t i = 0; i < 8; i++)
+    if (!yajl_tree_get(dev, (const char *[]){dk[i], NULL}, yajl_t_any)) fail_msg("devices[0].%s missing", dk[i]);
+  const char *xk[] = {"copies", "bytes", "time_us", "overlap_fraction", "exposed_us"};
+  for (size_t i = 0; i < 5; i++)
+    if (!yajl_tree_get(dev, (const char *[]){"h2d", xk[i], NULL}, yajl_t_any)) fail_msg("h2d.%s missing", xk[i]);
+  double of = YAJL_GET_DOUBLE(yajl_tree_get(dev, (const char *[]){"h2d", "overlap_fraction", NULL}, yajl_t_number));
+  assert_true(of > 0.6666 && of < 0.6667);
+  const char *pk[] = {"copies", "bytes", "time_us", "host_blocked_us"};
+  for (size_t i = 0; i < 4; i++)
+    if (!yajl_tree_get(dev, (const char *[]){"pageable", pk[i], NULL}, yajl_t_any)) fail_msg("pageable.%s", pk[i]);
+  assert_string_equal(YAJL_GET_STRING(yajl_tree_get(v, (const char *[]){"schema", NULL}, yajl_t_string)),
+                      "pinwheel-report/1");
+  yajl_tree_free(v);
+  free_result(&r);
+  /* HTML and SVG: the hostile kernel name never appears raw */
+  const char *html[] = {PW_CLI, "report", "--format", "html", p, NULL};
+  r = run(html, NULL);
+  assert_int_equal(r.status, 0);
+  assert_null(strstr(r.out, "<script"));
+  assert_non_null(strstr(r.out, "<svg"));
+  free_result(&r);
+  char out[200];
+  snprintf(out, sizeof out, "/tmp/pwtest-chrome-%d.json", (int)getpid());
+  const char *exp[] = {PW_CLI, "export", "--format", "chrome", "-o", out, p, NULL};
+  r = run(exp, NULL);
+  assert_int_equal(r.status, 0);
+  free_result(&r);
+  char *text = slurp(out);
+  v = yajl_tree_parse(text, eb, sizeof eb);
+  if (!v) fail_msg("export does not parse: %s", eb);
+  yajl_tree_free(v);
+  assert_non_null(strstr(text, "\"thread_name\""));
+  assert_non_null(strstr(text, "\"process_name\""));
+  assert_non_null(strstr(text, "\\u003cscript"));
+  free(text);
+  check_figures(out); /* the export reads back with the same figures */
+}
+
+static void test_text_diff_and_ranks(void **state) {
+  char *p = strdup(write_kineto("t1", 0, NULL));
+  const char *argv[] = {PW_CLI, "report", p, p, NULL};
+  result r = run(argv, NULL);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.out, "H2D: 0.150 ms, 66.7 % hidden under compute; 1 pageable copies blocked the host 0.170 ms"));
+  assert_non_null(strstr(r.out, "spread"));
+  assert_null(strstr(r.out, "\033[")); /* not a terminal: no colour */
+  free_result(&r);
+  const char *d[] = {PW_CLI, "diff", PW_FIXTURES "/kineto_naive.json.gz", PW_FIXTURES "/kineto_naive_pinwheel.json.gz", NULL};
+  r = run(d, NULL);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.out, "pageable host blocked ms"));
+  free_result(&r);
+  free(p);
+}
+
+static void expect_error(const char *path, const char *what) {
+  const char *argv[] = {PW_CLI, "report", path, NULL};
+  result r = run(argv, NULL);
+  if (r.status != 2) fail_msg("%s: status %d, expected 2; stderr: %s", path, r.status, r.err);
+  if (!strstr(r.err, path) || !strstr(r.err, what)) fail_msg("%s: stderr '%s' lacks '%s'", path, r.err, what);
+  char *nl = strchr(r.err, '\n');
+  assert_true(nl && nl[1] == 0); /* one line */
+  free_result(&r);
+}
+
+static char *write_bytes(const char *name, const char *data, size_t n) {
+  static char path[8][128];
+  static int k;
+  char *p = path[k++ % 8];
+  snprintf(p, 128, "/tmp/pwtest-bad-%s-%d", name, (int)getpid());
+  FILE *f = fopen(p, "wb");
+  fwrite(data, 1, n, f);
+  fclose(f);
+  return p;
+}
+
+static void test_bad_inputs(void **state) {
+  char *good = slurp(write_kineto("src", 0, NULL));
+  size_t n = strlen(good);
+  expect_error(write_bytes("trunc", good, n / 2), "truncated or corrupt");
+  expect_error(write_bytes("empty", "", 0), "empty");
+  expect_error(write_bytes("png", "\x89PNG\r\n\x1a\n0000", 12), "not a trace");
+  expect_error(write_bytes("wrong", "{\"a\":[1,2,3]}", 13), "no traceEvents");
+  const char *huge = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":1,"
+                     "\"ts\":100000000000000000000000000000,\"dur\":1}]}";
+  expect_error(write_bytes("huge", huge, strlen(huge)), "out of range");
+  const char *neg = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":1,"
+                    "\"ts\":10,\"dur\":-5}]}";
+  expect_error(write_bytes("neg", neg, strlen(neg)), "negative duration");
+  const char *nogpu = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"k\",\"pid\":0,\"tid\":1,\"ts\":1,\"dur\":1}]}";
+  expect_error(write_bytes("nogpu", nogpu, strlen(nogpu)), "no GPU activity");
+  char corrupt[4096];
+  memcpy(corrupt, good, sizeof corrupt);
+  for (int i = 200; i < 4096; i += 97) corrupt[i] = (char)(0x80 | i);
+  expect_error(write_bytes("corrupt", corrupt, sizeof corrupt), "not valid JSON");
+  expect_error("/nonexistent/trace.json", "cannot open");
+  /* SQLite without nsys tables */
+  char db[128];
+  snprintf(db, sizeof db, "/tmp/pwtest-bad-db-%d.sqlite", (int)getpid());
+  unlink(db);
+  sqlite3 *h;
+  sqlite3_open(db, &h);
+  sqlite3_exec(h, "CREATE TABLE t(x INT);", NULL, NULL, NULL);
+  sqlite3_close(h);
+  expect_error(db, "not an nsys export");
+  free(good);
+  const char *step[] = {PW_CLI, "report", "--step", "9", write_kineto("st", 0, NULL), NULL};
+  result r = run(step, NULL);
+  assert_int_equal(r.status, 2);
+  assert_non_null(strstr(r.err, "no ProfilerStep#9"));
+  free_result(&r);
+  const char *thr[] = {PW_CLI, "report", "--threshold", "nope=3", "x", NULL};
+  r = run(thr, NULL);
+  assert_int_equal(r.status, 2);
+  free_result(&r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_intervals),         cmocka_unit_test(test_us_to_ns),
+      cmocka_unit_test(test_kineto_figures),    cmocka_unit_test(test_kineto_unsorted_same),
+      cmocka_unit_test(test_nsys_figures),      cmocka_unit_test(test_gzip_same),
+      cmocka_unit_test(test_real_fixtures),     cmocka_unit_test(test_json_schema_and_escaping),
+      cmocka_unit_test(test_text_diff_and_ranks), cmocka_unit_test(test_bad_inputs),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
