@@ -40,8 +40,9 @@ typedef struct an_step {
 typedef struct an_trace {
   char *path;
   const char *format; /* "kineto" or "nsys" */
-  an_op *ops;
+  an_op *ops; /* sorted by start once loaded */
   size_t nops, capops;
+  int64_t maxdur; /* the longest operation: bounds the search for ops overlapping a window */
   an_call *calls;
   size_t ncalls, capcalls;
   an_step *steps;
@@ -55,6 +56,8 @@ typedef struct an_trace {
 
 /* Reading.  On failure: NULL, and err holds one line naming the file and what is wrong. */
 an_trace *an_load(const char *path, char *err, size_t errn);
+/* [*lo, *hi): the ops (sorted by start) that can overlap [w0, w1]. */
+void an_op_range(const an_trace *t, int64_t w0, int64_t w1, size_t *lo, size_t *hi);
 void an_free(an_trace *t);
 int an_read_kineto(an_trace *t, void *gz, char *err, size_t errn);  /* gzFile */
 int an_read_nsys(an_trace *t, char *err, size_t errn);
@@ -69,6 +72,14 @@ int an_parse_memcpy_name(const char *name, size_t n, uint8_t *ck, uint8_t *src, 
 uint8_t an_api_of(const char *name, size_t n);
 /* Parse a JSON number of microseconds (decimal, ns in the decimals) into integer ns exactly. */
 int an_us_to_ns(const char *num, size_t n, int64_t *out);
+
+/* Limits on what a trace may hold, so that every difference and sum of times stays in int64:
+ * time stamps within ±2^61 ns (epoch nanoseconds fit), one operation at most 2^45 ns (9.7 h). */
+#define AN_TS_LIMIT (1LL << 61)
+#define AN_DUR_LIMIT (1LL << 45)
+static inline void an_sat_add(int64_t *a, int64_t b) {
+  if (__builtin_add_overflow(*a, b, a)) *a = b > 0 ? INT64_MAX : INT64_MIN;
+}
 
 /* ---- intervals ---- */
 typedef struct an_iv {

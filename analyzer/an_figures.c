@@ -153,12 +153,14 @@ typedef struct lists {
 
 static void build_lists(const an_trace *t, int dev, int64_t w0, int64_t w1, lists *L) {
   memset(L, 0, sizeof *L);
-  size_t n = t->nops + 1;
+  size_t lo, hi;
+  an_op_range(t, w0, w1, &lo, &hi);
+  size_t n = hi - lo + 1;
   L->k = malloc(n * sizeof(an_iv));
   L->h = malloc(n * sizeof(an_iv));
   L->d = malloc(n * sizeof(an_iv));
   L->a = malloc(n * sizeof(an_iv));
-  for (size_t i = 0; i < t->nops; i++) {
+  for (size_t i = lo; i < hi; i++) {
     const an_op *o = &t->ops[i];
     if (o->dev != dev) continue;
     an_iv v = {o->s > w0 ? o->s : w0, o->e < w1 ? o->e : w1};
@@ -194,7 +196,9 @@ static void device_figures(const ctx *c, int dev, int64_t w0, int64_t w1, int wi
   lists L;
   build_lists(t, dev, w0, w1, &L);
   int64_t t0 = INT64_MAX, t1 = INT64_MIN;
-  for (size_t i = 0; i < t->nops; i++) {
+  size_t lo, hi;
+  an_op_range(t, w0, w1, &lo, &hi);
+  for (size_t i = lo; i < hi; i++) {
     const an_op *o = &t->ops[i];
     if (o->dev != dev || o->e < w0 || o->s >= w1) continue;
     int64_t s = o->s > w0 ? o->s : w0, e = o->e < w1 ? o->e : w1;
@@ -208,8 +212,8 @@ static void device_figures(const ctx *c, int dev, int64_t w0, int64_t w1, int wi
           o->bytes >= (uint64_t)(an_rule_get("pageable_min_kib") * 1024)) {
         out->pg_copies++;
         out->pg_bytes += o->bytes;
-        out->pg_time += e - s;
-        out->pg_host += host_time_of(c, o->corr);
+        an_sat_add(&out->pg_time, e - s);
+        an_sat_add(&out->pg_host, host_time_of(c, o->corr));
       }
     }
   }
@@ -226,7 +230,8 @@ static void device_figures(const ctx *c, int dev, int64_t w0, int64_t w1, int wi
   int nb = (int)an_rule_get("buckets");
   out->nbuckets = nb;
   for (int b = 0; b < nb && out->span > 0; b++) {
-    int64_t bs = t0 + out->span * b / nb, be = t0 + out->span * (b + 1) / nb;
+    int64_t bs = t0 + (int64_t)((double)out->span * b / nb), be = t0 + (int64_t)((double)out->span * (b + 1) / nb);
+    if (b == nb - 1) be = t1;
     out->util[b] = be > bs ? (double)an_cover(L.a, L.na, bs, be) / (double)(be - bs) : 0;
   }
   free_lists(&L);
@@ -321,10 +326,10 @@ an_report *an_analyze(const an_trace *t, int only_step) {
     if (k->e <= w0 || k->s >= w1) continue;
     int64_t d = k->e - k->s;
     r->api_calls[k->api]++;
-    r->api_time[k->api] += d;
+    an_sat_add(&r->api_time[k->api], d);
     if (k->api == AN_API_STREAM_SYNC || k->api == AN_API_DEVICE_SYNC || k->api == AN_API_EVENT_SYNC) {
       r->sync_calls++;
-      r->sync_time += d;
+      an_sat_add(&r->sync_time, d);
       if (d > r->sync_longest) r->sync_longest = d;
     }
   }
@@ -358,8 +363,8 @@ an_report *an_analyze(const an_trace *t, int only_step) {
       if (o->ckind == AN_CK_H2D && o->srck == AN_MK_PAGEABLE && o->dstk == AN_MK_DEVICE && o->bytes >= elig_min) {
         w->copies++;
         w->bytes += o->bytes;
-        w->exposed += dur - hid;
-        w->host += host_time_of(c, o->corr);
+        an_sat_add(&w->exposed, dur - hid);
+        an_sat_add(&w->host, host_time_of(c, o->corr));
       }
     }
     free_lists(&L);
@@ -378,7 +383,8 @@ an_report *an_analyze(const an_trace *t, int only_step) {
   /* what-if, per step */
   w->steps = nsteps ? (int)nsteps : 1;
   double rate = an_rule_get("d2d_gbps");
-  w->d2d = rate > 0 ? (int64_t)((double)w->bytes / rate) : 0; /* bytes / (GB/s) = ns */
+  double d2d = rate > 0 ? (double)w->bytes / rate : 0; /* bytes / (GB/s) = ns */
+  w->d2d = d2d < 9e18 ? (int64_t)d2d : INT64_MAX;
   int64_t gain = (w->exposed > w->host ? w->exposed : w->host) - w->d2d;
   w->saving = (gain > 0 ? gain : 0) / w->steps;
   w->exposed /= w->steps;
@@ -388,9 +394,9 @@ an_report *an_analyze(const an_trace *t, int only_step) {
   uint64_t pg = 0, pgb = 0;
   int64_t pgh = 0, span = 0, exposed_h2d = 0;
   for (int i = 0; i < r->ndevs; i++) {
-    pg += r->devs[i].pg_copies, pgb += r->devs[i].pg_bytes, pgh += r->devs[i].pg_host;
+    pg += r->devs[i].pg_copies, pgb += r->devs[i].pg_bytes, an_sat_add(&pgh, r->devs[i].pg_host);
     if (r->devs[i].span > span) span = r->devs[i].span;
-    exposed_h2d += r->devs[i].h2d.exposed;
+    an_sat_add(&exposed_h2d, r->devs[i].h2d.exposed);
   }
   if (pg)
     add_finding(r, "pageable_copies", "warning",
@@ -411,7 +417,7 @@ an_report *an_analyze(const an_trace *t, int only_step) {
                 span ? r->sync_time * 100.0 / (double)span : 0.0, (double)r->sync_longest / 1e6);
   if (r->ngaps) {
     int64_t tot = 0;
-    for (size_t g = 0; g < r->ngaps; g++) tot += r->gaps[g].e - r->gaps[g].s;
+    for (size_t g = 0; g < r->ngaps; g++) an_sat_add(&tot, r->gaps[g].e - r->gaps[g].s);
     add_finding(r, "gpu_gaps", "info", "%zu GPU idle gaps of at least %.3g ms, %.3f ms in all; the longest %.3f ms",
                 r->ngaps, an_rule_get("gap_ms"), (double)tot / 1e6, (double)(r->gaps[0].e - r->gaps[0].s) / 1e6);
   }

@@ -177,8 +177,8 @@ static int finish_event(st *s) {
   if (e->ph != 'X' || e->cat == C_OTHER) return 1;
   if (!e->has_ts) return fail(s, "event %ld: complete event without ts", s->nevents - 1);
   if (e->dur < 0) return fail(s, "event %ld: negative duration", s->nevents - 1);
-  if (e->ts > INT64_MAX - e->dur || e->ts < -(INT64_MAX / 2))
-    return fail(s, "event %ld: time stamp out of range", s->nevents - 1);
+  if (e->ts > AN_TS_LIMIT || e->ts < -AN_TS_LIMIT || e->dur > AN_DUR_LIMIT)
+    return fail(s, "event %ld: time stamp or duration out of range", s->nevents - 1);
   an_trace *t = s->t;
   if (e->cat == C_KERNEL || e->cat == C_MEMCPY || e->cat == C_MEMSET) {
     an_op op = {.s = e->ts, .e = e->ts + e->dur,

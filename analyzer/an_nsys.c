@@ -50,6 +50,10 @@ static int check_times(an_trace *t, sqlite3_int64 s, sqlite3_int64 e, const char
     snprintf(err, errn, "%s: table %s has a row that ends before it starts (negative duration)", t->path, table);
     return -1;
   }
+  if (s < -AN_TS_LIMIT || s > AN_TS_LIMIT || e - s > AN_DUR_LIMIT) {
+    snprintf(err, errn, "%s: table %s has a time stamp or duration out of range", t->path, table);
+    return -1;
+  }
   return 0;
 }
 

@@ -63,8 +63,8 @@ static void headline(FILE *f, const an_report *r) {
   int64_t h = 0, hid = 0, pgh = 0;
   uint64_t pg = 0;
   for (int i = 0; i < r->ndevs; i++) {
-    h += r->devs[i].h2d.time, hid += r->devs[i].h2d.hidden;
-    pg += r->devs[i].pg_copies, pgh += r->devs[i].pg_host;
+    an_sat_add(&h, r->devs[i].h2d.time), an_sat_add(&hid, r->devs[i].h2d.hidden);
+    pg += r->devs[i].pg_copies, an_sat_add(&pgh, r->devs[i].pg_host);
   }
   fprintf(f, "H2D: %.3f ms, %.1f %% hidden under compute; %" PRIu64 " pageable copies blocked the host %.3f ms\n",
           ms(h), pct(hid, h), pg, ms(pgh));
@@ -168,9 +168,10 @@ void an_write_text(an_out *o, an_report **r, int n) {
       int64_t span = 0, busy = 0, exp = 0, pgh = 0;
       for (int d = 0; d < r[i]->ndevs; d++) {
         if (r[i]->devs[d].span > span) span = r[i]->devs[d].span;
-        busy += r[i]->devs[d].busy, exp += r[i]->devs[d].h2d.exposed, pgh += r[i]->devs[d].pg_host;
+        an_sat_add(&busy, r[i]->devs[d].busy), an_sat_add(&exp, r[i]->devs[d].h2d.exposed);
+        an_sat_add(&pgh, r[i]->devs[d].pg_host);
       }
-      double v[5] = {ms(span), pct(busy, span * (r[i]->ndevs ? r[i]->ndevs : 1)), ms(exp), ms(r[i]->sync_time), ms(pgh)};
+      double v[5] = {ms(span), pct(busy, span) / (r[i]->ndevs ? r[i]->ndevs : 1), ms(exp), ms(r[i]->sync_time), ms(pgh)};
       fprintf(o->f, "  %-5d %10.3f %7.1f%% %12.3f %10.3f %12.3f\n", i, v[0], v[1], v[2], v[3], v[4]);
       for (int k = 0; k < 5; k++) lo[k] = v[k] < lo[k] ? v[k] : lo[k], hi[k] = v[k] > hi[k] ? v[k] : hi[k];
     }
@@ -287,6 +288,18 @@ static int cmp_lane(const void *a, const void *b) {
   return x->dev != y->dev ? x->dev - y->dev : x->stream - y->stream;
 }
 
+/* The distinct (device, stream) pairs of a trace, sorted. */
+static lane *collect_lanes(const an_trace *t, size_t *n) {
+  lane *lanes = malloc((t->nops + 1) * sizeof *lanes);
+  size_t nl = 0, m = 0;
+  for (size_t i = 0; i < t->nops; i++) lanes[nl++] = (lane){t->ops[i].dev, t->ops[i].stream};
+  qsort(lanes, nl, sizeof *lanes, cmp_lane);
+  for (size_t i = 0; i < nl; i++)
+    if (!m || cmp_lane(&lanes[m - 1], &lanes[i])) lanes[m++] = lanes[i];
+  *n = m;
+  return lanes;
+}
+
 void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int standalone) {
   FILE *f = o->f;
   const an_trace *t = r->t;
@@ -298,16 +311,9 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
       if (t->ops[i].e > w1) w1 = t->ops[i].e;
     }
   }
-  if (w1 <= w0) w1 = w0 + 1;
-  /* lanes */
-  lane *lanes = malloc((t->nops + 1) * sizeof *lanes);
-  size_t nl = 0;
-  for (size_t i = 0; i < t->nops; i++) lanes[nl++] = (lane){t->ops[i].dev, t->ops[i].stream};
-  qsort(lanes, nl, sizeof *lanes, cmp_lane);
-  size_t m = 0;
-  for (size_t i = 0; i < nl; i++)
-    if (!m || cmp_lane(&lanes[m - 1], &lanes[i])) lanes[m++] = lanes[i];
-  nl = m;
+  if (w1 <= w0) w0 = 0, w1 = 1; /* nothing to draw */
+  size_t nl;
+  lane *lanes = collect_lanes(t, &nl);
   if (nl > 64) nl = 64;
   int height = TOP + (int)nl * LANE_H + 70;
   if (standalone) fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -320,11 +326,16 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
   /* coverage per lane and column, per class */
   double *cov = calloc((size_t)COLS * P_N, sizeof *cov);
   double colw = (double)(w1 - w0) / COLS;
+  size_t lo, hi, nk = 0;
+  an_op_range(t, w0, w1, &lo, &hi);
+  an_iv *k = NULL;
   for (size_t l = 0; l < nl; l++) {
     memset(cov, 0, (size_t)COLS * P_N * sizeof *cov);
-    size_t nk = 0;
-    an_iv *k = an_kernel_union(t, lanes[l].dev, &nk);
-    for (size_t i = 0; i < t->nops; i++) {
+    if (l == 0 || lanes[l].dev != lanes[l - 1].dev) { /* lanes are sorted by device */
+      free(k);
+      k = an_kernel_union(t, lanes[l].dev, &nk);
+    }
+    for (size_t i = lo; i < hi; i++) {
       const an_op *op = &t->ops[i];
       if (op->dev != lanes[l].dev || op->stream != lanes[l].stream || op->e <= w0 || op->s >= w1) continue;
       int cls = op->type == AN_KERNEL ? P_KERNEL : op->type == AN_MEMSET ? P_MEMSET
@@ -348,7 +359,6 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
         }
       }
     }
-    free(k);
     int y = TOP + (int)l * LANE_H;
     fprintf(f, "<text x=\"8\" y=\"%d\">GPU %d stream %d</text>\n", y + 15, lanes[l].dev, lanes[l].stream);
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f4f4\"/>\n", LEFT, y + 2, COLS, LANE_H - 4);
@@ -370,6 +380,7 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
     }
   }
   free(cov);
+  free(k);
   /* axis */
   int ay = TOP + (int)nl * LANE_H + 8;
   fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", LEFT, ay, LEFT + COLS, ay);
@@ -377,7 +388,7 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
     int x = LEFT + COLS * i / 10;
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/><text x=\"%d\" y=\"%d\" "
                "text-anchor=\"middle\">%.2f ms</text>\n",
-            x, ay, x, ay + 4, x, ay + 16, ms((w1 - w0) * i / 10));
+            x, ay, x, ay + 4, x, ay + 16, (double)(w1 - w0) * i / 10 / 1e6);
   }
   int lx = LEFT, ly = ay + 34;
   for (int p = 1; p < P_N; p++) {
@@ -495,13 +506,8 @@ void an_write_diff(an_out *o, an_report *a, an_report *b) {
 
 int an_write_chrome(FILE *f, const an_trace *t) {
   fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-  lane *lanes = malloc((t->nops + 1) * sizeof *lanes);
-  size_t nl = 0;
-  for (size_t i = 0; i < t->nops; i++) lanes[nl++] = (lane){t->ops[i].dev, t->ops[i].stream};
-  qsort(lanes, nl, sizeof *lanes, cmp_lane);
-  size_t m = 0;
-  for (size_t i = 0; i < nl; i++)
-    if (!m || cmp_lane(&lanes[m - 1], &lanes[i])) lanes[m++] = lanes[i];
+  size_t m;
+  lane *lanes = collect_lanes(t, &m);
   int first = 1;
   for (size_t i = 0; i < m; i++) {
     if (i == 0 || lanes[i].dev != lanes[i - 1].dev) {

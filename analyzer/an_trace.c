@@ -167,6 +167,11 @@ void an_free(an_trace *t) {
   free(t);
 }
 
+static int cmp_op(const void *a, const void *b) {
+  const an_op *x = a, *y = b;
+  return x->s < y->s ? -1 : x->s > y->s;
+}
+
 an_trace *an_load(const char *path, char *err, size_t errn) {
   an_trace *t = calloc(1, sizeof *t);
   if (!t) return NULL;
@@ -204,5 +209,23 @@ an_trace *an_load(const char *path, char *err, size_t errn) {
     an_free(t);
     return NULL;
   }
+  if (t->nops) qsort(t->ops, t->nops, sizeof *t->ops, cmp_op);
+  for (size_t i = 0; i < t->nops; i++)
+    if (t->ops[i].e - t->ops[i].s > t->maxdur) t->maxdur = t->ops[i].e - t->ops[i].s;
   return t;
+}
+
+static size_t first_at_or_after(const an_trace *t, int64_t s) {
+  size_t lo = 0, hi = t->nops;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (t->ops[mid].s < s) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+void an_op_range(const an_trace *t, int64_t w0, int64_t w1, size_t *lo, size_t *hi) {
+  *lo = w0 < INT64_MIN + t->maxdur + 1 ? 0 : first_at_or_after(t, w0 - t->maxdur);
+  *hi = w1 == INT64_MAX ? t->nops : first_at_or_after(t, w1 + 1);
 }
