@@ -36,7 +36,7 @@ def generate(path, mb):
         corr = 0
         step = 0
         while f.tell() < target:
-            f.write('{"ph":"X","cat":"gpu_user_annotation","name":"ProfilerStep#%d","pid":0,"tid":7,"ts":%d.%03d,"dur":10000}},\n'
+            f.write('{"ph":"X","cat":"gpu_user_annotation","name":"ProfilerStep#%d","pid":0,"tid":7,"ts":%d.%03d,"dur":10000},\n'
                     % (step, ts // 1000, ts % 1000))
             for i in range(400):
                 corr += 1
