@@ -86,6 +86,18 @@ def main():
               ["variant", "ms/iter", "throughput vs naive", "throughput vs prefetcher"],
               [[n, f"{med(v):.2f}", f"{base / med(v):.3f} x", f"{pref / med(v):.3f} x"] for n, v in r.items()])
 
+    if "threads" in only:  # staging threads on the training loop (does a bigger pool help or hurt?)
+        tn = [py, "samples/train_naive.py", "--iters", str(a.train_iters)]
+        variants = [("naive + pinwheel, 8 threads", tn, dict(shim, PINWHEEL_THREADS="8")),
+                    ("naive + pinwheel, 16 threads", tn, dict(shim, PINWHEEL_THREADS="16")),
+                    ("prefetcher (hand-written)", [py, "samples/train_prefetch.py", "--iters", str(a.train_iters)], {})]
+        print("ResNet-50 training, staging threads:", flush=True)
+        r = interleave(variants, a.reps, r"([\d.]+) ms/iter", log)
+        pref = med(r["prefetcher (hand-written)"])
+        table("ResNet-50 training, staging threads, median of %d" % a.reps,
+              ["variant", "ms/iter", "throughput vs prefetcher"],
+              [[n, f"{med(v):.2f}", f"{pref / med(v):.3f} x"] for n, v in r.items()])
+
     if "copy" in only:
         args = ["64", "40", "6"]
         variants = [
