@@ -504,6 +504,13 @@ void an_write_diff(an_out *o, an_report *a, an_report *b) {
 
 /* ---- Chrome trace export ---- */
 
+/* "ts":µs,"dur":µs with the ns as exact decimals */
+static void ts_dur(FILE *f, int64_t s, int64_t e) {
+  int64_t d = e - s;
+  fprintf(f, "\"ts\":%s%lld.%03lld,\"dur\":%lld.%03lld", s < 0 ? "-" : "", (long long)(llabs(s) / 1000),
+          (long long)(llabs(s) % 1000), (long long)(d / 1000), (long long)(d % 1000));
+}
+
 int an_write_chrome(FILE *f, const an_trace *t) {
   fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
   size_t m;
@@ -531,10 +538,9 @@ int an_write_chrome(FILE *f, const an_trace *t) {
     } else {
       an_json_string(f, an_name(t, o->name));
     }
-    int64_t d = o->e - o->s;
-    fprintf(f, ",\"pid\":%d,\"tid\":%d,\"ts\":%s%lld.%03lld,\"dur\":%lld.%03lld,\"args\":{\"device\":%d,\"stream\":%d",
-            o->dev, o->stream, o->s < 0 ? "-" : "", (long long)(llabs(o->s) / 1000), (long long)(llabs(o->s) % 1000),
-            (long long)(d / 1000), (long long)(d % 1000), o->dev, o->stream);
+    fprintf(f, ",\"pid\":%d,\"tid\":%d,", o->dev, o->stream);
+    ts_dur(f, o->s, o->e);
+    fprintf(f, ",\"args\":{\"device\":%d,\"stream\":%d", o->dev, o->stream);
     if (o->type != AN_KERNEL) fprintf(f, ",\"bytes\":%" PRIu64, o->bytes);
     if (o->corr >= 0) fprintf(f, ",\"correlation\":%lld", (long long)o->corr);
     fprintf(f, "}}");
@@ -546,12 +552,10 @@ int an_write_chrome(FILE *f, const an_trace *t) {
             first ? "" : ",\n", sdev), first = 0;
   for (size_t i = 0; i < t->nsteps; i++) {
     const an_step *st = &t->steps[i];
-    int64_t d = st->e - st->s;
-    fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"%s\",\"name\":\"ProfilerStep#%d\",\"pid\":%d,\"tid\":-1,"
-               "\"ts\":%s%lld.%03lld,\"dur\":%lld.%03lld}",
-            st->gpu ? "gpu_user_annotation" : "user_annotation", st->num, sdev, st->s < 0 ? "-" : "",
-            (long long)(llabs(st->s) / 1000), (long long)(llabs(st->s) % 1000), (long long)(d / 1000),
-            (long long)(d % 1000));
+    fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"%s\",\"name\":\"ProfilerStep#%d\",\"pid\":%d,\"tid\":-1,",
+            st->gpu ? "gpu_user_annotation" : "user_annotation", st->num, sdev);
+    ts_dur(f, st->s, st->e);
+    fputc('}', f);
   }
   /* the memcpy and sync runtime calls, on one host track, so correlations and stalls survive */
   static const char *call_name[] = {"cudaLaunchKernel", "cudaMemcpyAsync", "cudaStreamSynchronize",
@@ -562,11 +566,10 @@ int an_write_chrome(FILE *f, const an_trace *t) {
             first ? "" : ",\n", AN_HOST_PID), first = 0;
   for (size_t i = 0; i < t->ncalls; i++) {
     const an_call *c = &t->calls[i];
-    int64_t d = c->e - c->s;
-    fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"%s\",\"pid\":%d,\"tid\":0,\"ts\":%s%lld.%03lld,"
-               "\"dur\":%lld.%03lld,\"args\":{\"correlation\":%lld}}",
-            call_name[c->api], AN_HOST_PID, c->s < 0 ? "-" : "", (long long)(llabs(c->s) / 1000),
-            (long long)(llabs(c->s) % 1000), (long long)(d / 1000), (long long)(d % 1000), (long long)c->corr);
+    fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"%s\",\"pid\":%d,\"tid\":0,", call_name[c->api],
+            AN_HOST_PID);
+    ts_dur(f, c->s, c->e);
+    fprintf(f, ",\"args\":{\"correlation\":%lld}}", (long long)c->corr);
   }
   fprintf(f, "\n]}\n");
   return ferror(f) ? -1 : 0;
