@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# `pinwheel run` finds libpinwheel.so after `cmake --install` too (the build tree is tested by
+# test_interpose): install into a temporary prefix, check the preload it sets up and that it loads.
+set -eu
+build=$1
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+cmake --install "$build" --prefix "$prefix" >/dev/null
+out=$("$prefix/bin/pinwheel" run --mode observe -- sh -c 'echo "$LD_PRELOAD"; exit 5' 2>&1) && rc=0 || rc=$?
+[ "$rc" = 5 ] || { echo "exit status $rc, expected 5"; exit 1; }
+case "$out" in
+  "$prefix"/lib*/libpinwheel.so) echo "installed launcher preloads $out" ;;
+  *) echo "unexpected LD_PRELOAD: $out"; exit 1 ;;
+esac
