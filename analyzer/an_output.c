@@ -205,6 +205,12 @@ static void json_dev(FILE *f, const an_dev *d) {
   fprintf(f, "]}");
 }
 
+static int cmp_op_dur(const void *a, const void *b) {
+  const an_op *x = *(const an_op *const *)a, *y = *(const an_op *const *)b;
+  int64_t dx = x->e - x->s, dy = y->e - y->s;
+  return dx < dy ? 1 : dx > dy ? -1 : 0;
+}
+
 static void json_report(FILE *f, const an_report *r) {
   fprintf(f, "{\"schema\":\"pinwheel-report/1\",\"trace\":");
   an_json_string(f, r->t->path);
@@ -241,6 +247,28 @@ static void json_report(FILE *f, const an_report *r) {
                ",\"start_us\":%.3f,\"dur_us\":%.3f,\"hidden_fraction\":%.4f}",
             k ? "," : "", x->dev, x->stream, ck_name[x->ckind], mk_name[x->srck], mk_name[x->dstk], x->bytes,
             x->s / 1e3, x->dur / 1e3, x->hidden);
+  }
+  /* per copy: hidden % (RATELProf hidden_transfers), the longest 100 copies */
+  fprintf(f, "],\"copies\":[");
+  {
+    const an_trace *t = r->t;
+    size_t nc = 0;
+    const an_op **cp = malloc((t->nops + 1) * sizeof *cp);
+    for (size_t i = 0; i < t->nops; i++)
+      if (t->ops[i].type == AN_MEMCPY) cp[nc++] = &t->ops[i];
+    qsort(cp, nc, sizeof *cp, cmp_op_dur);
+    for (size_t k = 0; k < nc && k < 100; k++) {
+      const an_op *o = cp[k];
+      size_t nk;
+      an_iv *kv = an_kernel_union(t, o->dev, &nk);
+      int64_t dur = o->e - o->s, hid = an_cover(kv, nk, o->s, o->e);
+      free(kv);
+      fprintf(f, "%s{\"device\":%d,\"stream\":%d,\"kind\":\"%s\",\"src\":\"%s\",\"dst\":\"%s\",\"bytes\":%" PRIu64
+                 ",\"start_us\":%.3f,\"dur_us\":%.3f,\"hidden_fraction\":%.4f}",
+              k ? "," : "", o->dev, o->stream, ck_name[o->ckind], mk_name[o->srck], mk_name[o->dstk], o->bytes,
+              o->s / 1e3, dur / 1e3, dur > 0 ? (double)hid / (double)dur : 1.0);
+    }
+    free(cp);
   }
   const an_whatif *w = &r->whatif;
   fprintf(f, "],\"what_if\":{\"eligible_copies\":%" PRIu64 ",\"eligible_bytes\":%" PRIu64 ",\"per\":\"%s\","

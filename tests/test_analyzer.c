@@ -270,6 +270,14 @@ static void test_json_schema_and_escaping(void **state) {
     if (!yajl_tree_get(dev, (const char *[]){"pageable", pk[i], NULL}, yajl_t_any)) fail_msg("pageable.%s", pk[i]);
   assert_string_equal(YAJL_GET_STRING(yajl_tree_get(v, (const char *[]){"schema", NULL}, yajl_t_string)),
                       "pinwheel-report/1");
+  /* per copy hidden %: the H2D [50,200) is 100 of 150 us under kernels; the D2H none */
+  yajl_val cps = yajl_tree_get(v, (const char *[]){"copies", NULL}, yajl_t_array);
+  assert_non_null(cps);
+  assert_int_equal(YAJL_GET_ARRAY(cps)->len, 2);
+  double h0 = YAJL_GET_DOUBLE(yajl_tree_get(YAJL_GET_ARRAY(cps)->values[0], (const char *[]){"hidden_fraction", NULL}, yajl_t_number));
+  double h1 = YAJL_GET_DOUBLE(yajl_tree_get(YAJL_GET_ARRAY(cps)->values[1], (const char *[]){"hidden_fraction", NULL}, yajl_t_number));
+  assert_true(h0 > 0.666 && h0 < 0.667); /* the longest first */
+  assert_true(h1 == 0.0);
   yajl_tree_free(v);
   free_result(&r);
   /* HTML and SVG: the hostile kernel name never appears raw */

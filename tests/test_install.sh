@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `pinwheel run` finds libpinwheel.so after `cmake --install` too (the build tree is tested by
 # test_interpose): install into a temporary prefix, check the preload it sets up and that it loads.
+# And the installed shim needs no CUDA library (a preload that did would break every process
+# that lacks one): readelf shows no CUDA or CUPTI NEEDED entry.
 set -eu
 build=$1
 prefix=$(mktemp -d)
@@ -8,6 +10,10 @@ trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
 out=$("$prefix/bin/pinwheel" run --mode observe -- sh -c 'echo "$LD_PRELOAD"; exit 5' 2>&1) && rc=0 || rc=$?
 [ "$rc" = 5 ] || { echo "exit status $rc, expected 5"; exit 1; }
+if readelf -d "$prefix"/lib*/libpinwheel.so | grep NEEDED | grep -iE 'cuda|cupti'; then
+  echo "libpinwheel.so has a NEEDED entry on a CUDA library"
+  exit 1
+fi
 case "$out" in
   "$prefix"/lib*/libpinwheel.so) echo "installed launcher preloads $out" ;;
   *) echo "unexpected LD_PRELOAD: $out"; exit 1 ;;
