@@ -171,8 +171,6 @@ int an_rule_set(const char *assign); /* "name=value"; 0 ok */
 
 an_report *an_analyze(const an_trace *t, int only_step);
 void an_report_free(an_report *r);
-/* Figures of one device over a window (for tests and steps). */
-void an_device_figures(const an_trace *t, int dev, int64_t w0, int64_t w1, an_dev *out);
 an_iv *an_kernel_union(const an_trace *t, int dev, size_t *n);
 
 /* ---- outputs ---- */

@@ -237,12 +237,6 @@ static void device_figures(const ctx *c, int dev, int64_t w0, int64_t w1, int wi
   free_lists(&L);
 }
 
-void an_device_figures(const an_trace *t, int dev, int64_t w0, int64_t w1, an_dev *out) {
-  ctx *c = make_ctx(t);
-  device_figures(c, dev, w0, w1, !(w0 == INT64_MIN && w1 == INT64_MAX), out);
-  free_ctx(c);
-}
-
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
 static int device_ids(const an_trace *t, int **out) {
@@ -392,11 +386,10 @@ an_report *an_analyze(const an_trace *t, int only_step) {
   w->d2d /= w->steps;
   /* findings */
   uint64_t pg = 0, pgb = 0;
-  int64_t pgh = 0, span = 0, exposed_h2d = 0;
+  int64_t pgh = 0, span = 0;
   for (int i = 0; i < r->ndevs; i++) {
     pg += r->devs[i].pg_copies, pgb += r->devs[i].pg_bytes, an_sat_add(&pgh, r->devs[i].pg_host);
     if (r->devs[i].span > span) span = r->devs[i].span;
-    an_sat_add(&exposed_h2d, r->devs[i].h2d.exposed);
   }
   if (pg)
     add_finding(r, "pageable_copies", "warning",
@@ -436,7 +429,6 @@ an_report *an_analyze(const an_trace *t, int only_step) {
                 (double)w->saving / 1e6, nsteps ? "step" : "trace", (unsigned long long)w->copies,
                 (double)w->bytes / 1048576.0, (double)w->exposed / 1e6, (double)w->host / 1e6,
                 nsteps ? "step" : "trace", (double)w->d2d / 1e6);
-  (void)exposed_h2d;
   free(ids);
   free(steps);
   free_ctx(c);

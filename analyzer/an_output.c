@@ -257,17 +257,23 @@ static void json_report(FILE *f, const an_report *r) {
     for (size_t i = 0; i < t->nops; i++)
       if (t->ops[i].type == AN_MEMCPY) cp[nc++] = &t->ops[i];
     qsort(cp, nc, sizeof *cp, cmp_op_dur);
+    /* one kernel union per device, not one per copy (each is a sort of the whole trace) */
+    an_iv **ku = calloc((size_t)r->ndevs + 1, sizeof *ku);
+    size_t *nku = calloc((size_t)r->ndevs + 1, sizeof *nku);
     for (size_t k = 0; k < nc && k < 100; k++) {
       const an_op *o = cp[k];
-      size_t nk;
-      an_iv *kv = an_kernel_union(t, o->dev, &nk);
-      int64_t dur = o->e - o->s, hid = an_cover(kv, nk, o->s, o->e);
-      free(kv);
+      int di = 0;
+      while (di < r->ndevs && r->devs[di].dev != o->dev) di++;
+      if (!ku[di]) ku[di] = an_kernel_union(t, o->dev, &nku[di]);
+      int64_t dur = o->e - o->s, hid = an_cover(ku[di], nku[di], o->s, o->e);
       fprintf(f, "%s{\"device\":%d,\"stream\":%d,\"kind\":\"%s\",\"src\":\"%s\",\"dst\":\"%s\",\"bytes\":%" PRIu64
                  ",\"start_us\":%.3f,\"dur_us\":%.3f,\"hidden_fraction\":%.4f}",
               k ? "," : "", o->dev, o->stream, ck_name[o->ckind], mk_name[o->srck], mk_name[o->dstk], o->bytes,
               o->s / 1e3, dur / 1e3, dur > 0 ? (double)hid / (double)dur : 1.0);
     }
+    for (int di = 0; di <= r->ndevs; di++) free(ku[di]);
+    free(ku);
+    free(nku);
     free(cp);
   }
   const an_whatif *w = &r->whatif;

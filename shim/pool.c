@@ -113,8 +113,6 @@ static void start_workers(int want) {
   pw_log(PW_LOG_INFO, "memcpy pool started with %d worker threads", n);
 }
 
-int pw_pool_workers_started(void) { return atomic_load(&workers); }
-
 void pw_pool_memcpy(void *dst, const void *src, size_t n, int threads) {
   if (threads <= 1 || n < MIN_PARALLEL || pthread_mutex_trylock(&submit_lock) != 0) {
     memcpy(dst, src, n);

@@ -76,7 +76,6 @@ typedef struct pw_ops {
   int (*stream_capturing)(void *stream, int *capturing);
   int (*stream_device)(void *stream, int *device);
   int (*get_device)(int *device);
-  int (*set_device)(int device);
   int (*host_alloc)(void **p, size_t n);
   void (*host_free)(void *p);
   int (*device_alloc)(void **p, size_t n);
@@ -183,7 +182,6 @@ void pw_stats_write(int fd, int format);
  * plain memcpy in the caller when the pool is busy, not wanted, or cannot start. */
 void pw_pool_memcpy(void *dst, const void *src, size_t n, int threads);
 void pw_pool_after_fork_child(void);
-int pw_pool_workers_started(void);
 
 /* ---- engine ---- */
 typedef struct pw_copy {

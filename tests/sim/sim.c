@@ -218,7 +218,6 @@ static int o_stream_device(void *h, int *dev) {
   return s ? 0 : 400;
 }
 static int o_get_device(int *d) { return *d = cur_dev, 0; }
-static int o_set_device(int d) { return d < ndev ? (cur_dev = d, 0) : 101; }
 static int o_host_alloc(void **p, size_t n) {
   pthread_mutex_lock(&mu);
   *p = fail_host ? NULL : add_region(n, PW_MEM_PINNED, -1);
@@ -316,7 +315,6 @@ const pw_ops sim_ops = {
     .stream_capturing = o_stream_capturing,
     .stream_device = o_stream_device,
     .get_device = o_get_device,
-    .set_device = o_set_device,
     .host_alloc = o_host_alloc,
     .host_free = o_free,
     .device_alloc = o_device_alloc,
