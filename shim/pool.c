@@ -1,13 +1,24 @@
-/* pool.c — the memcpy worker pool behind the staging copy.
+/* pool.c — the copy worker pool behind the staging copy.
  *
- * Owns: up to 63 worker threads, started lazily at the first large copy (never before), with
- * every signal blocked; one job at a time (a second caller copies alone instead of waiting);
- * the rebuild after fork.  Must never: call CUDA, block the caller on a busy pool, or let a
- * worker touch a job that is not the current one.
+ * Owns: up to POOL_MAX-1 worker threads, started lazily at the first large copy (never before),
+ * with every signal blocked; one batch at a time (a second caller copies alone instead of
+ * waiting); the rebuild after fork.  Must never: call CUDA, block a caller on a busy pool, or let
+ * a worker touch a part that was not published to it.
  *
- * A job is split into parts; a part is claimed by a CAS on one 64-bit ticket that holds
- * [generation:24 | parts:20 | next part:20], so a worker that wakes late can never claim a part
- * of a job it has not seen published.  Lock order: submit_lock, then wake_lock.
+ * A batch is a stream of segments (one staging chunk each) that the caller pushes while the
+ * workers copy: the caller pushes chunk k+1.. and, as soon as chunk k is complete, hands it to
+ * the DMA engine, so there is no fork-join barrier between chunks and the DMA of chunk k runs
+ * while chunk k+1 is being copied.  A segment is cut into parts; parts live in a ring of
+ * descriptors indexed by two monotone 64-bit counters, `published` and `claimed`: a part is
+ * claimed by a CAS on `claimed` below `published`, so a worker that wakes late can never claim a
+ * part that was not published to it (the counters never go back, so there is no ABA).  The caller
+ * keeps at most SEG_MAX segments outstanding, each of at most PART_MAX parts, so a descriptor is
+ * rewritten only after the part that used it is done.
+ * Completion: a worker copies its part (a streaming copy ends with a store fence), then counts
+ * it down in its segment with a release store; the caller's acquire load of a zero count makes
+ * every byte of the segment visible before it enqueues the DMA that reads it.
+ *
+ * Lock order: submit_lock, then wake_lock.
  */
 #define _GNU_SOURCE
 #include "pw.h"
@@ -17,73 +28,88 @@
 #include <string.h>
 
 #define POOL_MAX 64
-#define SPIN_NS 200000 /* a worker spins this long after a job before sleeping */
+#define SPIN_NS 200000 /* a worker spins this long after its last part before sleeping */
 #define MIN_PARALLEL (1u << 20)
+#define MIN_PART (256u << 10)
+#define SEG_MAX 8
+#define SEG_RING 16
+#define PART_MAX (2 * POOL_MAX + 2)
+#define PART_RING 4096 /* >= SEG_MAX * PART_MAX */
+
+_Static_assert(PART_RING >= SEG_MAX * PART_MAX, "part ring too small");
+_Static_assert(SEG_RING >= SEG_MAX, "segment ring too small");
 
 static pthread_mutex_t submit_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t wake_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake_cv = PTHREAD_COND_INITIALIZER;
-static atomic_int workers;  /* started workers */
-static int start_tried;     /* under submit_lock */
-static atomic_uint wake_gen; /* bumped for every job (under wake_lock) */
+static atomic_int workers;   /* started workers */
+static int start_tried;      /* under submit_lock */
+static atomic_uint wake_gen; /* bumped when sleepers must look again (under wake_lock) */
 static atomic_int sleepers;
 
-static struct {
+typedef struct pool_part {
   char *dst;
   const char *src;
-  size_t n, part;
-} job;
-static _Atomic uint64_t ticket;
-static atomic_uint done_parts;
-static unsigned job_gen;
+  size_t len;
+  uint64_t seg;
+  int flags; /* PW_PART_* */
+} pool_part;
 
-#define T_PARTS(t) ((unsigned)(((t) >> 20) & 0xFFFFF))
-#define T_NEXT(t) ((unsigned)((t)&0xFFFFF))
+static pool_part parts[PART_RING];
+static _Atomic uint64_t published, claimed;
+static atomic_uint seg_left[SEG_RING]; /* parts of segment s not yet done, at s % SEG_RING */
+static pw_copy_fn stream_copy;         /* set once at the first batch */
 
-/* Claim one part of the current job; returns its index or -1. */
-static int claim(void) {
-  uint64_t t = atomic_load_explicit(&ticket, memory_order_acquire);
-  while (T_NEXT(t) < T_PARTS(t)) {
-    if (atomic_compare_exchange_weak_explicit(&ticket, &t, t + 1, memory_order_acq_rel,
+/* Claim the next published part if its segment is at most max_seg; returns its index or -1. */
+static int64_t claim(uint64_t max_seg) {
+  uint64_t i = atomic_load_explicit(&claimed, memory_order_acquire);
+  for (;;) {
+    if (i >= atomic_load_explicit(&published, memory_order_acquire)) return -1;
+    if (parts[i % PART_RING].seg > max_seg) return -1;
+    if (atomic_compare_exchange_weak_explicit(&claimed, &i, i + 1, memory_order_acq_rel,
                                               memory_order_acquire))
-      return (int)T_NEXT(t);
+      return (int64_t)i;
   }
-  return -1;
 }
 
-static void run_parts(void) {
-  int i;
-  while ((i = claim()) >= 0) {
-    size_t off = (size_t)i * job.part;
-    size_t len = job.n - off < job.part ? job.n - off : job.part;
-    memcpy(job.dst + off, job.src + off, len);
-    atomic_fetch_add_explicit(&done_parts, 1, memory_order_release);
-  }
+static void run_part(uint64_t i) {
+  const pool_part *p = &parts[i % PART_RING];
+  if (p->flags & PW_PART_PREFAULT) pw_prefault(p->dst, p->len);
+  if (p->flags & PW_PART_STREAM)
+    stream_copy(p->dst, p->src, p->len);
+  else
+    memcpy(p->dst, p->src, p->len);
+  atomic_fetch_sub_explicit(&seg_left[p->seg % SEG_RING], 1, memory_order_release);
+}
+
+static int work_pending(void) {
+  return atomic_load_explicit(&claimed, memory_order_acquire) <
+         atomic_load_explicit(&published, memory_order_acquire);
 }
 
 static void *worker(void *arg) {
   (void)arg;
   unsigned seen = atomic_load(&wake_gen);
   for (;;) {
-    run_parts();
+    int64_t i;
+    while ((i = claim(UINT64_MAX)) >= 0)
+      run_part((uint64_t)i);
     uint64_t t0 = pw_now_ns();
     int found = 0;
     while (pw_now_ns() - t0 < SPIN_NS) {
-      uint64_t t = atomic_load_explicit(&ticket, memory_order_acquire);
-      if (T_NEXT(t) < T_PARTS(t)) {
+      if (work_pending()) {
         found = 1;
         break;
       }
-      __builtin_ia32_pause();
+      pw_cpu_relax();
     }
     if (found) continue;
     pthread_mutex_lock(&wake_lock);
     atomic_fetch_add(&sleepers, 1);
-    /* sleepers is raised before the ticket is read again, and the caller publishes the ticket
-     * before it reads sleepers (both sequentially consistent): one of the two sees the other. */
+    /* sleepers is raised before `published` is read again, and the caller publishes before it
+     * reads sleepers (both sequentially consistent): one of the two sees the other. */
     for (;;) {
-      uint64_t t = atomic_load(&ticket);
-      if (atomic_load(&wake_gen) != seen || T_NEXT(t) < T_PARTS(t)) break;
+      if (atomic_load(&wake_gen) != seen || work_pending()) break;
       pthread_cond_wait(&wake_cv, &wake_lock);
     }
     seen = atomic_load(&wake_gen);
@@ -102,6 +128,7 @@ static void start_workers(int want) {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 << 10);
   int n = 0;
   for (; n < want && n < POOL_MAX - 1; n++) {
     pthread_t th;
@@ -110,42 +137,112 @@ static void start_workers(int want) {
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   atomic_store(&workers, n);
-  pw_log(PW_LOG_INFO, "memcpy pool started with %d worker threads", n);
+  pw_log(PW_LOG_INFO, "copy pool started with %d worker threads (%s stores)", n,
+         pw_copy_name(pw_copy_best()));
 }
 
-void pw_pool_memcpy(void *dst, const void *src, size_t n, int threads) {
-  if (threads <= 1 || n < MIN_PARALLEL || pthread_mutex_trylock(&submit_lock) != 0) {
-    memcpy(dst, src, n);
-    return;
-  }
+int pw_pool_workers(void) {
+  return atomic_load(&workers);
+}
+
+void pw_batch_begin(pw_batch *b, int threads, int stream_stores) {
+  memset(b, 0, sizeof *b);
+  b->threads = threads;
+  b->nt = stream_stores && pw_copy_best() != PW_COPY_PORTABLE;
+  b->copy = pw_copy_impl(b->nt ? pw_copy_best() : PW_COPY_PORTABLE);
+  if (threads <= 1 || pthread_mutex_trylock(&submit_lock) != 0) return;
   if (!start_tried) start_workers(threads - 1);
   int w = atomic_load(&workers);
   if (w == 0) {
     pthread_mutex_unlock(&submit_lock);
-    memcpy(dst, src, n);
     return;
   }
-  int helpers = threads - 1 < w ? threads - 1 : w;
-  size_t part = n / ((size_t)(helpers + 1) * 2);
-  if (part < (256u << 10)) part = 256u << 10;
+  stream_copy = b->copy;
+  b->pooled = 1;
+  b->helpers = threads - 1 < w ? threads - 1 : w;
+}
+
+int pw_batch_done(pw_batch *b, uint64_t seg) {
+  if (!b->pooled || seg < b->waited) return 1;
+  return atomic_load_explicit(&seg_left[seg % SEG_RING], memory_order_acquire) == 0;
+}
+
+void pw_batch_wait(pw_batch *b, uint64_t seg) {
+  if (!b->pooled || seg < b->waited || seg >= b->next_seg) return;
+  uint64_t t0 = pw_now_ns();
+  for (uint64_t s = b->waited; s <= seg; s++) {
+    /* help with parts of the segments waited for, never later ones: the caller must be free to
+     * hand a finished chunk to the DMA engine at once */
+    while (atomic_load_explicit(&seg_left[s % SEG_RING], memory_order_acquire) != 0) {
+      int64_t i = claim(seg);
+      if (i >= 0)
+        run_part((uint64_t)i);
+      else
+        pw_cpu_relax();
+    }
+  }
+  b->waited = seg + 1;
+  b->wait_ns += pw_now_ns() - t0;
+}
+
+uint64_t pw_batch_push(pw_batch *b, void *dst, const void *src, size_t n, int flags) {
+  if (!b->nt) flags &= ~PW_PART_STREAM;
+  uint64_t seg = b->next_seg++;
+  if (!b->pooled || n < MIN_PARALLEL) {
+    /* no pool, or too small to share: the caller copies it now */
+    uint64_t t0 = pw_now_ns();
+    if (flags & PW_PART_PREFAULT) pw_prefault(dst, n);
+    if (flags & PW_PART_STREAM)
+      b->copy(dst, src, n);
+    else
+      memcpy(dst, src, n);
+    b->inline_ns += pw_now_ns() - t0;
+    if (b->pooled) atomic_store_explicit(&seg_left[seg % SEG_RING], 0, memory_order_release);
+    return seg;
+  }
+  if (seg - b->waited >= SEG_MAX) pw_batch_wait(b, seg - SEG_MAX);
+  size_t part = n / ((size_t)(b->helpers + 1) * 2);
+  if (part < MIN_PART) part = MIN_PART;
   part = (part + 4095) & ~(size_t)4095;
-  unsigned parts = (unsigned)((n + part - 1) / part);
-  job.dst = dst;
-  job.src = src;
-  job.n = n;
-  job.part = part;
-  atomic_store_explicit(&done_parts, 0, memory_order_relaxed);
-  job_gen = (job_gen + 1) & 0xFFFFFF;
-  atomic_store(&ticket, ((uint64_t)job_gen << 40) | ((uint64_t)parts << 20));
+  unsigned nparts = (unsigned)((n + part - 1) / part);
+  if (nparts > PART_MAX) { /* cannot happen with the sizes above; kept as a guard */
+    part = ((n + PART_MAX - 1) / PART_MAX + 4095) & ~(size_t)4095;
+    nparts = (unsigned)((n + part - 1) / part);
+  }
+  atomic_store_explicit(&seg_left[seg % SEG_RING], nparts, memory_order_relaxed);
+  uint64_t first = atomic_load_explicit(&published, memory_order_relaxed);
+  for (unsigned k = 0; k < nparts; k++) {
+    pool_part *p = &parts[(first + k) % PART_RING];
+    size_t off = (size_t)k * part;
+    p->dst = (char *)dst + off;
+    p->src = (const char *)src + off;
+    p->len = n - off < part ? n - off : part;
+    p->seg = seg;
+    p->flags = flags;
+  }
+  atomic_store(&published, first + nparts); /* seq_cst: see the sleepers comment in worker() */
   if (atomic_load(&sleepers) > 0) {
     pthread_mutex_lock(&wake_lock);
     atomic_fetch_add(&wake_gen, 1);
     pthread_cond_broadcast(&wake_cv);
     pthread_mutex_unlock(&wake_lock);
   }
-  run_parts();
-  while (atomic_load_explicit(&done_parts, memory_order_acquire) < parts) __builtin_ia32_pause();
+  return seg;
+}
+
+void pw_batch_end(pw_batch *b) {
+  if (!b->pooled) return;
+  if (b->next_seg > 0) pw_batch_wait(b, b->next_seg - 1);
+  b->pooled = 0;
   pthread_mutex_unlock(&submit_lock);
+}
+
+void pw_pool_memcpy(void *dst, const void *src, size_t n, int threads, int stream_stores) {
+  pw_batch b;
+  pw_batch_begin(&b, threads, stream_stores);
+  uint64_t s = pw_batch_push(&b, dst, src, n, stream_stores ? PW_PART_STREAM : 0);
+  pw_batch_wait(&b, s);
+  pw_batch_end(&b);
 }
 
 /* The child of a fork has none of the workers: forget them, and the locks they may have held. */
@@ -155,6 +252,9 @@ void pw_pool_after_fork_child(void) {
   pthread_cond_init(&wake_cv, NULL);
   atomic_store(&workers, 0);
   atomic_store(&sleepers, 0);
-  atomic_store(&ticket, 0);
+  atomic_store(&published, 0);
+  atomic_store(&claimed, 0);
+  for (int i = 0; i < SEG_RING; i++)
+    atomic_store(&seg_left[i], 0);
   start_tried = 0;
 }

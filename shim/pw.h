@@ -45,12 +45,17 @@ typedef enum pw_option_e {
   PW_OPT_D2H,          /* stage device-to-pageable copies */
   PW_OPT_STRICT,       /* keep cudaMemcpy's host-side stream sync */
   PW_OPT_SYNC,         /* keep | elide */
+  PW_OPT_NT_STORES,    /* non-temporal stores into pinned staging memory */
+  PW_OPT_D2H_FRESH,    /* touch | populate | hugepages */
+  PW_OPT_SETUP,        /* background | inline */
   PW_OPT_COUNT
 } pw_option_t;
 
 enum { PW_MODE_OFF = 0, PW_MODE_OBSERVE = 1, PW_MODE_STAGE = 2 };
 enum { PW_FMT_TEXT = 0, PW_FMT_JSON = 1 };
 enum { PW_SYNC_KEEP = 0, PW_SYNC_ELIDE = 1 };
+enum { PW_FRESH_TOUCH = 0, PW_FRESH_POPULATE = 1, PW_FRESH_HUGEPAGES = 2 };
+enum { PW_SETUP_BACKGROUND = 0, PW_SETUP_INLINE = 1 };
 
 void pw_options_init(void);  /* reads the environment; warns on bad values */
 void pw_options_reset(void); /* back to defaults, unread (tests) */
@@ -76,6 +81,7 @@ typedef struct pw_ops {
   int (*stream_capturing)(void *stream, int *capturing);
   int (*stream_device)(void *stream, int *device);
   int (*get_device)(int *device);
+  int (*set_device)(int device); /* this thread's current device */
   int (*host_alloc)(void **p, size_t n);
   void (*host_free)(void *p);
   int (*device_alloc)(void **p, size_t n);
@@ -116,6 +122,7 @@ enum {
   X(PENDING_ERROR, "pending_error", "a CUDA error was pending on the thread")                      \
   X(QUERY_FAILED, "query_failed", "pointer or stream query failed")                                \
   X(NO_STATE, "no_state", "engine state for the device could not be set up")                       \
+  X(SETTING_UP, "setting_up", "engine state for the device was still being allocated")             \
   X(INTERNAL, "internal_error", "an engine CUDA call failed mid-copy")                             \
   X(FORKED, "forked_child", "process is a fork of a CUDA process")
 #define PW_FB_ENUM(id, name, text) PW_FB_##id,
@@ -143,6 +150,10 @@ typedef struct pw_stats {
   _Atomic uint64_t sync_elided;
   _Atomic uint64_t pinned_bytes_allocated, ring_bytes_allocated;
   _Atomic uint64_t internal_errors; /* broken engine invariants: must stay 0 */
+  _Atomic uint64_t setup_ns;        /* allocating pinned pools, rings, side streams */
+  _Atomic uint64_t d2h_fresh;       /* D2H copies into untouched destinations */
+  _Atomic uint64_t d2h_advised;     /* of those, advised for huge pages */
+  _Atomic uint64_t threads;         /* staging threads configured (caller included) */
 } pw_stats;
 
 extern pw_stats pw_st;
@@ -177,10 +188,59 @@ extern const int pw_hook_count;
 /* Write the exit summary (format PW_FMT_*) to fd. */
 void pw_stats_write(int fd, int format);
 
-/* ---- memcpy worker pool ---- */
-/* Copy n bytes with up to `threads` threads (the caller is one of them).  Falls back to a
- * plain memcpy in the caller when the pool is busy, not wanted, or cannot start. */
-void pw_pool_memcpy(void *dst, const void *src, size_t n, int threads);
+/* ---- copy routines (copy.c) ---- */
+typedef void (*pw_copy_fn)(void *dst, const void *src, size_t n);
+enum { PW_COPY_PORTABLE = 0, PW_COPY_NT_SSE2, PW_COPY_NT_AVX };
+/* The copy routine `which`, or NULL where this CPU or build has none.  The non-temporal ones end
+ * with a store fence. */
+pw_copy_fn pw_copy_impl(int which);
+int pw_copy_best(void); /* the fastest routine into DMA-only memory this CPU has */
+const char *pw_copy_name(int which);
+/* Advise huge pages for the 2 MiB-aligned interior of [p, p+n) when nothing has touched it yet
+ * (mincore); returns 1 when advised.  Only the page-table granularity changes: contents, size and
+ * protection of the memory stay as they are. */
+int pw_advise_fresh(void *p, size_t n);
+/* 1 when the page holding p was never touched (mincore says it is not resident). */
+int pw_untouched(const void *p);
+/* Map the whole pages inside [p, p+n) for writing in one call (MADV_POPULATE_WRITE, Linux 5.14);
+ * does nothing where the kernel lacks it.  The copy that follows then takes no page fault. */
+void pw_prefault(void *p, size_t n);
+/* cgroup cpu.max text ("QUOTA PERIOD" or "max PERIOD") -> CPUs, rounded up; 0 = no limit. */
+int pw_parse_cpu_max(const char *text);
+/* Default staging threads: CPUs this process may run on (affinity, cgroup limit), divided among
+ * LOCAL_WORLD_SIZE local ranks, at least 1, at most PW_THREADS_DEFAULT_MAX. */
+#define PW_THREADS_DEFAULT_MAX 16
+int pw_default_threads(void);
+
+static inline void pw_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#else
+  __asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/* ---- copy worker pool (pool.c) ----
+ * A batch streams segments to the workers: push returns a segment number at once, wait(s)
+ * returns when every segment <= s is copied (the caller helps with those).  When the pool is busy
+ * (another thread's batch), not wanted (threads <= 1) or cannot start, push copies in the caller. */
+typedef struct pw_batch {
+  int pooled, helpers, threads, nt;
+  pw_copy_fn copy;
+  uint64_t next_seg, waited;
+  uint64_t wait_ns, inline_ns; /* caller time in wait, and copying alone */
+} pw_batch;
+void pw_batch_begin(pw_batch *b, int threads, int stream_stores);
+enum { PW_PART_STREAM = 1, PW_PART_PREFAULT = 2 };
+uint64_t pw_batch_push(pw_batch *b, void *dst, const void *src, size_t n, int flags);
+int pw_batch_done(pw_batch *b, uint64_t seg);
+void pw_batch_wait(pw_batch *b, uint64_t seg);
+void pw_batch_end(pw_batch *b); /* waits for everything pushed */
+/* One copy with the pool (push + wait). */
+void pw_pool_memcpy(void *dst, const void *src, size_t n, int threads, int stream_stores);
+int pw_pool_workers(void);
 void pw_pool_after_fork_child(void);
 
 /* ---- engine ---- */
@@ -199,6 +259,9 @@ typedef struct pw_engine_config {
   size_t min_bytes, max_bytes; /* max 0 = no limit */
   size_t host_pool, device_ring, chunk;
   int threads, d2h, strict;
+  int nt;               /* non-temporal stores into pinned memory where the CPU has them */
+  int d2h_fresh;        /* PW_FRESH_*: what to do for an untouched D2H destination */
+  int background_setup; /* allocate a device's state off the copying thread */
 } pw_engine_config;
 
 typedef struct pw_engine pw_engine;

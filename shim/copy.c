@@ -1,0 +1,239 @@
+/* copy.c — the byte-moving routines of the staging copy, and the CPU facts they depend on.
+ *
+ * Owns: the copy into pinned staging memory (non-temporal stores where the CPU has them: that
+ * memory is read only by the DMA engine, so filling the cache with it only evicts the program's
+ * data and costs a read-for-ownership per line), the portable fallback, the spin-wait hint, the
+ * huge-page advice for a freshly mapped copy-out destination, and the default thread count.
+ * Must never: call CUDA, allocate in the copy path, or return from a streaming copy before its
+ * stores are fenced (the caller publishes the bytes to the DMA engine with a release store, which
+ * does not order non-temporal stores by itself).
+ */
+#define _GNU_SOURCE
+#include "pw.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/* Below this a streaming copy is not worth its fence. */
+#define NT_MIN 4096
+
+/* dst aligned to 64 bytes by a plain head copy; 64 bytes per iteration; plain tail. */
+static void copy_nt_sse2(void *dst, const void *src, size_t n) {
+  char *d = dst;
+  const char *s = src;
+  if (n < NT_MIN) {
+    memcpy(d, s, n);
+    return;
+  }
+  size_t head = (64 - ((uintptr_t)d & 63)) & 63;
+  memcpy(d, s, head);
+  d += head, s += head, n -= head;
+  size_t body = n & ~(size_t)63;
+  for (size_t i = 0; i < body; i += 64) {
+    __m128i a = _mm_loadu_si128((const __m128i *)(s + i));
+    __m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32));
+    __m128i e = _mm_loadu_si128((const __m128i *)(s + i + 48));
+    _mm_stream_si128((__m128i *)(d + i), a);
+    _mm_stream_si128((__m128i *)(d + i + 16), b);
+    _mm_stream_si128((__m128i *)(d + i + 32), c);
+    _mm_stream_si128((__m128i *)(d + i + 48), e);
+  }
+  _mm_sfence();
+  memcpy(d + body, s + body, n - body);
+}
+
+__attribute__((target("avx"))) static void copy_nt_avx(void *dst, const void *src, size_t n) {
+  char *d = dst;
+  const char *s = src;
+  if (n < NT_MIN) {
+    memcpy(d, s, n);
+    return;
+  }
+  size_t head = (64 - ((uintptr_t)d & 63)) & 63;
+  memcpy(d, s, head);
+  d += head, s += head, n -= head;
+  size_t body = n & ~(size_t)127;
+  for (size_t i = 0; i < body; i += 128) {
+    __m256i a = _mm256_loadu_si256((const __m256i *)(s + i));
+    __m256i b = _mm256_loadu_si256((const __m256i *)(s + i + 32));
+    __m256i c = _mm256_loadu_si256((const __m256i *)(s + i + 64));
+    __m256i e = _mm256_loadu_si256((const __m256i *)(s + i + 96));
+    _mm256_stream_si256((__m256i *)(d + i), a);
+    _mm256_stream_si256((__m256i *)(d + i + 32), b);
+    _mm256_stream_si256((__m256i *)(d + i + 64), c);
+    _mm256_stream_si256((__m256i *)(d + i + 96), e);
+  }
+  _mm_sfence();
+  _mm256_zeroupper();
+  memcpy(d + body, s + body, n - body);
+}
+#endif
+
+static void copy_portable(void *dst, const void *src, size_t n) {
+  memcpy(dst, src, n);
+}
+
+pw_copy_fn pw_copy_impl(int which) {
+  switch (which) {
+  case PW_COPY_PORTABLE:
+    return copy_portable;
+#if defined(__x86_64__)
+  case PW_COPY_NT_SSE2:
+    return copy_nt_sse2;
+  case PW_COPY_NT_AVX:
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx") ? copy_nt_avx : NULL;
+#endif
+  default:
+    return NULL;
+  }
+}
+
+int pw_copy_best(void) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx") ? PW_COPY_NT_AVX : PW_COPY_NT_SSE2;
+#else
+  return PW_COPY_PORTABLE;
+#endif
+}
+
+const char *pw_copy_name(int which) {
+  static const char *const names[] = {"memcpy", "sse2-nt", "avx-nt"};
+  return which >= 0 && which < 3 ? names[which] : "?";
+}
+
+/* ---- huge pages for a fresh copy-out destination ---- */
+
+#define HUGE_2M (2u << 20)
+
+int pw_untouched(const void *p) {
+  unsigned char v = 1;
+  void *page = (void *)((uintptr_t)p & ~(uintptr_t)4095);
+  return mincore(page, 4096, &v) == 0 && !(v & 1);
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+static atomic_int populate_unsupported;
+
+void pw_prefault(void *p, size_t n) {
+  uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
+  uintptr_t b = ((uintptr_t)p + n) & ~(uintptr_t)4095;
+  if (b <= a || atomic_load_explicit(&populate_unsupported, memory_order_relaxed)) return;
+  int saved = errno;
+  if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+    atomic_store_explicit(&populate_unsupported, 1, memory_order_relaxed);
+  errno = saved; /* the program's errno is not ours to change */
+}
+
+int pw_advise_fresh(void *p, size_t n) {
+  uintptr_t a = ((uintptr_t)p + HUGE_2M - 1) & ~(uintptr_t)(HUGE_2M - 1);
+  uintptr_t b = ((uintptr_t)p + n) & ~(uintptr_t)(HUGE_2M - 1);
+  if (b <= a) return 0;
+  /* Only memory nothing has touched yet: there the copy would take one fault per 4 KiB page. */
+  if (!pw_untouched((void *)a)) return 0;
+  int saved = errno;
+#ifdef MADV_HUGEPAGE
+  int ok = madvise((void *)a, b - a, MADV_HUGEPAGE) == 0;
+#else
+  int ok = 0;
+#endif
+  errno = saved;
+  return ok;
+}
+
+/* ---- how many threads the staging copy may use ---- */
+
+int pw_parse_cpu_max(const char *text) {
+  /* cgroup v2 cpu.max: "max 100000" or "QUOTA PERIOD"; v1 gives the two numbers separately and
+   * the caller joins them the same way. */
+  char q[32];
+  unsigned long long period = 0;
+  if (!text || sscanf(text, "%31s %llu", q, &period) != 2 || period == 0) return 0;
+  if (!strcmp(q, "max")) return 0;
+  char *end;
+  errno = 0;
+  long long quota = strtoll(q, &end, 10);
+  if (errno || *end || quota <= 0) return 0;
+  unsigned long long cpus = ((unsigned long long)quota + period - 1) / period;
+  return cpus > 4096 ? 4096 : (int)cpus;
+}
+
+static int read_small(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t r = read(fd, buf, cap - 1);
+  close(fd);
+  if (r <= 0) return -1;
+  buf[r] = 0;
+  return 0;
+}
+
+/* The CPU limit of this process's cgroup (the smallest along its path), 0 when unlimited. */
+static int cgroup_cpus(void) {
+  char line[4096], path[4600], buf[128];
+  int best = 0;
+  if (read_small("/proc/self/cgroup", line, sizeof line) == 0) {
+    char *v2 = strstr(line, "0::");
+    if (v2 && (v2 == line || v2[-1] == '\n')) {
+      char *rel = v2 + 3;
+      rel[strcspn(rel, "\n")] = 0;
+      if (!rel[0]) rel = "/";
+      for (;;) { /* the limit in force is the smallest on the way up to the root */
+        snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpu.max", strcmp(rel, "/") ? rel : "");
+        if (read_small(path, buf, sizeof buf) == 0) {
+          int c = pw_parse_cpu_max(buf);
+          if (c > 0 && (best == 0 || c < best)) best = c;
+        }
+        char *slash = strrchr(rel, '/');
+        if (!strcmp(rel, "/") || !slash) break;
+        if (slash == rel)
+          rel = "/";
+        else
+          *slash = 0;
+      }
+      if (best) return best;
+    }
+  }
+  /* cgroup v1 (or a hybrid hierarchy whose cpu controller is still on v1) */
+  char q[64], p[64];
+  if (read_small("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", q, sizeof q) == 0 &&
+      read_small("/sys/fs/cgroup/cpu/cpu.cfs_period_us", p, sizeof p) == 0) {
+    q[strcspn(q, "\n")] = 0;
+    p[strcspn(p, "\n")] = 0;
+    snprintf(buf, sizeof buf, "%s %s", q, p);
+    best = pw_parse_cpu_max(buf);
+  }
+  return best;
+}
+
+int pw_default_threads(void) {
+  int n = 0;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+  if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  int limit = cgroup_cpus();
+  if (limit > 0 && limit < n) n = limit;
+  const char *lws = getenv("LOCAL_WORLD_SIZE");
+  if (lws && *lws) {
+    char *end;
+    long w = strtol(lws, &end, 10);
+    if (!*end && w > 1 && w < 1000000) n = (int)(n / w);
+  }
+  if (n < 1) n = 1;
+  if (n > PW_THREADS_DEFAULT_MAX) n = PW_THREADS_DEFAULT_MAX;
+  return n;
+}
