@@ -21,12 +21,19 @@
 #include "pw.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define MAX_DEVICES 64
 #define ARENA_SLOTS 256
-#define D2H_DEPTH 3
+#define AHEAD 3     /* H2D: chunks being copied in while the oldest one's DMA is issued */
+#define D2H_DEPTH 4 /* D2H: chunks held between their DMA and the end of their copy-out */
+/* Reservations a copy holds before committing them; the pinned arena fits MAX_PENDING + 2
+ * chunks, so a reservation can never land on a chunk that is still pending. */
+#define MAX_PENDING (AHEAD > D2H_DEPTH ? AHEAD : D2H_DEPTH)
 
 int pw_engine_test_drop_dependency;
 
@@ -41,11 +48,14 @@ typedef struct arena {
   slot q[ARENA_SLOTS];
 } arena;
 
-enum { DEV_READY = 1, DEV_FAILED = -1 };
+enum { DEV_READY = 1, DEV_PENDING = 2, DEV_FAILED = -1 };
 enum { ARENA_HOST, ARENA_RING };
 
+typedef struct pw_engine pw_engine_t;
 typedef struct dev_state {
-  int device, status;
+  int device;
+  atomic_int status; /* DEV_*: written once by the setup, then only to DEV_FAILED */
+  pw_engine_t *engine;
   pthread_mutex_t lock;
   void *side;
   char *pinned, *ring;
@@ -62,6 +72,7 @@ struct pw_engine {
   pthread_mutex_t init_lock;
   dev_state *_Atomic dev[MAX_DEVICES];
   atomic_int forked;
+  pid_t pid; /* the process that created the engine (setup threads live there) */
 };
 
 pw_engine *pw_engine_create(const pw_ops *ops, const pw_engine_config *cfg) {
@@ -69,6 +80,7 @@ pw_engine *pw_engine_create(const pw_ops *ops, const pw_engine_config *cfg) {
   if (!e) return NULL;
   e->ops = ops;
   e->cfg = *cfg;
+  e->pid = getpid();
   if (e->cfg.chunk < 64 * 1024) e->cfg.chunk = 64 * 1024;
   pthread_mutex_init(&e->init_lock, NULL);
   return e;
@@ -104,7 +116,9 @@ static void *get_event(pw_engine *e, dev_state *d) {
   return ev;
 }
 
-static void put_event(dev_state *d, void *ev) { d->free_ev[d->nfree++] = ev; }
+static void put_event(dev_state *d, void *ev) {
+  d->free_ev[d->nfree++] = ev;
+}
 
 /* ---- arenas ---- */
 
@@ -144,9 +158,9 @@ static int retire_oldest(pw_engine *e, dev_state *d, arena *a, int which) {
 static int reserve(pw_engine *e, dev_state *d, arena *a, int which, size_t len, size_t *off) {
   size_t o = a->head;
   if (o + len > a->size) o = 0;
-  /* Room is kept for the D2H_DEPTH reservations a D2H copy holds before it commits them: a
-   * queue that overflowed would hand out one event twice. */
-  while (a->count > 0 && (overlaps(a, o, len) || a->count >= ARENA_SLOTS - D2H_DEPTH)) {
+  /* Room is kept for the MAX_PENDING reservations a copy holds before it commits them: a queue
+   * that overflowed would hand out one event twice. */
+  while (a->count > 0 && (overlaps(a, o, len) || a->count >= ARENA_SLOTS - MAX_PENDING)) {
     int rc = retire_oldest(e, d, a, which);
     if (rc) return rc;
   }
@@ -169,62 +183,141 @@ static void commit(arena *a, size_t off, size_t len, void *ev) {
 
 /* ---- per-device state ---- */
 
-static dev_state *get_dev(pw_engine *e, int device) {
+/* Allocate a device's pinned pool, ring and side stream; publishes the status last. */
+static void setup_dev(pw_engine *e, dev_state *d) {
+  const pw_ops *ops = e->ops;
+  int device = d->device, status = DEV_READY;
+  uint64_t t_setup = pw_now_ns();
+  size_t pool = e->cfg.host_pool;
+  if (pool < (MAX_PENDING + 2) * (size_t)(64 << 10)) pool = (MAX_PENDING + 2) * (size_t)(64 << 10);
+  void *p = NULL;
+  int rc = ops->host_alloc(&p, pool);
+  if (rc != 0 || !p) {
+    ops->clear_error();
+    pw_log(PW_LOG_WARN,
+           "cannot allocate %zu MiB of pinned staging memory (CUDA error %d); copies to device "
+           "%d go to CUDA unchanged",
+           pool >> 20, rc, device);
+    status = DEV_FAILED;
+  } else {
+    d->pinned = p;
+    d->host.size = pool;
+    pw_add(&pw_st.pinned_bytes_allocated, pool);
+    size_t ring = e->cfg.device_ring;
+    if (ring) {
+      void *r = NULL, *s = NULL;
+      if ((rc = ops->device_alloc(&r, ring)) != 0 || !r) {
+        ops->clear_error();
+        pw_log(PW_LOG_INFO,
+               "cannot allocate a %zu MiB device ring on device %d (CUDA error %d): staging "
+               "without it (the DMA runs on the caller's stream)",
+               ring >> 20, device, rc);
+      } else if ((rc = ops->stream_create(&s)) != 0) {
+        ops->clear_error();
+        ops->device_free(r);
+        pw_log(PW_LOG_INFO, "cannot create a side stream (CUDA error %d): staging without ring",
+               rc);
+      } else {
+        d->ring = r;
+        d->side = s;
+        d->dring.size = ring;
+        pw_add(&pw_st.ring_bytes_allocated, ring);
+      }
+    } else {
+      pw_log(PW_LOG_INFO, "device ring disabled: the DMA runs on the caller's stream");
+    }
+    pw_log(PW_LOG_INFO, "device %d: %zu MiB pinned staging, %zu MiB device ring", device,
+           pool >> 20, d->dring.size >> 20);
+  }
+  pw_add(&pw_st.setup_ns, pw_now_ns() - t_setup);
+  atomic_store_explicit(&d->status, status, memory_order_release);
+}
+
+static void *setup_thread(void *arg) {
+  dev_state *d = arg;
+  /* this thread's current device decides where the runtime allocates: never create a context
+   * on a device the program does not use */
+  if (d->engine->ops->set_device(d->device) != 0) {
+    d->engine->ops->clear_error();
+    pw_log(PW_LOG_WARN,
+           "cannot select device %d for staging setup; its copies go to CUDA unchanged", d->device);
+    atomic_store_explicit(&d->status, DEV_FAILED, memory_order_release);
+    return NULL;
+  }
+  setup_dev(d->engine, d);
+  return NULL;
+}
+
+/* Wait (bounded) until no setup thread of e is running.  At exit this runs before the CUDA
+ * runtime's own exit handlers (it is registered after them), so no allocation is in flight while
+ * the runtime tears down. */
+static void wait_setups(pw_engine *e, uint64_t limit_ns) {
+  if (!e || getpid() != e->pid) return; /* a forked child has no such thread */
+  uint64_t t0 = pw_now_ns();
+  for (int i = 0; i < MAX_DEVICES; i++) {
+    dev_state *d = atomic_load(&e->dev[i]);
+    while (d && atomic_load_explicit(&d->status, memory_order_acquire) == DEV_PENDING) {
+      if (pw_now_ns() - t0 > limit_ns) return;
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+static pw_engine *_Atomic exit_engine;
+static void wait_setups_at_exit(void) {
+  wait_setups(atomic_load(&exit_engine), 10ull * 1000000000);
+}
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+static void register_exit(void) {
+  atexit(wait_setups_at_exit);
+}
+
+/* Start the setup of a device's state in the background; 0 when the thread runs. */
+static int start_setup_thread(pw_engine *e, dev_state *d) {
+  atomic_store(&exit_engine, e);
+  pthread_once(&exit_once, register_exit);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t th;
+  int rc = pthread_create(&th, &attr, setup_thread, d);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return rc;
+}
+
+/* The device's state when it is ready; otherwise NULL and *reason says why. */
+static dev_state *get_dev(pw_engine *e, int device, int *reason) {
+  *reason = PW_FB_NO_STATE;
   if (device < 0 || device >= MAX_DEVICES) return NULL;
   dev_state *d = atomic_load(&e->dev[device]);
-  if (d) return d->status == DEV_READY ? d : NULL;
-  pthread_mutex_lock(&e->init_lock);
-  d = atomic_load(&e->dev[device]);
-  if (!d && (d = calloc(1, sizeof *d)) != NULL) {
-    const pw_ops *ops = e->ops;
-    pthread_mutex_init(&d->lock, NULL);
-    d->device = device;
-    d->status = DEV_READY;
-    size_t pool = e->cfg.host_pool;
-    if (pool < 2 * e->cfg.chunk) pool = 2 * e->cfg.chunk;
-    void *p = NULL;
-    int rc = ops->host_alloc(&p, pool);
-    if (rc != 0 || !p) {
-      ops->clear_error();
-      pw_log(PW_LOG_WARN,
-             "cannot allocate %zu MiB of pinned staging memory (CUDA error %d); copies to device "
-             "%d go to CUDA unchanged",
-             pool >> 20, rc, device);
-      d->status = DEV_FAILED;
-    } else {
-      d->pinned = p;
-      d->host.size = pool;
-      pw_add(&pw_st.pinned_bytes_allocated, pool);
-      size_t ring = e->cfg.device_ring;
-      if (ring) {
-        void *r = NULL, *s = NULL;
-        if ((rc = ops->device_alloc(&r, ring)) != 0 || !r) {
-          ops->clear_error();
-          pw_log(PW_LOG_INFO,
-                 "cannot allocate a %zu MiB device ring on device %d (CUDA error %d): staging "
-                 "without it (the DMA runs on the caller's stream)",
-                 ring >> 20, device, rc);
-        } else if ((rc = ops->stream_create(&s)) != 0) {
-          ops->clear_error();
-          ops->device_free(r);
-          pw_log(PW_LOG_INFO, "cannot create a side stream (CUDA error %d): staging without ring",
-                 rc);
-        } else {
-          d->ring = r;
-          d->side = s;
-          d->dring.size = ring;
-          pw_add(&pw_st.ring_bytes_allocated, ring);
-        }
+  if (!d) {
+    pthread_mutex_lock(&e->init_lock);
+    d = atomic_load(&e->dev[device]);
+    if (!d && (d = calloc(1, sizeof *d)) != NULL) {
+      pthread_mutex_init(&d->lock, NULL);
+      d->device = device;
+      d->engine = e;
+      if (e->cfg.background_setup) {
+        atomic_store(&d->status, DEV_PENDING);
+        atomic_store(&e->dev[device], d);
+        if (start_setup_thread(e, d) != 0) setup_dev(e, d);
       } else {
-        pw_log(PW_LOG_INFO, "device ring disabled: the DMA runs on the caller's stream");
+        setup_dev(e, d);
+        atomic_store(&e->dev[device], d);
       }
-      pw_log(PW_LOG_INFO, "device %d: %zu MiB pinned staging, %zu MiB device ring", device,
-             pool >> 20, d->dring.size >> 20);
     }
-    atomic_store(&e->dev[device], d);
+    pthread_mutex_unlock(&e->init_lock);
+    if (!d) return NULL;
   }
-  pthread_mutex_unlock(&e->init_lock);
-  return d && d->status == DEV_READY ? d : NULL;
+  int st = atomic_load_explicit(&d->status, memory_order_acquire);
+  if (st == DEV_READY) return d;
+  if (st == DEV_PENDING) *reason = PW_FB_SETTING_UP;
+  return NULL;
 }
 
 /* Something failed after part of a copy was enqueued: drain what we enqueued, stop staging on
@@ -234,7 +327,7 @@ static int fail_device(pw_engine *e, dev_state *d, void *stream, int rc) {
   if (d->side) ops->stream_sync(d->side);
   ops->stream_sync(stream);
   ops->clear_error();
-  d->status = DEV_FAILED;
+  atomic_store_explicit(&d->status, DEV_FAILED, memory_order_release);
   pw_log(PW_LOG_ERROR,
          "a CUDA call of the staging engine failed (error %d); device %d's copies go to CUDA "
          "unchanged from now on",
@@ -242,121 +335,187 @@ static int fail_device(pw_engine *e, dev_state *d, void *stream, int rc) {
   return -1 - PW_FB_INTERNAL;
 }
 
-static void timed_memcpy(pw_engine *e, void *dst, const void *src, size_t n) {
-  uint64_t t0 = pw_now_ns();
-  pw_pool_memcpy(dst, src, n, e->cfg.threads);
+/* The staging chunk: no larger than the option, and small enough that MAX_PENDING + 2 chunks
+ * fit in the pinned arena. */
+static size_t chunk_size(pw_engine *e, dev_state *d) {
+  size_t c = e->cfg.chunk, fit = d->host.size / (MAX_PENDING + 2);
+  return c > fit ? fit : c;
+}
+
+static void batch_begin(pw_engine *e, pw_batch *b) {
+  pw_batch_begin(b, e->cfg.threads, e->cfg.nt);
+}
+
+/* Ends the batch (every pushed segment copied) and accounts its time. */
+static void batch_end(pw_batch *b, uint64_t t0) {
+  pw_batch_end(b);
   pw_add(&pw_st.staging_memcpy_ns, pw_now_ns() - t0);
 }
 
-static size_t h2d_chunk(pw_engine *e, dev_state *d) {
-  size_t c = e->cfg.chunk;
-  return c > d->host.size / 2 ? d->host.size / 2 : c;
+/* A chunk copied in (segment seg of the batch) and waiting for its DMA to be issued. */
+typedef struct h2d_pending {
+  size_t hoff, len, at; /* at: offset of the DMA's destination from the piece's base */
+  uint64_t seg;
+} h2d_pending;
+
+/* Wait for the oldest pending chunk to be copied in, then DMA it to dst on stream; its pinned
+ * space is committed behind the DMA's event.  Returns 0 or a CUDA error. */
+static int issue_dma(pw_engine *e, dev_state *d, pw_batch *b, const h2d_pending *p, char *dst,
+                     void *stream, void **last) {
+  pw_batch_wait(b, p->seg);
+  void *ev = get_event(e, d);
+  if (!ev) return -1;
+  int rc;
+  if ((rc = e->ops->copy_async(dst + p->at, d->pinned + p->hoff, p->len, PW_DIR_H2D, stream)) ||
+      (rc = e->ops->event_record(ev, stream))) {
+    put_event(d, ev);
+    return rc;
+  }
+  commit(&d->host, p->hoff, p->len, ev);
+  *last = ev;
+  return 0;
+}
+
+/* Copy [src, src+n) into pinned chunks and DMA each to dst on `stream` as soon as it is in:
+ * up to AHEAD chunks are being copied by the pool while the oldest is handed to the DMA engine.
+ * On failure the batch is ended (no worker writes pinned memory afterwards) and the CUDA error
+ * returned. */
+static int pipeline_h2d(pw_engine *e, dev_state *d, pw_batch *b, char *dst, const char *src,
+                        size_t n, void *stream, void **last) {
+  size_t chunk = chunk_size(e, d);
+  h2d_pending q[AHEAD];
+  int head = 0, nq = 0, rc = 0;
+  for (size_t pos = 0; pos < n || nq > 0;) {
+    if (pos < n && nq < AHEAD) {
+      size_t clen = n - pos < chunk ? n - pos : chunk, hoff;
+      if ((rc = reserve(e, d, &d->host, ARENA_HOST, clen, &hoff))) break;
+      h2d_pending *p = &q[(head + nq) % AHEAD];
+      p->hoff = hoff, p->len = clen, p->at = pos;
+      p->seg = pw_batch_push(b, d->pinned + hoff, src + pos, clen, PW_PART_STREAM);
+      nq++;
+      pos += clen;
+      if (pos < n && nq < AHEAD) continue; /* keep the pool fed before waiting on it */
+    }
+    if ((rc = issue_dma(e, d, b, &q[head], dst, stream, last))) break;
+    head = (head + 1) % AHEAD;
+    nq--;
+  }
+  return rc;
 }
 
 static int stage_h2d_ring(pw_engine *e, dev_state *d, const pw_copy *c) {
   const pw_ops *ops = e->ops;
-  size_t piece_max = d->dring.size / 2, chunk = h2d_chunk(e, d);
+  size_t piece_max = d->dring.size / 2;
   char *dst = c->dst;
   const char *src = c->src;
   int rc = 0;
+  pw_batch b;
+  uint64_t t0 = pw_now_ns();
+  batch_begin(e, &b);
   for (size_t pos = 0; pos < c->n;) {
-    size_t plen = c->n - pos < piece_max ? c->n - pos : piece_max, roff, hoff;
-    if ((rc = reserve(e, d, &d->dring, ARENA_RING, plen, &roff))) return fail_device(e, d, c->stream, rc);
+    size_t plen = c->n - pos < piece_max ? c->n - pos : piece_max, roff;
     void *last = NULL;
-    for (size_t cpos = 0; cpos < plen;) {
-      size_t clen = plen - cpos < chunk ? plen - cpos : chunk;
-      if ((rc = reserve(e, d, &d->host, ARENA_HOST, clen, &hoff)))
-        return fail_device(e, d, c->stream, rc);
-      timed_memcpy(e, d->pinned + hoff, src + pos + cpos, clen);
-      void *ev = get_event(e, d);
-      if (!ev) return fail_device(e, d, c->stream, -1);
-      if ((rc = ops->copy_async(d->ring + roff + cpos, d->pinned + hoff, clen, PW_DIR_H2D, d->side)) ||
-          (rc = ops->event_record(ev, d->side))) {
-        put_event(d, ev);
-        return fail_device(e, d, c->stream, rc);
-      }
-      commit(&d->host, hoff, clen, ev);
-      last = ev;
-      cpos += clen;
-    }
+    if ((rc = reserve(e, d, &d->dring, ARENA_RING, plen, &roff)) ||
+        (rc = pipeline_h2d(e, d, &b, d->ring + roff, src + pos, plen, d->side, &last)))
+      break;
     void *fev = get_event(e, d);
-    if (!fev) return fail_device(e, d, c->stream, -1);
+    if (!fev) {
+      rc = -1;
+      break;
+    }
     if ((rc = ops->stream_wait_event(c->stream, last)) ||
         (rc = ops->copy_async(dst + pos, d->ring + roff, plen, PW_DIR_D2D, c->stream)) ||
         (rc = ops->event_record(fev, c->stream))) {
       put_event(d, fev);
-      return fail_device(e, d, c->stream, rc);
+      break;
     }
     commit(&d->dring, roff, plen, fev);
     pw_add(&pw_st.ring_pieces, 1);
     pos += plen;
   }
-  return PW_PATH_RING;
+  batch_end(&b, t0);
+  return rc ? fail_device(e, d, c->stream, rc) : PW_PATH_RING;
 }
 
 static int stage_h2d_pinned(pw_engine *e, dev_state *d, const pw_copy *c) {
-  const pw_ops *ops = e->ops;
-  size_t chunk = h2d_chunk(e, d), hoff;
-  int rc;
-  for (size_t pos = 0; pos < c->n;) {
-    size_t clen = c->n - pos < chunk ? c->n - pos : chunk;
-    if ((rc = reserve(e, d, &d->host, ARENA_HOST, clen, &hoff))) return fail_device(e, d, c->stream, rc);
-    timed_memcpy(e, d->pinned + hoff, (const char *)c->src + pos, clen);
-    void *ev = get_event(e, d);
-    if (!ev) return fail_device(e, d, c->stream, -1);
-    if ((rc = ops->copy_async((char *)c->dst + pos, d->pinned + hoff, clen, PW_DIR_H2D, c->stream)) ||
-        (rc = ops->event_record(ev, c->stream))) {
-      put_event(d, ev);
-      return fail_device(e, d, c->stream, rc);
-    }
-    commit(&d->host, hoff, clen, ev);
-    pos += clen;
-  }
-  return PW_PATH_PINNED;
+  pw_batch b;
+  void *last = NULL;
+  uint64_t t0 = pw_now_ns();
+  batch_begin(e, &b);
+  int rc = pipeline_h2d(e, d, &b, c->dst, c->src, c->n, c->stream, &last);
+  batch_end(&b, t0);
+  return rc ? fail_device(e, d, c->stream, rc) : PW_PATH_PINNED;
 }
 
-/* Device -> pageable: DMA chunk k+1.. while chunk k is copied out; returns when every byte is in
- * dst.  A chunk is committed to the arena only once copied out, and D2H_DEPTH + 2 chunks fit in
- * the pool, so a reservation can never land on a chunk still waiting to be copied out. */
+/* Device -> pageable: up to D2H_DEPTH chunks are between their DMA and the end of their copy-out;
+ * the copy-out of chunk k (spread over the pool, and with it the destination's first-touch page
+ * faults) runs while the DMA of chunk k+1.. fills the next ones.  Returns when every byte is in
+ * dst.  A chunk is committed to the arena only once copied out. */
 static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
   const pw_ops *ops = e->ops;
-  size_t chunk = e->cfg.chunk;
-  if (chunk > d->host.size / (D2H_DEPTH + 2)) chunk = d->host.size / (D2H_DEPTH + 2);
+  size_t chunk = chunk_size(e, d);
   struct {
     size_t hoff, pos, len;
     void *ev;
-  } fly[D2H_DEPTH];
-  int head = 0, nfly = 0, rc;
+    uint64_t seg;
+  } q[D2H_DEPTH];
+  int head = 0, nq = 0, nout = 0, rc = 0; /* q[head .. head+nout) are being copied out */
   size_t pos = 0;
-  while (pos < c->n || nfly > 0) {
-    while (pos < c->n && nfly < D2H_DEPTH) {
+  int out_flags = 0; /* an untouched destination is mapped part by part by the copy threads */
+  if (e->cfg.d2h_fresh != PW_FRESH_TOUCH && pw_untouched(c->dst)) {
+    out_flags = PW_PART_PREFAULT;
+    pw_add(&pw_st.d2h_fresh, 1);
+    if (e->cfg.d2h_fresh == PW_FRESH_HUGEPAGES && c->n >= (4u << 20) &&
+        pw_advise_fresh(c->dst, c->n))
+      pw_add(&pw_st.d2h_advised, 1);
+  }
+  pw_batch b;
+  uint64_t t0 = pw_now_ns();
+  batch_begin(e, &b);
+  while (pos < c->n || nq > 0) {
+    while (pos < c->n && nq < D2H_DEPTH) {
       size_t clen = c->n - pos < chunk ? c->n - pos : chunk, hoff;
-      if ((rc = reserve(e, d, &d->host, ARENA_HOST, clen, &hoff))) return fail_device(e, d, c->stream, rc);
+      if ((rc = reserve(e, d, &d->host, ARENA_HOST, clen, &hoff))) goto fail;
       void *ev = get_event(e, d);
-      if (!ev) return fail_device(e, d, c->stream, -1);
+      if (!ev) {
+        rc = -1;
+        goto fail;
+      }
       if ((rc = ops->copy_async(d->pinned + hoff, (const char *)c->src + pos, clen, PW_DIR_D2H,
                                 c->stream)) ||
           (rc = ops->event_record(ev, c->stream))) {
         put_event(d, ev);
-        return fail_device(e, d, c->stream, rc);
+        goto fail;
       }
-      int i = (head + nfly) % D2H_DEPTH;
-      fly[i].hoff = hoff, fly[i].pos = pos, fly[i].len = clen, fly[i].ev = ev;
-      nfly++;
+      int i = (head + nq) % D2H_DEPTH;
+      q[i].hoff = hoff, q[i].pos = pos, q[i].len = clen, q[i].ev = ev;
+      nq++;
       pos += clen;
     }
-    int i = head;
-    if ((rc = ops->event_sync(fly[i].ev))) {
-      /* the chunks still in flight were never committed: give their events back */
-      for (int k = 0; k < nfly; k++) put_event(d, fly[(head + k) % D2H_DEPTH].ev);
-      return fail_device(e, d, c->stream, rc);
+    if (nout < nq) { /* the oldest chunk not yet handed to the pool: wait for its DMA */
+      int i = (head + nout) % D2H_DEPTH;
+      if ((rc = ops->event_sync(q[i].ev))) goto fail;
+      q[i].seg =
+          pw_batch_push(&b, (char *)c->dst + q[i].pos, d->pinned + q[i].hoff, q[i].len, out_flags);
+      nout++;
     }
-    timed_memcpy(e, (char *)c->dst + fly[i].pos, d->pinned + fly[i].hoff, fly[i].len);
-    commit(&d->host, fly[i].hoff, fly[i].len, fly[i].ev);
-    head = (head + 1) % D2H_DEPTH;
-    nfly--;
+    /* retire what the pool finished; block on the oldest only when nothing else can move */
+    while (nout > 0 &&
+           (pw_batch_done(&b, q[head].seg) || (nout == nq && (nq == D2H_DEPTH || pos >= c->n)))) {
+      pw_batch_wait(&b, q[head].seg);
+      commit(&d->host, q[head].hoff, q[head].len, q[head].ev);
+      head = (head + 1) % D2H_DEPTH;
+      nq--, nout--;
+    }
   }
+  batch_end(&b, t0);
   return PW_PATH_D2H;
+fail:
+  batch_end(&b, t0); /* no worker touches pinned memory or dst after this */
+  /* the chunks still held were never committed: give their events back */
+  for (int k = 0; k < nq; k++)
+    put_event(d, q[(head + k) % D2H_DEPTH].ev);
+  return fail_device(e, d, c->stream, rc);
 }
 
 int pw_describe(const pw_ops *ops, pw_copy *c) {
@@ -427,7 +586,10 @@ int pw_engine_copy(pw_engine *e, const pw_copy *c) {
   int device = c->dir == PW_DIR_H2D ? c->dst_dev : c->src_dev;
   if (r < 0) r = checked_reason(e, c, device);
   dev_state *d = NULL;
-  if (r < 0 && !(d = get_dev(e, device))) r = PW_FB_NO_STATE;
+  if (r < 0) {
+    int why;
+    if (!(d = get_dev(e, device, &why))) r = why;
+  }
   if (r >= 0) {
     pw_add(&pw_st.fallbacks[r], 1);
     pw_add(&pw_st.fallback_bytes[r], c->n);
@@ -447,10 +609,14 @@ int pw_engine_copy(pw_engine *e, const pw_copy *c) {
   pthread_mutex_lock(&d->lock);
   pw_add(&pw_st.wait_lock_ns, pw_now_ns() - tl);
   int path;
-  if (d->status != DEV_READY) path = -1 - PW_FB_NO_STATE;
-  else if (c->dir == PW_DIR_D2H) path = stage_d2h(e, d, c);
-  else if (d->ring) path = stage_h2d_ring(e, d, c);
-  else path = stage_h2d_pinned(e, d, c);
+  if (atomic_load_explicit(&d->status, memory_order_acquire) != DEV_READY)
+    path = -1 - PW_FB_NO_STATE;
+  else if (c->dir == PW_DIR_D2H)
+    path = stage_d2h(e, d, c);
+  else if (d->ring)
+    path = stage_h2d_ring(e, d, c);
+  else
+    path = stage_h2d_pinned(e, d, c);
   pthread_mutex_unlock(&d->lock);
   ops->relax_capture(1, mode);
   if (path >= 0) {
@@ -472,11 +638,15 @@ void pw_engine_after_fork_child(pw_engine *e) {
 
 void pw_engine_destroy(pw_engine *e) {
   if (!e) return;
+  wait_setups(e, UINT64_MAX);
+  pw_engine *expect = e;
+  atomic_compare_exchange_strong(&exit_engine, &expect, NULL);
   for (int i = 0; i < MAX_DEVICES; i++) {
     dev_state *d = atomic_load(&e->dev[i]);
     if (!d) continue;
     if (d->side) e->ops->stream_sync(d->side);
-    for (int k = 0; k < d->nall; k++) e->ops->event_sync(d->all_ev[k]);
+    for (int k = 0; k < d->nall; k++)
+      e->ops->event_sync(d->all_ev[k]);
     if (d->ring) e->ops->device_free(d->ring);
     if (d->pinned) e->ops->host_free(d->pinned);
     free(d->free_ev);

@@ -34,6 +34,7 @@ static int op_stream_device(void *s, int *device) {
   return CALL(cudaStreamGetDevice, (cudaStream_t)s, device);
 }
 static int op_get_device(int *device) { return CALL(cudaGetDevice, device); }
+static int op_set_device(int device) { return CALL(cudaSetDevice, device); }
 static int op_host_alloc(void **p, size_t n) { return CALL(cudaHostAlloc, p, n, cudaHostAllocPortable); }
 static void op_host_free(void *p) { (void)CALL(cudaFreeHost, p); }
 static int op_device_alloc(void **p, size_t n) { return CALL(cudaMalloc, p, n); }
@@ -80,6 +81,7 @@ const pw_ops pw_real_ops = {
     .stream_capturing = op_stream_capturing,
     .stream_device = op_stream_device,
     .get_device = op_get_device,
+    .set_device = op_set_device,
     .host_alloc = op_host_alloc,
     .host_free = op_host_free,
     .device_alloc = op_device_alloc,

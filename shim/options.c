@@ -28,6 +28,8 @@ static const char *const mode_choices[] = {"off", "observe", "stage", NULL};
 static const char *const log_choices[] = {"error", "warn", "info", "debug", NULL};
 static const char *const fmt_choices[] = {"text", "json", NULL};
 static const char *const sync_choices[] = {"keep", "elide", NULL};
+static const char *const fresh_choices[] = {"touch", "populate", "hugepages", NULL};
+static const char *const setup_choices[] = {"background", "inline", NULL};
 
 #define KiB 1024LL
 #define MiB (1024LL * 1024)
@@ -55,7 +57,9 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
     [PW_OPT_CHUNK] = {"PINWHEEL_CHUNK", T_SIZE, 8 * MiB, NULL,
                       "staging chunk: the DMA of one chunk overlaps the memcpy of the next"},
     [PW_OPT_THREADS] = {"PINWHEEL_THREADS", T_INT, 0, NULL,
-                        "threads for the staging memcpy; 0 = min(8, cores)"},
+                        "threads for the staging copies, the calling thread included; 0 = the "
+                        "CPUs this process may use (affinity, cgroup limit) divided by "
+                        "LOCAL_WORLD_SIZE, at most 16"},
     [PW_OPT_D2H] = {"PINWHEEL_D2H", T_BOOL, 1, NULL,
                     "stage device-to-pageable copies through pinned chunks (still blocking)"},
     [PW_OPT_STRICT] = {"PINWHEEL_STRICT", T_BOOL, 0, NULL,
@@ -64,6 +68,18 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                      "elide: in stage mode, a cudaStreamSynchronize that directly follows pageable "
                      "host-to-device copies on that stream, on the same thread, returns at once "
                      "(see README)"},
+    [PW_OPT_NT_STORES] = {"PINWHEEL_NT_STORES", T_BOOL, 1, NULL,
+                          "copy into pinned staging memory with non-temporal (cache-bypassing) "
+                          "stores where the CPU has them; 0 = memcpy"},
+    [PW_OPT_D2H_FRESH] = {"PINWHEEL_D2H_FRESH", T_ENUM, PW_FRESH_POPULATE, fresh_choices,
+                          "a staged device-to-host copy into memory nothing has touched yet: "
+                          "touch: take the page faults in the copy; populate: each copy thread "
+                          "first maps its part in one call (MADV_POPULATE_WRITE); hugepages: also "
+                          "advise huge pages for the 2 MiB-aligned interior (MADV_HUGEPAGE)"},
+    [PW_OPT_SETUP] = {"PINWHEEL_SETUP", T_ENUM, PW_SETUP_BACKGROUND, setup_choices,
+                      "background: a device's pinned pool and ring are allocated by a helper "
+                      "thread, and copies that come before they are ready go to CUDA unchanged; "
+                      "inline: the first staged copy allocates them and waits"},
 };
 
 static long long values[PW_OPT_COUNT];

@@ -91,10 +91,9 @@ static void init_once(void) {
   if (pw_option_get(PW_OPT_HELP)) pw_options_print(2);
   if (pw_mode == PW_MODE_STAGE) {
     long long threads = pw_option_get(PW_OPT_THREADS);
-    if (threads <= 0) {
-      long cores = sysconf(_SC_NPROCESSORS_ONLN);
-      threads = cores < 1 ? 1 : cores > 8 ? 8 : cores;
-    }
+    if (threads <= 0) threads = pw_default_threads();
+    if (threads > 64) threads = 64;
+    atomic_store(&pw_st.threads, (uint64_t)threads);
     pw_engine_config cfg = {
         .mode = pw_mode,
         .min_bytes = (size_t)pw_option_get(PW_OPT_MIN_BYTES),
@@ -105,6 +104,9 @@ static void init_once(void) {
         .threads = (int)threads,
         .d2h = (int)pw_option_get(PW_OPT_D2H),
         .strict = (int)pw_option_get(PW_OPT_STRICT),
+        .nt = (int)pw_option_get(PW_OPT_NT_STORES),
+        .d2h_fresh = (int)pw_option_get(PW_OPT_D2H_FRESH),
+        .background_setup = pw_option_get(PW_OPT_SETUP) == PW_SETUP_BACKGROUND,
     };
     pw_eng = pw_engine_create(&pw_real_ops, &cfg);
     if (!pw_eng) {

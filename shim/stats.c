@@ -121,6 +121,10 @@ static const char *empty_note(void) {
   return pw_option_get(PW_OPT_MODE) == PW_MODE_OFF ? off_note : no_calls_note;
 }
 
+static const char *copy_routine(void) {
+  return pw_copy_name(pw_option_get(PW_OPT_NT_STORES) ? pw_copy_best() : PW_COPY_PORTABLE);
+}
+
 static void write_text(buf_t *b) {
   char h1[32];
   int pid = (int)getpid();
@@ -163,9 +167,12 @@ static void write_text(buf_t *b) {
               (unsigned long long)pw_get(&c->calls), human_bytes(pw_get(&c->bytes), h1, sizeof h1),
               ms(pw_get(&c->ns)));
     }
-    bprintf(b, "  staging memcpy %.3f ms; waiting for space %.3f ms (%llu waits); lock %.3f ms\n",
-            ms(pw_get(&pw_st.staging_memcpy_ns)), ms(pw_get(&pw_st.wait_space_ns)),
-            (unsigned long long)pw_get(&pw_st.wait_space_events), ms(pw_get(&pw_st.wait_lock_ns)));
+    bprintf(b, "  staging copies %.3f ms (%llu threads, %s); waiting for space %.3f ms (%llu waits); "
+               "lock %.3f ms; setup %.3f ms\n",
+            ms(pw_get(&pw_st.staging_memcpy_ns)), (unsigned long long)pw_get(&pw_st.threads),
+            copy_routine(), ms(pw_get(&pw_st.wait_space_ns)),
+            (unsigned long long)pw_get(&pw_st.wait_space_events), ms(pw_get(&pw_st.wait_lock_ns)),
+            ms(pw_get(&pw_st.setup_ns)));
     char h2[32];
     bprintf(b, "  pinned staging %s, device ring %s; syncs elided %llu\n",
             human_bytes(pw_get(&pw_st.pinned_bytes_allocated), h1, sizeof h1),
@@ -234,7 +241,9 @@ static void write_json(buf_t *b) {
   bprintf(b,
           "\"memcpy_ns\":%llu,\"wait_space_ns\":%llu,\"wait_space_events\":%llu,"
           "\"wait_lock_ns\":%llu,\"ring_pieces\":%llu,\"sync_elided\":%llu,"
-          "\"pinned_bytes\":%llu,\"ring_bytes\":%llu,\"internal_errors\":%llu},\"fallbacks\":{",
+          "\"pinned_bytes\":%llu,\"ring_bytes\":%llu,\"internal_errors\":%llu,"
+          "\"threads\":%llu,\"copy_routine\":\"%s\",\"setup_ns\":%llu,\"d2h_fresh\":%llu,\"d2h_advised\":%llu},"
+          "\"fallbacks\":{",
           (unsigned long long)pw_get(&pw_st.staging_memcpy_ns),
           (unsigned long long)pw_get(&pw_st.wait_space_ns),
           (unsigned long long)pw_get(&pw_st.wait_space_events),
@@ -243,7 +252,11 @@ static void write_json(buf_t *b) {
           (unsigned long long)pw_get(&pw_st.sync_elided),
           (unsigned long long)pw_get(&pw_st.pinned_bytes_allocated),
           (unsigned long long)pw_get(&pw_st.ring_bytes_allocated),
-          (unsigned long long)pw_get(&pw_st.internal_errors));
+          (unsigned long long)pw_get(&pw_st.internal_errors),
+          (unsigned long long)pw_get(&pw_st.threads), copy_routine(),
+          (unsigned long long)pw_get(&pw_st.setup_ns),
+          (unsigned long long)pw_get(&pw_st.d2h_fresh),
+          (unsigned long long)pw_get(&pw_st.d2h_advised));
   for (int f = 0; f < PW_FB_N; f++)
     bprintf(b, "%s\"%s\":{\"calls\":%llu,\"bytes\":%llu}", f ? "," : "", pw_fallback_names[f],
             (unsigned long long)pw_get(&pw_st.fallbacks[f]),

@@ -166,6 +166,38 @@ static void test_threads_and_devices(void **state) {
   }
 }
 
+/* The copy pool: chunks of 1 MiB cut into parts copied by 3 workers and the caller, each DMA
+ * issued as soon as its chunk is in while later chunks are still being copied; ring and
+ * pinned-only paths, the device lazy (every wrap of the pool meets a DMA in flight) or not. */
+static void test_pool_pipeline_h2d(void **state) {
+  for (unsigned seed = 1; seed <= 16; seed++) {
+    long staged;
+    pw_engine_config cfg = small_cfg(seed % 4 == 3 ? 0 : 8 << 20, 6 << 20, 1 << 20);
+    cfg.threads = 4;
+    cfg.nt = seed % 2;
+    sim_set_lazy(seed % 3 == 0);
+    long bad = run_h2d(seed, cfg, 2, 12, 5 << 20, 1, &staged);
+    sim_set_lazy(0);
+    if (bad) fail_msg("seed %u: %ld mismatches", seed, bad);
+    assert_int_equal(staged, 2 * 12);
+  }
+}
+
+/* Background setup: copies that come while the device's state is being allocated by the helper
+ * thread go to the real call (setting_up), later ones are staged; bytes right throughout. */
+static void test_background_setup(void **state) {
+  for (unsigned seed = 1; seed <= 20; seed++) {
+    pw_stats_reset();
+    long staged;
+    pw_engine_config cfg = small_cfg(96 << 10, 48 << 10, 8 << 10);
+    cfg.background_setup = 1;
+    long bad = run_h2d(seed, cfg, 2, 40, 100 << 10, 2, &staged);
+    if (bad) fail_msg("seed %u: %ld mismatches", seed, bad);
+    assert_int_equal(staged + (long)pw_get(&pw_st.fallbacks[PW_FB_SETTING_UP]), 2 * 40);
+    assert_int_equal(pw_get(&pw_st.fallbacks[PW_FB_NO_STATE]), 0);
+  }
+}
+
 /* The test of the test: leave out the ring-region wait and the same checks must catch it. */
 static void test_dropped_dependency_is_caught(void **state) {
   long total = 0;
@@ -178,18 +210,20 @@ static void test_dropped_dependency_is_caught(void **state) {
 
 static void test_back_pressure_counted(void **state) {
   pw_stats_reset();
-  long bad = run_h2d(7, small_cfg(1 << 20, 16 << 10, 4 << 10), 1, 40, 200 << 10, 1, NULL);
+  /* the pinned pool is raised to its minimum (6 chunks of 64 KiB): copies of up to 2 MiB wrap it */
+  sim_set_lazy(1);
+  long bad = run_h2d(7, small_cfg(8 << 20, 16 << 10, 4 << 10), 1, 40, 2 << 20, 1, NULL);
+  sim_set_lazy(0);
   assert_int_equal(bad, 0);
   assert_true(pw_get(&pw_st.wait_space_events) > 0);
 }
 
-static void test_d2h_blocking_and_exact(void **state) {
-  for (unsigned seed = 1; seed <= 40; seed++) {
+static void d2h_blocking_and_exact(pw_engine_config cfg, size_t max, int seeds) {
+  for (unsigned seed = 1; seed <= (unsigned)seeds; seed++) {
     sim_reset(seed, 1);
-    pw_engine_config cfg = small_cfg(64 << 10, 40 << 10, 8 << 10);
+    sim_set_lazy(seed % 3 == 0);
     pw_engine *e = pw_engine_create(&sim_ops, &cfg);
     void *s = sim_stream_new(0);
-    size_t max = 150 << 10;
     char *dev = sim_device_alloc(0, max);
     unsigned char *want = malloc(max), *host = malloc(max);
     unsigned r = seed;
@@ -208,11 +242,24 @@ static void test_d2h_blocking_and_exact(void **state) {
       if (memcmp(host, want, n)) fail_msg("seed %u copy %d: D2H bytes differ", seed, i);
     }
     sim_drain();
+    sim_set_lazy(0);
     pw_engine_destroy(e);
     free(want);
     free(host);
     assert_int_equal(sim_deadlocks, 0);
   }
+}
+
+static void test_d2h_blocking_and_exact(void **state) {
+  d2h_blocking_and_exact(small_cfg(64 << 10, 40 << 10, 8 << 10), 150 << 10, 40);
+}
+
+/* D2H through the pool: the copy-out of chunk k spread over the workers while the DMA of the
+ * next chunks runs. */
+static void test_d2h_pool(void **state) {
+  pw_engine_config cfg = small_cfg(8 << 20, 6 << 20, 1 << 20);
+  cfg.threads = 4;
+  d2h_blocking_and_exact(cfg, 7 << 20, 8);
 }
 
 /* Regression: many small copies fill the arena's slot queue long before its bytes; a D2H copy
@@ -382,6 +429,9 @@ int main(void) {
       cmocka_unit_test(test_copies_larger_than_ring_and_pool),
       cmocka_unit_test(test_pinned_only_path),
       cmocka_unit_test(test_threads_and_devices),
+      cmocka_unit_test(test_pool_pipeline_h2d),
+      cmocka_unit_test(test_d2h_pool),
+      cmocka_unit_test(test_background_setup),
       cmocka_unit_test(test_dropped_dependency_is_caught),
       cmocka_unit_test(test_back_pressure_counted),
       cmocka_unit_test(test_d2h_blocking_and_exact),

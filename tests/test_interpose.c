@@ -233,14 +233,31 @@ static void test_threads_counts_exact(void **state) {
 static yajl_val run_stage(const char *mode, const char *const *extra, int expect_status) {
   const char *argv[] = {PW_PROG, mode, NULL};
   const char *env[16] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_STATS=1",
-                         "PINWHEEL_STATS_FORMAT=json", stats_env};
-  int n = 5;
+                         "PINWHEEL_STATS_FORMAT=json", stats_env, "PINWHEEL_SETUP=inline"};
+  int n = 6;
   for (int i = 0; extra && extra[i]; i++) env[n++] = extra[i];
   env[n] = NULL;
   result r = run(argv, env);
   if (r.status != expect_status) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
   free_result(&r);
   return parse_file(stats_path);
+}
+
+/* Background setup: the copies that come while the pool and ring are being allocated go to CUDA
+ * unchanged (counted as setting_up), the rest are staged; the program's byte checks pass. */
+static void test_stage_background_setup(void **state) {
+  yajl_val v = run_stage("stage", NULL, 0);
+  long long inline_staged = jget(v, "staging", "ring", "calls", NULL) + jget(v, "staging", "d2h", "calls", NULL);
+  assert_int_equal(jget(v, "fallbacks", "setting_up", "calls", NULL), 0);
+  yajl_tree_free(v);
+  const char *bg[] = {"PINWHEEL_SETUP=background", "FAKE_HOSTALLOC_SLEEP_MS=300", NULL};
+  v = run_stage("stage", bg, 0);
+  long long staged = jget(v, "staging", "ring", "calls", NULL) + jget(v, "staging", "d2h", "calls", NULL);
+  long long waiting = jget(v, "fallbacks", "setting_up", "calls", NULL);
+  assert_true(waiting >= 1);
+  assert_int_equal(staged + waiting, inline_staged);
+  assert_true(jget(v, "staging", "setup_ns", NULL) > 0);
+  yajl_tree_free(v);
 }
 
 static void test_stage_bytes_and_paths(void **state) {
@@ -366,6 +383,7 @@ int main(void) {
       cmocka_unit_test(test_fork_child_reports_only_its_own),
       cmocka_unit_test(test_threads_counts_exact),
       cmocka_unit_test(test_stage_bytes_and_paths),
+      cmocka_unit_test(test_stage_background_setup),
       cmocka_unit_test(test_stage_sync_elision),
       cmocka_unit_test(test_capture_passes_through),
       cmocka_unit_test(test_help_and_bad_values),

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static fake_call last;
@@ -206,6 +207,11 @@ cudaError_t cudaGetLastError(void) {
 }
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags) {
   if (getenv("FAKE_HOSTALLOC_FAIL")) return last_error = cudaErrorMemoryAllocation;
+  const char *slow = getenv("FAKE_HOSTALLOC_SLEEP_MS"); /* pinning large pools takes a while */
+  if (slow) {
+    struct timespec ts = {atoi(slow) / 1000, (atoi(slow) % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
   if (!(*p = aligned_alloc(4096, (n + 4095) & ~(size_t)4095))) return cudaErrorMemoryAllocation;
   add_region(*p, n, cudaMemoryTypeHost);
   return cudaSuccess;

@@ -153,8 +153,11 @@ static int step(void) {
   return 1;
 }
 
+static int lazy; /* queued work runs only when the host waits for it */
+void sim_set_lazy(int on) { lazy = on; }
+
 static void some_steps(void) {
-  int k = (int)(rnd() % 4);
+  int k = lazy ? 0 : (int)(rnd() % 4);
   while (k-- > 0 && step()) {
   }
 }
@@ -310,10 +313,16 @@ static void o_clear_error(void) {}
 static int o_error_pending(void) { return 0; }
 static int o_relax_capture(int restore, int mode) { return 0; }
 
+static int o_set_device(int device) {
+  cur_dev = device;
+  return 0;
+}
+
 const pw_ops sim_ops = {
     .pointer_info = o_pointer_info,
     .stream_capturing = o_stream_capturing,
     .stream_device = o_stream_device,
+    .set_device = o_set_device,
     .get_device = o_get_device,
     .host_alloc = o_host_alloc,
     .host_free = o_free,

@@ -25,6 +25,10 @@ void sim_real_copy(void *dst, const void *src, size_t n, void *stream);
 int sim_stream_sync(void *stream); /* runs steps until the stream is empty */
 void sim_drain(void);               /* runs every queued op */
 
+/* Lazy device: queued work runs only when the host waits (event or stream sync), so every
+ * reservation that wraps the pinned arena meets a DMA still in flight. */
+void sim_set_lazy(int on);
+
 /* Fault injection. */
 void sim_set_capturing(void *stream, int on);
 void sim_fail_host_alloc(int on);
