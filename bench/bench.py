@@ -3,7 +3,7 @@
 ...), at least 3 repetitions, medians, ratios against the naive run and the hand-written ideal of
 the same run.  Absolute times move between machines; the ratios in one run are what we quote.
 
-    python3 bench/bench.py --build build [--reps 3] [--only train,copy,bw,launch] [--md OUT.md]
+    python3 bench/bench.py --build build [--reps 3] [--only train,copy,bw,copybound,d2h,launch,threads] [--md OUT.md]
 """
 import argparse
 import os
@@ -48,10 +48,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--only", default="train,copy,bw,launch")
+    ap.add_argument("--only", default="train,copy,bw,copybound,d2h,launch")
     ap.add_argument("--md", default=None, help="also write the tables here (markdown)")
     ap.add_argument("--log", default="bench.log")
     ap.add_argument("--train-iters", type=int, default=30)
+    ap.add_argument("--bw-variants", default="", help="indices of the bw variants to run (default all)")
     a = ap.parse_args()
     B = os.path.abspath(a.build)
     lib = os.path.join(B, "libpinwheel.so")
@@ -116,16 +117,51 @@ def main():
         bw = [f"{B}/copy_bw", "256"]
         variants = [("CUDA runtime", bw, {}),
                     ("pinwheel (defaults)", bw, shim),
-                    ("pinwheel, 16 threads", bw, dict(shim, PINWHEEL_THREADS="16")),
-                    ("pinwheel, 32M chunks", bw, dict(shim, PINWHEEL_CHUNK="32M")),
-                    ("pinwheel, 16 threads, 32M chunks", bw,
-                     dict(shim, PINWHEEL_THREADS="16", PINWHEEL_CHUNK="32M"))]
+                    ("pinwheel, 8 threads", bw, dict(shim, PINWHEEL_THREADS="8")),
+                    ("pinwheel, memcpy stores (PINWHEEL_NT_STORES=0)", bw, dict(shim, PINWHEEL_NT_STORES="0")),
+                    ("pinwheel, PINWHEEL_D2H_HUGEPAGES=1", bw, dict(shim, PINWHEEL_D2H_HUGEPAGES="1")),
+                    ("pinwheel, 4M chunks", bw, dict(shim, PINWHEEL_CHUNK="4M")),
+                    ("pinwheel, 16M chunks", bw, dict(shim, PINWHEEL_CHUNK="16M"))]
+        if a.bw_variants:
+            keep = a.bw_variants.split(",")
+            variants = [v for i, v in enumerate(variants) if str(i) in keep]
         print("one 256 MiB pageable copy:", flush=True)
         r = interleave(variants, a.reps,
-                       r"host-blocking ([\d.]+) GB/s, H2D until on device ([\d.]+) GB/s, D2H ([\d.]+) GB/s", log)
+                       r"host-blocking ([\d.]+) GB/s, H2D until on device ([\d.]+) GB/s, D2H ([\d.]+) GB/s, "
+                       r"D2H fresh ([\d.]+) GB/s, first copy ([\d.]+) ms", log)
         table("One 256 MiB pageable copy (GB/s, median of %d runs of median-of-7)" % a.reps,
-              ["path", "H2D host-blocking", "H2D until on device", "D2H (blocking)"],
-              [[n, f"{med(v, 0):.1f}", f"{med(v, 1):.1f}", f"{med(v, 2):.1f}"] for n, v in r.items()])
+              ["path", "H2D host-blocking", "H2D until on device", "D2H (blocking)",
+               "D2H, fresh destination", "first copy (ms)"],
+              [[n, f"{med(v, 0):.1f}", f"{med(v, 1):.1f}", f"{med(v, 2):.1f}", f"{med(v, 3):.1f}",
+                f"{med(v, 4):.1f}"] for n, v in r.items()])
+
+    if "copybound" in only:
+        cb = [py, "samples/train_copybound.py", "--iters", "30"]
+        variants = [("naive", cb + ["--mode", "naive"], {}),
+                    ("naive + pinwheel", cb + ["--mode", "naive"], shim),
+                    ("prefetcher (pre-pinned, side stream)", cb + ["--mode", "prefetch"], {}),
+                    ("data on GPU (limit)", cb + ["--mode", "resident"], {})]
+        print("copy-bound training loop (256 MiB float32 batch, small MLP):", flush=True)
+        r = interleave(variants, a.reps, r"([\d.]+) ms/step, loss [-\d.]+, bytes ok", log)
+        base, pref = med(r["naive"]), med(r["prefetcher (pre-pinned, side stream)"])
+        table("Copy-bound training loop (256 MiB float32 batch per step, small MLP), median of %d" % a.reps,
+              ["variant", "ms/step", "throughput vs naive", "throughput vs prefetcher"],
+              [[n, f"{med(v):.2f}", f"{base / med(v):.3f} x", f"{pref / med(v):.3f} x"] for n, v in r.items()])
+
+    if "d2h" in only:
+        inf = [py, "samples/infer_d2h.py", "--iters", "30"]
+        variants = [("naive (.cpu())", inf + ["--mode", "naive"], {}),
+                    ("naive + pinwheel", inf + ["--mode", "naive"], shim),
+                    ("naive + pinwheel, PINWHEEL_D2H_HUGEPAGES=1", inf + ["--mode", "naive"],
+                     dict(shim, PINWHEEL_D2H_HUGEPAGES="1")),
+                    ("pinned buffers + non_blocking + events", inf + ["--mode", "pinned"], {}),
+                    ("output stays on GPU (limit)", inf + ["--mode", "resident"], {})]
+        print("D2H-heavy inference (128 MiB float32 output per step):", flush=True)
+        r = interleave(variants, a.reps, r"([\d.]+) ms/step, checked \d+, bytes ok", log)
+        pinned = med(r["pinned buffers + non_blocking + events"])
+        table("D2H-heavy inference (128 MiB float32 output moved back every step), median of %d" % a.reps,
+              ["variant", "ms/step", "time vs pinned hand-written"],
+              [[n, f"{med(v):.2f}", f"{med(v) / pinned:.3f} x"] for n, v in r.items()])
 
     if "launch" in only:
         cmd = [f"{B}/launch_bench", "200000"]
