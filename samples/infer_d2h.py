@@ -53,6 +53,8 @@ def main():
         y = forward(i)
         if a.mode == "naive":
             out = y.cpu()
+            if out.is_pinned():  # pinwheel never registers the program's memory
+                raise SystemExit("infer_d2h naive: the output tensor became pinned")
         elif a.mode == "pinned":
             out = bufs[i % 2]
             out.copy_(y, non_blocking=True)

@@ -188,6 +188,8 @@ static void setup_dev(pw_engine *e, dev_state *d) {
   const pw_ops *ops = e->ops;
   int device = d->device, status = DEV_READY;
   uint64_t t_setup = pw_now_ns();
+  /* allocations must not break a stream capture another thread runs in global mode */
+  int mode = ops->relax_capture(0, 0);
   size_t pool = e->cfg.host_pool;
   if (pool < (MAX_PENDING + 2) * (size_t)(64 << 10)) pool = (MAX_PENDING + 2) * (size_t)(64 << 10);
   void *p = NULL;
@@ -229,6 +231,7 @@ static void setup_dev(pw_engine *e, dev_state *d) {
     pw_log(PW_LOG_INFO, "device %d: %zu MiB pinned staging, %zu MiB device ring", device,
            pool >> 20, d->dring.size >> 20);
   }
+  ops->relax_capture(1, mode);
   pw_add(&pw_st.setup_ns, pw_now_ns() - t_setup);
   atomic_store_explicit(&d->status, status, memory_order_release);
 }
@@ -339,7 +342,9 @@ static int fail_device(pw_engine *e, dev_state *d, void *stream, int rc) {
  * fit in the pinned arena. */
 static size_t chunk_size(pw_engine *e, dev_state *d) {
   size_t c = e->cfg.chunk, fit = d->host.size / (MAX_PENDING + 2);
-  return c > fit ? fit : c;
+  if (c > fit)
+    c = fit & ~(size_t)0xFFFF; /* whole 64 KiB units: pool >= (MAX_PENDING + 2) x 64 KiB */
+  return c;
 }
 
 static void batch_begin(pw_engine *e, pw_batch *b) {

@@ -49,12 +49,14 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                           "smallest copy that is staged (smaller ones go to CUDA unchanged)"},
     [PW_OPT_MAX_BYTES] = {"PINWHEEL_MAX_BYTES", T_SIZE, 0, NULL,
                           "largest copy that is staged; 0 = no limit"},
-    [PW_OPT_HOST_POOL] = {"PINWHEEL_HOST_POOL", T_SIZE, 256 * MiB, NULL,
-                          "pinned staging memory per device, allocated at the first staged copy"},
+    [PW_OPT_HOST_POOL] = {"PINWHEEL_HOST_POOL", T_SIZE, 48 * MiB, NULL,
+                          "pinned staging memory per device, allocated at the first staged copy; "
+                          "small enough to stay in the CPU's last-level cache, where the DMA "
+                          "engine reads and writes it fastest"},
     [PW_OPT_DEVICE_RING] = {"PINWHEEL_DEVICE_RING", T_SIZE, 512 * MiB, NULL,
                             "device ring per device that lets the DMA run under earlier compute; "
                             "0 = no ring (DMA on the caller's stream)"},
-    [PW_OPT_CHUNK] = {"PINWHEEL_CHUNK", T_SIZE, 8 * MiB, NULL,
+    [PW_OPT_CHUNK] = {"PINWHEEL_CHUNK", T_SIZE, 4 * MiB, NULL,
                       "staging chunk: the DMA of one chunk overlaps the memcpy of the next"},
     [PW_OPT_THREADS] = {"PINWHEEL_THREADS", T_INT, 0, NULL,
                         "threads for the staging copies, the calling thread included; 0 = the "
@@ -68,14 +70,16 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                      "elide: in stage mode, a cudaStreamSynchronize that directly follows pageable "
                      "host-to-device copies on that stream, on the same thread, returns at once "
                      "(see README)"},
-    [PW_OPT_NT_STORES] = {"PINWHEEL_NT_STORES", T_BOOL, 1, NULL,
+    [PW_OPT_NT_STORES] = {"PINWHEEL_NT_STORES", T_BOOL, 0, NULL,
                           "copy into pinned staging memory with non-temporal (cache-bypassing) "
-                          "stores where the CPU has them; 0 = memcpy"},
-    [PW_OPT_D2H_FRESH] = {"PINWHEEL_D2H_FRESH", T_ENUM, PW_FRESH_POPULATE, fresh_choices,
+                          "stores where the CPU has them; 0 = memcpy (faster with a pool that "
+                          "fits in the cache: the DMA then reads it from there)"},
+    [PW_OPT_D2H_FRESH] = {"PINWHEEL_D2H_FRESH", T_ENUM, PW_FRESH_HUGEPAGES, fresh_choices,
                           "a staged device-to-host copy into memory nothing has touched yet: "
-                          "touch: take the page faults in the copy; populate: each copy thread "
-                          "first maps its part in one call (MADV_POPULATE_WRITE); hugepages: also "
-                          "advise huge pages for the 2 MiB-aligned interior (MADV_HUGEPAGE)"},
+                          "touch: the copy threads take the page faults as they write; populate: "
+                          "each copy thread first maps its part in one call "
+                          "(MADV_POPULATE_WRITE); hugepages: advise huge pages (MADV_HUGEPAGE) "
+                          "for the 2 MiB-aligned interior, then write (see README)"},
     [PW_OPT_SETUP] = {"PINWHEEL_SETUP", T_ENUM, PW_SETUP_BACKGROUND, setup_choices,
                       "background: a device's pinned pool and ring are allocated by a helper "
                       "thread, and copies that come before they are ready go to CUDA unchanged; "

@@ -188,19 +188,20 @@ void pw_batch_wait(pw_batch *b, uint64_t seg) {
 uint64_t pw_batch_push(pw_batch *b, void *dst, const void *src, size_t n, int flags) {
   if (!b->nt) flags &= ~PW_PART_STREAM;
   uint64_t seg = b->next_seg++;
+  /* a segment's counter slot is reused only once the segment SEG_RING back is done */
+  if (b->pooled && seg - b->waited >= SEG_MAX) pw_batch_wait(b, seg - SEG_MAX);
   if (!b->pooled || n < MIN_PARALLEL) {
     /* no pool, or too small to share: the caller copies it now */
     uint64_t t0 = pw_now_ns();
-    if (flags & PW_PART_PREFAULT) pw_prefault(dst, n);
-    if (flags & PW_PART_STREAM)
+    if (n && (flags & PW_PART_PREFAULT)) pw_prefault(dst, n);
+    if (n && (flags & PW_PART_STREAM))
       b->copy(dst, src, n);
-    else
+    else if (n)
       memcpy(dst, src, n);
     b->inline_ns += pw_now_ns() - t0;
     if (b->pooled) atomic_store_explicit(&seg_left[seg % SEG_RING], 0, memory_order_release);
     return seg;
   }
-  if (seg - b->waited >= SEG_MAX) pw_batch_wait(b, seg - SEG_MAX);
   size_t part = n / ((size_t)(b->helpers + 1) * 2);
   if (part < MIN_PART) part = MIN_PART;
   part = (part + 4095) & ~(size_t)4095;

@@ -260,6 +260,39 @@ static void test_stage_background_setup(void **state) {
   yajl_tree_free(v);
 }
 
+/* The staging threads' default follows the CPUs the process may use and the local ranks: under
+ * `taskset -c 0` one thread; two CPUs shared by LOCAL_WORLD_SIZE=2 ranks, one each; an explicit
+ * PINWHEEL_THREADS wins.  Reported as staging.threads. */
+static long long threads_under(const char *cpus, const char *const *extra) {
+  const char *argv[] = {"/usr/bin/taskset", "-c", cpus, PW_PROG, "stage", NULL};
+  const char *env[16] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_STATS=1",
+                         "PINWHEEL_STATS_FORMAT=json", stats_env, "PINWHEEL_SETUP=inline"};
+  int n = 6;
+  for (int i = 0; extra && extra[i]; i++) env[n++] = extra[i];
+  env[n] = NULL;
+  result r = run(argv, env);
+  if (r.status != 0) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
+  free_result(&r);
+  yajl_val v = parse_file(stats_path);
+  long long t = jget(v, "staging", "threads", NULL);
+  assert_true(jget(v, "staging", "ring", "calls", NULL) > 0);
+  yajl_tree_free(v);
+  return t;
+}
+
+static void test_default_threads_follow_cpus(void **state) {
+  if (access("/usr/bin/taskset", X_OK) != 0) skip();
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  assert_int_equal(threads_under("0", NULL), 1);
+  if (ncpu >= 2) {
+    assert_int_equal(threads_under("0,1", NULL), 2);
+    const char *two_ranks[] = {"LOCAL_WORLD_SIZE=2", NULL};
+    assert_int_equal(threads_under("0,1", two_ranks), 1);
+  }
+  const char *forced[] = {"PINWHEEL_THREADS=5", NULL};
+  assert_int_equal(threads_under("0", forced), 5);
+}
+
 static void test_stage_bytes_and_paths(void **state) {
   /* default sizes: ring path for H2D, staged D2H */
   yajl_val v = run_stage("stage", NULL, 0);
@@ -328,7 +361,7 @@ static void test_help_and_bad_values(void **state) {
   result r = run(argv, env);
   assert_int_equal(r.status, 0);
   assert_non_null(strstr(r.err, "PINWHEEL_MODE=bogus is not valid; using the default, stage"));
-  assert_non_null(strstr(r.err, "PINWHEEL_CHUNK=12Q is not valid; using the default, 8M"));
+  assert_non_null(strstr(r.err, "PINWHEEL_CHUNK=12Q is not valid; using the default, 4M"));
   assert_non_null(strstr(r.err, "PINWHEEL_DEVICE_RING"));
   assert_non_null(strstr(r.out, "counts done"));
   free_result(&r);
@@ -384,6 +417,7 @@ int main(void) {
       cmocka_unit_test(test_threads_counts_exact),
       cmocka_unit_test(test_stage_bytes_and_paths),
       cmocka_unit_test(test_stage_background_setup),
+      cmocka_unit_test(test_default_threads_follow_cpus),
       cmocka_unit_test(test_stage_sync_elision),
       cmocka_unit_test(test_capture_passes_through),
       cmocka_unit_test(test_help_and_bad_values),

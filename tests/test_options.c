@@ -88,9 +88,9 @@ static void test_environment(void **state) {
   char *err = capture_stderr(init_opts);
   assert_int_equal(pw_option_get(PW_OPT_MODE), PW_MODE_OBSERVE);
   assert_int_equal(pw_option_get(PW_OPT_HOST_POOL), 2LL << 30);
-  assert_int_equal(pw_option_get(PW_OPT_CHUNK), 8LL << 20); /* default kept */
+  assert_int_equal(pw_option_get(PW_OPT_CHUNK), 4LL << 20); /* default kept */
   assert_string_equal(pw_option_str(PW_OPT_STATS_FILE), "/tmp/s-%p.json");
-  assert_non_null(strstr(err, "PINWHEEL_CHUNK=lots is not valid; using the default, 8M"));
+  assert_non_null(strstr(err, "PINWHEEL_CHUNK=lots is not valid; using the default, 4M"));
   assert_null(strstr(err, "PINWHEEL_MODE")); /* good values are silent */
   /* PINWHEEL_LOG=error silences the warning, whichever order the variables come in */
   setenv("PINWHEEL_LOG", "error", 1);

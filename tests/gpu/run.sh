@@ -52,6 +52,21 @@ t torture_small_pool env PINWHEEL_HOST_POOL=16M PINWHEEL_CHUNK=1M PINWHEEL_DEVIC
   bash -c "$(declare -f stage); stage $B/copy_torture 4 300 128 4"
 t torture_elide env PINWHEEL_SYNC=elide bash -c "$(declare -f stage); stage $B/copy_torture 8 300 64 5"
 
+# (b2) the staging data paths of issue 7, bytes compared by the programs themselves: one 256 MiB
+# copy each way (also into fresh memory) with every store kind and fresh-destination mode; the
+# copy-bound training loop; the D2H-heavy loop (whose outputs must stay unpinned)
+t bw_bytes_defaults stage "$B/copy_bw" 256
+t bw_bytes_nt_bigpool env PINWHEEL_NT_STORES=1 PINWHEEL_HOST_POOL=256M PINWHEEL_CHUNK=8M \
+  bash -c "$(declare -f stage); stage $B/copy_bw 256"
+t bw_bytes_populate env PINWHEEL_D2H_FRESH=populate PINWHEEL_THREADS=3 \
+  bash -c "$(declare -f stage); stage $B/copy_bw 100"
+t torture_nt_bigpool env PINWHEEL_NT_STORES=1 PINWHEEL_HOST_POOL=256M PINWHEEL_CHUNK=8M \
+  bash -c "$(declare -f stage); stage $B/copy_torture 8 300 256 6"
+t copybound_bytes stage python3 samples/train_copybound.py --iters 10
+for m in touch populate hugepages; do
+  t infer_d2h_$m env PINWHEEL_D2H_FRESH=$m bash -c "$(declare -f stage); stage python3 samples/infer_d2h.py --iters 10"
+done
+
 # (c) PyTorch: identical losses with and without the shim (deterministic algorithms)
 losses() { python3 samples/train_naive.py --deterministic --batch 32 --size 96 --iters 20 --warmup 0 "$@" | grep '^losses'; }
 t torch_losses_identical bash -c "

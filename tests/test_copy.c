@@ -1,0 +1,293 @@
+/* test_copy.c — the staging copy routines and the worker pool, against memcpy.
+ *
+ * Every routine this CPU has (the portable one, SSE2 and AVX non-temporal stores) at every size
+ * class from 1 byte to 64 MiB, with unaligned heads and tails on both sides, bytes compared and
+ * the guard bytes around the destination checked; the pool's batches with many segments and
+ * threads (parts that meet at unaligned thread boundaries), each segment checked the moment its
+ * wait returns while later ones are still being copied; the pool after fork; the default thread
+ * count's parts. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pw.h"
+
+static unsigned xs(unsigned *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 17;
+  *s ^= *s << 5;
+  return *s;
+}
+
+static void fill(unsigned char *p, size_t n, unsigned seed) {
+  unsigned s = seed | 1;
+  for (size_t i = 0; i < n; i++)
+    p[i] = (unsigned char)xs(&s);
+}
+
+#define GUARD 64
+
+/* Copy n bytes from src+soff to dst+doff with fn; the bytes must equal memcpy's, and the guard
+ * bytes on both sides of the destination must be untouched. */
+static void check_one(pw_copy_fn fn, const char *name, size_t n, size_t soff, size_t doff,
+                      unsigned seed) {
+  unsigned char *src = malloc(n + soff + GUARD), *dst = malloc(n + doff + 2 * GUARD);
+  fill(src, n + soff + GUARD, seed);
+  memset(dst, 0xA5, n + doff + 2 * GUARD);
+  fn(dst + GUARD + doff, src + soff, n);
+  if (memcmp(dst + GUARD + doff, src + soff, n))
+    fail_msg("%s: %zu bytes, src+%zu, dst+%zu: bytes differ", name, n, soff, doff);
+  for (size_t i = 0; i < GUARD + doff; i++)
+    if (dst[i] != 0xA5) fail_msg("%s: %zu bytes: wrote before dst", name, n);
+  for (size_t i = 0; i < GUARD; i++)
+    if (dst[GUARD + doff + n + i] != 0xA5) fail_msg("%s: %zu bytes: wrote past the end", name, n);
+  free(src);
+  free(dst);
+}
+
+static void test_routines_every_size_and_alignment(void **state) {
+  static const size_t sizes[] = {1,
+                                 2,
+                                 3,
+                                 7,
+                                 15,
+                                 16,
+                                 17,
+                                 31,
+                                 63,
+                                 64,
+                                 65,
+                                 127,
+                                 128,
+                                 129,
+                                 255,
+                                 256,
+                                 257,
+                                 4095,
+                                 4096,
+                                 4097,
+                                 8191,
+                                 12345,
+                                 65535,
+                                 65536,
+                                 65537,
+                                 1 << 20,
+                                 (1 << 20) + 3,
+                                 (3 << 20) - 1,
+                                 8 << 20,
+                                 (8 << 20) + 77};
+  static const size_t offs[] = {0, 1, 3, 8, 15, 16, 31, 32, 33, 63};
+  int tested = 0;
+  for (int which = PW_COPY_PORTABLE; which <= PW_COPY_NT_AVX; which++) {
+    pw_copy_fn fn = pw_copy_impl(which);
+    if (!fn) continue; /* not on this CPU */
+    tested++;
+    unsigned seed = 1;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+      for (size_t a = 0; a < sizeof offs / sizeof *offs; a++)
+        check_one(fn, pw_copy_name(which), sizes[i], offs[a], offs[(a * 7 + i) % 10], seed++);
+    check_one(fn, pw_copy_name(which), 64u << 20, 5, 11, seed++);
+  }
+#if defined(__x86_64__)
+  assert_true(tested >= 2); /* SSE2 is part of x86-64: the fast path must be there */
+  assert_int_not_equal(pw_copy_best(), PW_COPY_PORTABLE);
+#else
+  assert_int_equal(pw_copy_best(), PW_COPY_PORTABLE);
+#endif
+  assert_non_null(pw_copy_impl(pw_copy_best()));
+}
+
+/* A batch of many segments of random sizes (some below the parallel threshold, copied by the
+ * caller) with 4 threads; each segment is compared the moment its wait returns. */
+static void batch_round(int threads, int flags, unsigned seed, int segments) {
+  size_t total = 0, sz[64], off[64];
+  unsigned s = seed;
+  for (int i = 0; i < segments; i++) {
+    sz[i] = 1 + xs(&s) % (3u << 20);
+    off[i] = total + xs(&s) % 61; /* parts meet at unaligned boundaries */
+    total = off[i] + sz[i];
+  }
+  unsigned char *src = malloc(total), *dst = malloc(total);
+  fill(src, total, seed);
+  memset(dst, 0, total);
+  pw_batch b;
+  pw_batch_begin(&b, threads, flags & PW_PART_STREAM);
+  uint64_t ids[64];
+  for (int i = 0; i < segments; i++) {
+    ids[i] = pw_batch_push(&b, dst + off[i], src + off[i], sz[i], flags);
+    if (i >= 3) { /* keep three in flight, check the oldest as soon as it is done */
+      int k = i - 3;
+      pw_batch_wait(&b, ids[k]);
+      assert_true(pw_batch_done(&b, ids[k]));
+      if (memcmp(dst + off[k], src + off[k], sz[k])) fail_msg("segment %d differs at its wait", k);
+    }
+  }
+  pw_batch_end(&b);
+  for (int k = 0; k < segments; k++)
+    if (memcmp(dst + off[k], src + off[k], sz[k])) fail_msg("segment %d differs at the end", k);
+  free(src);
+  free(dst);
+}
+
+static void test_pool_batches(void **state) {
+  for (unsigned seed = 1; seed <= 30; seed++)
+    batch_round(1 + (int)(seed % 6), seed % 2 ? PW_PART_STREAM : 0, seed, 12 + (int)(seed % 40));
+  pw_pool_memcpy(NULL, NULL, 0, 4, 0); /* nothing to copy: no crash */
+}
+
+/* Regression: small segments are copied by the caller at once; twenty of them after one large
+ * segment once reused the large one's counter slot, and its wait returned before its bytes were
+ * in. */
+static void test_small_segments_after_a_large_one(void **state) {
+  size_t big = 48u << 20, small = 4096;
+  unsigned char *src = malloc(big + 20 * small), *dst = calloc(1, big + 20 * small);
+  fill(src, big + 20 * small, 11);
+  pw_batch b;
+  pw_batch_begin(&b, 3, 0);
+  uint64_t id = pw_batch_push(&b, dst, src, big, 0);
+  for (int i = 0; i < 20; i++)
+    pw_batch_push(&b, dst + big + (size_t)i * small, src + big + (size_t)i * small, small, 0);
+  pw_batch_wait(&b, id);
+  int ok = memcmp(dst, src, big) == 0;
+  pw_batch_end(&b);
+  assert_true(ok);
+  assert_memory_equal(dst, src, big + 20 * small);
+  free(src);
+  free(dst);
+}
+
+/* Two threads submit at once: one gets the pool, the other copies alone; both right. */
+static void *racer(void *arg) {
+  for (unsigned r = 0; r < 6; r++)
+    batch_round(4, PW_PART_STREAM, (unsigned)(uintptr_t)arg + r, 10);
+  return NULL;
+}
+
+static void test_pool_two_submitters(void **state) {
+  pthread_t a, b;
+  pthread_create(&a, NULL, racer, (void *)(uintptr_t)100);
+  pthread_create(&b, NULL, racer, (void *)(uintptr_t)200);
+  pthread_join(a, NULL);
+  pthread_join(b, NULL);
+}
+
+/* Prefaulting an untouched mapping: the bytes land, and the mapping was untouched before. */
+static void test_prefault_fresh_destination(void **state) {
+  size_t n = 8u << 20;
+  unsigned char *src = malloc(n);
+  fill(src, n, 7);
+  unsigned char *dst = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(dst != MAP_FAILED);
+  assert_true(pw_untouched(dst));
+  pw_batch b;
+  pw_batch_begin(&b, 4, 0);
+  uint64_t id = pw_batch_push(&b, dst + 1, src, n - 1, PW_PART_PREFAULT);
+  pw_batch_wait(&b, id);
+  pw_batch_end(&b);
+  assert_false(pw_untouched(dst));
+  assert_memory_equal(dst + 1, src, n - 1);
+  /* huge-page advice only for untouched memory: touched memory is left alone */
+  assert_int_equal(pw_advise_fresh(dst, n), 0);
+  munmap(dst, n);
+  unsigned char *f =
+      mmap(NULL, 8u << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(f != MAP_FAILED);
+  (void)pw_advise_fresh(f, 8u << 20); /* 1 where the kernel has THP, 0 where not; never harmful */
+  memcpy(f, src, 8u << 20);
+  assert_memory_equal(f, src, 8u << 20);
+  munmap(f, 8u << 20);
+  free(src);
+}
+
+/* The workers do not survive fork: the child must copy right with a rebuilt pool. */
+static void test_fork_while_workers_exist(void **state) {
+  batch_round(4, PW_PART_STREAM, 3, 20); /* workers started */
+  assert_true(pw_pool_workers() > 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    pw_pool_after_fork_child(); /* what the shim's atfork handler does */
+    int bad = 0;
+    for (unsigned r = 0; r < 4; r++) {
+      size_t n = 5u << 20;
+      unsigned char *a = malloc(n), *b = malloc(n);
+      fill(a, n, r + 1);
+      pw_pool_memcpy(b, a, n, 4, r % 2);
+      bad |= memcmp(a, b, n) != 0;
+      free(a);
+      free(b);
+    }
+    _exit(bad ? 3 : pw_pool_workers() > 0 ? 0 : 4);
+  }
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  batch_round(4, 0, 9, 20); /* the parent's pool still works */
+}
+
+static void test_cpu_max_parsing(void **state) {
+  assert_int_equal(pw_parse_cpu_max("max 100000\n"), 0);
+  assert_int_equal(pw_parse_cpu_max("200000 100000\n"), 2);
+  assert_int_equal(pw_parse_cpu_max("150000 100000"), 2); /* 1.5 CPUs: rounded up */
+  assert_int_equal(pw_parse_cpu_max("50000 100000"), 1);
+  assert_int_equal(pw_parse_cpu_max("-1 100000"), 0); /* cgroup v1: no quota */
+  assert_int_equal(pw_parse_cpu_max("100000 0"), 0);
+  assert_int_equal(pw_parse_cpu_max("lots 100000"), 0);
+  assert_int_equal(pw_parse_cpu_max(""), 0);
+  assert_int_equal(pw_parse_cpu_max(NULL), 0);
+}
+
+/* The default follows the affinity mask and LOCAL_WORLD_SIZE (the launcher-level checks under
+ * `taskset` are in test_interpose). */
+static void test_default_threads(void **state) {
+  cpu_set_t old, one;
+  assert_int_equal(sched_getaffinity(0, sizeof old, &old), 0);
+  unsetenv("LOCAL_WORLD_SIZE");
+  int all = pw_default_threads();
+  assert_true(all >= 1 && all <= PW_THREADS_DEFAULT_MAX);
+  assert_true(all <= CPU_COUNT(&old));
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &old)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+  assert_int_equal(pw_default_threads(), 1);
+  assert_int_equal(sched_setaffinity(0, sizeof old, &old), 0);
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
+  if (all < PW_THREADS_DEFAULT_MAX)
+    assert_int_equal(pw_default_threads(), all / 2 > 0 ? all / 2 : 1);
+  else
+    assert_true(pw_default_threads() >= PW_THREADS_DEFAULT_MAX / 2);
+  setenv("LOCAL_WORLD_SIZE", "1000", 1);
+  assert_int_equal(pw_default_threads(), 1);
+  setenv("LOCAL_WORLD_SIZE", "nonsense", 1);
+  assert_int_equal(pw_default_threads(), all);
+  unsetenv("LOCAL_WORLD_SIZE");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_routines_every_size_and_alignment),
+      cmocka_unit_test(test_pool_batches),
+      cmocka_unit_test(test_small_segments_after_a_large_one),
+      cmocka_unit_test(test_pool_two_submitters),
+      cmocka_unit_test(test_prefault_fresh_destination),
+      cmocka_unit_test(test_fork_while_workers_exist),
+      cmocka_unit_test(test_cpu_max_parsing),
+      cmocka_unit_test(test_default_threads),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
