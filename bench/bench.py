@@ -52,6 +52,7 @@ def main():
     ap.add_argument("--md", default=None, help="also write the tables here (markdown)")
     ap.add_argument("--log", default="bench.log")
     ap.add_argument("--train-iters", type=int, default=30)
+    ap.add_argument("--train-short", action="store_true", help="leave out the data-on-GPU + sync variant")
     ap.add_argument("--bw-variants", default="", help="indices of the bw variants to run (default all)")
     a = ap.parse_args()
     B = os.path.abspath(a.build)
@@ -80,6 +81,8 @@ def main():
             ("data on GPU (limit)", tn + ["--data", "gpu"], {}),
             ("data on GPU + a host sync per step", tn + ["--data", "gpu", "--sync-each-step"], {}),
         ]
+        if a.train_short:
+            variants = variants[:5]
         print("ResNet-50 training, batch 256, bf16:", flush=True)
         r = interleave(variants, a.reps, r"([\d.]+) ms/iter", log)
         base, pref = med(r["naive"]), med(r["prefetcher (hand-written)"])
@@ -118,10 +121,11 @@ def main():
         variants = [("CUDA runtime", bw, {}),
                     ("pinwheel (defaults)", bw, shim),
                     ("pinwheel, 8 threads", bw, dict(shim, PINWHEEL_THREADS="8")),
-                    ("pinwheel, memcpy stores (PINWHEEL_NT_STORES=0)", bw, dict(shim, PINWHEEL_NT_STORES="0")),
-                    ("pinwheel, PINWHEEL_D2H_HUGEPAGES=1", bw, dict(shim, PINWHEEL_D2H_HUGEPAGES="1")),
-                    ("pinwheel, 4M chunks", bw, dict(shim, PINWHEEL_CHUNK="4M")),
-                    ("pinwheel, 16M chunks", bw, dict(shim, PINWHEEL_CHUNK="16M"))]
+                    ("pinwheel, 256M pool of 8M chunks, non-temporal stores", bw,
+                     dict(shim, PINWHEEL_HOST_POOL="256M", PINWHEEL_CHUNK="8M", PINWHEEL_NT_STORES="1")),
+                    ("pinwheel, PINWHEEL_D2H_FRESH=touch", bw, dict(shim, PINWHEEL_D2H_FRESH="touch")),
+                    ("pinwheel, PINWHEEL_D2H_FRESH=populate", bw, dict(shim, PINWHEEL_D2H_FRESH="populate")),
+                    ("pinwheel, PINWHEEL_SETUP=inline", bw, dict(shim, PINWHEEL_SETUP="inline"))]
         if a.bw_variants:
             keep = a.bw_variants.split(",")
             variants = [v for i, v in enumerate(variants) if str(i) in keep]
@@ -139,6 +143,7 @@ def main():
         cb = [py, "samples/train_copybound.py", "--iters", "30"]
         variants = [("naive", cb + ["--mode", "naive"], {}),
                     ("naive + pinwheel", cb + ["--mode", "naive"], shim),
+                    ("naive + pinwheel, sync elide", cb + ["--mode", "naive"], elide),
                     ("prefetcher (pre-pinned, side stream)", cb + ["--mode", "prefetch"], {}),
                     ("data on GPU (limit)", cb + ["--mode", "resident"], {})]
         print("copy-bound training loop (256 MiB float32 batch, small MLP):", flush=True)
@@ -152,8 +157,8 @@ def main():
         inf = [py, "samples/infer_d2h.py", "--iters", "30"]
         variants = [("naive (.cpu())", inf + ["--mode", "naive"], {}),
                     ("naive + pinwheel", inf + ["--mode", "naive"], shim),
-                    ("naive + pinwheel, PINWHEEL_D2H_HUGEPAGES=1", inf + ["--mode", "naive"],
-                     dict(shim, PINWHEEL_D2H_HUGEPAGES="1")),
+                    ("naive + pinwheel, PINWHEEL_D2H_FRESH=touch", inf + ["--mode", "naive"],
+                     dict(shim, PINWHEEL_D2H_FRESH="touch")),
                     ("pinned buffers + non_blocking + events", inf + ["--mode", "pinned"], {}),
                     ("output stays on GPU (limit)", inf + ["--mode", "resident"], {})]
         print("D2H-heavy inference (128 MiB float32 output per step):", flush=True)

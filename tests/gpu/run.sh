@@ -62,6 +62,7 @@ t bw_bytes_populate env PINWHEEL_D2H_FRESH=populate PINWHEEL_THREADS=3 \
   bash -c "$(declare -f stage); stage $B/copy_bw 100"
 t torture_nt_bigpool env PINWHEEL_NT_STORES=1 PINWHEEL_HOST_POOL=256M PINWHEEL_CHUNK=8M \
   bash -c "$(declare -f stage); stage $B/copy_torture 8 300 256 6"
+t timeline_copy stage python3 tests/gpu/timeline_copy.py "$OUT/timeline_copy.json.gz" 256
 t copybound_bytes stage python3 samples/train_copybound.py --iters 10
 for m in touch populate hugepages; do
   t infer_d2h_$m env PINWHEEL_D2H_FRESH=$m bash -c "$(declare -f stage); stage python3 samples/infer_d2h.py --iters 10"
