@@ -466,7 +466,11 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
   } q[D2H_DEPTH];
   int head = 0, nq = 0, nout = 0, rc = 0; /* q[head .. head+nout) are being copied out */
   size_t pos = 0;
-  int out_flags = 0; /* an untouched destination is mapped part by part by the copy threads */
+  /* The copy-out is spread over the copy threads, and with it the page faults of an untouched
+   * destination.  populate / hugepages map each part in one call first (hugepages after advising
+   * the interior); measured on the default pool, all three modes are within noise
+   * (docs/RESULTS.md), so touch is the default: it leaves the program's memory advice alone. */
+  int out_flags = 0;
   if (e->cfg.d2h_fresh != PW_FRESH_TOUCH && pw_untouched(c->dst)) {
     out_flags = PW_PART_PREFAULT;
     pw_add(&pw_st.d2h_fresh, 1);

@@ -151,7 +151,7 @@ typedef struct pw_stats {
   _Atomic uint64_t pinned_bytes_allocated, ring_bytes_allocated;
   _Atomic uint64_t internal_errors; /* broken engine invariants: must stay 0 */
   _Atomic uint64_t setup_ns;        /* allocating pinned pools, rings, side streams */
-  _Atomic uint64_t d2h_fresh;       /* D2H copies into untouched destinations */
+  _Atomic uint64_t d2h_fresh;       /* D2H copies into untouched destinations, prefaulted */
   _Atomic uint64_t d2h_advised;     /* of those, advised for huge pages */
   _Atomic uint64_t threads;         /* staging threads configured (caller included) */
 } pw_stats;

@@ -8,6 +8,7 @@ B=${B:-build}
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 LIB=$(cd "$B" && pwd)/libpinwheel.so
+export LIB # the helpers below also run inside `bash -c`
 export PYTHONPATH=$PWD/samples${PYTHONPATH:+:$PYTHONPATH}
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 passed=0
@@ -29,6 +30,19 @@ t() { # t NAME CMD... : run CMD, log to $OUT/NAME.log
 
 observe() { env PINWHEEL_MODE=observe PINWHEEL_STATS=1 LD_PRELOAD="$LIB" "$@"; }
 stage() { env PINWHEEL_MODE=stage PINWHEEL_STATS=1 LD_PRELOAD="$LIB" "$@"; }
+# staged CMD...: stage, and fail unless the summary shows copies that were really staged (a test
+# whose preload silently went missing once passed without the shim)
+staged() {
+  local log rc
+  log=$(mktemp)
+  stage "$@" >"$log" 2>&1
+  rc=$?
+  cat "$log"
+  [ $rc -eq 0 ] && grep -qE '^ +(ring|pinned_only|d2h) +[1-9]' "$log" && return 0
+  echo "FAILED: status $rc, or nothing was staged"
+  return 1
+}
+helpers="$(declare -f stage staged)"
 
 # (a) observe mode: the C sample and PyTorch, summaries checked against what the programs did
 t observe_naive_copy bash -c "
@@ -45,27 +59,27 @@ t observe_torch bash -c "
   env PINWHEEL_MODE=observe PINWHEEL_STATS=1 LD_PRELOAD=$LIB python3 tests/gpu/torch_copies.py 10 4"
 
 # (b) staged copies, bytes compared: 10^4 random copies, 8 threads, both default-stream flavours
-t torture_stage stage "$B/copy_torture" 8 1250 512 1
-t torture_ptds stage "$B/copy_torture_ptds" 8 300 256 2
-t torture_no_ring env PINWHEEL_DEVICE_RING=0 bash -c "$(declare -f stage); stage $B/copy_torture 4 300 128 3"
+t torture_stage staged "$B/copy_torture" 8 1250 512 1
+t torture_ptds staged "$B/copy_torture_ptds" 8 300 256 2
+t torture_no_ring env PINWHEEL_DEVICE_RING=0 bash -c "$helpers; staged $B/copy_torture 4 300 128 3"
 t torture_small_pool env PINWHEEL_HOST_POOL=16M PINWHEEL_CHUNK=1M PINWHEEL_DEVICE_RING=64M \
-  bash -c "$(declare -f stage); stage $B/copy_torture 4 300 128 4"
-t torture_elide env PINWHEEL_SYNC=elide bash -c "$(declare -f stage); stage $B/copy_torture 8 300 64 5"
+  bash -c "$helpers; staged $B/copy_torture 4 300 128 4"
+t torture_elide env PINWHEEL_SYNC=elide bash -c "$helpers; staged $B/copy_torture 8 300 64 5"
 
 # (b2) the staging data paths of issue 7, bytes compared by the programs themselves: one 256 MiB
 # copy each way (also into fresh memory) with every store kind and fresh-destination mode; the
 # copy-bound training loop; the D2H-heavy loop (whose outputs must stay unpinned)
-t bw_bytes_defaults stage "$B/copy_bw" 256
+t bw_bytes_defaults staged "$B/copy_bw" 256
 t bw_bytes_nt_bigpool env PINWHEEL_NT_STORES=1 PINWHEEL_HOST_POOL=256M PINWHEEL_CHUNK=8M \
-  bash -c "$(declare -f stage); stage $B/copy_bw 256"
+  bash -c "$helpers; staged $B/copy_bw 256"
 t bw_bytes_populate env PINWHEEL_D2H_FRESH=populate PINWHEEL_THREADS=3 \
-  bash -c "$(declare -f stage); stage $B/copy_bw 100"
+  bash -c "$helpers; staged $B/copy_bw 100"
 t torture_nt_bigpool env PINWHEEL_NT_STORES=1 PINWHEEL_HOST_POOL=256M PINWHEEL_CHUNK=8M \
-  bash -c "$(declare -f stage); stage $B/copy_torture 8 300 256 6"
-t timeline_copy stage python3 tests/gpu/timeline_copy.py "$OUT/timeline_copy.json.gz" 256
-t copybound_bytes stage python3 samples/train_copybound.py --iters 10
+  bash -c "$helpers; staged $B/copy_torture 8 300 256 6"
+t timeline_copy staged python3 tests/gpu/timeline_copy.py "$OUT/timeline_copy.json.gz" 256
+t copybound_bytes staged python3 samples/train_copybound.py --iters 10
 for m in touch populate hugepages; do
-  t infer_d2h_$m env PINWHEEL_D2H_FRESH=$m bash -c "$(declare -f stage); stage python3 samples/infer_d2h.py --iters 10"
+  t infer_d2h_$m env PINWHEEL_D2H_FRESH=$m bash -c "$helpers; staged python3 samples/infer_d2h.py --iters 10"
 done
 
 # (c) PyTorch: identical losses with and without the shim (deterministic algorithms)
@@ -85,8 +99,8 @@ for tool in memcheck racecheck synccheck; do
 done
 
 # (e) graphs, DataLoader workers (fork), the launcher
-t torch_graph stage python3 tests/gpu/torch_graph.py
-t torch_dataloader_fork stage python3 tests/gpu/torch_dataloader.py
+t torch_graph staged python3 tests/gpu/torch_graph.py
+t torch_dataloader_fork staged python3 tests/gpu/torch_dataloader.py
 t launcher bash -c "LD_LIBRARY_PATH=$B/extra:\${LD_LIBRARY_PATH:-} $B/pinwheel run --stats -- $B/naive_copy 16 5 1 2>&1 | tee /dev/stderr | grep -q 'staged copies'"
 
 # (f) with two GPUs: copies to both from threads
