@@ -4,7 +4,9 @@
  *   log.c      the one log function (level from PINWHEEL_LOG); never calls CUDA, never mallocs.
  *   options.c  the options table, parsed once from PINWHEEL_* variables.
  *   stats.c    counters (atomics only) and the exit summary (text / JSON).
- *   pool.c     the lazily started memcpy worker pool.
+ *   copy.c     the copy routines (non-temporal stores, portable fallback), fresh-page handling, the
+ *              default thread count.
+ *   pool.c     the lazily started copy worker pool; batches of chunks streamed to it.
  *   engine.c   the staging engine; reaches CUDA only through a pw_ops table.
  *   ops.c      the pw_ops table over the real CUDA runtime functions.
  *   shim.c     the exported wrappers, symbol lookup, init, fork and exit handling.
