@@ -4,17 +4,9 @@
 #   without a GPU: the report of a real torch.profiler trace bundled in tests/fixtures
 set -euo pipefail
 cd "$(dirname "$0")"
-need=()
-for pc in yajl zlib sqlite3; do pkg-config --exists "$pc" 2>/dev/null || need+=("$pc"); done
-if [ ${#need[@]} -gt 0 ] || ! command -v cmake >/dev/null; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    apt-get update -qq && apt-get install -y -qq cmake make gcc pkg-config libyajl-dev zlib1g-dev libsqlite3-dev >/dev/null
-  else
-    echo "demo.sh: install first: apt-get install cmake make gcc pkg-config libyajl-dev zlib1g-dev libsqlite3-dev" >&2
-    exit 1
-  fi
-fi
-command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+. scripts/need.sh
+need cmake make gcc g++ pkg-config libyajl-dev zlib1g-dev libsqlite3-dev
+find_cuda
 cmake -S . -B build-demo -DPINWHEEL_TESTS=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-demo -j"$(nproc)" >/dev/null
 B=build-demo

@@ -20,7 +20,9 @@
 #include <stdint.h>
 #include <stdatomic.h>
 
-#define PW_VERSION "0.3.0"
+#ifndef PW_VERSION /* set by CMake from the project's version */
+#error "PW_VERSION is not defined: build with CMake"
+#endif
 
 /* ---- log ---- */
 enum { PW_LOG_ERROR = 0, PW_LOG_WARN = 1, PW_LOG_INFO = 2, PW_LOG_DEBUG = 3 };

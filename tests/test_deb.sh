@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The Debian package: `cpack -G DEB` from the build tree's install rules; unpacked into a scratch
+# root (dpkg -x): pinwheel and libpinwheel.so in the usual places, the analyzer's libraries
+# declared as dependencies and no CUDA package, `pinwheel --version` the package's version, and
+# `pinwheel run --stats` from there stages the copies of a program in front of the fake runtime.
+#   test_deb.sh BUILD_DIR VERSION PROG
+set -eu
+build=$1
+version=$2
+prog=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+(cd "$build" && cpack -G DEB -B "$work/out" >"$work/cpack.log" 2>&1) || { cat "$work/cpack.log"; exit 1; }
+deb=$(ls "$work"/out/pinwheel_*.deb)
+echo "package: $(basename "$deb")"
+[ "$(dpkg-deb -f "$deb" Package)" = pinwheel ] || { echo "wrong package name"; exit 1; }
+[ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || { echo "package version $(dpkg-deb -f "$deb" Version), expected $version"; exit 1; }
+deps=$(dpkg-deb -f "$deb" Depends)
+echo "depends: $deps"
+for d in libyajl2 zlib1g libsqlite3-0; do
+  grep -qw "$d" <<<"$deps" || { echo "Depends lacks $d"; exit 1; }
+done
+if grep -qiE 'cuda|nvidia|cupti' <<<"$deps"; then echo "CUDA must not be a package dependency"; exit 1; fi
+dpkg -x "$deb" "$work/root"
+[ -x "$work/root/usr/bin/pinwheel" ] || { echo "no /usr/bin/pinwheel"; dpkg-deb -c "$deb"; exit 1; }
+lib=$(ls "$work"/root/usr/lib/libpinwheel.so "$work"/root/usr/lib/*/libpinwheel.so 2>/dev/null | head -n 1)
+[ -n "$lib" ] || { echo "no libpinwheel.so under /usr/lib"; dpkg-deb -c "$deb"; exit 1; }
+v=$("$work/root/usr/bin/pinwheel" --version)
+[ "$v" = "pinwheel $version" ] || { echo "--version says '$v', expected 'pinwheel $version'"; exit 1; }
+out=$("$work/root/usr/bin/pinwheel" run --stats --mode stage -- env PINWHEEL_SETUP=inline "$prog" stage 2>&1)
+grep -q "summary (pinwheel $version, mode stage)" <<<"$out" || { echo "$out"; echo "no summary from the packaged shim"; exit 1; }
+grep -qE '^ +ring +[1-9]' <<<"$out" || { echo "$out"; echo "the packaged shim staged nothing"; exit 1; }
+echo "the packaged pinwheel ($v) staged the program's copies through $lib"
