@@ -15,7 +15,14 @@
 enum { AN_KERNEL = 0, AN_MEMCPY, AN_MEMSET };
 enum { AN_CK_OTHER = 0, AN_CK_H2D, AN_CK_D2H, AN_CK_D2D, AN_CK_H2H, AN_CK_P2P };
 enum { AN_MK_UNKNOWN = 0, AN_MK_PAGEABLE, AN_MK_PINNED, AN_MK_DEVICE, AN_MK_MANAGED, AN_MK_ARRAY };
-enum { AN_API_OTHER = 0, AN_API_MEMCPY, AN_API_STREAM_SYNC, AN_API_DEVICE_SYNC, AN_API_EVENT_SYNC, AN_API_N };
+enum {
+  AN_API_OTHER = 0,
+  AN_API_MEMCPY,
+  AN_API_STREAM_SYNC,
+  AN_API_DEVICE_SYNC,
+  AN_API_EVENT_SYNC,
+  AN_API_N
+};
 
 typedef struct an_op {
   int64_t s, e; /* ns */
@@ -40,7 +47,7 @@ typedef struct an_step {
 typedef struct an_trace {
   char *path;
   const char *format; /* "kineto" or "nsys" */
-  an_op *ops; /* sorted by start once loaded */
+  an_op *ops;         /* sorted by start once loaded */
   size_t nops, capops;
   int64_t maxdur; /* the longest operation: bounds the search for ops overlapping a window */
   an_call *calls;
@@ -59,7 +66,7 @@ an_trace *an_load(const char *path, char *err, size_t errn);
 /* [*lo, *hi): the ops (sorted by start) that can overlap [w0, w1]. */
 void an_op_range(const an_trace *t, int64_t w0, int64_t w1, size_t *lo, size_t *hi);
 void an_free(an_trace *t);
-int an_read_kineto(an_trace *t, void *gz, char *err, size_t errn);  /* gzFile */
+int an_read_kineto(an_trace *t, void *gz, char *err, size_t errn); /* gzFile */
 int an_read_nsys(an_trace *t, char *err, size_t errn);
 /* Builders used by the readers. */
 int an_add_op(an_trace *t, const an_op *op);
@@ -97,7 +104,7 @@ int64_t an_cover(const an_iv *v, size_t n, int64_t s, int64_t e);
 typedef struct an_xfer {
   uint64_t copies, bytes;
   int64_t time, hidden, exposed; /* ns; time = |union of copies| */
-  int has; /* 0 when there were no copies: overlap_fraction is null */
+  int has;                       /* 0 when there were no copies: overlap_fraction is null */
 } an_xfer;
 
 typedef struct an_dev {

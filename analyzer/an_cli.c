@@ -20,7 +20,8 @@ static const char report_usage[] =
 
 static void print_rules(FILE *f) {
   for (int i = 0; i < an_nrules; i++)
-    fprintf(f, "  %-24s %8g %-5s %s\n", an_rules[i].name, an_rules[i].value, an_rules[i].unit, an_rules[i].meaning);
+    fprintf(f, "  %-24s %8g %-5s %s\n", an_rules[i].name, an_rules[i].value, an_rules[i].unit,
+            an_rules[i].meaning);
 }
 
 static FILE *open_out(const char *path) {
@@ -32,8 +33,10 @@ static FILE *open_out(const char *path) {
 
 static int close_out(FILE *f, const char *path) {
   int bad = ferror(f);
-  if (f != stdout) bad |= fclose(f) != 0;
-  else bad |= fflush(f) != 0;
+  if (f != stdout)
+    bad |= fclose(f) != 0;
+  else
+    bad |= fflush(f) != 0;
   if (bad) {
     fprintf(stderr, "pinwheel: writing %s failed\n", path ? path : "stdout");
     return 2;
@@ -59,7 +62,8 @@ int pw_cmd_report(int argc, char **argv) {
       return 0;
     } else if (!strcmp(a, "--format") && i + 1 < argc) {
       format = argv[++i];
-      if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "html") && strcmp(format, "svg")) {
+      if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "html") &&
+          strcmp(format, "svg")) {
         fprintf(stderr, "pinwheel report: unknown format '%s' (text, json, html, svg)\n", format);
         return 2;
       }
@@ -102,9 +106,11 @@ int pw_cmd_report(int argc, char **argv) {
   an_report **r = calloc((size_t)n, sizeof *r);
   int rc = 0;
   for (int k = 0; k < n && !rc; k++) {
-    if (!(t[k] = load_or_say(argv[i + k]))) rc = 2;
+    if (!(t[k] = load_or_say(argv[i + k])))
+      rc = 2;
     else if (t[k]->nops == 0) {
-      fprintf(stderr, "pinwheel: %s: no GPU activity (kernels, memcpys, memsets) in this trace\n", argv[i + k]);
+      fprintf(stderr, "pinwheel: %s: no GPU activity (kernels, memcpys, memsets) in this trace\n",
+              argv[i + k]);
       rc = 2;
     } else if (!(r[k] = an_analyze(t[k], step))) {
       fprintf(stderr, "pinwheel: %s: no ProfilerStep#%d in this trace\n", argv[i + k], step);
@@ -113,12 +119,18 @@ int pw_cmd_report(int argc, char **argv) {
   }
   if (!rc) {
     FILE *f = open_out(out);
-    if (!f) rc = 2;
+    if (!f)
+      rc = 2;
     else {
-      an_out o = {.f = f, .color = !strcmp(format, "text") && f == stdout && isatty(1) && !getenv("NO_COLOR")};
-      if (!strcmp(format, "text")) an_write_text(&o, r, n);
-      else if (!strcmp(format, "json")) an_write_json(&o, r, n);
-      else if (!strcmp(format, "html")) an_write_html(&o, r, n, step);
+      an_out o = {.f = f,
+                  .color =
+                      !strcmp(format, "text") && f == stdout && isatty(1) && !getenv("NO_COLOR")};
+      if (!strcmp(format, "text"))
+        an_write_text(&o, r, n);
+      else if (!strcmp(format, "json"))
+        an_write_json(&o, r, n);
+      else if (!strcmp(format, "html"))
+        an_write_html(&o, r, n, step);
       else {
         int64_t w0 = INT64_MIN, w1 = INT64_MAX;
         if (step >= 0 && r[0]->ndevs) w0 = r[0]->devs[0].t0, w1 = r[0]->devs[0].t1;
@@ -171,7 +183,8 @@ int pw_cmd_export(int argc, char **argv) {
     } else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
       out = argv[++i];
     } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      puts("usage: pinwheel export --format chrome -o OUT TRACE\nChrome trace JSON that Perfetto opens: one "
+      puts("usage: pinwheel export --format chrome -o OUT TRACE\nChrome trace JSON that Perfetto "
+           "opens: one "
            "process per device, one thread per stream.");
       return 0;
     } else if (argv[i][0] == '-' && argv[i][1]) {

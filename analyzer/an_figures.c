@@ -33,7 +33,8 @@ size_t an_union(an_iv *v, size_t n) {
 
 int64_t an_total(const an_iv *v, size_t n) {
   int64_t t = 0;
-  for (size_t i = 0; i < n; i++) t += v[i].e - v[i].s;
+  for (size_t i = 0; i < n; i++)
+    t += v[i].e - v[i].s;
   return t;
 }
 
@@ -43,8 +44,10 @@ int64_t an_intersect(const an_iv *a, size_t na, const an_iv *b, size_t nb) {
   while (i < na && j < nb) {
     int64_t s = a[i].s > b[j].s ? a[i].s : b[j].s, e = a[i].e < b[j].e ? a[i].e : b[j].e;
     if (e > s) t += e - s;
-    if (a[i].e < b[j].e) i++;
-    else j++;
+    if (a[i].e < b[j].e)
+      i++;
+    else
+      j++;
   }
   return t;
 }
@@ -53,8 +56,10 @@ int64_t an_cover(const an_iv *v, size_t n, int64_t s, int64_t e) {
   size_t lo = 0, hi = n; /* first interval ending after s */
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (v[mid].e <= s) lo = mid + 1;
-    else hi = mid;
+    if (v[mid].e <= s)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   int64_t t = 0;
   for (size_t i = lo; i < n && v[i].s < e; i++) {
@@ -67,15 +72,19 @@ int64_t an_cover(const an_iv *v, size_t n, int64_t s, int64_t e) {
 /* ---- rules ---- */
 
 an_rule an_rules[] = {
-    {"exposed_min_us", 100, "us", "copies longer than this are checked for exposure (RATELProf hidden_transfers)"},
+    {"exposed_min_us", 100, "us",
+     "copies longer than this are checked for exposure (RATELProf hidden_transfers)"},
     {"exposed_max_hidden_pct", 50, "%", "a copy hidden this much or less under compute is exposed"},
     {"gap_ms", 1, "ms", "GPU idle gaps at least this long are reported (nsys gpu_gaps)"},
-    {"sync_share_pct", 5, "%", "host time in sync calls above this share of the span is a finding (nsys cuda_api_sync)"},
+    {"sync_share_pct", 5, "%",
+     "host time in sync calls above this share of the span is a finding (nsys cuda_api_sync)"},
     {"sync_longest_ms", 1, "ms", "a single sync call at least this long is a finding"},
     {"low_util_pct", 50, "%", "utilization buckets below this are low (nsys gpu_time_util)"},
     {"buckets", 20, "", "utilization buckets over the span"},
-    {"pageable_min_kib", 0, "KiB", "pageable copies at least this large are reported (nsys cuda_memcpy_async)"},
-    {"eligible_min_kib", 64, "KiB", "what-if: pageable H2D copies pinwheel stages (PINWHEEL_MIN_BYTES)"},
+    {"pageable_min_kib", 0, "KiB",
+     "pageable copies at least this large are reported (nsys cuda_memcpy_async)"},
+    {"eligible_min_kib", 64, "KiB",
+     "what-if: pageable H2D copies pinwheel stages (PINWHEEL_MIN_BYTES)"},
     {"d2d_gbps", 2000, "GB/s", "what-if: device-to-device copy rate that replaces a staged copy"},
 };
 const int an_nrules = (int)(sizeof an_rules / sizeof an_rules[0]);
@@ -90,7 +99,8 @@ int an_rule_set(const char *assign) {
   const char *eq = strchr(assign, '=');
   if (!eq) return -1;
   for (int i = 0; i < an_nrules; i++)
-    if (strlen(an_rules[i].name) == (size_t)(eq - assign) && !strncmp(an_rules[i].name, assign, (size_t)(eq - assign))) {
+    if (strlen(an_rules[i].name) == (size_t)(eq - assign) &&
+        !strncmp(an_rules[i].name, assign, (size_t)(eq - assign))) {
       char *end;
       double v = strtod(eq + 1, &end);
       if (end == eq + 1 || *end || v < 0) return -1;
@@ -123,8 +133,10 @@ static int64_t host_time_of(const ctx *c, int64_t corr) {
   size_t lo = 0, hi = c->ncd;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (c->cd[mid].corr < corr) lo = mid + 1;
-    else hi = mid;
+    if (c->cd[mid].corr < corr)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo < c->ncd && c->cd[lo].corr == corr ? c->cd[lo].dur : 0;
 }
@@ -134,7 +146,8 @@ static ctx *make_ctx(const an_trace *t) {
   c->t = t;
   c->cd = malloc((t->ncalls + 1) * sizeof *c->cd);
   for (size_t i = 0; i < t->ncalls; i++)
-    if (t->calls[i].api == AN_API_MEMCPY) c->cd[c->ncd++] = (corr_dur){t->calls[i].corr, t->calls[i].e - t->calls[i].s};
+    if (t->calls[i].api == AN_API_MEMCPY)
+      c->cd[c->ncd++] = (corr_dur){t->calls[i].corr, t->calls[i].e - t->calls[i].s};
   qsort(c->cd, c->ncd, sizeof *c->cd, cmp_cd);
   return c;
 }
@@ -166,9 +179,12 @@ static void build_lists(const an_trace *t, int dev, int64_t w0, int64_t w1, list
     an_iv v = {o->s > w0 ? o->s : w0, o->e < w1 ? o->e : w1};
     if (v.e <= v.s) continue;
     L->a[L->na++] = v;
-    if (o->type == AN_KERNEL) L->k[L->nk++] = v;
-    else if (o->type == AN_MEMCPY && o->ckind == AN_CK_H2D) L->h[L->nh++] = v;
-    else if (o->type == AN_MEMCPY && o->ckind == AN_CK_D2H) L->d[L->nd++] = v;
+    if (o->type == AN_KERNEL)
+      L->k[L->nk++] = v;
+    else if (o->type == AN_MEMCPY && o->ckind == AN_CK_H2D)
+      L->h[L->nh++] = v;
+    else if (o->type == AN_MEMCPY && o->ckind == AN_CK_D2H)
+      L->d[L->nd++] = v;
   }
   L->nk = an_union(L->k, L->nk);
   L->nh = an_union(L->h, L->nh);
@@ -189,7 +205,8 @@ static void fill_xfer(an_xfer *x, const an_iv *v, size_t n, const lists *L) {
   x->exposed = x->time - x->hidden;
 }
 
-static void device_figures(const ctx *c, int dev, int64_t w0, int64_t w1, int windowed, an_dev *out) {
+static void device_figures(const ctx *c, int dev, int64_t w0, int64_t w1, int windowed,
+                           an_dev *out) {
   const an_trace *t = c->t;
   memset(out, 0, sizeof *out);
   out->dev = dev;
@@ -230,20 +247,24 @@ static void device_figures(const ctx *c, int dev, int64_t w0, int64_t w1, int wi
   int nb = (int)an_rule_get("buckets");
   out->nbuckets = nb;
   for (int b = 0; b < nb && out->span > 0; b++) {
-    int64_t bs = t0 + (int64_t)((double)out->span * b / nb), be = t0 + (int64_t)((double)out->span * (b + 1) / nb);
+    int64_t bs = t0 + (int64_t)((double)out->span * b / nb),
+            be = t0 + (int64_t)((double)out->span * (b + 1) / nb);
     if (b == nb - 1) be = t1;
     out->util[b] = be > bs ? (double)an_cover(L.a, L.na, bs, be) / (double)(be - bs) : 0;
   }
   free_lists(&L);
 }
 
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+static int cmp_int(const void *a, const void *b) {
+  return *(const int *)a - *(const int *)b;
+}
 
 static int device_ids(const an_trace *t, int **out) {
   int *ids = malloc((t->nops + 1) * sizeof *ids), n = 0;
   for (size_t i = 0; i < t->nops; i++) {
     int d = t->ops[i].dev, seen = 0;
-    for (int k = n - 1; k >= 0 && k >= n - 4; k--) seen |= ids[k] == d; /* cheap dedupe first */
+    for (int k = n - 1; k >= 0 && k >= n - 4; k--)
+      seen |= ids[k] == d; /* cheap dedupe first */
     if (!seen) ids[n++] = d;
   }
   qsort(ids, (size_t)n, sizeof *ids, cmp_int);
@@ -280,12 +301,14 @@ static void add_finding(an_report *r, const char *rule, const char *sev, const c
 /* The steps to report: GPU-side ProfilerStep windows when the trace has them, else host-side. */
 static size_t pick_steps(const an_trace *t, an_step *out) {
   int gpu = 0;
-  for (size_t i = 0; i < t->nsteps; i++) gpu |= t->steps[i].gpu;
+  for (size_t i = 0; i < t->nsteps; i++)
+    gpu |= t->steps[i].gpu;
   size_t n = 0;
   for (size_t i = 0; i < t->nsteps; i++) {
     if (t->steps[i].gpu != gpu) continue;
     int dup = 0;
-    for (size_t k = 0; k < n; k++) dup |= out[k].num == t->steps[i].num;
+    for (size_t k = 0; k < n; k++)
+      dup |= out[k].num == t->steps[i].num;
     if (!dup) out[n++] = t->steps[i];
   }
   return n;
@@ -302,7 +325,8 @@ an_report *an_analyze(const an_trace *t, int only_step) {
   int64_t w0 = INT64_MIN, w1 = INT64_MAX;
   if (only_step >= 0) {
     size_t k = 0;
-    while (k < nsteps && steps[k].num != only_step) k++;
+    while (k < nsteps && steps[k].num != only_step)
+      k++;
     if (k == nsteps) {
       free(ids), free(steps), free_ctx(c), free(r);
       return NULL;
@@ -313,7 +337,8 @@ an_report *an_analyze(const an_trace *t, int only_step) {
   }
   int windowed = only_step >= 0;
   r->devs = calloc((size_t)r->ndevs + 1, sizeof *r->devs);
-  for (int i = 0; i < r->ndevs; i++) device_figures(c, ids[i], w0, w1, windowed, &r->devs[i]);
+  for (int i = 0; i < r->ndevs; i++)
+    device_figures(c, ids[i], w0, w1, windowed, &r->devs[i]);
   /* host syncs */
   for (size_t i = 0; i < t->ncalls; i++) {
     const an_call *k = &t->calls[i];
@@ -321,7 +346,8 @@ an_report *an_analyze(const an_trace *t, int only_step) {
     int64_t d = k->e - k->s;
     r->api_calls[k->api]++;
     an_sat_add(&r->api_time[k->api], d);
-    if (k->api == AN_API_STREAM_SYNC || k->api == AN_API_DEVICE_SYNC || k->api == AN_API_EVENT_SYNC) {
+    if (k->api == AN_API_STREAM_SYNC || k->api == AN_API_DEVICE_SYNC ||
+        k->api == AN_API_EVENT_SYNC) {
       r->sync_calls++;
       an_sat_add(&r->sync_time, d);
       if (d > r->sync_longest) r->sync_longest = d;
@@ -352,9 +378,11 @@ an_report *an_analyze(const an_trace *t, int only_step) {
       double hf = dur > 0 ? (double)hid / (double)dur : 1.0;
       if (dur > exp_min && hf <= exp_hidden) {
         if (r->nexposed == cape) r->exposed = realloc(r->exposed, (cape *= 2) * sizeof *r->exposed);
-        r->exposed[r->nexposed++] = (an_exposed){ids[i], o->stream, o->s, dur, hf, o->bytes, o->ckind, o->srck, o->dstk};
+        r->exposed[r->nexposed++] =
+            (an_exposed){ids[i], o->stream, o->s, dur, hf, o->bytes, o->ckind, o->srck, o->dstk};
       }
-      if (o->ckind == AN_CK_H2D && o->srck == AN_MK_PAGEABLE && o->dstk == AN_MK_DEVICE && o->bytes >= elig_min) {
+      if (o->ckind == AN_CK_H2D && o->srck == AN_MK_PAGEABLE && o->dstk == AN_MK_DEVICE &&
+          o->bytes >= elig_min) {
         w->copies++;
         w->bytes += o->bytes;
         an_sat_add(&w->exposed, dur - hid);
@@ -371,7 +399,8 @@ an_report *an_analyze(const an_trace *t, int only_step) {
     r->steps[k].num = steps[k].num;
     r->steps[k].ndevs = r->ndevs;
     r->steps[k].devs = calloc((size_t)r->ndevs + 1, sizeof(an_dev));
-    for (int i = 0; i < r->ndevs; i++) device_figures(c, ids[i], steps[k].s, steps[k].e, 1, &r->steps[k].devs[i]);
+    for (int i = 0; i < r->ndevs; i++)
+      device_figures(c, ids[i], steps[k].s, steps[k].e, 1, &r->steps[k].devs[i]);
   }
   r->nsteps = nsteps;
   /* what-if, per step */
@@ -392,16 +421,18 @@ an_report *an_analyze(const an_trace *t, int only_step) {
     if (r->devs[i].span > span) span = r->devs[i].span;
   }
   if (pg)
-    add_finding(r, "pageable_copies", "warning",
-                "%llu copies from or to pageable host memory (%.1f MiB) blocked the host %.3f ms; run "
-                "under pinwheel (or pin the memory) to stage them",
-                (unsigned long long)pg, (double)pgb / 1048576.0, (double)pgh / 1e6);
+    add_finding(
+        r, "pageable_copies", "warning",
+        "%llu copies from or to pageable host memory (%.1f MiB) blocked the host %.3f ms; run "
+        "under pinwheel (or pin the memory) to stage them",
+        (unsigned long long)pg, (double)pgb / 1048576.0, (double)pgh / 1e6);
   if (r->nexposed)
-    add_finding(r, "exposed_transfers", "warning",
-                "%zu copies longer than %.0f us ran with at most %.0f %% of their time under compute; "
-                "the longest: %.3f ms (%.1f %% hidden)",
-                r->nexposed, an_rule_get("exposed_min_us"), an_rule_get("exposed_max_hidden_pct"),
-                (double)r->exposed[0].dur / 1e6, r->exposed[0].hidden * 100);
+    add_finding(
+        r, "exposed_transfers", "warning",
+        "%zu copies longer than %.0f us ran with at most %.0f %% of their time under compute; "
+        "the longest: %.3f ms (%.1f %% hidden)",
+        r->nexposed, an_rule_get("exposed_min_us"), an_rule_get("exposed_max_hidden_pct"),
+        (double)r->exposed[0].dur / 1e6, r->exposed[0].hidden * 100);
   if (span > 0 && (r->sync_time * 100.0 / (double)span >= an_rule_get("sync_share_pct") ||
                    r->sync_longest >= (int64_t)(an_rule_get("sync_longest_ms") * 1e6)))
     add_finding(r, "sync_stalls", "info",
@@ -410,25 +441,31 @@ an_report *an_analyze(const an_trace *t, int only_step) {
                 span ? r->sync_time * 100.0 / (double)span : 0.0, (double)r->sync_longest / 1e6);
   if (r->ngaps) {
     int64_t tot = 0;
-    for (size_t g = 0; g < r->ngaps; g++) an_sat_add(&tot, r->gaps[g].e - r->gaps[g].s);
-    add_finding(r, "gpu_gaps", "info", "%zu GPU idle gaps of at least %.3g ms, %.3f ms in all; the longest %.3f ms",
-                r->ngaps, an_rule_get("gap_ms"), (double)tot / 1e6, (double)(r->gaps[0].e - r->gaps[0].s) / 1e6);
+    for (size_t g = 0; g < r->ngaps; g++)
+      an_sat_add(&tot, r->gaps[g].e - r->gaps[g].s);
+    add_finding(r, "gpu_gaps", "info",
+                "%zu GPU idle gaps of at least %.3g ms, %.3f ms in all; the longest %.3f ms",
+                r->ngaps, an_rule_get("gap_ms"), (double)tot / 1e6,
+                (double)(r->gaps[0].e - r->gaps[0].s) / 1e6);
   }
   for (int i = 0; i < r->ndevs; i++) {
     int low = 0;
-    for (int b = 0; b < r->devs[i].nbuckets; b++) low += r->devs[i].util[b] * 100 < an_rule_get("low_util_pct");
+    for (int b = 0; b < r->devs[i].nbuckets; b++)
+      low += r->devs[i].util[b] * 100 < an_rule_get("low_util_pct");
     if (low)
-      add_finding(r, "low_utilization", "info", "device %d: %d of %d time buckets below %.0f %% busy",
-                  r->devs[i].dev, low, r->devs[i].nbuckets, an_rule_get("low_util_pct"));
+      add_finding(r, "low_utilization", "info",
+                  "device %d: %d of %d time buckets below %.0f %% busy", r->devs[i].dev, low,
+                  r->devs[i].nbuckets, an_rule_get("low_util_pct"));
   }
   if (w->copies)
-    add_finding(r, "what_if_pinwheel", "info",
-                "pinwheel could save about %.3f ms per %s: %llu eligible pageable H2D copies (%.1f MiB) "
-                "expose %.3f ms and block the host %.3f ms per %s; their device-to-device "
-                "replacement costs %.3f ms",
-                (double)w->saving / 1e6, nsteps ? "step" : "trace", (unsigned long long)w->copies,
-                (double)w->bytes / 1048576.0, (double)w->exposed / 1e6, (double)w->host / 1e6,
-                nsteps ? "step" : "trace", (double)w->d2d / 1e6);
+    add_finding(
+        r, "what_if_pinwheel", "info",
+        "pinwheel could save about %.3f ms per %s: %llu eligible pageable H2D copies (%.1f MiB) "
+        "expose %.3f ms and block the host %.3f ms per %s; their device-to-device "
+        "replacement costs %.3f ms",
+        (double)w->saving / 1e6, nsteps ? "step" : "trace", (unsigned long long)w->copies,
+        (double)w->bytes / 1048576.0, (double)w->exposed / 1e6, (double)w->host / 1e6,
+        nsteps ? "step" : "trace", (double)w->d2d / 1e6);
   free(ids);
   free(steps);
   free_ctx(c);
@@ -437,7 +474,8 @@ an_report *an_analyze(const an_trace *t, int only_step) {
 
 void an_report_free(an_report *r) {
   if (!r) return;
-  for (size_t k = 0; k < r->nsteps; k++) free(r->steps[k].devs);
+  for (size_t k = 0; k < r->nsteps; k++)
+    free(r->steps[k].devs);
   free(r->steps);
   free(r->devs);
   free(r->gaps);
@@ -450,7 +488,8 @@ an_iv *an_kernel_union(const an_trace *t, int dev, size_t *n) {
   an_iv *k = malloc((t->nops + 1) * sizeof *k);
   size_t m = 0;
   for (size_t i = 0; i < t->nops; i++)
-    if (t->ops[i].dev == dev && t->ops[i].type == AN_KERNEL) k[m++] = (an_iv){t->ops[i].s, t->ops[i].e};
+    if (t->ops[i].dev == dev && t->ops[i].type == AN_KERNEL)
+      k[m++] = (an_iv){t->ops[i].s, t->ops[i].e};
   *n = an_union(k, m);
   return k;
 }

@@ -119,26 +119,38 @@ static int cb_number(void *ctx, const char *v, size_t n) {
     case K_TS:
     case K_DUR: {
       int64_t ns;
-      if (an_us_to_ns(v, n, &ns)) return fail(s, "event %ld: a time stamp or duration is out of range", s->nevents);
-      if (s->key == K_TS) s->e.ts = ns, s->e.has_ts = 1;
-      else s->e.dur = ns, s->e.has_dur = 1;
+      if (an_us_to_ns(v, n, &ns))
+        return fail(s, "event %ld: a time stamp or duration is out of range", s->nevents);
+      if (s->key == K_TS)
+        s->e.ts = ns, s->e.has_ts = 1;
+      else
+        s->e.dur = ns, s->e.has_dur = 1;
       break;
     }
     case K_PID:
-      if (parse_int(v, n, &s->e.pid)) return fail(s, "event %ld: pid is not an integer", s->nevents);
+      if (parse_int(v, n, &s->e.pid))
+        return fail(s, "event %ld: pid is not an integer", s->nevents);
       break;
     case K_TID:
-      if (parse_int(v, n, &s->e.tid)) return fail(s, "event %ld: tid is not an integer", s->nevents);
+      if (parse_int(v, n, &s->e.tid))
+        return fail(s, "event %ld: tid is not an integer", s->nevents);
       break;
     }
   } else if (s->args_depth && s->depth == s->args_depth) {
     int64_t x;
     if (s->akey == A_NONE) return 1;
-    if (parse_int(v, n, &x)) return fail(s, "event %ld: an args number is out of range", s->nevents);
+    if (parse_int(v, n, &x))
+      return fail(s, "event %ld: an args number is out of range", s->nevents);
     switch (s->akey) {
-    case A_DEVICE: s->e.device = x, s->e.has_device = 1; break;
-    case A_STREAM: s->e.stream = x, s->e.has_stream = 1; break;
-    case A_CORR: s->e.corr = x, s->e.has_corr = 1; break;
+    case A_DEVICE:
+      s->e.device = x, s->e.has_device = 1;
+      break;
+    case A_STREAM:
+      s->e.stream = x, s->e.has_stream = 1;
+      break;
+    case A_CORR:
+      s->e.corr = x, s->e.has_corr = 1;
+      break;
     case A_BYTES:
       if (x < 0) return fail(s, "event %ld: negative byte count", s->nevents);
       s->e.bytes = x;
@@ -152,7 +164,9 @@ static int cb_string(void *ctx, const unsigned char *v, size_t n) {
   st *s = ctx;
   if (!s->in_event || s->depth != s->events_depth + 1) return 1;
   switch (s->key) {
-  case K_PH: s->e.ph = n ? (char)v[0] : 0; break;
+  case K_PH:
+    s->e.ph = n ? (char)v[0] : 0;
+    break;
   case K_CAT:
     s->e.cat = is(v, n, "kernel")                ? C_KERNEL
                : is(v, n, "gpu_memcpy")          ? C_MEMCPY
@@ -181,13 +195,19 @@ static int finish_event(st *s) {
     return fail(s, "event %ld: time stamp or duration out of range", s->nevents - 1);
   an_trace *t = s->t;
   if (e->cat == C_KERNEL || e->cat == C_MEMCPY || e->cat == C_MEMSET) {
-    an_op op = {.s = e->ts, .e = e->ts + e->dur,
+    an_op op = {.s = e->ts,
+                .e = e->ts + e->dur,
                 .dev = (int32_t)(e->has_device ? e->device : e->pid),
                 .stream = (int32_t)(e->has_stream ? e->stream : e->tid),
-                .type = e->cat == C_KERNEL ? AN_KERNEL : e->cat == C_MEMCPY ? AN_MEMCPY : AN_MEMSET,
-                .bytes = (uint64_t)e->bytes, .corr = e->has_corr ? e->corr : -1};
-    if (op.dev < 0 || op.dev > 4096) return fail(s, "event %ld: device id out of range", s->nevents - 1);
-    if (op.type == AN_MEMCPY) an_parse_memcpy_name(e->name, e->name_len, &op.ckind, &op.srck, &op.dstk);
+                .type = e->cat == C_KERNEL   ? AN_KERNEL
+                        : e->cat == C_MEMCPY ? AN_MEMCPY
+                                             : AN_MEMSET,
+                .bytes = (uint64_t)e->bytes,
+                .corr = e->has_corr ? e->corr : -1};
+    if (op.dev < 0 || op.dev > 4096)
+      return fail(s, "event %ld: device id out of range", s->nevents - 1);
+    if (op.type == AN_MEMCPY)
+      an_parse_memcpy_name(e->name, e->name_len, &op.ckind, &op.srck, &op.dstk);
     op.name = an_intern(t, e->name, e->name_len);
     if (an_add_op(t, &op)) return fail(s, "out of memory after %ld events", s->nevents);
   } else if (e->cat == C_RUNTIME) {
@@ -197,7 +217,8 @@ static int finish_event(st *s) {
     if (an_add_call(t, &c)) return fail(s, "out of memory after %ld events", s->nevents);
   } else if ((e->cat == C_ANNOT || e->cat == C_GPU_ANNOT) && e->name_len > 13 &&
              !memcmp(e->name, "ProfilerStep#", 13)) {
-    an_step stp = {.s = e->ts, .e = e->ts + e->dur, .num = atoi(e->name + 13), .gpu = e->cat == C_GPU_ANNOT};
+    an_step stp = {
+        .s = e->ts, .e = e->ts + e->dur, .num = atoi(e->name + 13), .gpu = e->cat == C_GPU_ANNOT};
     if (an_add_step(t, &stp)) return fail(s, "out of memory after %ld events", s->nevents);
   }
   return 1;
@@ -206,7 +227,8 @@ static int finish_event(st *s) {
 static int cb_end_map(void *ctx) {
   st *s = ctx;
   int r = 1;
-  if (s->args_depth && s->depth == s->args_depth) s->args_depth = 0;
+  if (s->args_depth && s->depth == s->args_depth)
+    s->args_depth = 0;
   else if (s->in_event && s->depth == s->events_depth + 1) {
     s->in_event = 0;
     r = finish_event(s);
@@ -236,8 +258,12 @@ static int cb_end_array(void *ctx) {
   return 1;
 }
 
-static int cb_null(void *ctx) { return 1; }
-static int cb_bool(void *ctx, int b) { return 1; }
+static int cb_null(void *ctx) {
+  return 1;
+}
+static int cb_bool(void *ctx, int b) {
+  return 1;
+}
 
 static const yajl_callbacks callbacks = {
     .yajl_null = cb_null,
@@ -277,7 +303,8 @@ int an_read_kineto(an_trace *t, void *gzv, char *err, size_t errn) {
     read_total += n;
     if (read_total == n && buf[0] != '{' && buf[0] != '[' && buf[0] != ' ' && buf[0] != '\n' &&
         buf[0] != '\t' && buf[0] != '\r') {
-      snprintf(err, errn, "%s: not a trace: neither JSON (torch.profiler/Kineto) nor an nsys SQLite export",
+      snprintf(err, errn,
+               "%s: not a trace: neither JSON (torch.profiler/Kineto) nor an nsys SQLite export",
                t->path);
       rc = -1;
       break;
@@ -306,7 +333,8 @@ int an_read_kineto(an_trace *t, void *gzv, char *err, size_t errn) {
   }
   yajl_free(h);
   if (rc == 0 && !s.saw_events) {
-    snprintf(err, errn, "%s: JSON, but not a torch.profiler/Kineto trace (no traceEvents array)", t->path);
+    snprintf(err, errn, "%s: JSON, but not a torch.profiler/Kineto trace (no traceEvents array)",
+             t->path);
     rc = -1;
   }
   return rc;

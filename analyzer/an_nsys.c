@@ -14,30 +14,45 @@
 
 static uint8_t nsys_mem_kind(int k) {
   switch (k) {
-  case 0: return AN_MK_PAGEABLE;
-  case 1: return AN_MK_PINNED;
-  case 2: case 5: return AN_MK_DEVICE;
-  case 3: return AN_MK_ARRAY;
-  case 4: case 6: return AN_MK_MANAGED;
-  default: return AN_MK_UNKNOWN;
+  case 0:
+    return AN_MK_PAGEABLE;
+  case 1:
+    return AN_MK_PINNED;
+  case 2:
+  case 5:
+    return AN_MK_DEVICE;
+  case 3:
+    return AN_MK_ARRAY;
+  case 4:
+  case 6:
+    return AN_MK_MANAGED;
+  default:
+    return AN_MK_UNKNOWN;
   }
 }
 
 static uint8_t nsys_copy_kind(int k) {
   switch (k) {
-  case 1: return AN_CK_H2D;
-  case 2: return AN_CK_D2H;
-  case 8: return AN_CK_D2D;
-  case 9: return AN_CK_H2H;
-  case 10: return AN_CK_P2P;
-  default: return AN_CK_OTHER;
+  case 1:
+    return AN_CK_H2D;
+  case 2:
+    return AN_CK_D2H;
+  case 8:
+    return AN_CK_D2D;
+  case 9:
+    return AN_CK_H2H;
+  case 10:
+    return AN_CK_P2P;
+  default:
+    return AN_CK_OTHER;
   }
 }
 
 static int has_table(sqlite3 *db, const char *name) {
   sqlite3_stmt *q;
   int found = 0;
-  if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1, &q, NULL) == SQLITE_OK) {
+  if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1, &q,
+                         NULL) == SQLITE_OK) {
     sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
     found = sqlite3_step(q) == SQLITE_ROW;
   }
@@ -45,9 +60,11 @@ static int has_table(sqlite3 *db, const char *name) {
   return found;
 }
 
-static int check_times(an_trace *t, sqlite3_int64 s, sqlite3_int64 e, const char *table, char *err, size_t errn) {
+static int check_times(an_trace *t, sqlite3_int64 s, sqlite3_int64 e, const char *table, char *err,
+                       size_t errn) {
   if (e < s) {
-    snprintf(err, errn, "%s: table %s has a row that ends before it starts (negative duration)", t->path, table);
+    snprintf(err, errn, "%s: table %s has a row that ends before it starts (negative duration)",
+             t->path, table);
     return -1;
   }
   if (s < -AN_TS_LIMIT || s > AN_TS_LIMIT || e - s > AN_DUR_LIMIT) {
@@ -65,10 +82,13 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
     sqlite3_close(db);
     return -1;
   }
-  int kernels = has_table(db, "CUPTI_ACTIVITY_KIND_KERNEL"), memcpys = has_table(db, "CUPTI_ACTIVITY_KIND_MEMCPY");
+  int kernels = has_table(db, "CUPTI_ACTIVITY_KIND_KERNEL"),
+      memcpys = has_table(db, "CUPTI_ACTIVITY_KIND_MEMCPY");
   if (!kernels && !memcpys) {
-    snprintf(err, errn, "%s: SQLite, but not an nsys export with CUDA activity (no CUPTI_ACTIVITY_KIND_KERNEL "
-             "or _MEMCPY table)", t->path);
+    snprintf(err, errn,
+             "%s: SQLite, but not an nsys export with CUDA activity (no CUPTI_ACTIVITY_KIND_KERNEL "
+             "or _MEMCPY table)",
+             t->path);
     goto out;
   }
   int strings = has_table(db, "StringIds");
@@ -78,27 +98,35 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
   } qs[] = {
       {strings ? "SELECT k.start, k.end, k.deviceId, k.streamId, k.correlationId, s.value FROM "
                  "CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.shortName"
-               : "SELECT start, end, deviceId, streamId, correlationId, NULL FROM CUPTI_ACTIVITY_KIND_KERNEL",
+               : "SELECT start, end, deviceId, streamId, correlationId, NULL FROM "
+                 "CUPTI_ACTIVITY_KIND_KERNEL",
        "CUPTI_ACTIVITY_KIND_KERNEL", AN_KERNEL, kernels},
-      {"SELECT start, end, deviceId, streamId, correlationId, copyKind, srcKind, dstKind, bytes FROM "
+      {"SELECT start, end, deviceId, streamId, correlationId, copyKind, srcKind, dstKind, bytes "
+       "FROM "
        "CUPTI_ACTIVITY_KIND_MEMCPY",
        "CUPTI_ACTIVITY_KIND_MEMCPY", AN_MEMCPY, memcpys},
-      {"SELECT start, end, deviceId, streamId, correlationId, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET",
+      {"SELECT start, end, deviceId, streamId, correlationId, bytes FROM "
+       "CUPTI_ACTIVITY_KIND_MEMSET",
        "CUPTI_ACTIVITY_KIND_MEMSET", AN_MEMSET, has_table(db, "CUPTI_ACTIVITY_KIND_MEMSET")},
   };
-  static const char *const ck_names[] = {"Memcpy", "Memcpy HtoD", "Memcpy DtoH", "Memcpy DtoD", "Memcpy HtoH", "Memcpy PtoP"};
+  static const char *const ck_names[] = {"Memcpy",      "Memcpy HtoD", "Memcpy DtoH",
+                                         "Memcpy DtoD", "Memcpy HtoH", "Memcpy PtoP"};
   for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
     if (!qs[i].enabled) continue;
     sqlite3_stmt *q;
     if (sqlite3_prepare_v2(db, qs[i].sql, -1, &q, NULL) != SQLITE_OK) {
-      snprintf(err, errn, "%s: table %s lacks the columns of the nsys schema: %s", t->path, qs[i].table, sqlite3_errmsg(db));
+      snprintf(err, errn, "%s: table %s lacks the columns of the nsys schema: %s", t->path,
+               qs[i].table, sqlite3_errmsg(db));
       goto out;
     }
     int s;
     while ((s = sqlite3_step(q)) == SQLITE_ROW) {
-      an_op op = {.s = sqlite3_column_int64(q, 0), .e = sqlite3_column_int64(q, 1),
-                  .dev = sqlite3_column_int(q, 2), .stream = sqlite3_column_int(q, 3),
-                  .corr = sqlite3_column_int64(q, 4), .type = (uint8_t)qs[i].type};
+      an_op op = {.s = sqlite3_column_int64(q, 0),
+                  .e = sqlite3_column_int64(q, 1),
+                  .dev = sqlite3_column_int(q, 2),
+                  .stream = sqlite3_column_int(q, 3),
+                  .corr = sqlite3_column_int64(q, 4),
+                  .type = (uint8_t)qs[i].type};
       if (check_times(t, op.s, op.e, qs[i].table, err, errn)) {
         sqlite3_finalize(q);
         goto out;
@@ -110,7 +138,8 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
       }
       if (qs[i].type == AN_KERNEL) {
         const unsigned char *nm = sqlite3_column_text(q, 5);
-        op.name = nm ? an_intern(t, (const char *)nm, strlen((const char *)nm)) : an_intern(t, "kernel", 6);
+        op.name = nm ? an_intern(t, (const char *)nm, strlen((const char *)nm))
+                     : an_intern(t, "kernel", 6);
       } else if (qs[i].type == AN_MEMCPY) {
         op.ckind = nsys_copy_kind(sqlite3_column_int(q, 5));
         op.srck = nsys_mem_kind(sqlite3_column_int(q, 6));
@@ -138,9 +167,13 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
   }
   if (strings && has_table(db, "CUPTI_ACTIVITY_KIND_RUNTIME")) {
     sqlite3_stmt *q;
-    if (sqlite3_prepare_v2(db, "SELECT r.start, r.end, r.correlationId, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-                           "JOIN StringIds s ON s.id = r.nameId", -1, &q, NULL) != SQLITE_OK) {
-      snprintf(err, errn, "%s: table CUPTI_ACTIVITY_KIND_RUNTIME lacks the columns of the nsys schema: %s",
+    if (sqlite3_prepare_v2(
+            db,
+            "SELECT r.start, r.end, r.correlationId, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+            "JOIN StringIds s ON s.id = r.nameId",
+            -1, &q, NULL) != SQLITE_OK) {
+      snprintf(err, errn,
+               "%s: table CUPTI_ACTIVITY_KIND_RUNTIME lacks the columns of the nsys schema: %s",
                t->path, sqlite3_errmsg(db));
       goto out;
     }
@@ -149,9 +182,12 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
       if (!nm) continue;
       uint8_t api = an_api_of((const char *)nm, strlen((const char *)nm));
       if (api == AN_API_OTHER) continue;
-      an_call c = {.s = sqlite3_column_int64(q, 0), .e = sqlite3_column_int64(q, 1),
-                   .corr = sqlite3_column_int64(q, 2), .api = api};
-      if (check_times(t, c.s, c.e, "CUPTI_ACTIVITY_KIND_RUNTIME", err, errn) || an_add_call(t, &c)) {
+      an_call c = {.s = sqlite3_column_int64(q, 0),
+                   .e = sqlite3_column_int64(q, 1),
+                   .corr = sqlite3_column_int64(q, 2),
+                   .api = api};
+      if (check_times(t, c.s, c.e, "CUPTI_ACTIVITY_KIND_RUNTIME", err, errn) ||
+          an_add_call(t, &c)) {
         sqlite3_finalize(q);
         goto out;
       }
@@ -160,11 +196,15 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
   }
   if (has_table(db, "NVTX_EVENTS")) { /* ProfilerStep ranges, when the program annotated them */
     sqlite3_stmt *q;
-    if (sqlite3_prepare_v2(db, "SELECT start, end, text FROM NVTX_EVENTS WHERE text LIKE 'ProfilerStep#%' AND end IS NOT NULL",
+    if (sqlite3_prepare_v2(db,
+                           "SELECT start, end, text FROM NVTX_EVENTS WHERE text LIKE "
+                           "'ProfilerStep#%' AND end IS NOT NULL",
                            -1, &q, NULL) == SQLITE_OK) {
       while (sqlite3_step(q) == SQLITE_ROW) {
         const char *txt = (const char *)sqlite3_column_text(q, 2);
-        an_step st = {.s = sqlite3_column_int64(q, 0), .e = sqlite3_column_int64(q, 1), .num = txt ? atoi(txt + 13) : 0};
+        an_step st = {.s = sqlite3_column_int64(q, 0),
+                      .e = sqlite3_column_int64(q, 1),
+                      .num = txt ? atoi(txt + 13) : 0};
         if (st.e >= st.s) an_add_step(t, &st);
       }
     }

@@ -39,7 +39,8 @@ int an_add_step(an_trace *t, const an_step *st) {
 
 static uint32_t fnv(const char *s, size_t n) {
   uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ (unsigned char)s[i]) * 16777619u;
   return h;
 }
 
@@ -52,7 +53,8 @@ uint32_t an_intern(an_trace *t, const char *s, size_t n) {
     if (!h) return 0;
     for (size_t i = 0; i < t->nnames; i++) {
       size_t j = fnv(t->names[i], strlen(t->names[i])) & (nc - 1);
-      while (h[j]) j = (j + 1) & (nc - 1);
+      while (h[j])
+        j = (j + 1) & (nc - 1);
       h[j] = (uint32_t)i + 1;
     }
     free(t->hash);
@@ -79,14 +81,19 @@ uint32_t an_intern(an_trace *t, const char *s, size_t n) {
   return (uint32_t)(t->nnames - 1);
 }
 
-const char *an_name(const an_trace *t, uint32_t id) { return id < t->nnames ? t->names[id] : "?"; }
+const char *an_name(const an_trace *t, uint32_t id) {
+  return id < t->nnames ? t->names[id] : "?";
+}
 
 static uint8_t mem_kind(const char *s, size_t n) {
   static const struct {
     const char *w;
     uint8_t k;
-  } k[] = {{"Pageable", AN_MK_PAGEABLE}, {"Pinned", AN_MK_PINNED}, {"Device", AN_MK_DEVICE},
-           {"Managed", AN_MK_MANAGED},   {"Array", AN_MK_ARRAY}};
+  } k[] = {{"Pageable", AN_MK_PAGEABLE},
+           {"Pinned", AN_MK_PINNED},
+           {"Device", AN_MK_DEVICE},
+           {"Managed", AN_MK_MANAGED},
+           {"Array", AN_MK_ARRAY}};
   for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
     if (n == strlen(k[i].w) && !memcmp(s, k[i].w, n)) return k[i].k;
   return AN_MK_UNKNOWN;
@@ -118,8 +125,10 @@ uint8_t an_api_of(const char *name, size_t n) {
   static const struct {
     const char *w;
     uint8_t a;
-  } a[] = {{"cudaStreamSynchronize", AN_API_STREAM_SYNC}, {"cudaDeviceSynchronize", AN_API_DEVICE_SYNC},
-           {"cudaEventSynchronize", AN_API_EVENT_SYNC},   {"cudaMemcpy", AN_API_MEMCPY},
+  } a[] = {{"cudaStreamSynchronize", AN_API_STREAM_SYNC},
+           {"cudaDeviceSynchronize", AN_API_DEVICE_SYNC},
+           {"cudaEventSynchronize", AN_API_EVENT_SYNC},
+           {"cudaMemcpy", AN_API_MEMCPY},
            {"cudaMemcpyAsync", AN_API_MEMCPY}};
   /* version suffixes of nsys names (_v3020, _ptsz_v7000) do not change the API */
   for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
@@ -150,14 +159,16 @@ int an_us_to_ns(const char *num, size_t n, int64_t *out) {
   }
   if (i < n && (num[i] == 'e' || num[i] == 'E')) return -1; /* no timestamp is written so */
   if (i != n || (!digits && !fd)) return -1;
-  while (fd < 3) frac *= 10, fd++;
+  while (fd < 3)
+    frac *= 10, fd++;
   *out = (v * 1000 + frac) * (neg ? -1 : 1);
   return 0;
 }
 
 void an_free(an_trace *t) {
   if (!t) return;
-  for (size_t i = 0; i < t->nnames; i++) free(t->names[i]);
+  for (size_t i = 0; i < t->nnames; i++)
+    free(t->names[i]);
   free(t->names);
   free(t->hash);
   free(t->ops);
@@ -219,8 +230,10 @@ static size_t first_at_or_after(const an_trace *t, int64_t s) {
   size_t lo = 0, hi = t->nops;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (t->ops[mid].s < s) lo = mid + 1;
-    else hi = mid;
+    if (t->ops[mid].s < s)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo;
 }

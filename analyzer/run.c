@@ -93,8 +93,10 @@ int pw_cmd_run(int argc, char **argv) {
   size_t need = strlen(lib) + (old ? strlen(old) : 0) + 2;
   char *preload = malloc(need);
   if (!preload) return 127;
-  if (old && *old) snprintf(preload, need, "%s:%s", lib, old);
-  else snprintf(preload, need, "%s", lib);
+  if (old && *old)
+    snprintf(preload, need, "%s:%s", lib, old);
+  else
+    snprintf(preload, need, "%s", lib);
   setenv("LD_PRELOAD", preload, 1);
   free(preload);
   /* exec keeps the pid: the command is the root process, the one whose summary always prints */

@@ -35,7 +35,12 @@
  * chunks, so a reservation can never land on a chunk that is still pending. */
 #define MAX_PENDING (AHEAD > D2H_DEPTH ? AHEAD : D2H_DEPTH)
 
+#ifdef PW_TESTING
 int pw_engine_test_drop_dependency;
+#define DROP_DEPENDENCY pw_engine_test_drop_dependency
+#else
+#define DROP_DEPENDENCY 0 /* the switch exists only in the test build */
+#endif
 
 typedef struct slot {
   size_t off, len;
@@ -145,7 +150,7 @@ static int retire_oldest(pw_engine *e, dev_state *d, arena *a, int which) {
     } else if (q != 0) {
       rc = q;
     }
-  } else if (!pw_engine_test_drop_dependency) {
+  } else if (!DROP_DEPENDENCY) {
     rc = e->ops->stream_wait_event(d->side, s->ev);
   }
   if (rc != 0) return rc;
@@ -531,6 +536,7 @@ int pw_describe(const pw_ops *ops, pw_copy *c) {
   int rc = 0;
   c->src_kind = c->dst_kind = PW_MEM_UNKNOWN;
   c->src_dev = c->dst_dev = -1;
+  c->described = PW_DESCRIBE_ERROR_PENDING;
   if (ops->error_pending()) return -1; /* a failed query would hide the program's own error */
   if (ops->pointer_info(c->src, &c->src_kind, &c->src_dev)) rc = -1;
   if (ops->pointer_info(c->dst, &c->dst_kind, &c->dst_dev)) rc = -1;
@@ -543,6 +549,7 @@ int pw_describe(const pw_ops *ops, pw_copy *c) {
     int dh = c->dst_kind == PW_MEM_PAGEABLE || c->dst_kind == PW_MEM_PINNED;
     c->dir = sh ? (dh ? PW_DIR_H2H : PW_DIR_H2D) : (dh ? PW_DIR_D2H : PW_DIR_D2D);
   }
+  c->described = rc ? PW_DESCRIBE_QUERY_FAILED : PW_DESCRIBE_OK;
   return rc;
 }
 
@@ -550,6 +557,9 @@ int pw_describe(const pw_ops *ops, pw_copy *c) {
 static int cheap_reason(const pw_engine *e, const pw_copy *c) {
   if (e->cfg.mode != PW_MODE_STAGE) return PW_FB_MODE;
   if (atomic_load(&e->forked)) return PW_FB_FORKED;
+  /* kinds we could not learn are no reason of their own: say what went wrong */
+  if (c->described == PW_DESCRIBE_ERROR_PENDING) return PW_FB_PENDING_ERROR;
+  if (c->described == PW_DESCRIBE_QUERY_FAILED) return PW_FB_QUERY_FAILED;
   if (c->dir == PW_DIR_H2D) {
     if (c->src_kind != PW_MEM_PAGEABLE) return PW_FB_SRC_NOT_PAGEABLE;
     if (c->dst_kind != PW_MEM_DEVICE) return PW_FB_NOT_DEVICE;

@@ -14,8 +14,12 @@
 static atomic_int log_level = PW_LOG_WARN;
 static atomic_int warnings_left = 64; /* a storm of warnings helps nobody */
 
-void pw_log_set_level(int level) { atomic_store(&log_level, level); }
-int pw_log_level(void) { return atomic_load(&log_level); }
+void pw_log_set_level(int level) {
+  atomic_store(&log_level, level);
+}
+int pw_log_level(void) {
+  return atomic_load(&log_level);
+}
 
 void pw_write_all(int fd, const char *buf, size_t n) {
   while (n > 0) {

@@ -13,11 +13,20 @@ static int op_pointer_info(const void *p, int *kind, int *device) {
   int rc = CALL(cudaPointerGetAttributes, &a, p);
   if (rc) return rc;
   switch (a.type) {
-  case cudaMemoryTypeUnregistered: *kind = PW_MEM_PAGEABLE; break;
-  case cudaMemoryTypeHost: *kind = PW_MEM_PINNED; break;
-  case cudaMemoryTypeDevice: *kind = PW_MEM_DEVICE; break;
-  case cudaMemoryTypeManaged: *kind = PW_MEM_MANAGED; break;
-  default: *kind = PW_MEM_UNKNOWN;
+  case cudaMemoryTypeUnregistered:
+    *kind = PW_MEM_PAGEABLE;
+    break;
+  case cudaMemoryTypeHost:
+    *kind = PW_MEM_PINNED;
+    break;
+  case cudaMemoryTypeDevice:
+    *kind = PW_MEM_DEVICE;
+    break;
+  case cudaMemoryTypeManaged:
+    *kind = PW_MEM_MANAGED;
+    break;
+  default:
+    *kind = PW_MEM_UNKNOWN;
   }
   *device = a.device;
   return 0;
@@ -33,42 +42,66 @@ static int op_stream_capturing(void *s, int *cap) {
 static int op_stream_device(void *s, int *device) {
   return CALL(cudaStreamGetDevice, (cudaStream_t)s, device);
 }
-static int op_get_device(int *device) { return CALL(cudaGetDevice, device); }
-static int op_set_device(int device) { return CALL(cudaSetDevice, device); }
-static int op_host_alloc(void **p, size_t n) { return CALL(cudaHostAlloc, p, n, cudaHostAllocPortable); }
-static void op_host_free(void *p) { (void)CALL(cudaFreeHost, p); }
-static int op_device_alloc(void **p, size_t n) { return CALL(cudaMalloc, p, n); }
-static void op_device_free(void *p) { (void)CALL(cudaFree, p); }
+static int op_get_device(int *device) {
+  return CALL(cudaGetDevice, device);
+}
+static int op_set_device(int device) {
+  return CALL(cudaSetDevice, device);
+}
+static int op_host_alloc(void **p, size_t n) {
+  return CALL(cudaHostAlloc, p, n, cudaHostAllocPortable);
+}
+static void op_host_free(void *p) {
+  (void)CALL(cudaFreeHost, p);
+}
+static int op_device_alloc(void **p, size_t n) {
+  return CALL(cudaMalloc, p, n);
+}
+static void op_device_free(void *p) {
+  (void)CALL(cudaFree, p);
+}
 static int op_stream_create(void **s) {
   return CALL(cudaStreamCreateWithFlags, (cudaStream_t *)s, cudaStreamNonBlocking);
 }
 static int op_event_create(void **e) {
   return CALL(cudaEventCreateWithFlags, (cudaEvent_t *)e, cudaEventDisableTiming);
 }
-static int op_event_record(void *e, void *s) { return CALL(cudaEventRecord, (cudaEvent_t)e, (cudaStream_t)s); }
+static int op_event_record(void *e, void *s) {
+  return CALL(cudaEventRecord, (cudaEvent_t)e, (cudaStream_t)s);
+}
 static int op_event_query(void *e) {
   int rc = CALL(cudaEventQuery, (cudaEvent_t)e);
   /* cudaErrorNotReady is a status, not an error: the runtime does not keep it as the last error. */
   return rc == cudaErrorNotReady ? 1 : rc;
 }
-static int op_event_sync(void *e) { return CALL(cudaEventSynchronize, (cudaEvent_t)e); }
+static int op_event_sync(void *e) {
+  return CALL(cudaEventSynchronize, (cudaEvent_t)e);
+}
 static int op_stream_wait_event(void *s, void *e) {
   return CALL(cudaStreamWaitEvent, (cudaStream_t)s, (cudaEvent_t)e, 0);
 }
 static int op_copy_async(void *dst, const void *src, size_t n, int dir, void *s) {
-  static const enum cudaMemcpyKind kinds[PW_DIR_N] = {
-      [PW_DIR_H2D] = cudaMemcpyHostToDevice, [PW_DIR_D2H] = cudaMemcpyDeviceToHost,
-      [PW_DIR_D2D] = cudaMemcpyDeviceToDevice, [PW_DIR_H2H] = cudaMemcpyHostToHost};
+  static const enum cudaMemcpyKind kinds[PW_DIR_N] = {[PW_DIR_H2D] = cudaMemcpyHostToDevice,
+                                                      [PW_DIR_D2H] = cudaMemcpyDeviceToHost,
+                                                      [PW_DIR_D2D] = cudaMemcpyDeviceToDevice,
+                                                      [PW_DIR_H2H] = cudaMemcpyHostToHost};
   return CALL(cudaMemcpyAsync, dst, src, n, kinds[dir], (cudaStream_t)s);
 }
-static int op_stream_sync(void *s) { return CALL(cudaStreamSynchronize, (cudaStream_t)s); }
-static void op_clear_error(void) { (void)CALL(cudaGetLastError); }
-static int op_error_pending(void) { return CALL(cudaPeekAtLastError) != cudaSuccess; }
+static int op_stream_sync(void *s) {
+  return CALL(cudaStreamSynchronize, (cudaStream_t)s);
+}
+static void op_clear_error(void) {
+  (void)CALL(cudaGetLastError);
+}
+static int op_error_pending(void) {
+  return CALL(cudaPeekAtLastError) != cudaSuccess;
+}
 /* Our calls must not break a capture another thread runs in global mode; returns the mode to
  * restore, or -1 when nothing was changed. */
 static int op_relax_capture(int restore, int mode) {
   if (restore && mode < 0) return -1;
-  enum cudaStreamCaptureMode m = restore ? (enum cudaStreamCaptureMode)mode : cudaStreamCaptureModeRelaxed;
+  enum cudaStreamCaptureMode m =
+      restore ? (enum cudaStreamCaptureMode)mode : cudaStreamCaptureModeRelaxed;
   if (CALL(cudaThreadExchangeStreamCaptureMode, &m)) {
     op_clear_error();
     return -1;

@@ -44,7 +44,8 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                            "write the summary to this file instead of stderr (%p = pid)"},
     [PW_OPT_STATS_FORMAT] = {"PINWHEEL_STATS_FORMAT", T_ENUM, PW_FMT_TEXT, fmt_choices,
                              "summary format: text or json"},
-    [PW_OPT_HELP] = {"PINWHEEL_HELP", T_BOOL, 0, NULL, "print this table once, at the first CUDA call"},
+    [PW_OPT_HELP] = {"PINWHEEL_HELP", T_BOOL, 0, NULL,
+                     "print this table once, at the first CUDA call"},
     [PW_OPT_MIN_BYTES] = {"PINWHEEL_MIN_BYTES", T_SIZE, 64 * KiB, NULL,
                           "smallest copy that is staged (smaller ones go to CUDA unchanged)"},
     [PW_OPT_MAX_BYTES] = {"PINWHEEL_MAX_BYTES", T_SIZE, 0, NULL,
@@ -90,7 +91,9 @@ static long long values[PW_OPT_COUNT];
 static const char *strings[PW_OPT_COUNT];
 static int initialized;
 
-const char *pw_option_name(pw_option_t opt) { return table[opt].name; }
+const char *pw_option_name(pw_option_t opt) {
+  return table[opt].name;
+}
 
 static int parse_bool(const char *s, long long *out) {
   static const char *const yes[] = {"1", "on", "yes", "true", NULL};
@@ -103,7 +106,8 @@ static int parse_bool(const char *s, long long *out) {
 }
 
 static int parse_size(const char *s, long long *out, int allow_suffix) {
-  while (isspace((unsigned char)*s)) s++;
+  while (isspace((unsigned char)*s))
+    s++;
   if (!isdigit((unsigned char)*s)) return -1;
   errno = 0;
   char *end;
@@ -112,11 +116,20 @@ static int parse_size(const char *s, long long *out, int allow_suffix) {
   unsigned long long mul = 1;
   if (allow_suffix && *end) {
     switch (toupper((unsigned char)*end)) {
-    case 'K': mul = 1ULL << 10; break;
-    case 'M': mul = 1ULL << 20; break;
-    case 'G': mul = 1ULL << 30; break;
-    case 'T': mul = 1ULL << 40; break;
-    default: return -1;
+    case 'K':
+      mul = 1ULL << 10;
+      break;
+    case 'M':
+      mul = 1ULL << 20;
+      break;
+    case 'G':
+      mul = 1ULL << 30;
+      break;
+    case 'T':
+      mul = 1ULL << 40;
+      break;
+    default:
+      return -1;
     }
     end++;
     if (toupper((unsigned char)*end) == 'I') end++;
@@ -136,34 +149,48 @@ int pw_option_parse(pw_option_t opt, const char *text, long long *out) {
     for (int i = 0; d->choices[i]; i++)
       if (!strcasecmp(text, d->choices[i])) return *out = i, 0;
     return -1;
-  case T_BOOL: return parse_bool(text, out);
-  case T_SIZE: return parse_size(text, out, 1);
+  case T_BOOL:
+    return parse_bool(text, out);
+  case T_SIZE:
+    return parse_size(text, out, 1);
   case T_INT: {
     long long v;
     if (parse_size(text, &v, 0) || v > 1024) return -1;
     return *out = v, 0;
   }
-  case T_STRING: return *text ? (*out = 1, 0) : -1;
+  case T_STRING:
+    return *text ? (*out = 1, 0) : -1;
   }
   return -1;
 }
 
 static void default_text(const pw_option_desc *d, char *buf, size_t n) {
   switch (d->type) {
-  case T_ENUM: snprintf(buf, n, "%s", d->choices[d->def]); break;
-  case T_BOOL: snprintf(buf, n, "%d", (int)d->def); break;
-  case T_STRING: snprintf(buf, n, "(stderr)"); break;
-  case T_SIZE:
-    if (d->def && d->def % MiB == 0) snprintf(buf, n, "%lldM", d->def / MiB);
-    else if (d->def && d->def % KiB == 0) snprintf(buf, n, "%lldK", d->def / KiB);
-    else snprintf(buf, n, "%lld", d->def);
+  case T_ENUM:
+    snprintf(buf, n, "%s", d->choices[d->def]);
     break;
-  default: snprintf(buf, n, "%lld", d->def);
+  case T_BOOL:
+    snprintf(buf, n, "%d", (int)d->def);
+    break;
+  case T_STRING:
+    snprintf(buf, n, "(stderr)");
+    break;
+  case T_SIZE:
+    if (d->def && d->def % MiB == 0)
+      snprintf(buf, n, "%lldM", d->def / MiB);
+    else if (d->def && d->def % KiB == 0)
+      snprintf(buf, n, "%lldK", d->def / KiB);
+    else
+      snprintf(buf, n, "%lld", d->def);
+    break;
+  default:
+    snprintf(buf, n, "%lld", d->def);
   }
 }
 
 void pw_options_reset(void) {
-  for (int i = 0; i < PW_OPT_COUNT; i++) values[i] = table[i].def, strings[i] = NULL;
+  for (int i = 0; i < PW_OPT_COUNT; i++)
+    values[i] = table[i].def, strings[i] = NULL;
   initialized = 0;
 }
 

@@ -72,7 +72,14 @@ int pw_option_parse(pw_option_t opt, const char *text, long long *out);
 void pw_options_print(int fd);
 
 /* ---- memory kinds and directions ---- */
-enum { PW_MEM_UNKNOWN = 0, PW_MEM_PAGEABLE, PW_MEM_PINNED, PW_MEM_DEVICE, PW_MEM_MANAGED, PW_MEM_N };
+enum {
+  PW_MEM_UNKNOWN = 0,
+  PW_MEM_PAGEABLE,
+  PW_MEM_PINNED,
+  PW_MEM_DEVICE,
+  PW_MEM_MANAGED,
+  PW_MEM_N
+};
 enum { PW_DIR_H2D = 0, PW_DIR_D2H, PW_DIR_D2D, PW_DIR_H2H, PW_DIR_N };
 extern const char *const pw_mem_names[PW_MEM_N];
 extern const char *const pw_dir_names[PW_DIR_N];
@@ -138,10 +145,19 @@ typedef struct pw_counter3 {
   _Atomic uint64_t calls, bytes, ns;
 } pw_counter3;
 
+/* The hooked functions' ids, from hooks.def (only the names are expanded: no CUDA header). */
+enum {
+#define PW_HOOK(name, class, params, args, stream) PW_H_##name,
+#include "hooks.def"
+  PW_HOOK_COUNT
+};
+enum { PW_CLASS_COPY_BLOCKING = 0, PW_CLASS_COPY_ASYNC, PW_CLASS_LAUNCH, PW_CLASS_HOST_SYNC };
+
 typedef struct pw_stats {
-  _Atomic uint64_t hook_calls[32];
-  _Atomic uint64_t hook_ns[32];
-  _Atomic uint64_t hook_ticks[32]; /* launches in observe mode: time stamp counter ticks */
+  _Atomic uint64_t hook_calls[PW_HOOK_COUNT];
+  _Atomic uint64_t hook_ns[PW_HOOK_COUNT];
+  _Atomic uint64_t
+      hook_ticks[PW_HOOK_COUNT]; /* launches in observe mode: time stamp counter ticks */
   pw_counter3 copies[PW_DIR_N][PW_MEM_N][PW_MEM_N];
   _Atomic uint64_t sync_longest_ns;
   pw_counter3 staged[PW_PATH_N]; /* ns = host time blocked in the call */
@@ -185,7 +201,6 @@ typedef struct pw_hook_info {
   const char *name;
   int klass; /* PW_CLASS_* */
 } pw_hook_info;
-enum { PW_CLASS_COPY = 0, PW_CLASS_LAUNCH, PW_CLASS_SYNC };
 extern const pw_hook_info pw_hook_table[];
 extern const int pw_hook_count;
 
@@ -229,7 +244,8 @@ static inline void pw_cpu_relax(void) {
 /* ---- copy worker pool (pool.c) ----
  * A batch streams segments to the workers: push returns a segment number at once, wait(s)
  * returns when every segment <= s is copied (the caller helps with those).  When the pool is busy
- * (another thread's batch), not wanted (threads <= 1) or cannot start, push copies in the caller. */
+ * (another thread's batch), not wanted (threads <= 1) or cannot start, push copies in the caller.
+ */
 typedef struct pw_batch {
   int pooled, helpers, threads, nt;
   pw_copy_fn copy;
@@ -256,7 +272,9 @@ typedef struct pw_copy {
   void *stream; /* normalised */
   int sync_api; /* 1 for cudaMemcpy / cudaMemcpy_ptds */
   int src_kind, dst_kind, src_dev, dst_dev;
+  int described; /* PW_DESCRIBE_*, set by pw_describe */
 } pw_copy;
+enum { PW_DESCRIBE_OK = 1, PW_DESCRIBE_QUERY_FAILED, PW_DESCRIBE_ERROR_PENDING };
 
 typedef struct pw_engine_config {
   int mode;
@@ -279,8 +297,10 @@ int pw_describe(const pw_ops *ops, pw_copy *c);
 int pw_engine_copy(pw_engine *e, const pw_copy *c);
 void pw_engine_after_fork_child(pw_engine *e);
 
-/* Test hook: when set, the engine leaves out one event dependency (the ring-region wait), so a
- * test can prove that the byte comparison catches a missing dependency. */
+#ifdef PW_TESTING
+/* Test hook (the test build only): when set, the engine leaves out one event dependency (the
+ * ring-region wait), so a test can prove that the byte comparison catches a missing one. */
 extern int pw_engine_test_drop_dependency;
+#endif
 
 #endif

@@ -24,20 +24,14 @@
 
 pw_real_table pw_real;
 
-enum {
-#define PW_HOOK(name, class, params, args, stream) PW_H_##name,
-#include "hooks.def"
-  PW_H_COUNT
-};
-
 static atomic_int pw_ready;
 static pthread_once_t pw_once = PTHREAD_ONCE_INIT;
 static int pw_mode = PW_MODE_OBSERVE;
 static int pw_sync_mode = PW_SYNC_KEEP;
 static pw_engine *pw_eng;
 static atomic_int pw_forked;
-static PW_TLS int pw_depth;         /* > 0 while the shim itself is working on this thread */
-static PW_TLS int pw_in_init;       /* init running on this thread: fall through */
+static PW_TLS int pw_depth;          /* > 0 while the shim itself is working on this thread */
+static PW_TLS int pw_in_init;        /* init running on this thread: fall through */
 static PW_TLS void *pw_elide_stream; /* staged H2D copies on this stream were the last calls */
 
 /* ---- looking up the real functions ---- */
@@ -127,7 +121,8 @@ static void pw_init(void) {
 }
 
 /* The real function, looked up on the spot if init has not run yet on a recursing path. */
-#define REAL(name) (pw_real.name ? pw_real.name : (*(void **)&pw_real.name = lookup(#name), pw_real.name))
+#define REAL(name)                                                                                 \
+  (pw_real.name ? pw_real.name : (*(void **)&pw_real.name = lookup(#name), pw_real.name))
 
 static cudaError_t missing(const char *name) {
   pw_log(PW_LOG_ERROR, "%s was called but no CUDA runtime defines it", name);
@@ -152,11 +147,16 @@ static inline void count_call(int id, uint64_t ns) {
 
 static int dir_of_kind(enum cudaMemcpyKind k) {
   switch (k) {
-  case cudaMemcpyHostToDevice: return PW_DIR_H2D;
-  case cudaMemcpyDeviceToHost: return PW_DIR_D2H;
-  case cudaMemcpyDeviceToDevice: return PW_DIR_D2D;
-  case cudaMemcpyHostToHost: return PW_DIR_H2H;
-  default: return -1;
+  case cudaMemcpyHostToDevice:
+    return PW_DIR_H2D;
+  case cudaMemcpyDeviceToHost:
+    return PW_DIR_D2H;
+  case cudaMemcpyDeviceToDevice:
+    return PW_DIR_D2D;
+  case cudaMemcpyHostToHost:
+    return PW_DIR_H2H;
+  default:
+    return -1;
   }
 }
 
@@ -188,16 +188,20 @@ static void count_sync(int id, uint64_t ns) {
     if (mode == PW_MODE_OFF) return pw_real.name args;                                             \
     pw_elide_stream = NULL;                                                                        \
     pw_depth++;                                                                                    \
-    pw_copy c = {.dst = dst, .src = src, .n = count, .dir = dir_of_kind(kind),                     \
-                 .stream = (void *)(stream_expr), .sync_api = is_sync};                            \
+    pw_copy c = {.dst = dst,                                                                       \
+                 .src = src,                                                                       \
+                 .n = count,                                                                       \
+                 .dir = dir_of_kind(kind),                                                         \
+                 .stream = (void *)(stream_expr),                                                  \
+                 .sync_api = is_sync};                                                             \
     pw_describe(&pw_real_ops, &c);                                                                 \
     uint64_t t0 = pw_now_ns();                                                                     \
     int path = mode == PW_MODE_STAGE && pw_eng ? pw_engine_copy(pw_eng, &c) : -1;                  \
     cudaError_t r = path >= 0 ? cudaSuccess : pw_real.name args;                                   \
     count_copy(PW_H_##name, &c, pw_now_ns() - t0);                                                 \
     pw_depth--;                                                                                    \
-    /* src was consumed before the return (staged, or a real pageable copy, which CUDA stages \
-     * before returning): a sync right after it may be elided */                                  \
+    /* src was consumed before the return (staged, or a real pageable copy, which CUDA stages      \
+     * before returning): a sync right after it may be elided */                                   \
     if (pw_sync_mode == PW_SYNC_ELIDE && r == cudaSuccess && c.dir == PW_DIR_H2D &&                \
         c.src_kind == PW_MEM_PAGEABLE && mode == PW_MODE_STAGE)                                    \
       pw_elide_stream = c.stream;                                                                  \
@@ -210,7 +214,7 @@ static void count_sync(int id, uint64_t ns) {
     if (!REAL(name)) return missing(#name);                                                        \
     if (mode == PW_MODE_OFF) return pw_real.name args;                                             \
     pw_elide_stream = NULL;                                                                        \
-    if (mode == PW_MODE_OBSERVE) { /* timed with the cheap counter: launches are µs calls */       \
+    if (mode == PW_MODE_OBSERVE) { /* timed with the cheap counter: launches are µs calls */      \
       uint64_t t0 = pw_ticks();                                                                    \
       cudaError_t r = pw_real.name args;                                                           \
       pw_add(&pw_st.hook_ticks[PW_H_##name], pw_ticks() - t0);                                     \
@@ -240,14 +244,11 @@ static void count_sync(int id, uint64_t ns) {
     return r;                                                                                      \
   }
 
-#define WRAP_COPY_ASYNC(name, params, args, stream_expr) WRAP_COPY(name, params, args, stream_expr, 0)
-#define WRAP_COPY_SYNC(name, params, args, stream_expr) WRAP_COPY(name, params, args, stream_expr, 1)
-#define WRAP_LAUNCH_S(name, params, args, stream_expr) WRAP_LAUNCH(name, params, args)
-#define WRAP_SYNC_S(name, params, args, stream_expr) WRAP_SYNC(name, params, args, stream_expr)
-#define PW_WRAP_COPY WRAP_COPY_SYNC
-#define PW_WRAP_COPY_ASYNC WRAP_COPY_ASYNC
-#define PW_WRAP_LAUNCH WRAP_LAUNCH_S
-#define PW_WRAP_SYNC WRAP_SYNC_S
+/* One wrapper-generating macro per class of hooks.def, named PW_WRAP_<class>. */
+#define PW_WRAP_COPY_BLOCKING(name, params, args, stream) WRAP_COPY(name, params, args, stream, 1)
+#define PW_WRAP_COPY_ASYNC(name, params, args, stream) WRAP_COPY(name, params, args, stream, 0)
+#define PW_WRAP_LAUNCH(name, params, args, stream) WRAP_LAUNCH(name, params, args)
+#define PW_WRAP_HOST_SYNC(name, params, args, stream) WRAP_SYNC(name, params, args, stream)
 #define PW_HOOK(name, class, params, args, stream) PW_WRAP_##class(name, params, args, stream)
 #include "hooks.def"
 
@@ -285,7 +286,8 @@ __attribute__((destructor)) static void pw_fini(void) {
   /* Only the process the user started speaks when nothing was intercepted: forked workers and
    * helper programs that inherited LD_PRELOAD stay quiet unless they used CUDA themselves. */
   uint64_t calls = 0;
-  for (int i = 0; i < PW_H_COUNT; i++) calls += pw_get(&pw_st.hook_calls[i]);
+  for (int i = 0; i < PW_HOOK_COUNT; i++)
+    calls += pw_get(&pw_st.hook_calls[i]);
   const char *root = getenv("PINWHEEL_ROOT_PID");
   int is_root = !atomic_load(&pw_forked) && (!root || atoi(root) == (int)getpid());
   if (!calls && !is_root) return;

@@ -26,14 +26,11 @@ const char *const pw_fallback_names[PW_FB_N] = {PW_FALLBACK_LIST(PW_FB_NAME)};
 
 /* The hook table needs only names and classes, so the parameter lists are never expanded and
  * this file needs no CUDA header. */
-#define PW_HOOK(name, class, params, args, stream) {#name, PW_CLASS_##class},
-#define PW_CLASS_COPY_ASYNC PW_CLASS_COPY
-const pw_hook_info pw_hook_table[] = {
+#define PW_HOOK(name, class, params, args, stream) [PW_H_##name] = {#name, PW_CLASS_##class},
+const pw_hook_info pw_hook_table[PW_HOOK_COUNT] = {
 #include "hooks.def"
 };
-#undef PW_CLASS_COPY_ASYNC
-const int pw_hook_count = (int)(sizeof pw_hook_table / sizeof pw_hook_table[0]);
-_Static_assert(sizeof pw_hook_table / sizeof pw_hook_table[0] <= 32, "raise hook_calls[]");
+const int pw_hook_count = PW_HOOK_COUNT;
 
 uint64_t pw_now_ns(void) {
   struct timespec ts;
@@ -41,7 +38,9 @@ uint64_t pw_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void pw_stats_reset(void) { memset(&pw_st, 0, sizeof pw_st); }
+void pw_stats_reset(void) {
+  memset(&pw_st, 0, sizeof pw_st);
+}
 
 static uint64_t anchor_ticks, anchor_ns;
 void pw_ticks_anchor(void) {
@@ -79,7 +78,8 @@ static void bprintf(buf_t *b, const char *fmt, ...) {
       return;
     }
     size_t cap = b->cap ? b->cap * 2 : 4096;
-    while (cap < b->len + (size_t)n + 1) cap *= 2;
+    while (cap < b->len + (size_t)n + 1)
+      cap *= 2;
     char *q = realloc(b->p, cap);
     if (!q) return;
     b->p = q;
@@ -91,17 +91,23 @@ static const char *human_bytes(uint64_t v, char *buf, size_t n) {
   static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double x = (double)v;
   int u = 0;
-  while (x >= 1024 && u < 4) x /= 1024, u++;
-  if (u == 0) snprintf(buf, n, "%llu B", (unsigned long long)v);
-  else snprintf(buf, n, "%.2f %s", x, units[u]);
+  while (x >= 1024 && u < 4)
+    x /= 1024, u++;
+  if (u == 0)
+    snprintf(buf, n, "%llu B", (unsigned long long)v);
+  else
+    snprintf(buf, n, "%.2f %s", x, units[u]);
   return buf;
 }
 
-static double ms(uint64_t ns) { return (double)ns / 1e6; }
+static double ms(uint64_t ns) {
+  return (double)ns / 1e6;
+}
 
 static uint64_t total_hook_calls(void) {
   uint64_t t = 0;
-  for (int i = 0; i < pw_hook_count; i++) t += pw_get(&pw_st.hook_calls[i]);
+  for (int i = 0; i < pw_hook_count; i++)
+    t += pw_get(&pw_st.hook_calls[i]);
   return t;
 }
 
@@ -148,7 +154,7 @@ static void write_text(buf_t *b) {
       }
   bprintf(b, "  %-30s %10s %27s\n", "host syncs", "calls", "host blocked");
   for (int i = 0; i < pw_hook_count; i++) {
-    if (pw_hook_table[i].klass != PW_CLASS_SYNC || !pw_get(&pw_st.hook_calls[i])) continue;
+    if (pw_hook_table[i].klass != PW_CLASS_HOST_SYNC || !pw_get(&pw_st.hook_calls[i])) continue;
     bprintf(b, "  %-30s %10llu %24.3f ms\n", pw_hook_table[i].name,
             (unsigned long long)pw_get(&pw_st.hook_calls[i]), ms(hook_ns(i)));
   }
@@ -167,8 +173,9 @@ static void write_text(buf_t *b) {
               (unsigned long long)pw_get(&c->calls), human_bytes(pw_get(&c->bytes), h1, sizeof h1),
               ms(pw_get(&c->ns)));
     }
-    bprintf(b, "  staging copies %.3f ms (%llu threads, %s); waiting for space %.3f ms (%llu waits); "
-               "lock %.3f ms; setup %.3f ms\n",
+    bprintf(b,
+            "  staging copies %.3f ms (%llu threads, %s); waiting for space %.3f ms (%llu waits); "
+            "lock %.3f ms; setup %.3f ms\n",
             ms(pw_get(&pw_st.staging_memcpy_ns)), (unsigned long long)pw_get(&pw_st.threads),
             copy_routine(), ms(pw_get(&pw_st.wait_space_ns)),
             (unsigned long long)pw_get(&pw_st.wait_space_events), ms(pw_get(&pw_st.wait_lock_ns)),
@@ -194,8 +201,9 @@ static void write_text(buf_t *b) {
 }
 
 static void json_counter(buf_t *b, pw_counter3 *c) {
-  bprintf(b, "\"calls\":%llu,\"bytes\":%llu,\"host_ns\":%llu", (unsigned long long)pw_get(&c->calls),
-          (unsigned long long)pw_get(&c->bytes), (unsigned long long)pw_get(&c->ns));
+  bprintf(b, "\"calls\":%llu,\"bytes\":%llu,\"host_ns\":%llu",
+          (unsigned long long)pw_get(&c->calls), (unsigned long long)pw_get(&c->bytes),
+          (unsigned long long)pw_get(&c->ns));
 }
 
 static void write_json(buf_t *b) {
@@ -222,7 +230,7 @@ static void write_json(buf_t *b) {
       }
   uint64_t sync_calls = 0, sync_ns = 0, launches = 0;
   for (int i = 0; i < pw_hook_count; i++) {
-    if (pw_hook_table[i].klass == PW_CLASS_SYNC) {
+    if (pw_hook_table[i].klass == PW_CLASS_HOST_SYNC) {
       sync_calls += pw_get(&pw_st.hook_calls[i]);
       sync_ns += pw_get(&pw_st.hook_ns[i]);
     } else if (pw_hook_table[i].klass == PW_CLASS_LAUNCH) {
@@ -242,7 +250,8 @@ static void write_json(buf_t *b) {
           "\"memcpy_ns\":%llu,\"wait_space_ns\":%llu,\"wait_space_events\":%llu,"
           "\"wait_lock_ns\":%llu,\"ring_pieces\":%llu,\"sync_elided\":%llu,"
           "\"pinned_bytes\":%llu,\"ring_bytes\":%llu,\"internal_errors\":%llu,"
-          "\"threads\":%llu,\"copy_routine\":\"%s\",\"setup_ns\":%llu,\"d2h_fresh\":%llu,\"d2h_advised\":%llu},"
+          "\"threads\":%llu,\"copy_routine\":\"%s\",\"setup_ns\":%llu,\"d2h_fresh\":%llu,\"d2h_"
+          "advised\":%llu},"
           "\"fallbacks\":{",
           (unsigned long long)pw_get(&pw_st.staging_memcpy_ns),
           (unsigned long long)pw_get(&pw_st.wait_space_ns),
@@ -254,8 +263,7 @@ static void write_json(buf_t *b) {
           (unsigned long long)pw_get(&pw_st.ring_bytes_allocated),
           (unsigned long long)pw_get(&pw_st.internal_errors),
           (unsigned long long)pw_get(&pw_st.threads), copy_routine(),
-          (unsigned long long)pw_get(&pw_st.setup_ns),
-          (unsigned long long)pw_get(&pw_st.d2h_fresh),
+          (unsigned long long)pw_get(&pw_st.setup_ns), (unsigned long long)pw_get(&pw_st.d2h_fresh),
           (unsigned long long)pw_get(&pw_st.d2h_advised));
   for (int f = 0; f < PW_FB_N; f++)
     bprintf(b, "%s\"%s\":{\"calls\":%llu,\"bytes\":%llu}", f ? "," : "", pw_fallback_names[f],
@@ -266,8 +274,10 @@ static void write_json(buf_t *b) {
 
 void pw_stats_write(int fd, int format) {
   buf_t b = {0};
-  if (format == PW_FMT_JSON) write_json(&b);
-  else write_text(&b);
+  if (format == PW_FMT_JSON)
+    write_json(&b);
+  else
+    write_text(&b);
   if (b.p) pw_write_all(fd, b.p, b.len);
   free(b.p);
 }

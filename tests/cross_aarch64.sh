@@ -11,7 +11,7 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   if [ "$(id -u)" = 0 ]; then dpkg --add-architecture arm64; else
     echo "as root: dpkg --add-architecture arm64" >&2; exit 1; fi
 fi
-need gcc-aarch64-linux-gnu qemu-user libc6-dev-arm64-cross libcmocka-dev:arm64 libyajl-dev:arm64 \
+need file gcc-aarch64-linux-gnu qemu-user libc6-dev-arm64-cross libcmocka-dev:arm64 libyajl-dev:arm64 \
   zlib1g-dev:arm64 libsqlite3-dev:arm64
 find_cuda
 cmake -S . -B "$out" --toolchain cmake/aarch64-linux-gnu.cmake -DPINWHEEL_SAMPLES=OFF \

@@ -34,7 +34,8 @@ static inline result run(const char *const *argv, const char *const *env) {
     dup2(fe, 2);
     clearenv();
     setenv("PATH", "/usr/bin:/bin", 1);
-    for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
+    for (int i = 0; env && env[i]; i++)
+      putenv((char *)env[i]);
     execv(argv[0], (char *const *)argv);
     _exit(126);
   }

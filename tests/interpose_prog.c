@@ -2,13 +2,11 @@
  * test_interpose under the real LD_PRELOAD of libpinwheel.so.
  *
  *   calls         every hooked entry point: arguments arrive intact, statuses come back unchanged
- *   counts N      a fixed mix of copies, launches and syncs, N times (the driver checks the summary)
- *   threads T N   T threads, each N launches and N small copies
- *   stage         pageable H2D / D2H copies of many sizes; source overwritten and freed at once;
- *                 bytes compared
- *   capture       an H2D copy on a capturing stream (must reach CUDA unchanged)
- *   fork          calls, fork, calls in the child, wait
- *   none          no CUDA call at all
+ *   counts N      a fixed mix of copies, launches and syncs, N times (the driver checks the
+ * summary) threads T N   T threads, each N launches and N small copies stage         pageable H2D /
+ * D2H copies of many sizes; source overwritten and freed at once; bytes compared capture       an
+ * H2D copy on a capturing stream (must reach CUDA unchanged) fork          calls, fork, calls in
+ * the child, wait none          no CUDA call at all
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -32,7 +30,7 @@ static int failures;
 #define CHECK(cond)                                                                                \
   do {                                                                                             \
     if (!(cond)) {                                                                                 \
-      fprintf(stderr, "interpose_prog: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
+      fprintf(stderr, "interpose_prog: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);     \
       failures++;                                                                                  \
     }                                                                                              \
   } while (0)
@@ -79,7 +77,8 @@ static int mode_calls(void) {
     EXPECT(cudaMemcpyAsync(a, dev, 23, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync",
            c.dst == a && c.src == dev && c.count == 23 && c.stream == s);
     EXPECT(cudaMemcpyAsync_ptsz(dev, a, 29, cudaMemcpyDefault, s), "cudaMemcpyAsync_ptsz",
-           c.dst == dev && c.src == a && c.count == 29 && c.kind == cudaMemcpyDefault && c.stream == s);
+           c.dst == dev && c.src == a && c.count == 29 && c.kind == cudaMemcpyDefault &&
+               c.stream == s);
     EXPECT(cudaLaunchKernel((void *)mode_calls, g, bl, args, 96, s), "cudaLaunchKernel",
            c.func == (void *)mode_calls && c.grid.y == 5 && c.block.x == 32 && c.args == args &&
                c.shared == 96 && c.stream == s);
@@ -124,7 +123,8 @@ static int mode_counts(int n) {
   cudaHostAlloc(&pinned, 4096, 0);
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, 0);
-  for (int i = 0; i < n; i++) one_round(dev, pinned, s);
+  for (int i = 0; i < n; i++)
+    one_round(dev, pinned, s);
   printf("counts done\n");
   return 0;
 }
@@ -146,14 +146,18 @@ static int mode_threads(int t, int n) {
   per_thread_n = n;
   void *dev;
   cudaMalloc(&dev, 1 << 16);
-  for (int i = 0; i < t; i++) pthread_create(&th[i], NULL, thread_main, dev);
-  for (int i = 0; i < t; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < t; i++)
+    pthread_create(&th[i], NULL, thread_main, dev);
+  for (int i = 0; i < t; i++)
+    pthread_join(th[i], NULL);
   printf("threads done\n");
   return 0;
 }
 
 static unsigned rng = 12345;
-static unsigned next_rand(void) { return rng = rng * 1103515245u + 12345u; }
+static unsigned next_rand(void) {
+  return rng = rng * 1103515245u + 12345u;
+}
 
 static int mode_stage(void) {
   size_t max = 24u << 20;
@@ -167,7 +171,8 @@ static int mode_stage(void) {
     for (int i = 0; i < n; i++) {
       size_t sz = sizes[i], off = next_rand() % 64;
       char *src = malloc(sz);
-      for (size_t k = 0; k < sz; k++) src[k] = (char)next_rand();
+      for (size_t k = 0; k < sz; k++)
+        src[k] = (char)next_rand();
       memcpy(expect, src, sz);
       cudaError_t r = round == 1 ? cudaMemcpy(dev + off, src, sz, cudaMemcpyHostToDevice)
                                  : cudaMemcpyAsync(dev + off, src, sz, cudaMemcpyHostToDevice, s);

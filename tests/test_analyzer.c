@@ -36,7 +36,8 @@ static void test_intervals(void **state) {
   assert_int_equal(an_cover(v, n, 18, 52), 2 + 20 + 2);
   assert_int_equal(an_cover(v, n, 60, 70), 0);
   /* huge timestamps (ns since the epoch) keep their ns */
-  an_iv big[] = {{1790857026000000001LL, 1790857026000000501LL}, {1790857026000000500LL, 1790857026000000900LL}};
+  an_iv big[] = {{1790857026000000001LL, 1790857026000000501LL},
+                 {1790857026000000500LL, 1790857026000000900LL}};
   assert_int_equal(an_union(big, 2), 1);
   assert_int_equal(an_total(big, 1), 899);
 }
@@ -69,29 +70,43 @@ static char *write_kineto(const char *name, int reverse, const char *extra) {
   static char path[128];
   snprintf(path, sizeof path, "/tmp/pwtest-%s-%d.json", name, (int)getpid());
   const char *ev[] = {
-      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"KNAME\",\"pid\":0,\"tid\":7,\"ts\":1000000.000,\"dur\":100,"
+      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"KNAME\",\"pid\":0,\"tid\":7,\"ts\":1000000.000,"
+      "\"dur\":100,"
       "\"args\":{\"device\":0,\"stream\":7,\"correlation\":1}}",
-      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k2\",\"pid\":0,\"tid\":7,\"ts\":1000150,\"dur\":150.000,"
+      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k2\",\"pid\":0,\"tid\":7,\"ts\":1000150,\"dur\":"
+      "150.000,"
       "\"args\":{\"device\":0,\"stream\":7,\"correlation\":2}}",
-      "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy HtoD (Pageable -> Device)\",\"pid\":0,\"tid\":9,"
-      "\"ts\":1000050,\"dur\":150,\"args\":{\"device\":0,\"stream\":9,\"correlation\":5,\"bytes\":1000}}",
-      "{\"ph\":\"X\",\"cat\":\"gpu_memset\",\"name\":\"Memset (Device)\",\"pid\":0,\"tid\":7,\"ts\":1000300,"
+      "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy HtoD (Pageable -> "
+      "Device)\",\"pid\":0,\"tid\":9,"
+      "\"ts\":1000050,\"dur\":150,\"args\":{\"device\":0,\"stream\":9,\"correlation\":5,\"bytes\":"
+      "1000}}",
+      "{\"ph\":\"X\",\"cat\":\"gpu_memset\",\"name\":\"Memset "
+      "(Device)\",\"pid\":0,\"tid\":7,\"ts\":1000300,"
       "\"dur\":10,\"args\":{\"device\":0,\"stream\":7,\"bytes\":64}}",
-      "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy DtoH (Device -> Pinned)\",\"pid\":0,\"tid\":9,"
-      "\"ts\":1000400,\"dur\":50,\"args\":{\"device\":0,\"stream\":9,\"correlation\":6,\"bytes\":2000}}",
-      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaMemcpyAsync\",\"pid\":1,\"tid\":1,\"ts\":1000040,"
+      "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy DtoH (Device -> "
+      "Pinned)\",\"pid\":0,\"tid\":9,"
+      "\"ts\":1000400,\"dur\":50,\"args\":{\"device\":0,\"stream\":9,\"correlation\":6,\"bytes\":"
+      "2000}}",
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaMemcpyAsync\",\"pid\":1,\"tid\":1,"
+      "\"ts\":1000040,"
       "\"dur\":170,\"args\":{\"correlation\":5}}",
-      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaStreamSynchronize\",\"pid\":1,\"tid\":1,"
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaStreamSynchronize\",\"pid\":1,\"tid\":"
+      "1,"
       "\"ts\":1000210,\"dur\":10,\"args\":{\"correlation\":8}}",
-      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaStreamSynchronize\",\"pid\":1,\"tid\":1,"
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaStreamSynchronize\",\"pid\":1,\"tid\":"
+      "1,"
       "\"ts\":1000460,\"dur\":30,\"args\":{\"correlation\":9}}",
-      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":1000000,"
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,"
+      "\"ts\":1000000,"
       "\"dur\":5,\"args\":{\"correlation\":1}}",
-      "{\"ph\":\"X\",\"cat\":\"gpu_user_annotation\",\"name\":\"ProfilerStep#1\",\"pid\":0,\"tid\":7,"
+      "{\"ph\":\"X\",\"cat\":\"gpu_user_annotation\",\"name\":\"ProfilerStep#1\",\"pid\":0,\"tid\":"
+      "7,"
       "\"ts\":1000000,\"dur\":225}",
-      "{\"ph\":\"X\",\"cat\":\"gpu_user_annotation\",\"name\":\"ProfilerStep#2\",\"pid\":0,\"tid\":7,"
+      "{\"ph\":\"X\",\"cat\":\"gpu_user_annotation\",\"name\":\"ProfilerStep#2\",\"pid\":0,\"tid\":"
+      "7,"
       "\"ts\":1000225,\"dur\":225}",
-      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::copy_\",\"pid\":1,\"tid\":1,\"ts\":1000000,\"dur\":999,"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::copy_\",\"pid\":1,\"tid\":1,\"ts\":"
+      "1000000,\"dur\":999,"
       "\"args\":{\"nested\":{\"device\":99,\"list\":[1,2,{\"stream\":3}]}}}",
       "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":0,\"args\":{\"name\":\"GPU 0\"}}",
   };
@@ -101,8 +116,10 @@ static char *write_kineto(const char *name, int reverse, const char *extra) {
   for (int i = 0; i < n; i++) {
     const char *e = ev[reverse ? n - 1 - i : i];
     const char *k = strstr(e, "KNAME");
-    if (k) fprintf(f, "%.*s%s%s", (int)(k - e), e, NAME, k + 5);
-    else fputs(e, f);
+    if (k)
+      fprintf(f, "%.*s%s%s", (int)(k - e), e, NAME, k + 5);
+    else
+      fputs(e, f);
     fputs(i + 1 < n ? ",\n" : "\n", f);
   }
   fprintf(f, "%s],\"traceName\":\"x\"}\n", extra ? extra : "");
@@ -119,24 +136,33 @@ static char *write_nsys(void) {
   /* the documented schema; memory kinds in nsys numbering: 0 Pageable, 1 Pinned, 2 Device */
   const char *sql =
       "CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT);"
-      "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INT, end INT, deviceId INT, streamId INT, correlationId INT,"
+      "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INT, end INT, deviceId INT, streamId INT, "
+      "correlationId INT,"
       " shortName INT, demangledName INT);"
-      "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY(start INT, end INT, deviceId INT, streamId INT, correlationId INT,"
+      "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY(start INT, end INT, deviceId INT, streamId INT, "
+      "correlationId INT,"
       " copyKind INT, srcKind INT, dstKind INT, bytes INT);"
-      "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET(start INT, end INT, deviceId INT, streamId INT, correlationId INT,"
+      "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET(start INT, end INT, deviceId INT, streamId INT, "
+      "correlationId INT,"
       " bytes INT);"
-      "CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INT, end INT, nameId INT, correlationId INT, globalTid INT);"
-      "CREATE TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION(start INT, end INT, deviceId INT, streamId INT);"
+      "CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INT, end INT, nameId INT, correlationId INT, "
+      "globalTid INT);"
+      "CREATE TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION(start INT, end INT, deviceId INT, streamId "
+      "INT);"
       "CREATE TABLE NVTX_EVENTS(start INT, end INT, text TEXT);"
-      "INSERT INTO StringIds VALUES(1,'k1'),(2,'k2'),(3,'cudaMemcpyAsync_v3020'),(4,'cudaStreamSynchronize_v3020'),"
+      "INSERT INTO StringIds "
+      "VALUES(1,'k1'),(2,'k2'),(3,'cudaMemcpyAsync_v3020'),(4,'cudaStreamSynchronize_v3020'),"
       " (5,'cudaLaunchKernel_v7000');"
-      "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(1000000000,1000100000,0,7,1,1,1),(1000150000,1000300000,0,7,2,2,2);"
+      "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL "
+      "VALUES(1000000000,1000100000,0,7,1,1,1),(1000150000,1000300000,0,7,2,2,2);"
       "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES(1000050000,1000200000,0,9,5,1,0,2,1000),"
       " (1000400000,1000450000,0,9,6,2,2,1,2000);"
       "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES(1000300000,1000310000,0,7,7,64);"
-      "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES(1000040000,1000210000,3,5,1),(1000210000,1000220000,4,8,1),"
+      "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME "
+      "VALUES(1000040000,1000210000,3,5,1),(1000210000,1000220000,4,8,1),"
       " (1000460000,1000490000,4,9,1),(1000000000,1000005000,5,1,1);"
-      "INSERT INTO NVTX_EVENTS VALUES(1000000000,1000225000,'ProfilerStep#1'),(1000225000,1000450000,'ProfilerStep#2');";
+      "INSERT INTO NVTX_EVENTS "
+      "VALUES(1000000000,1000225000,'ProfilerStep#1'),(1000225000,1000450000,'ProfilerStep#2');";
   char *err = NULL;
   if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) fail_msg("sqlite: %s", err);
   sqlite3_close(db);
@@ -199,16 +225,23 @@ static void check_figures(const char *path) {
   /* --step 2 */
   r2 = an_analyze(t, 2);
   assert_non_null(r2);
-  assert_true(r2->devs[0].span == 225 * US && r2->devs[0].h2d.copies == 0 && r2->devs[0].d2h.copies == 1);
+  assert_true(r2->devs[0].span == 225 * US && r2->devs[0].h2d.copies == 0 &&
+              r2->devs[0].d2h.copies == 1);
   an_report_free(r2);
   assert_null(an_analyze(t, 7));
   an_report_free(r);
   an_free(t);
 }
 
-static void test_kineto_figures(void **state) { check_figures(write_kineto("k", 0, NULL)); }
-static void test_kineto_unsorted_same(void **state) { check_figures(write_kineto("rev", 1, NULL)); }
-static void test_nsys_figures(void **state) { check_figures(write_nsys()); }
+static void test_kineto_figures(void **state) {
+  check_figures(write_kineto("k", 0, NULL));
+}
+static void test_kineto_unsorted_same(void **state) {
+  check_figures(write_kineto("rev", 1, NULL));
+}
+static void test_nsys_figures(void **state) {
+  check_figures(write_nsys());
+}
 
 static void test_gzip_same(void **state) {
   char *p = write_kineto("gz", 0, NULL), cmd[400];
@@ -253,29 +286,39 @@ static void test_json_schema_and_escaping(void **state) {
   char eb[256];
   yajl_val v = yajl_tree_parse(r.out, eb, sizeof eb);
   if (!v) fail_msg("report JSON does not parse: %s", eb);
-  const char *keys[][4] = {{"schema"}, {"devices"}, {"host", "sync_calls"}, {"host", "sync_us"}, {"steps"}, {"findings"}};
+  const char *keys[][4] = {{"schema"},          {"devices"}, {"host", "sync_calls"},
+                           {"host", "sync_us"}, {"steps"},   {"findings"}};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
     if (!yajl_tree_get(v, keys[i], yajl_t_any)) fail_msg("key %s missing", keys[i][0]);
-  yajl_val dev = YAJL_GET_ARRAY(yajl_tree_get(v, (const char *[]){"devices", NULL}, yajl_t_array))->values[0];
-  const char *dk[] = {"device", "span_us", "busy_fraction", "kernel_fraction", "idle_us", "h2d", "d2h", "pageable"};
+  yajl_val dev =
+      YAJL_GET_ARRAY(yajl_tree_get(v, (const char *[]){"devices", NULL}, yajl_t_array))->values[0];
+  const char *dk[] = {"device",  "span_us", "busy_fraction", "kernel_fraction",
+                      "idle_us", "h2d",     "d2h",           "pageable"};
   for (size_t i = 0; i < 8; i++)
-    if (!yajl_tree_get(dev, (const char *[]){dk[i], NULL}, yajl_t_any)) fail_msg("devices[0].%s missing", dk[i]);
+    if (!yajl_tree_get(dev, (const char *[]){dk[i], NULL}, yajl_t_any))
+      fail_msg("devices[0].%s missing", dk[i]);
   const char *xk[] = {"copies", "bytes", "time_us", "overlap_fraction", "exposed_us"};
   for (size_t i = 0; i < 5; i++)
-    if (!yajl_tree_get(dev, (const char *[]){"h2d", xk[i], NULL}, yajl_t_any)) fail_msg("h2d.%s missing", xk[i]);
-  double of = YAJL_GET_DOUBLE(yajl_tree_get(dev, (const char *[]){"h2d", "overlap_fraction", NULL}, yajl_t_number));
+    if (!yajl_tree_get(dev, (const char *[]){"h2d", xk[i], NULL}, yajl_t_any))
+      fail_msg("h2d.%s missing", xk[i]);
+  double of = YAJL_GET_DOUBLE(
+      yajl_tree_get(dev, (const char *[]){"h2d", "overlap_fraction", NULL}, yajl_t_number));
   assert_true(of > 0.6666 && of < 0.6667);
   const char *pk[] = {"copies", "bytes", "time_us", "host_blocked_us"};
   for (size_t i = 0; i < 4; i++)
-    if (!yajl_tree_get(dev, (const char *[]){"pageable", pk[i], NULL}, yajl_t_any)) fail_msg("pageable.%s", pk[i]);
-  assert_string_equal(YAJL_GET_STRING(yajl_tree_get(v, (const char *[]){"schema", NULL}, yajl_t_string)),
-                      "pinwheel-report/1");
+    if (!yajl_tree_get(dev, (const char *[]){"pageable", pk[i], NULL}, yajl_t_any))
+      fail_msg("pageable.%s", pk[i]);
+  assert_string_equal(
+      YAJL_GET_STRING(yajl_tree_get(v, (const char *[]){"schema", NULL}, yajl_t_string)),
+      "pinwheel-report/1");
   /* per copy hidden %: the H2D [50,200) is 100 of 150 us under kernels; the D2H none */
   yajl_val cps = yajl_tree_get(v, (const char *[]){"copies", NULL}, yajl_t_array);
   assert_non_null(cps);
   assert_int_equal(YAJL_GET_ARRAY(cps)->len, 2);
-  double h0 = YAJL_GET_DOUBLE(yajl_tree_get(YAJL_GET_ARRAY(cps)->values[0], (const char *[]){"hidden_fraction", NULL}, yajl_t_number));
-  double h1 = YAJL_GET_DOUBLE(yajl_tree_get(YAJL_GET_ARRAY(cps)->values[1], (const char *[]){"hidden_fraction", NULL}, yajl_t_number));
+  double h0 = YAJL_GET_DOUBLE(yajl_tree_get(
+      YAJL_GET_ARRAY(cps)->values[0], (const char *[]){"hidden_fraction", NULL}, yajl_t_number));
+  double h1 = YAJL_GET_DOUBLE(yajl_tree_get(
+      YAJL_GET_ARRAY(cps)->values[1], (const char *[]){"hidden_fraction", NULL}, yajl_t_number));
   assert_true(h0 > 0.666 && h0 < 0.667); /* the longest first */
   assert_true(h1 == 0.0);
   yajl_tree_free(v);
@@ -309,11 +352,14 @@ static void test_text_diff_and_ranks(void **state) {
   const char *argv[] = {PW_CLI, "report", p, p, NULL};
   result r = run(argv, NULL);
   assert_int_equal(r.status, 0);
-  assert_non_null(strstr(r.out, "H2D: 0.150 ms, 66.7 % hidden under compute; 1 pageable copies blocked the host 0.170 ms"));
+  assert_non_null(strstr(
+      r.out,
+      "H2D: 0.150 ms, 66.7 % hidden under compute; 1 pageable copies blocked the host 0.170 ms"));
   assert_non_null(strstr(r.out, "spread"));
   assert_null(strstr(r.out, "\033[")); /* not a terminal: no colour */
   free_result(&r);
-  const char *d[] = {PW_CLI, "diff", PW_FIXTURES "/kineto_naive.json.gz", PW_FIXTURES "/kineto_naive_pinwheel.json.gz", NULL};
+  const char *d[] = {PW_CLI, "diff", PW_FIXTURES "/kineto_naive.json.gz",
+                     PW_FIXTURES "/kineto_naive_pinwheel.json.gz", NULL};
   r = run(d, NULL);
   assert_int_equal(r.status, 0);
   assert_non_null(strstr(r.out, "pageable host blocked ms"));
@@ -325,7 +371,8 @@ static void expect_error(const char *path, const char *what) {
   const char *argv[] = {PW_CLI, "report", path, NULL};
   result r = run(argv, NULL);
   if (r.status != 2) fail_msg("%s: status %d, expected 2; stderr: %s", path, r.status, r.err);
-  if (!strstr(r.err, path) || !strstr(r.err, what)) fail_msg("%s: stderr '%s' lacks '%s'", path, r.err, what);
+  if (!strstr(r.err, path) || !strstr(r.err, what))
+    fail_msg("%s: stderr '%s' lacks '%s'", path, r.err, what);
   char *nl = strchr(r.err, '\n');
   assert_true(nl && nl[1] == 0); /* one line */
   free_result(&r);
@@ -349,16 +396,20 @@ static void test_bad_inputs(void **state) {
   expect_error(write_bytes("empty", "", 0), "empty");
   expect_error(write_bytes("png", "\x89PNG\r\n\x1a\n0000", 12), "not a trace");
   expect_error(write_bytes("wrong", "{\"a\":[1,2,3]}", 13), "no traceEvents");
-  const char *huge = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":1,"
-                     "\"ts\":100000000000000000000000000000,\"dur\":1}]}";
+  const char *huge =
+      "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":1,"
+      "\"ts\":100000000000000000000000000000,\"dur\":1}]}";
   expect_error(write_bytes("huge", huge, strlen(huge)), "out of range");
-  const char *neg = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":1,"
-                    "\"ts\":10,\"dur\":-5}]}";
+  const char *neg =
+      "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":1,"
+      "\"ts\":10,\"dur\":-5}]}";
   expect_error(write_bytes("neg", neg, strlen(neg)), "negative duration");
-  const char *nogpu = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"k\",\"pid\":0,\"tid\":1,\"ts\":1,\"dur\":1}]}";
+  const char *nogpu = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"k\",\"pid\":0,"
+                      "\"tid\":1,\"ts\":1,\"dur\":1}]}";
   expect_error(write_bytes("nogpu", nogpu, strlen(nogpu)), "no GPU activity");
   char *corrupt = strdup(good);
-  for (size_t i = 200; i < n; i += 97) corrupt[i] = (char)(0x80 | i);
+  for (size_t i = 200; i < n; i += 97)
+    corrupt[i] = (char)(0x80 | i);
   expect_error(write_bytes("corrupt", corrupt, n), "not valid JSON");
   free(corrupt);
   expect_error("/nonexistent/trace.json", "cannot open");
@@ -399,10 +450,14 @@ static void test_extremes_no_overflow(void **state) {
   an_free(t);
   /* the widest trace allowed: -2^61 .. 2^61 + 2^45 ns, with ranks, buckets, what-if */
   const char *wide = "{\"traceEvents\":["
-                     "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":1,\"ts\":-2305843009213693.952,\"dur\":35184372088.832},"
-                     "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy HtoD (Pageable -> Device)\",\"pid\":0,\"tid\":2,"
-                     "\"ts\":2305843009213693.952,\"dur\":35184372088.832,\"args\":{\"bytes\":9223372036854775807,\"correlation\":1}},"
-                     "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaMemcpy\",\"pid\":1,\"tid\":1,\"ts\":2305843009213693.952,"
+                     "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":1,\"ts\":-"
+                     "2305843009213693.952,\"dur\":35184372088.832},"
+                     "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy HtoD (Pageable -> "
+                     "Device)\",\"pid\":0,\"tid\":2,"
+                     "\"ts\":2305843009213693.952,\"dur\":35184372088.832,\"args\":{\"bytes\":"
+                     "9223372036854775807,\"correlation\":1}},"
+                     "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaMemcpy\",\"pid\":1,"
+                     "\"tid\":1,\"ts\":2305843009213693.952,"
                      "\"dur\":35184372088.832,\"args\":{\"correlation\":1}}]}";
   p = write_bytes("wide", wide, strlen(wide));
   t = an_load(p, err, sizeof err);
@@ -422,24 +477,31 @@ static void test_extremes_no_overflow(void **state) {
   an_report_free(r);
   an_free(t);
   /* one step past the limits is refused, with a message */
-  const char *past = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":1,"
-                     "\"ts\":2305843009213694,\"dur\":1}]}";
+  const char *past =
+      "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":1,"
+      "\"ts\":2305843009213694,\"dur\":1}]}";
   expect_error(write_bytes("past", past, strlen(past)), "out of range");
   fclose(null);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_intervals),         cmocka_unit_test(test_us_to_ns),
-      cmocka_unit_test(test_kineto_figures),    cmocka_unit_test(test_kineto_unsorted_same),
-      cmocka_unit_test(test_nsys_figures),      cmocka_unit_test(test_gzip_same),
-      cmocka_unit_test(test_real_fixtures),     cmocka_unit_test(test_json_schema_and_escaping),
-      cmocka_unit_test(test_text_diff_and_ranks), cmocka_unit_test(test_bad_inputs),
+      cmocka_unit_test(test_intervals),
+      cmocka_unit_test(test_us_to_ns),
+      cmocka_unit_test(test_kineto_figures),
+      cmocka_unit_test(test_kineto_unsorted_same),
+      cmocka_unit_test(test_nsys_figures),
+      cmocka_unit_test(test_gzip_same),
+      cmocka_unit_test(test_real_fixtures),
+      cmocka_unit_test(test_json_schema_and_escaping),
+      cmocka_unit_test(test_text_diff_and_ranks),
+      cmocka_unit_test(test_bad_inputs),
       cmocka_unit_test(test_extremes_no_overflow),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -f /tmp/pwtest-*-%d /tmp/pwtest-*-%d.*", (int)getpid(), (int)getpid());
+  snprintf(cmd, sizeof cmd, "rm -f /tmp/pwtest-*-%d /tmp/pwtest-*-%d.*", (int)getpid(),
+           (int)getpid());
   if (system(cmd) != 0) rc |= 0; /* leftovers in /tmp are harmless */
   return rc;
 }

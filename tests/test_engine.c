@@ -51,8 +51,15 @@ static unsigned xs(unsigned *s) {
 }
 
 static pw_engine_config small_cfg(size_t ring, size_t pool, size_t chunk) {
-  pw_engine_config c = {.mode = PW_MODE_STAGE, .min_bytes = 1, .max_bytes = 0, .host_pool = pool,
-                        .device_ring = ring, .chunk = chunk, .threads = 1, .d2h = 1, .strict = 0};
+  pw_engine_config c = {.mode = PW_MODE_STAGE,
+                        .min_bytes = 1,
+                        .max_bytes = 0,
+                        .host_pool = pool,
+                        .device_ring = ring,
+                        .chunk = chunk,
+                        .threads = 1,
+                        .d2h = 1,
+                        .strict = 0};
   return c;
 }
 
@@ -77,7 +84,8 @@ static void *h2d_worker(void *p) {
   for (int i = 0; i < w->copies; i++) {
     size_t n = 1 + xs(&s) % w->max, off = xs(&s) % 64;
     unsigned char *src = malloc(n);
-    for (size_t k = 0; k < n; k++) src[k] = (unsigned char)xs(&s);
+    for (size_t k = 0; k < n; k++)
+      src[k] = (unsigned char)xs(&s);
     enqueue_check(w->stream, dev + off, shadow + off, n); /* earlier work sees the old bytes */
     pw_copy c = {.dst = dev + off, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = w->stream};
     assert_int_equal(pw_describe(&sim_ops, &c), 0);
@@ -110,7 +118,11 @@ static long run_h2d(unsigned seed, pw_engine_config cfg, int threads, int copies
   for (int t = 0; t < threads; t++) {
     int dev = t % devices;
     sim_set_device(dev);
-    w[t] = (worker_arg){.e = e, .device = dev, .copies = copies, .max = max, .seed = seed * 97 + t,
+    w[t] = (worker_arg){.e = e,
+                        .device = dev,
+                        .copies = copies,
+                        .max = max,
+                        .seed = seed * 97 + t,
                         .stream = t == 0 ? NULL : (t == 1 ? (void *)2 : sim_stream_new(dev))};
     pthread_create(&th[t], NULL, h2d_worker, &w[t]);
   }
@@ -229,7 +241,8 @@ static void d2h_blocking_and_exact(pw_engine_config cfg, size_t max, int seeds) 
     unsigned r = seed;
     for (int i = 0; i < 20; i++) {
       size_t n = 1 + xs(&r) % max;
-      for (size_t k = 0; k < n; k++) want[k] = (unsigned char)xs(&r);
+      for (size_t k = 0; k < n; k++)
+        want[k] = (unsigned char)xs(&r);
       /* the device bytes are written by earlier work on the stream, still queued */
       sim_real_copy(dev, want, n, s);
       memset(host, 0, n);
@@ -278,12 +291,14 @@ static void test_many_small_copies_fill_slot_queue(void **state) {
     unsigned r = seed;
     for (int i = 0; i < 1200; i++) {
       size_t n = 1 + xs(&r) % sizeof src;
-      for (size_t k = 0; k < n; k++) src[k] = (unsigned char)xs(&r);
+      for (size_t k = 0; k < n; k++)
+        src[k] = (unsigned char)xs(&r);
       pw_copy c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
       pw_describe(&sim_ops, &c);
       assert_true(pw_engine_copy(e, &c) >= 0);
       if (i % 7) continue;
-      for (size_t k = 0; k < big; k++) want[k] = (unsigned char)xs(&r);
+      for (size_t k = 0; k < big; k++)
+        want[k] = (unsigned char)xs(&r);
       sim_real_copy(dbig, want, big, s);
       pw_copy d = {.dst = back, .src = dbig, .n = big, .dir = PW_DIR_D2H, .stream = s};
       pw_describe(&sim_ops, &d);
@@ -389,7 +404,8 @@ static void test_allocation_failures(void **state) {
     char *d2 = sim_device_alloc(0, 64 << 10);
     sim_fail_device_alloc(1);
     unsigned char src[50000];
-    for (size_t k = 0; k < sizeof src; k++) src[k] = (unsigned char)(k * seed);
+    for (size_t k = 0; k < sizeof src; k++)
+      src[k] = (unsigned char)(k * seed);
     pw_copy cc = {.dst = d2, .src = src, .n = sizeof src, .dir = PW_DIR_H2D, .stream = s};
     pw_describe(&sim_ops, &cc);
     assert_int_equal(pw_engine_copy(e2, &cc), PW_PATH_PINNED);
@@ -408,7 +424,8 @@ static void test_failure_mid_copy_falls_back(void **state) {
   void *s = sim_stream_new(0);
   char *dev = sim_device_alloc(0, 64 << 10);
   unsigned char src[40000];
-  for (size_t k = 0; k < sizeof src; k++) src[k] = (unsigned char)(k * 7);
+  for (size_t k = 0; k < sizeof src; k++)
+    src[k] = (unsigned char)(k * 7);
   pw_copy c = {.dst = dev, .src = src, .n = sizeof src, .dir = PW_DIR_H2D, .stream = s};
   pw_describe(&sim_ops, &c);
   sim_fail_copy_after(3); /* the fourth DMA of the copy fails */

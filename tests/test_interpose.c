@@ -37,12 +37,14 @@ static long long jget(yajl_val v, ...) {
   va_list ap;
   va_start(ap, v);
   const char *k;
-  while ((k = va_arg(ap, const char *)) && n < 7) path[n++] = k;
+  while ((k = va_arg(ap, const char *)) && n < 7)
+    path[n++] = k;
   va_end(ap);
   path[n] = NULL;
   yajl_val x = yajl_tree_get(v, path, yajl_t_number);
-  if (!x) fail_msg("summary has no number at %s/%s/%s", path[0], n > 1 ? path[1] : "",
-                   n > 2 ? path[2] : "");
+  if (!x)
+    fail_msg("summary has no number at %s/%s/%s", path[0], n > 1 ? path[1] : "",
+             n > 2 ? path[2] : "");
   return YAJL_GET_INTEGER(x);
 }
 
@@ -97,8 +99,9 @@ static void test_calls_pass_through_intact(void **state) {
 
 static void test_observe_counts_exact(void **state) {
   const char *argv[] = {PW_PROG, "counts", "5", NULL};
-  const char *env[] = {PRELOAD, "PINWHEEL_MODE=observe", "PINWHEEL_STATS=1",
-                       "PINWHEEL_STATS_FORMAT=json", stats_env, NULL};
+  const char *env[] = {
+      PRELOAD, "PINWHEEL_MODE=observe", "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json", stats_env,
+      NULL};
   result r = run(argv, env);
   assert_int_equal(r.status, 0);
   assert_string_equal(r.err, "");
@@ -138,8 +141,9 @@ static void test_text_summary(void **state) {
 
 static void test_off_counts_nothing(void **state) {
   const char *argv[] = {PW_PROG, "counts", "2", NULL};
-  const char *env[] = {PRELOAD, "PINWHEEL_MODE=off", "PINWHEEL_STATS=1",
-                       "PINWHEEL_STATS_FORMAT=json", stats_env, NULL};
+  const char *env[] = {
+      PRELOAD, "PINWHEEL_MODE=off", "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json", stats_env,
+      NULL};
   result r = run(argv, env);
   assert_int_equal(r.status, 0);
   yajl_val v = parse_file(stats_path);
@@ -188,8 +192,8 @@ static void test_fork_child_reports_only_its_own(void **state) {
   char envf[300];
   snprintf(envf, sizeof envf, "PINWHEEL_STATS_FILE=%s/%%p.json", dir);
   const char *argv[] = {PW_PROG, "fork", NULL};
-  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_STATS=1",
-                       "PINWHEEL_STATS_FORMAT=json", envf, NULL};
+  const char *env[] = {
+      PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json", envf, NULL};
   result r = run(argv, env);
   assert_int_equal(r.status, 0);
   assert_non_null(strstr(r.out, "fork child status 0"));
@@ -218,8 +222,9 @@ static void test_fork_child_reports_only_its_own(void **state) {
 
 static void test_threads_counts_exact(void **state) {
   const char *argv[] = {PW_PROG, "threads", "8", "3000", NULL};
-  const char *env[] = {PRELOAD, "PINWHEEL_MODE=observe", "PINWHEEL_STATS=1",
-                       "PINWHEEL_STATS_FORMAT=json", stats_env, NULL};
+  const char *env[] = {
+      PRELOAD, "PINWHEEL_MODE=observe", "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json", stats_env,
+      NULL};
   result r = run(argv, env);
   assert_int_equal(r.status, 0);
   yajl_val v = parse_file(stats_path);
@@ -232,10 +237,12 @@ static void test_threads_counts_exact(void **state) {
 
 static yajl_val run_stage(const char *mode, const char *const *extra, int expect_status) {
   const char *argv[] = {PW_PROG, mode, NULL};
-  const char *env[16] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_STATS=1",
-                         "PINWHEEL_STATS_FORMAT=json", stats_env, "PINWHEEL_SETUP=inline"};
+  const char *env[16] = {
+      PRELOAD,   "PINWHEEL_MODE=stage",  "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json",
+      stats_env, "PINWHEEL_SETUP=inline"};
   int n = 6;
-  for (int i = 0; extra && extra[i]; i++) env[n++] = extra[i];
+  for (int i = 0; extra && extra[i]; i++)
+    env[n++] = extra[i];
   env[n] = NULL;
   result r = run(argv, env);
   if (r.status != expect_status) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
@@ -247,12 +254,14 @@ static yajl_val run_stage(const char *mode, const char *const *extra, int expect
  * unchanged (counted as setting_up), the rest are staged; the program's byte checks pass. */
 static void test_stage_background_setup(void **state) {
   yajl_val v = run_stage("stage", NULL, 0);
-  long long inline_staged = jget(v, "staging", "ring", "calls", NULL) + jget(v, "staging", "d2h", "calls", NULL);
+  long long inline_staged =
+      jget(v, "staging", "ring", "calls", NULL) + jget(v, "staging", "d2h", "calls", NULL);
   assert_int_equal(jget(v, "fallbacks", "setting_up", "calls", NULL), 0);
   yajl_tree_free(v);
   const char *bg[] = {"PINWHEEL_SETUP=background", "FAKE_HOSTALLOC_SLEEP_MS=300", NULL};
   v = run_stage("stage", bg, 0);
-  long long staged = jget(v, "staging", "ring", "calls", NULL) + jget(v, "staging", "d2h", "calls", NULL);
+  long long staged =
+      jget(v, "staging", "ring", "calls", NULL) + jget(v, "staging", "d2h", "calls", NULL);
   long long waiting = jget(v, "fallbacks", "setting_up", "calls", NULL);
   assert_true(waiting >= 1);
   assert_int_equal(staged + waiting, inline_staged);
@@ -265,10 +274,12 @@ static void test_stage_background_setup(void **state) {
  * PINWHEEL_THREADS wins.  Reported as staging.threads. */
 static long long threads_under(const char *cpus, const char *const *extra) {
   const char *argv[] = {"/usr/bin/taskset", "-c", cpus, PW_PROG, "stage", NULL};
-  const char *env[16] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_STATS=1",
-                         "PINWHEEL_STATS_FORMAT=json", stats_env, "PINWHEEL_SETUP=inline"};
+  const char *env[16] = {
+      PRELOAD,   "PINWHEEL_MODE=stage",  "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json",
+      stats_env, "PINWHEEL_SETUP=inline"};
   int n = 6;
-  for (int i = 0; extra && extra[i]; i++) env[n++] = extra[i];
+  for (int i = 0; extra && extra[i]; i++)
+    env[n++] = extra[i];
   env[n] = NULL;
   result r = run(argv, env);
   if (r.status != 0) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
@@ -291,6 +302,17 @@ static void test_default_threads_follow_cpus(void **state) {
   }
   const char *forced[] = {"PINWHEEL_THREADS=5", NULL};
   assert_int_equal(threads_under("0", forced), 5);
+}
+
+/* Regression: a pointer query that fails is counted as query_failed, not as a source that is not
+ * pageable; the program's copies go to CUDA intact and its error state stays clean. */
+static void test_failed_query_is_query_failed(void **state) {
+  const char *fail[] = {"FAKE_POINTER_ATTR_FAIL=1", NULL};
+  yajl_val v = run_stage("stage", fail, 0);
+  assert_true(jget(v, "fallbacks", "query_failed", "calls", NULL) >= 21);
+  assert_int_equal(jget(v, "fallbacks", "src_not_pageable", "calls", NULL), 0);
+  assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 0);
+  yajl_tree_free(v);
 }
 
 static void test_stage_bytes_and_paths(void **state) {
@@ -357,7 +379,8 @@ static void test_capture_passes_through(void **state) {
 
 static void test_help_and_bad_values(void **state) {
   const char *argv[] = {PW_PROG, "counts", "1", NULL};
-  const char *env[] = {PRELOAD, "PINWHEEL_HELP=1", "PINWHEEL_MODE=bogus", "PINWHEEL_CHUNK=12Q", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_HELP=1", "PINWHEEL_MODE=bogus", "PINWHEEL_CHUNK=12Q",
+                       NULL};
   result r = run(argv, env);
   assert_int_equal(r.status, 0);
   assert_non_null(strstr(r.err, "PINWHEEL_MODE=bogus is not valid; using the default, stage"));
@@ -368,8 +391,8 @@ static void test_help_and_bad_values(void **state) {
 }
 
 static void test_launcher(void **state) {
-  const char *argv[] = {PW_CLI, "run", "--mode", "observe", "--json", "--stats-file", stats_path,
-                        "--", PW_PROG, "counts", "2", NULL};
+  const char *argv[] = {PW_CLI,     "run", "--mode", "observe", "--json", "--stats-file",
+                        stats_path, "--",  PW_PROG,  "counts",  "2",      NULL};
   result r = run(argv, NULL);
   assert_int_equal(r.status, 0);
   yajl_val v = parse_file(stats_path);
@@ -377,13 +400,15 @@ static void test_launcher(void **state) {
   yajl_tree_free(v);
   free_result(&r);
   /* exit status and environment */
-  const char *sh[] = {PW_CLI, "run", "--", "/bin/sh", "-c", "echo \"$LD_PRELOAD|$PINWHEEL_MODE\"; exit 7", NULL};
+  const char *sh[] = {
+      PW_CLI, "run", "--", "/bin/sh", "-c", "echo \"$LD_PRELOAD|$PINWHEEL_MODE\"; exit 7", NULL};
   const char *env[] = {"LD_PRELOAD=libother.so", NULL};
   r = run(sh, env);
   assert_int_equal(r.status, 7);
   assert_non_null(strstr(r.out, "libpinwheel.so:libother.so|\n"));
   free_result(&r);
-  const char *sh2[] = {PW_CLI, "run", "--mode", "off", "/bin/sh", "-c", "echo $PINWHEEL_MODE", NULL};
+  const char *sh2[] = {PW_CLI, "run", "--mode", "off", "/bin/sh", "-c", "echo $PINWHEEL_MODE",
+                       NULL};
   r = run(sh2, NULL);
   assert_string_equal(r.out, "off\n");
   free_result(&r);
@@ -417,6 +442,7 @@ int main(void) {
       cmocka_unit_test(test_threads_counts_exact),
       cmocka_unit_test(test_stage_bytes_and_paths),
       cmocka_unit_test(test_stage_background_setup),
+      cmocka_unit_test(test_failed_query_is_query_failed),
       cmocka_unit_test(test_default_threads_follow_cpus),
       cmocka_unit_test(test_stage_sync_elision),
       cmocka_unit_test(test_capture_passes_through),

@@ -77,8 +77,12 @@ static char *capture_stderr(void (*fn)(void)) {
   return buf;
 }
 
-static void init_opts(void) { pw_options_init(); }
-static void print_opts(void) { pw_options_print(2); }
+static void init_opts(void) {
+  pw_options_init();
+}
+static void print_opts(void) {
+  pw_options_print(2);
+}
 
 static void test_environment(void **state) {
   setenv("PINWHEEL_MODE", "observe", 1);

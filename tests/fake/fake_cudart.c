@@ -13,6 +13,13 @@
 #include <string.h>
 #include <time.h>
 
+/* The hooked entry points' prototypes come from the shim's one list (hooks.def), so this fake
+ * cannot drift from it: a definition below whose types differ is a compile error, and a missing
+ * one a link error (fake_hooked at the end takes the address of every one). */
+#define PW_HOOK(name, class, params, args, stream) cudaError_t name params;
+#define PW_REAL(name, params) cudaError_t name params;
+#include "hooks.def"
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static fake_call last;
 static struct {
@@ -40,7 +47,8 @@ static cudaError_t record(const fake_call *c) {
   pthread_mutex_lock(&mu);
   last = *c;
   int i = 0;
-  while (i < 64 && counts[i].name[0] && strcmp(counts[i].name, c->name)) i++;
+  while (i < 64 && counts[i].name[0] && strcmp(counts[i].name, c->name))
+    i++;
   if (i < 64) {
     strcpy(counts[i].name, c->name);
     counts[i].n++;
@@ -74,7 +82,9 @@ void fake_fail_next(cudaError_t err) {
   pthread_mutex_unlock(&mu);
 }
 
-void fake_set_capturing(cudaStream_t s, int on) { ((fake_stream *)s)->capturing = on; }
+void fake_set_capturing(cudaStream_t s, int on) {
+  ((fake_stream *)s)->capturing = on;
+}
 
 static void add_region(void *p, size_t n, enum cudaMemoryType t) {
   pthread_mutex_lock(&mu);
@@ -138,8 +148,6 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *fu
   return e;
 }
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func,
-                                     void **args);
-cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func,
                                      void **args) {
   CALL_RECORD(.config = config, .func = func, .args = args);
   return e;
@@ -148,7 +156,6 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   CALL_RECORD(.stream = stream);
   return e;
 }
-cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
   CALL_RECORD(.stream = stream);
   return e;
@@ -165,6 +172,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 /* ---- the functions the shim calls but does not wrap ---- */
 
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *ptr) {
+  if (getenv("FAKE_POINTER_ATTR_FAIL")) return last_error = cudaErrorInvalidValue;
   memset(attr, 0, sizeof *attr);
   attr->type = cudaMemoryTypeUnregistered;
   attr->device = -2;
@@ -181,8 +189,12 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
   pthread_mutex_unlock(&mu);
   return cudaSuccess;
 }
-cudaError_t cudaGetDevice(int *device) { return *device = 0, cudaSuccess; }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaGetDevice(int *device) {
+  return *device = 0, cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+  return device == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+}
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st) {
   *st = cudaStreamCaptureStatusNone;
   if (s && s != cudaStreamLegacy && s != cudaStreamPerThread) {
@@ -192,14 +204,18 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *
   }
   return cudaSuccess;
 }
-cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device) { return *device = 0, cudaSuccess; }
+cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device) {
+  return *device = 0, cudaSuccess;
+}
 cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode) {
   enum cudaStreamCaptureMode old = capture_mode;
   capture_mode = *mode;
   *mode = old;
   return cudaSuccess;
 }
-cudaError_t cudaPeekAtLastError(void) { return last_error; }
+cudaError_t cudaPeekAtLastError(void) {
+  return last_error;
+}
 cudaError_t cudaGetLastError(void) {
   cudaError_t e = last_error;
   last_error = cudaSuccess;
@@ -243,6 +259,19 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
   *e = (cudaEvent_t)calloc(1, 16);
   return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return cudaSuccess; }
-cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) { return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+  return cudaSuccess;
+}
+
+/* Every function of hooks.def is defined above (the link fails otherwise). */
+const void *const fake_hooked[] = {
+#define PW_HOOK(name, class, params, args, stream) (const void *)name,
+#define PW_REAL(name, params) (const void *)name,
+#include "hooks.def"
+};

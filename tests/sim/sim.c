@@ -67,11 +67,14 @@ static unsigned rnd(void) {
 void sim_reset(unsigned seed, int ndevices) {
   pthread_mutex_lock(&mu);
   rng = seed * 2654435761u + 1;
-  for (int i = 0; i < nstreams; i++) free(streams[i]);
+  for (int i = 0; i < nstreams; i++)
+    free(streams[i]);
   nstreams = 0;
   memset(builtin, 0, sizeof builtin);
-  for (int d = 0; d < 8; d++) builtin[d][0].device = builtin[d][1].device = d;
-  for (int i = 0; i < nregions; i++) free(regions[i].p);
+  for (int d = 0; d < 8; d++)
+    builtin[d][0].device = builtin[d][1].device = d;
+  for (int i = 0; i < nregions; i++)
+    free(regions[i].p);
   nregions = 0;
   ndev = ndevices;
   fail_host = fail_dev = 0;
@@ -105,8 +108,10 @@ static void *add_region(size_t n, int kind, int device) {
 
 static void push(sim_stream *s, op *o) {
   o->next = NULL;
-  if (s->tail) s->tail->next = o;
-  else s->head = o;
+  if (s->tail)
+    s->tail->next = o;
+  else
+    s->head = o;
   s->tail = o;
   s->queued++;
 }
@@ -123,8 +128,12 @@ static void exec_head(sim_stream *s) {
   if (!s->head) s->tail = NULL;
   s->queued--;
   switch (o->type) {
-  case OP_COPY: memmove(o->dst, o->src, o->n); break;
-  case OP_RECORD: o->tok->done = 1; break;
+  case OP_COPY:
+    memmove(o->dst, o->src, o->n);
+    break;
+  case OP_RECORD:
+    o->tok->done = 1;
+    break;
   case OP_CALLBACK:
     s->busy = 1; /* the stream's next op must wait for the callback, as in CUDA */
     pthread_mutex_unlock(&mu);
@@ -132,7 +141,9 @@ static void exec_head(sim_stream *s) {
     pthread_mutex_lock(&mu);
     s->busy = 0;
     break;
-  case OP_FREE: free((void *)o->src); break;
+  case OP_FREE:
+    free((void *)o->src);
+    break;
   }
   free(o);
 }
@@ -154,7 +165,9 @@ static int step(void) {
 }
 
 static int lazy; /* queued work runs only when the host waits for it */
-void sim_set_lazy(int on) { lazy = on; }
+void sim_set_lazy(int on) {
+  lazy = on;
+}
 
 static void some_steps(void) {
   int k = lazy ? 0 : (int)(rnd() % 4);
@@ -194,7 +207,9 @@ static int ev_done(void *e) {
   token *t = ((sim_event *)e)->latest;
   return !t || t->done;
 }
-static int st_empty(void *s) { return ((sim_stream *)s)->head == NULL && !((sim_stream *)s)->busy; }
+static int st_empty(void *s) {
+  return ((sim_stream *)s)->head == NULL && !((sim_stream *)s)->busy;
+}
 
 /* ---- pw_ops ---- */
 
@@ -220,7 +235,9 @@ static int o_stream_device(void *h, int *dev) {
   pthread_mutex_unlock(&mu);
   return s ? 0 : 400;
 }
-static int o_get_device(int *d) { return *d = cur_dev, 0; }
+static int o_get_device(int *d) {
+  return *d = cur_dev, 0;
+}
 static int o_host_alloc(void **p, size_t n) {
   pthread_mutex_lock(&mu);
   *p = fail_host ? NULL : add_region(n, PW_MEM_PINNED, -1);
@@ -233,7 +250,9 @@ static int o_device_alloc(void **p, size_t n) {
   pthread_mutex_unlock(&mu);
   return *p ? 0 : 2;
 }
-static void o_free(void *p) { (void)p; /* freed at sim_reset */ }
+static void o_free(void *p) {
+  (void)p; /* freed at sim_reset */
+}
 static int o_stream_create(void **h) {
   *h = sim_stream_new(cur_dev);
   return 0;
@@ -310,8 +329,12 @@ static int o_stream_sync(void *h) {
   return r;
 }
 static void o_clear_error(void) {}
-static int o_error_pending(void) { return 0; }
-static int o_relax_capture(int restore, int mode) { return 0; }
+static int o_error_pending(void) {
+  return 0;
+}
+static int o_relax_capture(int restore, int mode) {
+  return 0;
+}
 
 static int o_set_device(int device) {
   cur_dev = device;
@@ -359,7 +382,9 @@ void *sim_stream_new(int device) {
   return s;
 }
 
-void sim_set_device(int device) { cur_dev = device; }
+void sim_set_device(int device) {
+  cur_dev = device;
+}
 
 void sim_enqueue_callback(void *h, void (*fn)(void *), void *arg) {
   pthread_mutex_lock(&mu);
@@ -390,15 +415,21 @@ void sim_real_copy(void *dst, const void *src, size_t n, void *h) {
   pthread_mutex_unlock(&mu);
 }
 
-int sim_stream_sync(void *h) { return o_stream_sync(h); }
+int sim_stream_sync(void *h) {
+  return o_stream_sync(h);
+}
 
 void sim_set_capturing(void *h, int on) {
   pthread_mutex_lock(&mu);
   resolve(h)->capturing = on;
   pthread_mutex_unlock(&mu);
 }
-void sim_fail_host_alloc(int on) { fail_host = on; }
-void sim_fail_device_alloc(int on) { fail_dev = on; }
+void sim_fail_host_alloc(int on) {
+  fail_host = on;
+}
+void sim_fail_device_alloc(int on) {
+  fail_dev = on;
+}
 void sim_fail_copy_after(long n) {
   pthread_mutex_lock(&mu);
   fail_copy_in = n;

@@ -23,7 +23,7 @@ void sim_enqueue_callback(void *stream, void (*fn)(void *), void *arg);
  * the call, the transfer queued on the stream. */
 void sim_real_copy(void *dst, const void *src, size_t n, void *stream);
 int sim_stream_sync(void *stream); /* runs steps until the stream is empty */
-void sim_drain(void);               /* runs every queued op */
+void sim_drain(void);              /* runs every queued op */
 
 /* Lazy device: queued work runs only when the host waits (event or stream sync), so every
  * reservation that wraps the pinned arena meets a DMA still in flight. */
