@@ -116,20 +116,20 @@ static cudaError_t do_copy(const char *fn, void *dst, const void *src, size_t co
   return e;
 }
 
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
-  return do_copy(__func__, dst, src, count, kind, 0);
-}
-cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
-  return do_copy(__func__, dst, src, count, kind, 0);
-}
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
-                            cudaStream_t stream) {
-  return do_copy(__func__, dst, src, count, kind, stream);
-}
-cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
-                                 cudaStream_t stream) {
-  return do_copy(__func__, dst, src, count, kind, stream);
-}
+/* The copy entry points are generated from hooks.def: their parameter names are part of its
+ * contract (dst, src, count, kind, and stream for COPY_ASYNC). */
+#define FAKE_COPY_BLOCKING(name, params)                                                           \
+  cudaError_t name params {                                                                        \
+    return do_copy(#name, dst, src, count, kind, 0);                                               \
+  }
+#define FAKE_COPY_ASYNC(name, params)                                                              \
+  cudaError_t name params {                                                                        \
+    return do_copy(#name, dst, src, count, kind, stream);                                          \
+  }
+#define FAKE_LAUNCH(name, params)    /* below: each records its own arguments */
+#define FAKE_HOST_SYNC(name, params) /* below */
+#define PW_HOOK(name, class, params, args, stream) FAKE_##class(name, params)
+#include "hooks.def"
 
 #define LAUNCH6(fn, T)                                                                             \
   cudaError_t fn(T func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t stream);            \
