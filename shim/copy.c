@@ -26,57 +26,32 @@
 /* Below this a streaming copy is not worth its fence. */
 #define NT_MIN 4096
 
-/* dst aligned to 64 bytes by a plain head copy; 64 bytes per iteration; plain tail. */
-static void copy_nt_sse2(void *dst, const void *src, size_t n) {
-  char *d = dst;
-  const char *s = src;
-  if (n < NT_MIN) {
-    memcpy(d, s, n);
-    return;
+/* A streaming copy: a plain head copy up to dst's 64-byte alignment, then UNROLL vectors of type
+ * T per iteration loaded unaligned and stored with non-temporal stores, the store fence, and a
+ * plain tail. */
+#define NT_COPY(fname, attr, T, LOAD, STREAM, UNROLL, AFTER)                                       \
+  attr static void fname(void *dst, const void *src, size_t n) {                                   \
+    char *d = dst;                                                                                 \
+    const char *s = src;                                                                           \
+    if (n < NT_MIN) {                                                                              \
+      memcpy(d, s, n);                                                                             \
+      return;                                                                                      \
+    }                                                                                              \
+    size_t head = (64 - ((uintptr_t)d & 63)) & 63, step = UNROLL * sizeof(T);                      \
+    memcpy(d, s, head);                                                                            \
+    d += head, s += head, n -= head;                                                               \
+    size_t body = n - n % step;                                                                    \
+    for (size_t i = 0; i < body; i += step)                                                        \
+      _Pragma("GCC unroll 8") for (int k = 0; k < UNROLL; k++)                                     \
+          STREAM((T *)(d + i) + k, LOAD((const T *)(s + i) + k));                                  \
+    _mm_sfence();                                                                                  \
+    AFTER;                                                                                         \
+    memcpy(d + body, s + body, n - body);                                                          \
   }
-  size_t head = (64 - ((uintptr_t)d & 63)) & 63;
-  memcpy(d, s, head);
-  d += head, s += head, n -= head;
-  size_t body = n & ~(size_t)63;
-  for (size_t i = 0; i < body; i += 64) {
-    __m128i a = _mm_loadu_si128((const __m128i *)(s + i));
-    __m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32));
-    __m128i e = _mm_loadu_si128((const __m128i *)(s + i + 48));
-    _mm_stream_si128((__m128i *)(d + i), a);
-    _mm_stream_si128((__m128i *)(d + i + 16), b);
-    _mm_stream_si128((__m128i *)(d + i + 32), c);
-    _mm_stream_si128((__m128i *)(d + i + 48), e);
-  }
-  _mm_sfence();
-  memcpy(d + body, s + body, n - body);
-}
 
-__attribute__((target("avx"))) static void copy_nt_avx(void *dst, const void *src, size_t n) {
-  char *d = dst;
-  const char *s = src;
-  if (n < NT_MIN) {
-    memcpy(d, s, n);
-    return;
-  }
-  size_t head = (64 - ((uintptr_t)d & 63)) & 63;
-  memcpy(d, s, head);
-  d += head, s += head, n -= head;
-  size_t body = n & ~(size_t)127;
-  for (size_t i = 0; i < body; i += 128) {
-    __m256i a = _mm256_loadu_si256((const __m256i *)(s + i));
-    __m256i b = _mm256_loadu_si256((const __m256i *)(s + i + 32));
-    __m256i c = _mm256_loadu_si256((const __m256i *)(s + i + 64));
-    __m256i e = _mm256_loadu_si256((const __m256i *)(s + i + 96));
-    _mm256_stream_si256((__m256i *)(d + i), a);
-    _mm256_stream_si256((__m256i *)(d + i + 32), b);
-    _mm256_stream_si256((__m256i *)(d + i + 64), c);
-    _mm256_stream_si256((__m256i *)(d + i + 96), e);
-  }
-  _mm_sfence();
-  _mm256_zeroupper();
-  memcpy(d + body, s + body, n - body);
-}
+NT_COPY(copy_nt_sse2, , __m128i, _mm_loadu_si128, _mm_stream_si128, 4, (void)0)
+NT_COPY(copy_nt_avx, __attribute__((target("avx"))), __m256i, _mm256_loadu_si256,
+        _mm256_stream_si256, 4, _mm256_zeroupper())
 #endif
 
 static void copy_portable(void *dst, const void *src, size_t n) {

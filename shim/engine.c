@@ -285,17 +285,7 @@ static void register_exit(void) {
 static int start_setup_thread(pw_engine *e, dev_state *d) {
   atomic_store(&exit_engine, e);
   pthread_once(&exit_once, register_exit);
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_t th;
-  int rc = pthread_create(&th, &attr, setup_thread, d);
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  return rc;
+  return pw_spawn(setup_thread, d, 0);
 }
 
 /* The device's state when it is ready; otherwise NULL and *reason says why. */

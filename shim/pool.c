@@ -119,23 +119,27 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-/* Under submit_lock. */
-static void start_workers(int want) {
-  start_tried = 1;
+int pw_spawn(void *(*fn)(void *), void *arg, size_t stack) {
   sigset_t all, old;
   sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits the full mask */
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 64 << 10);
-  int n = 0;
-  for (; n < want && n < POOL_MAX - 1; n++) {
-    pthread_t th;
-    if (pthread_create(&th, &attr, worker, NULL) != 0) break;
-  }
+  if (stack) pthread_attr_setstacksize(&attr, stack);
+  pthread_t th;
+  int rc = pthread_create(&th, &attr, fn, arg);
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return rc;
+}
+
+/* Under submit_lock. */
+static void start_workers(int want) {
+  start_tried = 1;
+  int n = 0;
+  while (n < want && n < POOL_MAX - 1 && pw_spawn(worker, NULL, 64 << 10) == 0)
+    n++;
   atomic_store(&workers, n);
   pw_log(PW_LOG_INFO, "copy pool started with %d worker threads (%s stores)", n,
          pw_copy_name(pw_copy_best()));

@@ -261,6 +261,8 @@ void pw_batch_end(pw_batch *b); /* waits for everything pushed */
 /* One copy with the pool (push + wait). */
 void pw_pool_memcpy(void *dst, const void *src, size_t n, int threads, int stream_stores);
 int pw_pool_workers(void);
+/* Start a detached thread with every signal blocked (stack 0: the default size); 0 or an errno. */
+int pw_spawn(void *(*fn)(void *), void *arg, size_t stack);
 void pw_pool_after_fork_child(void);
 
 /* ---- engine ---- */

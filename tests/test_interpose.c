@@ -235,8 +235,8 @@ static void test_threads_counts_exact(void **state) {
   free_result(&r);
 }
 
-static yajl_val run_stage(const char *mode, const char *const *extra, int expect_status) {
-  const char *argv[] = {PW_PROG, mode, NULL};
+/* Run argv in stage mode (inline setup, the JSON summary to stats_path) with extra environment. */
+static yajl_val run_staged(const char *const *argv, const char *const *extra, int expect_status) {
   const char *env[16] = {
       PRELOAD,   "PINWHEEL_MODE=stage",  "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json",
       stats_env, "PINWHEEL_SETUP=inline"};
@@ -248,6 +248,11 @@ static yajl_val run_stage(const char *mode, const char *const *extra, int expect
   if (r.status != expect_status) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
   free_result(&r);
   return parse_file(stats_path);
+}
+
+static yajl_val run_stage(const char *mode, const char *const *extra, int expect_status) {
+  const char *argv[] = {PW_PROG, mode, NULL};
+  return run_staged(argv, extra, expect_status);
 }
 
 /* Background setup: the copies that come while the pool and ring are being allocated go to CUDA
@@ -274,17 +279,7 @@ static void test_stage_background_setup(void **state) {
  * PINWHEEL_THREADS wins.  Reported as staging.threads. */
 static long long threads_under(const char *cpus, const char *const *extra) {
   const char *argv[] = {"/usr/bin/taskset", "-c", cpus, PW_PROG, "stage", NULL};
-  const char *env[16] = {
-      PRELOAD,   "PINWHEEL_MODE=stage",  "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json",
-      stats_env, "PINWHEEL_SETUP=inline"};
-  int n = 6;
-  for (int i = 0; extra && extra[i]; i++)
-    env[n++] = extra[i];
-  env[n] = NULL;
-  result r = run(argv, env);
-  if (r.status != 0) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
-  free_result(&r);
-  yajl_val v = parse_file(stats_path);
+  yajl_val v = run_staged(argv, extra, 0);
   long long t = jget(v, "staging", "threads", NULL);
   assert_true(jget(v, "staging", "ring", "calls", NULL) > 0);
   yajl_tree_free(v);
