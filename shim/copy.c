@@ -74,10 +74,17 @@ pw_copy_fn pw_copy_impl(int which) {
   }
 }
 
+/* The CPU's answer never changes: asked once, not at every staged copy. */
 int pw_copy_best(void) {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx") ? PW_COPY_NT_AVX : PW_COPY_NT_SSE2;
+  static atomic_int best = -1;
+  int b = atomic_load_explicit(&best, memory_order_relaxed);
+  if (b < 0) {
+    __builtin_cpu_init();
+    b = __builtin_cpu_supports("avx") ? PW_COPY_NT_AVX : PW_COPY_NT_SSE2;
+    atomic_store_explicit(&best, b, memory_order_relaxed);
+  }
+  return b;
 #else
   return PW_COPY_PORTABLE;
 #endif

@@ -152,8 +152,9 @@ int pw_pool_workers(void) {
 void pw_batch_begin(pw_batch *b, int threads, int stream_stores) {
   memset(b, 0, sizeof *b);
   b->threads = threads;
-  b->nt = stream_stores && pw_copy_best() != PW_COPY_PORTABLE;
-  b->copy = pw_copy_impl(b->nt ? pw_copy_best() : PW_COPY_PORTABLE);
+  int best = pw_copy_best();
+  b->nt = stream_stores && best != PW_COPY_PORTABLE;
+  b->copy = pw_copy_impl(b->nt ? best : PW_COPY_PORTABLE);
   if (threads <= 1 || pthread_mutex_trylock(&submit_lock) != 0) return;
   if (!start_tried) start_workers(threads - 1);
   int w = atomic_load(&workers);
