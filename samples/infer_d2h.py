@@ -14,6 +14,8 @@ import time
 
 import torch
 
+import profiling
+
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -23,6 +25,7 @@ def main():
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--iters", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
+    profiling.add_args(p)
     a = p.parse_args()
     torch.manual_seed(0)
     x = torch.randn(a.rows, a.width, device="cuda", dtype=torch.bfloat16)
@@ -46,6 +49,7 @@ def main():
             raise SystemExit(f"infer_d2h {a.mode}: step {i}: output bytes differ")
         return 1
 
+    prof = profiling.start(a, a.warmup)
     for i in range(a.warmup + a.iters):
         if i == a.warmup:
             torch.cuda.synchronize()
@@ -66,8 +70,10 @@ def main():
         total += float(out[0, 0])  # the host uses the output
         if a.mode != "resident" and i < a.warmup:
             checked += check(i, out, y)
+        prof.step()
     torch.cuda.synchronize()
     ms = (time.perf_counter() - t0) * 1e3 / a.iters
+    prof.stop()
     if a.mode != "resident":
         checked += check(i, out, y)
     mb = a.rows * a.width * 4 / 1e6

@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 import torchvision
 
+import profiling
+
 
 def parse_args(doc):
     p = argparse.ArgumentParser(description=doc)
@@ -25,6 +27,7 @@ def parse_args(doc):
     p.add_argument("--sync-each-step", action="store_true",
                    help="torch.cuda.synchronize() after fetching each batch: the host sync a "
                         "blocking .to('cuda') makes, without its copy")
+    profiling.add_args(p)
     return p.parse_args()
 
 
@@ -60,6 +63,7 @@ def run(args, name, get_batch):
     model, opt, xs, ys = setup(args)
     losses = []
     t0 = None
+    prof = profiling.start(args, args.warmup)
     for i in range(args.warmup + args.iters):
         if i == args.warmup:
             torch.cuda.synchronize()
@@ -70,8 +74,10 @@ def run(args, name, get_batch):
         loss = step(model, opt, x, y)
         if args.deterministic:
             losses.append(loss.detach())
+        prof.step()
     torch.cuda.synchronize()
     ms = (time.perf_counter() - t0) * 1e3 / args.iters
+    prof.stop()
     if args.deterministic:
         print("losses " + " ".join(float(l.float().item()).hex() for l in losses))
     print(f"{name}: batch {args.batch}: {ms:.2f} ms/iter, {args.batch * 1e3 / ms:.1f} images/s",

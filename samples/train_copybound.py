@@ -12,6 +12,8 @@ import argparse
 import time
 
 import torch
+
+import profiling
 import torch.nn.functional as F
 
 
@@ -24,6 +26,7 @@ def main():
     p.add_argument("--iters", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--nbatches", type=int, default=3)
+    profiling.add_args(p)
     a = p.parse_args()
     torch.manual_seed(0)
     rows = (a.mib << 20) // (4 * a.features)
@@ -63,6 +66,7 @@ def main():
             return x, y
 
     last = None
+    prof = profiling.start(a, a.warmup)
     for i in range(a.warmup + a.iters):
         if i == a.warmup:
             torch.cuda.synchronize()
@@ -74,8 +78,10 @@ def main():
         loss.backward()
         opt.step()
         last = (i, x)
+        prof.step()
     torch.cuda.synchronize()
     ms = (time.perf_counter() - t0) * 1e3 / a.iters
+    prof.stop()
     i, x = last
     ok = torch.equal(x.cpu(), xs[i % a.nbatches])
     print(f"train_copybound {a.mode}: {a.mib} MiB batch: {ms:.2f} ms/step, loss {loss.item():.4f}, "
