@@ -105,6 +105,13 @@ int pw_untouched(const void *p) {
   return mincore(page, 4096, &v) == 0 && !(v & 1);
 }
 
+int pw_fresh_dest(const void *p, size_t n) {
+  /* Not the first page: an allocator keeps its header there (glibc writes the chunk size just
+   * before the pointer it returns, so that page is touched even in a brand-new mapping). */
+  if (n < 3 * 4096) return 0;
+  return pw_untouched((const char *)p + n / 2) && pw_untouched((const char *)p + n - 1);
+}
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif

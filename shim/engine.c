@@ -466,7 +466,7 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
    * the interior); measured on the default pool, all three modes are within noise
    * (docs/RESULTS.md), so touch is the default: it leaves the program's memory advice alone. */
   int out_flags = 0;
-  if (e->cfg.d2h_fresh != PW_FRESH_TOUCH && pw_untouched(c->dst)) {
+  if (e->cfg.d2h_fresh != PW_FRESH_TOUCH && pw_fresh_dest(c->dst, c->n)) {
     out_flags = PW_PART_PREFAULT;
     pw_add(&pw_st.d2h_fresh, 1);
     if (e->cfg.d2h_fresh == PW_FRESH_HUGEPAGES && c->n >= (4u << 20) &&

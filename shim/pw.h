@@ -221,6 +221,9 @@ const char *pw_copy_name(int which);
 int pw_advise_fresh(void *p, size_t n);
 /* 1 when the page holding p was never touched (mincore says it is not resident). */
 int pw_untouched(const void *p);
+/* 1 when the destination [p, p+n) looks freshly mapped: its middle and last pages were never
+ * touched (the first page may hold the allocator's header).  Needs n >= 3 pages. */
+int pw_fresh_dest(const void *p, size_t n);
 /* Map the whole pages inside [p, p+n) for writing in one call (MADV_POPULATE_WRITE, Linux 5.14);
  * does nothing where the kernel lacks it.  The copy that follows then takes no page fault. */
 void pw_prefault(void *p, size_t n);

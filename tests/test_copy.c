@@ -210,6 +210,22 @@ static void test_prefault_fresh_destination(void **state) {
   free(src);
 }
 
+/* Bug: the fresh-destination test looked at the first page, which glibc's header makes resident
+ * in every new mapping, so populate/hugepages never applied to a `.cpu()` output. */
+static void test_fresh_dest_ignores_header_page(void **state) {
+  size_t n = 8u << 20;
+  unsigned char *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(m != MAP_FAILED);
+  assert_true(pw_fresh_dest(m + 64, n - 64));
+  memset(m, 1, 64); /* what malloc does: the chunk header, just before the pointer */
+  assert_false(pw_untouched(m + 64));
+  assert_true(pw_fresh_dest(m + 64, n - 64));
+  m[n / 2] = 1; /* a written middle: not fresh */
+  assert_false(pw_fresh_dest(m + 64, n - 64));
+  assert_false(pw_fresh_dest(m, 8192)); /* too small to tell */
+  munmap(m, n);
+}
+
 /* The workers do not survive fork: the child must copy right with a rebuilt pool. */
 static void test_fork_while_workers_exist(void **state) {
   /* qemu-user aborts in its own code when a multithreaded guest forks */
@@ -287,6 +303,7 @@ int main(void) {
       cmocka_unit_test(test_small_segments_after_a_large_one),
       cmocka_unit_test(test_pool_two_submitters),
       cmocka_unit_test(test_prefault_fresh_destination),
+      cmocka_unit_test(test_fresh_dest_ignores_header_page),
       cmocka_unit_test(test_fork_while_workers_exist),
       cmocka_unit_test(test_cpu_max_parsing),
       cmocka_unit_test(test_default_threads),
