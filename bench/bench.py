@@ -123,8 +123,8 @@ def main():
                     ("pinwheel, 8 threads", bw, dict(shim, PINWHEEL_THREADS="8")),
                     ("pinwheel, 256M pool of 8M chunks, non-temporal stores", bw,
                      dict(shim, PINWHEEL_HOST_POOL="256M", PINWHEEL_CHUNK="8M", PINWHEEL_NT_STORES="1")),
-                    ("pinwheel, PINWHEEL_D2H_FRESH=touch", bw, dict(shim, PINWHEEL_D2H_FRESH="touch")),
                     ("pinwheel, PINWHEEL_D2H_FRESH=populate", bw, dict(shim, PINWHEEL_D2H_FRESH="populate")),
+                    ("pinwheel, PINWHEEL_D2H_FRESH=hugepages", bw, dict(shim, PINWHEEL_D2H_FRESH="hugepages")),
                     ("pinwheel, PINWHEEL_SETUP=inline", bw, dict(shim, PINWHEEL_SETUP="inline"))]
         if a.bw_variants:
             keep = a.bw_variants.split(",")
@@ -157,8 +157,10 @@ def main():
         inf = [py, "samples/infer_d2h.py", "--iters", "30"]
         variants = [("naive (.cpu())", inf + ["--mode", "naive"], {}),
                     ("naive + pinwheel", inf + ["--mode", "naive"], shim),
-                    ("naive + pinwheel, PINWHEEL_D2H_FRESH=touch", inf + ["--mode", "naive"],
-                     dict(shim, PINWHEEL_D2H_FRESH="touch")),
+                    ("naive + pinwheel, PINWHEEL_D2H_FRESH=populate", inf + ["--mode", "naive"],
+                     dict(shim, PINWHEEL_D2H_FRESH="populate")),
+                    ("naive + pinwheel, PINWHEEL_D2H_FRESH=hugepages", inf + ["--mode", "naive"],
+                     dict(shim, PINWHEEL_D2H_FRESH="hugepages")),
                     ("pinned buffers + non_blocking + events", inf + ["--mode", "pinned"], {}),
                     ("output stays on GPU (limit)", inf + ["--mode", "resident"], {})]
         print("D2H-heavy inference (128 MiB float32 output per step):", flush=True)
