@@ -75,12 +75,14 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                           "copy into pinned staging memory with non-temporal (cache-bypassing) "
                           "stores where the CPU has them; 0 = memcpy (faster with a pool that "
                           "fits in the cache: the DMA then reads it from there)"},
-    [PW_OPT_D2H_FRESH] = {"PINWHEEL_D2H_FRESH", T_ENUM, PW_FRESH_TOUCH, fresh_choices,
-                          "a staged device-to-host copy into memory nothing has touched yet: "
-                          "touch: the copy threads take the page faults as they write; populate: "
-                          "each copy thread first maps its part in one call "
-                          "(MADV_POPULATE_WRITE); hugepages: populate, after advising huge pages "
-                          "(MADV_HUGEPAGE) for the 2 MiB-aligned interior (see README)"},
+    [PW_OPT_D2H_FRESH] =
+        {"PINWHEEL_D2H_FRESH", T_ENUM, PW_FRESH_HUGEPAGES, fresh_choices,
+         "a staged device-to-host copy into memory nothing has touched yet: "
+         "touch: the copy threads take the page faults as they write; populate: "
+         "each copy thread first maps its part in one call "
+         "(MADV_POPULATE_WRITE); hugepages: for copies of 4 MiB and more, advise huge "
+         "pages (MADV_HUGEPAGE) for the 2 MiB-aligned interior, then populate; "
+         "smaller ones as touch (see README)"},
     [PW_OPT_SETUP] = {"PINWHEEL_SETUP", T_ENUM, PW_SETUP_BACKGROUND, setup_choices,
                       "background: a device's pinned pool and ring are allocated by a helper "
                       "thread, and copies that come before they are ready go to CUDA unchanged; "
