@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/need.sh
 need cmake make gcc g++ pkg-config libcmocka-dev libyajl-dev zlib1g-dev libsqlite3-dev \
-  chromium clang-format
+  chromium clang-format python3
 find_cuda
 cmake -S . -B build -DPINWHEEL_WERROR=ON
 cmake --build build -j"$(nproc)"

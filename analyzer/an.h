@@ -12,17 +12,42 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum { AN_KERNEL = 0, AN_MEMCPY, AN_MEMSET };
-enum { AN_CK_OTHER = 0, AN_CK_H2D, AN_CK_D2H, AN_CK_D2D, AN_CK_H2H, AN_CK_P2P };
-enum { AN_MK_UNKNOWN = 0, AN_MK_PAGEABLE, AN_MK_PINNED, AN_MK_DEVICE, AN_MK_MANAGED, AN_MK_ARRAY };
-enum {
-  AN_API_OTHER = 0,
-  AN_API_MEMCPY,
-  AN_API_STREAM_SYNC,
-  AN_API_DEVICE_SYNC,
-  AN_API_EVENT_SYNC,
-  AN_API_N
-};
+/* AN_COMM: a communication kernel (NCCL and the like): not compute that hides a copy. */
+enum { AN_KERNEL = 0, AN_MEMCPY, AN_MEMSET, AN_COMM };
+/* The analyzer's name tables, each from one list: (id, the report's name, the trace's name).
+ * Copy kinds and memory kinds as Kineto writes them in "Memcpy HtoD (Pageable -> Device)". */
+#define AN_COPY_KINDS(X)                                                                           \
+  X(OTHER, "other", "Memcpy")                                                                      \
+  X(H2D, "H2D", "HtoD")                                                                            \
+  X(D2H, "D2H", "DtoH")                                                                            \
+  X(D2D, "D2D", "DtoD")                                                                            \
+  X(H2H, "H2H", "HtoH")                                                                            \
+  X(P2P, "P2P", "PtoP")
+#define AN_MEM_KINDS(X)                                                                            \
+  X(UNKNOWN, "unknown", "Unknown")                                                                 \
+  X(PAGEABLE, "pageable", "Pageable")                                                              \
+  X(PINNED, "pinned", "Pinned")                                                                    \
+  X(DEVICE, "device", "Device")                                                                    \
+  X(MANAGED, "managed", "Managed")                                                                 \
+  X(ARRAY, "array", "Array")
+/* Runtime API classes: (id, report name, the runtime names that belong to it, "" = by rule) */
+#define AN_APIS(X)                                                                                 \
+  X(OTHER, "other")                                                                                \
+  X(MEMCPY, "cudaMemcpy*")                                                                         \
+  X(STREAM_SYNC, "cudaStreamSynchronize")                                                          \
+  X(DEVICE_SYNC, "cudaDeviceSynchronize")                                                          \
+  X(EVENT_SYNC, "cudaEventSynchronize")                                                            \
+  X(LAUNCH, "launches")
+
+#define AN_X_ID_CK(id, rn, tn) AN_CK_##id,
+#define AN_X_ID_MK(id, rn, tn) AN_MK_##id,
+#define AN_X_ID_API(id, rn) AN_API_##id,
+enum { AN_COPY_KINDS(AN_X_ID_CK) AN_CK_N };
+enum { AN_MEM_KINDS(AN_X_ID_MK) AN_MK_N };
+enum { AN_APIS(AN_X_ID_API) AN_API_N };
+extern const char *const an_ck_name[AN_CK_N], *const an_ck_trace[AN_CK_N];
+extern const char *const an_mk_name[AN_MK_N], *const an_mk_trace[AN_MK_N];
+extern const char *const an_api_name[AN_API_N];
 
 typedef struct an_op {
   int64_t s, e; /* ns */
@@ -33,16 +58,26 @@ typedef struct an_op {
   int64_t corr; /* -1: none */
 } an_op;
 
+/* Every runtime / driver API call of the trace: the join of GPU work to host time and threads. */
 typedef struct an_call {
   int64_t s, e, corr;
+  int32_t tid;   /* host thread */
+  uint32_t name; /* interned: cudaMemcpyAsync stays cudaMemcpyAsync in an export */
   uint8_t api;
 } an_call;
 
+/* A step: a CPU range (ProfilerStep#N, or an NVTX / user annotation chosen by --step-range). */
 typedef struct an_step {
   int64_t s, e;
-  int num;
-  int gpu; /* window taken from the GPU-side annotation */
+  int num; /* -1 until numbered: the digits after the name's last '#', else its position */
 } an_step;
+
+/* Which annotations are steps: NULL = names starting with "ProfilerStep#"; else a POSIX
+ * extended regex (set before an_load). */
+extern const char *an_step_regex;
+int an_step_set_regex(const char *re, char *err, size_t errn);
+/* 1 if the annotation name is a step's; *num = its number or -1. */
+int an_step_match(const char *name, size_t n, int *num);
 
 typedef struct an_trace {
   char *path;
@@ -59,6 +94,8 @@ typedef struct an_trace {
   size_t nnames, capnames;
   uint32_t *hash;
   size_t hcap;
+  uint32_t *bycorr; /* call indices sorted by correlation id (calls with one) */
+  size_t nbycorr;
 } an_trace;
 
 /* Reading.  On failure: NULL, and err holds one line naming the file and what is wrong. */
@@ -111,7 +148,7 @@ typedef struct an_dev {
   int dev;
   int64_t t0, t1, span, busy, kernel, idle;
   an_xfer h2d, d2h;
-  uint64_t pg_copies, pg_bytes;
+  uint64_t pg_copies, pg_bytes, pg_unknown; /* pg_unknown: no correlated call, host time unknown */
   int64_t pg_time, pg_host;
   uint64_t kernels;
   int nbuckets;
@@ -129,6 +166,7 @@ typedef struct an_exposed {
   double hidden;
   uint64_t bytes;
   uint8_t ckind, srck, dstk;
+  int64_t corr;
 } an_exposed;
 
 typedef struct an_finding {
@@ -136,11 +174,54 @@ typedef struct an_finding {
   char message[512];
 } an_finding;
 
+/* The what-if of one device, per step (DESIGN.md §5 steps; the whole trace as one step when
+ * it has none). */
 typedef struct an_whatif {
-  int64_t exposed, host, d2d, saving; /* per step, ns */
-  uint64_t copies, bytes;
-  int steps;
+  int dev, steps;
+  uint64_t copies, bytes, d2h_copies, d2h_bytes; /* eligible, over all its steps */
+  int64_t baseline;                              /* median gpu_step (ns) */
+  int64_t predicted, predicted_elide;            /* median predicted step (ns) */
+  int64_t host, gpu; /* median of the baseline step's host and busy time */
+  int64_t copy_host; /* median host time in eligible copy calls */
+  int bound;         /* predicted step is host- (0) or GPU-bound (1) */
 } an_whatif;
+
+/* One step on one device (DESIGN.md §5). */
+typedef struct an_stepdev {
+  int dev, has;                   /* has: the step ran GPU work on this device */
+  int64_t first, last, gpu;       /* first op start, last op end, gpu_step (ns) */
+  an_xfer h2d, d2h;               /* the step's copies; hidden against all kernels of the device */
+  uint64_t pg_copies, pg_unknown; /* pageable copies; of them, with no correlated call */
+  int64_t pg_host;
+  uint64_t kernels;
+  int64_t kernel_time, busy; /* |union| of the step's kernels, of all its operations */
+} an_stepdev;
+
+/* Median and p95 over the steps of one device. */
+typedef struct an_stepsum {
+  int dev, n;
+  int64_t step_med, step_p95, h2d_med, exposed_med, pg_host_med;
+  double hidden_med; /* -1: no step copied */
+} an_stepsum;
+
+/* Where a device's idle time went (DESIGN.md §5, HTA's idle-time breakdown from runtime calls). */
+typedef struct an_idle {
+  int64_t host, copy, other; /* nothing queued and the host in a sync / launching / blocked: host;
+                                waiting for a copy to finish: copy; the rest: other */
+} an_idle;
+
+typedef struct an_kstat {
+  int dev;
+  uint32_t name;
+  uint8_t type; /* AN_KERNEL or AN_COMM */
+  uint64_t count;
+  int64_t total;
+} an_kstat;
+
+typedef struct an_opclass { /* D2D, peer, memset and communication rows */
+  uint64_t count, bytes;
+  int64_t time;
+} an_opclass;
 
 typedef struct an_report {
   const an_trace *t;
@@ -156,29 +237,91 @@ typedef struct an_report {
   size_t nexposed;
   struct an_stepfig {
     int num;
-    an_dev *devs;
+    int64_t cpu_s, cpu_e;
+    an_stepdev *devs;
     int ndevs;
   } * steps;
   size_t nsteps;
+  an_stepsum *stepsum;      /* [ndevs] */
+  int32_t *op_step;         /* [nops]: the step index of each op, -1 if none */
+  an_idle *idle;            /* [ndevs] */
+  an_opclass (*classes)[4]; /* [ndevs][D2D, P2P, memset, comm] */
+  an_kstat *kstats;         /* top kernels, by total time */
+  size_t nkstats;
+  int only_step; /* -1, or the step the report is zoomed to */
   an_finding findings[16];
   int nfindings;
-  an_whatif whatif;
+  an_whatif *whatif; /* [ndevs] */
 } an_report;
 
-/* Thresholds of the findings, one table; overridable by name. */
+/* Thresholds and what-if assumptions: one table, indexed by enum, overridable by name. */
+#define AN_RULES(X)                                                                                \
+  X(EXPOSED_MIN_US, "exposed_min_us", 100, "us",                                                   \
+    "copies longer than this are checked for exposure (RATELProf hidden_transfers)")               \
+  X(EXPOSED_MAX_HIDDEN_PCT, "exposed_max_hidden_pct", 50, "%",                                     \
+    "a copy hidden this much or less under compute is exposed")                                    \
+  X(GAP_MS, "gap_ms", 1, "ms", "GPU idle gaps at least this long are listed (nsys gpu_gaps)")      \
+  X(SYNC_SHARE_PCT, "sync_share_pct", 5, "%",                                                      \
+    "host time in sync calls above this share of the span is a finding (nsys cuda_api_sync)")      \
+  X(SYNC_LONGEST_MS, "sync_longest_ms", 1, "ms",                                                   \
+    "a single sync call at least this long is a finding")                                          \
+  X(LOW_UTIL_PCT, "low_util_pct", 50, "%",                                                         \
+    "utilization buckets below this are low (nsys gpu_time_util)")                                 \
+  X(BUCKETS, "buckets", 20, "", "utilization buckets over the span")                               \
+  X(PAGEABLE_MIN_KIB, "pageable_min_kib", 0, "KiB",                                                \
+    "pageable copies at least this large are reported (nsys cuda_memcpy_async)")                   \
+  X(ELIGIBLE_MIN_KIB, "eligible_min_kib", 64, "KiB",                                               \
+    "what-if: pageable copies pinwheel stages (PINWHEEL_MIN_BYTES)")                               \
+  X(H2D_GBPS, "h2d_gbps", 42, "GB/s",                                                              \
+    "what-if: a staged H2D copy until its bytes are on the device (copy_bw, 16 cores): the "       \
+    "program's sync after the copy waits for the DMA")                                             \
+  X(H2D_ELIDE_GBPS, "h2d_elide_gbps", 53.6, "GB/s",                                                \
+    "what-if, PINWHEEL_SYNC=elide: a staged H2D copy until the call returns (copy_bw, 16 cores)")  \
+  X(D2H_GBPS, "d2h_gbps", 24, "GB/s",                                                              \
+    "what-if: a staged D2H copy into a fresh destination, after the GPU is done (calibrated on "   \
+    "the recorded inference pair)")                                                                \
+  X(LINK_GBPS, "link_gbps", 50, "GB/s", "what-if: a D2H DMA into pinned memory")                   \
+  X(D2D_GBPS, "d2d_gbps", 2000, "GB/s",                                                            \
+    "what-if: the device-to-device copy out of pinwheel's ring")                                   \
+  X(STEPS_SHOWN, "steps_shown", 12, "",                                                            \
+    "text and HTML list every step when there are this many or fewer")
+
+enum {
+#define AN_R_ENUM(id, name, val, unit, meaning) AN_R_##id,
+  AN_RULES(AN_R_ENUM)
+#undef AN_R_ENUM
+      AN_R_N
+};
+
 typedef struct an_rule {
   const char *name;
   double value;
   const char *unit, *meaning;
 } an_rule;
-extern an_rule an_rules[];
-extern const int an_nrules;
-double an_rule_get(const char *name);
+extern an_rule an_rules[AN_R_N];
+#define an_nrules AN_R_N
+static inline double an_th(int id) {
+  return an_rules[id].value;
+}
 int an_rule_set(const char *assign); /* "name=value"; 0 ok */
 
+/* 1 for communication kernels (NCCL, and collectives by name). */
+int an_is_comm(const char *name, size_t n);
+/* The runtime call with this correlation id, or NULL. */
+const an_call *an_call_of(const an_trace *t, int64_t corr);
+
+/* The analysis, as passes over the model (an_analyze runs them in this order). */
 an_report *an_analyze(const an_trace *t, int only_step);
+void an_pass_steps(an_report *r); /* an_steps.c: op_step, steps, stepsum */
+int an_steps_zoom(an_report *r, int num, int64_t *w0, int64_t *w1);
+void an_pass_figures(an_report *r, int64_t w0, int64_t w1); /* an_figures.c: devices, host, gaps,
+                                                               exposed, idle, classes, kernels */
+void an_pass_whatif(an_report *r);                          /* an_whatif.c */
+void an_pass_findings(an_report *r);                        /* an_findings.c */
 void an_report_free(an_report *r);
 an_iv *an_kernel_union(const an_trace *t, int dev, size_t *n);
+int64_t an_median(int64_t *v, size_t n); /* sorts v */
+int64_t an_p95(int64_t *v, size_t n);    /* sorts v */
 
 /* ---- outputs ---- */
 typedef struct an_out {
@@ -190,6 +333,7 @@ void an_write_json(an_out *o, an_report **r, int n);
 void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int standalone);
 void an_write_html(an_out *o, an_report **r, int n, int step);
 void an_write_diff(an_out *o, an_report *a, an_report *b);
+void an_write_diff_json(an_out *o, an_report *a, an_report *b);
 int an_write_chrome(FILE *f, const an_trace *t);
 /* Escape for XML/HTML text and attributes. */
 void an_xml_escape(FILE *f, const char *s);

@@ -1,22 +1,28 @@
 /* an_cli.c — `pinwheel report`, `pinwheel diff`, `pinwheel export`.
  *
- * Owns: argument parsing and exit statuses: 0 done; 2 a usage error or a trace that cannot be
- * read (one line on stderr naming the file and what is wrong).
+ * Owns: argument parsing (options anywhere on the line, `--` ends them, `-` is standard input)
+ * and exit statuses: 0 done; 2 a usage error or a trace that cannot be read (one line on stderr
+ * naming the file and what is wrong).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "an.h"
+#include "an_out.h"
 #include "cli.h"
 
 static const char report_usage[] =
-    "usage: pinwheel report [--format text|json|html|svg] [-o FILE] [--step N]\n"
-    "                       [--threshold NAME=VALUE]... TRACE...\n"
+    "usage: pinwheel report [--format text|json|html|svg] [-o FILE] [--step N] [--steps all]\n"
+    "                       [--step-range REGEX] [--threshold NAME=VALUE]... TRACE...\n"
     "Reads torch.profiler (Kineto) Chrome trace JSON, plain or .gz, and Nsight Systems SQLite\n"
-    "exports (format found from the content).  Several traces: one report, a row per rank.\n"
-    "Thresholds (--threshold NAME=VALUE):\n";
+    "exports (format found from the content); `-` reads standard input.  Several traces: one\n"
+    "report, a row per rank.  Steps are ProfilerStep#N ranges, or the annotations (NVTX ranges)\n"
+    "whose names match --step-range; a step's GPU work is what its runtime calls launched.\n"
+    "  --step N        figures of step N only (its GPU work, from the previous step's end)\n"
+    "  --steps all     list every step (by default when there are at most steps_shown)\n"
+    "Thresholds and what-if assumptions (--threshold NAME=VALUE):\n";
 
 static void print_rules(FILE *f) {
   for (int i = 0; i < an_nrules; i++)
@@ -27,7 +33,7 @@ static void print_rules(FILE *f) {
 static FILE *open_out(const char *path) {
   if (!path || !strcmp(path, "-")) return stdout;
   FILE *f = fopen(path, "w");
-  if (!f) fprintf(stderr, "pinwheel: cannot write %s: %m\n", path);
+  if (!f) fprintf(stderr, "pinwheel: cannot write %s: %s\n", path, strerror(errno));
   return f;
 }
 
@@ -44,76 +50,175 @@ static int close_out(FILE *f, const char *path) {
   return 0;
 }
 
+/* `-`: standard input, copied to a temporary file first (the SQLite and gzip readers need a
+ * file); the report names it "(standard input)". */
 static an_trace *load_or_say(const char *path) {
   char err[512];
+  char *tmp = NULL;
+  if (!strcmp(path, "-")) {
+    const char *dir = getenv("TMPDIR");
+    if (asprintf(&tmp, "%s/pinwheel-stdin-XXXXXX", dir && *dir ? dir : "/tmp") < 0) tmp = NULL;
+    int fd = tmp ? mkstemp(tmp) : -1;
+    if (fd < 0) {
+      fprintf(stderr, "pinwheel: cannot make a temporary file for standard input: %s\n",
+              strerror(errno));
+      free(tmp);
+      return NULL;
+    }
+    static char buf[1 << 16];
+    ssize_t n;
+    int bad = 0;
+    while ((n = read(0, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+      if (n > 0 && write(fd, buf, (size_t)n) != n) bad = 1;
+    if (n < 0 || bad || close(fd)) {
+      fprintf(stderr, "pinwheel: reading standard input into %s failed: %s\n", tmp,
+              strerror(errno));
+      unlink(tmp);
+      free(tmp);
+      return NULL;
+    }
+    path = tmp;
+  }
   an_trace *t = an_load(path, err, sizeof err);
+  if (tmp) {
+    unlink(tmp);
+    size_t l = strlen(tmp);
+    free(tmp);
+    if (t) {
+      free(t->path);
+      t->path = strdup("(standard input)");
+    } else { /* say "(standard input)", not the temporary name */
+      fprintf(stderr, "pinwheel: (standard input)%s\n", strlen(err) > l ? err + l : "");
+      return NULL;
+    }
+  }
   if (!t) fprintf(stderr, "pinwheel: %s\n", err);
   return t;
 }
 
+/* A trace that reads but has nothing to report on. */
+static int usable(const an_trace *t, const char *path) {
+  if (t->nops == 0) {
+    fprintf(stderr,
+            "pinwheel: %s: no GPU activity (kernels, memcpys, memsets) in this trace: was the "
+            "profiler's CUDA activity on (torch.profiler: ProfilerActivity.CUDA)?\n",
+            path);
+    return 0;
+  }
+  return 1;
+}
+
+static int step_range(const char *re) {
+  char err[300];
+  if (an_step_set_regex(re, err, sizeof err)) {
+    fprintf(stderr, "pinwheel: %s\n", err);
+    return -1;
+  }
+  return 0;
+}
+
 int pw_cmd_report(int argc, char **argv) {
   const char *format = "text", *out = NULL;
-  int step = -1, i = 1;
-  for (; i < argc; i++) {
+  int step = -1, nfiles = 0, opts = 1;
+  const char **files = calloc((size_t)argc + 1, sizeof *files);
+  for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    int has_val = i + 1 < argc;
+    if (!opts || !strcmp(a, "-") || a[0] != '-') {
+      files[nfiles++] = a;
+    } else if (!strcmp(a, "--")) {
+      opts = 0;
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       fputs(report_usage, stdout);
       print_rules(stdout);
+      free(files);
       return 0;
-    } else if (!strcmp(a, "--format") && i + 1 < argc) {
+    } else if (!strcmp(a, "--format") && has_val) {
       format = argv[++i];
       if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "html") &&
           strcmp(format, "svg")) {
         fprintf(stderr, "pinwheel report: unknown format '%s' (text, json, html, svg)\n", format);
+        free(files);
         return 2;
       }
-    } else if (!strcmp(a, "-o") && i + 1 < argc) {
+    } else if (!strcmp(a, "-o") && has_val) {
       out = argv[++i];
-    } else if (!strcmp(a, "--step") && i + 1 < argc) {
+    } else if (!strcmp(a, "--step") && has_val) {
       char *end;
+      errno = 0;
       long v = strtol(argv[++i], &end, 10);
-      if (*end || v < 0 || v > 1000000000) {
+      if (errno || end == argv[i] || *end || v < 0 || v > 1000000000) {
         fprintf(stderr, "pinwheel report: --step needs a step number, not '%s'\n", argv[i]);
+        free(files);
         return 2;
       }
       step = (int)v;
-    } else if (!strcmp(a, "--threshold") && i + 1 < argc) {
+    } else if (!strcmp(a, "--steps") && has_val) {
+      const char *v = argv[++i];
+      if (strcmp(v, "all") && strcmp(v, "summary")) {
+        fprintf(stderr, "pinwheel report: --steps takes 'all' or 'summary', not '%s'\n", v);
+        free(files);
+        return 2;
+      }
+      an_all_steps = !strcmp(v, "all");
+      if (!an_all_steps) an_rules[AN_R_STEPS_SHOWN].value = 0;
+    } else if (!strcmp(a, "--step-range") && has_val) {
+      if (step_range(argv[++i])) {
+        free(files);
+        return 2;
+      }
+    } else if (!strcmp(a, "--threshold") && has_val) {
       if (an_rule_set(argv[++i])) {
         fprintf(stderr, "pinwheel report: bad threshold '%s'; the thresholds are:\n", argv[i]);
         print_rules(stderr);
+        free(files);
         return 2;
       }
-    } else if (!strcmp(a, "--")) {
-      i++;
-      break;
-    } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "pinwheel report: unknown option %s\n%s", a, report_usage);
-      return 2;
     } else {
-      break;
+      fprintf(stderr, "pinwheel report: %s option %s\n%s",
+              has_val || (strcmp(a, "--format") && strcmp(a, "-o") && strcmp(a, "--step") &&
+                          strcmp(a, "--steps") && strcmp(a, "--step-range") &&
+                          strcmp(a, "--threshold"))
+                  ? "unknown"
+                  : "a value is missing after the",
+              a, report_usage);
+      free(files);
+      return 2;
     }
   }
-  int n = argc - i;
+  int n = nfiles;
   if (n <= 0) {
     fprintf(stderr, "pinwheel report: no trace given\n%s", report_usage);
+    free(files);
     return 2;
   }
   if (!strcmp(format, "svg") && n != 1) {
     fprintf(stderr, "pinwheel report: --format svg draws one trace; give one file\n");
+    free(files);
+    return 2;
+  }
+  int stdins = 0;
+  for (int k = 0; k < n; k++)
+    stdins += !strcmp(files[k], "-");
+  if (stdins > 1) {
+    fprintf(stderr, "pinwheel report: standard input (-) can be given once\n");
+    free(files);
     return 2;
   }
   an_trace **t = calloc((size_t)n, sizeof *t);
   an_report **r = calloc((size_t)n, sizeof *r);
   int rc = 0;
   for (int k = 0; k < n && !rc; k++) {
-    if (!(t[k] = load_or_say(argv[i + k])))
+    if (!(t[k] = load_or_say(files[k])) || !usable(t[k], t[k]->path))
       rc = 2;
-    else if (t[k]->nops == 0) {
-      fprintf(stderr, "pinwheel: %s: no GPU activity (kernels, memcpys, memsets) in this trace\n",
-              argv[i + k]);
-      rc = 2;
-    } else if (!(r[k] = an_analyze(t[k], step))) {
-      fprintf(stderr, "pinwheel: %s: no ProfilerStep#%d in this trace\n", argv[i + k], step);
+    else if (!(r[k] = an_analyze(t[k], step))) {
+      if (t[k]->nsteps)
+        fprintf(stderr, "pinwheel: %s: no step %d in this trace (it has steps %d to %d)\n",
+                t[k]->path, step, t[k]->steps[0].num, t[k]->steps[t[k]->nsteps - 1].num);
+      else
+        fprintf(stderr, "pinwheel: %s: --step %d, but this trace has no step ranges (%s)\n",
+                t[k]->path, step,
+                an_step_regex ? "no annotation matches --step-range" : "no ProfilerStep#N");
       rc = 2;
     }
   }
@@ -145,24 +250,61 @@ int pw_cmd_report(int argc, char **argv) {
   }
   free(r);
   free(t);
+  free(files);
   return rc;
 }
 
+static const char diff_usage[] =
+    "usage: pinwheel diff [--format text|json] [--step-range REGEX] BEFORE AFTER\n"
+    "The figures of two traces side by side, per device, with deltas: GPU step median and p95,\n"
+    "H2D per step, hidden %, exposed, pageable host time.\n";
+
 int pw_cmd_diff(int argc, char **argv) {
-  if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-    puts("usage: pinwheel diff BEFORE AFTER\nThe figures of two traces side by side, with deltas.");
-    return 0;
+  const char *files[2] = {NULL, NULL}, *format = "text";
+  int nf = 0, opts = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!opts || !strcmp(a, "-") || a[0] != '-') {
+      if (nf == 2) {
+        fprintf(stderr, "pinwheel diff: two traces, not more ('%s')\n%s", a, diff_usage);
+        return 2;
+      }
+      files[nf++] = a;
+    } else if (!strcmp(a, "--")) {
+      opts = 0;
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(diff_usage, stdout);
+      return 0;
+    } else if (!strcmp(a, "--format") && i + 1 < argc) {
+      format = argv[++i];
+      if (strcmp(format, "text") && strcmp(format, "json")) {
+        fprintf(stderr, "pinwheel diff: unknown format '%s' (text, json)\n", format);
+        return 2;
+      }
+    } else if (!strcmp(a, "--step-range") && i + 1 < argc) {
+      if (step_range(argv[++i])) return 2;
+    } else {
+      fprintf(stderr, "pinwheel diff: unknown option %s\n%s", a, diff_usage);
+      return 2;
+    }
   }
-  if (argc != 3) {
-    fprintf(stderr, "usage: pinwheel diff BEFORE AFTER\n");
+  if (nf != 2) {
+    fprintf(stderr, "%s", diff_usage);
     return 2;
   }
-  an_trace *a = load_or_say(argv[1]), *b = a ? load_or_say(argv[2]) : NULL;
+  if (!strcmp(files[0], "-") && !strcmp(files[1], "-")) {
+    fprintf(stderr, "pinwheel diff: standard input (-) can be given once\n");
+    return 2;
+  }
+  an_trace *a = load_or_say(files[0]), *b = a && usable(a, a->path) ? load_or_say(files[1]) : NULL;
   int rc = 2;
-  if (a && b) {
+  if (a && b && usable(b, b->path)) {
     an_report *ra = an_analyze(a, -1), *rb = an_analyze(b, -1);
     an_out o = {.f = stdout};
-    an_write_diff(&o, ra, rb);
+    if (!strcmp(format, "json"))
+      an_write_diff_json(&o, ra, rb);
+    else
+      an_write_diff(&o, ra, rb);
     rc = close_out(stdout, NULL);
     an_report_free(ra);
     an_report_free(rb);
@@ -174,28 +316,40 @@ int pw_cmd_diff(int argc, char **argv) {
 
 int pw_cmd_export(int argc, char **argv) {
   const char *out = NULL, *in = NULL;
+  int opts = 1;
+  static const char usage[] =
+      "usage: pinwheel export --format chrome -o OUT TRACE\nChrome trace JSON that Perfetto "
+      "opens: one process per device, one thread per stream, a steps track; the host's runtime "
+      "calls under their own names, one track per thread; launch -> operation flows.\n";
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--format") && i + 1 < argc) {
+    const char *a = argv[i];
+    if (!opts || !strcmp(a, "-") || a[0] != '-') {
+      if (in) {
+        fprintf(stderr, "pinwheel export: one trace, not more ('%s')\n", a);
+        return 2;
+      }
+      in = a;
+    } else if (!strcmp(a, "--")) {
+      opts = 0;
+    } else if (!strcmp(a, "--format") && i + 1 < argc) {
       if (strcmp(argv[++i], "chrome")) {
         fprintf(stderr, "pinwheel export: the only format is chrome\n");
         return 2;
       }
-    } else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+    } else if (!strcmp(a, "-o") && i + 1 < argc) {
       out = argv[++i];
-    } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      puts("usage: pinwheel export --format chrome -o OUT TRACE\nChrome trace JSON that Perfetto "
-           "opens: one "
-           "process per device, one thread per stream.");
+    } else if (!strcmp(a, "--step-range") && i + 1 < argc) {
+      if (step_range(argv[++i])) return 2;
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(usage, stdout);
       return 0;
-    } else if (argv[i][0] == '-' && argv[i][1]) {
-      fprintf(stderr, "pinwheel export: unknown option %s\n", argv[i]);
-      return 2;
     } else {
-      in = argv[i];
+      fprintf(stderr, "pinwheel export: unknown option %s\n%s", a, usage);
+      return 2;
     }
   }
   if (!in || !out) {
-    fprintf(stderr, "usage: pinwheel export --format chrome -o OUT TRACE\n");
+    fputs(usage, stderr);
     return 2;
   }
   an_trace *t = load_or_say(in);

@@ -1,7 +1,8 @@
-/* an_figures.c — interval arithmetic, the figures of DESIGN.md §5, the findings and the what-if.
+/* an_figures.c — interval arithmetic, the figures pass of DESIGN.md §5, and an_analyze.
  *
  * Owns: the definitions (K, H, D, A unions per device; overlap = |H ∩ K| / |H|; exposed = |H \ K|;
- * busy = |A| / span; hidden % per copy) and the rules table with its thresholds.
+ * busy = |A| / span; hidden % per copy), where idle time goes, the kernel table and the other
+ * operation classes, and the thresholds table.  K never holds communication kernels.
  */
 #define _GNU_SOURCE
 #include "an.h"
@@ -69,31 +70,13 @@ int64_t an_cover(const an_iv *v, size_t n, int64_t s, int64_t e) {
   return t;
 }
 
-/* ---- rules ---- */
+/* ---- thresholds ---- */
 
-an_rule an_rules[] = {
-    {"exposed_min_us", 100, "us",
-     "copies longer than this are checked for exposure (RATELProf hidden_transfers)"},
-    {"exposed_max_hidden_pct", 50, "%", "a copy hidden this much or less under compute is exposed"},
-    {"gap_ms", 1, "ms", "GPU idle gaps at least this long are reported (nsys gpu_gaps)"},
-    {"sync_share_pct", 5, "%",
-     "host time in sync calls above this share of the span is a finding (nsys cuda_api_sync)"},
-    {"sync_longest_ms", 1, "ms", "a single sync call at least this long is a finding"},
-    {"low_util_pct", 50, "%", "utilization buckets below this are low (nsys gpu_time_util)"},
-    {"buckets", 20, "", "utilization buckets over the span"},
-    {"pageable_min_kib", 0, "KiB",
-     "pageable copies at least this large are reported (nsys cuda_memcpy_async)"},
-    {"eligible_min_kib", 64, "KiB",
-     "what-if: pageable H2D copies pinwheel stages (PINWHEEL_MIN_BYTES)"},
-    {"d2d_gbps", 2000, "GB/s", "what-if: device-to-device copy rate that replaces a staged copy"},
+an_rule an_rules[AN_R_N] = {
+#define AN_R_ROW(id, nm, val, un, mean) [AN_R_##id] = {nm, val, un, mean},
+    AN_RULES(AN_R_ROW)
+#undef AN_R_ROW
 };
-const int an_nrules = (int)(sizeof an_rules / sizeof an_rules[0]);
-
-double an_rule_get(const char *name) {
-  for (int i = 0; i < an_nrules; i++)
-    if (!strcmp(an_rules[i].name, name)) return an_rules[i].value;
-  return 0;
-}
 
 int an_rule_set(const char *assign) {
   const char *eq = strchr(assign, '=');
@@ -103,58 +86,16 @@ int an_rule_set(const char *assign) {
         !strncmp(an_rules[i].name, assign, (size_t)(eq - assign))) {
       char *end;
       double v = strtod(eq + 1, &end);
-      if (end == eq + 1 || *end || v < 0) return -1;
-      if (!strcmp(an_rules[i].name, "buckets") && (v < 1 || v > 64)) return -1;
+      if (end == eq + 1 || *end || !(v >= 0) || v > 1e15) return -1;
+      if (i == AN_R_BUCKETS && (v < 1 || v > 64)) return -1;
+      if ((i == AN_R_H2D_GBPS || i == AN_R_H2D_ELIDE_GBPS || i == AN_R_D2H_GBPS ||
+           i == AN_R_LINK_GBPS || i == AN_R_D2D_GBPS) &&
+          v <= 0)
+        return -1;
       an_rules[i].value = v;
       return 0;
     }
   return -1;
-}
-
-/* ---- correlation join ---- */
-
-typedef struct corr_dur {
-  int64_t corr, dur;
-} corr_dur;
-
-static int cmp_cd(const void *a, const void *b) {
-  const corr_dur *x = a, *y = b;
-  return x->corr < y->corr ? -1 : x->corr > y->corr;
-}
-
-typedef struct ctx {
-  const an_trace *t;
-  corr_dur *cd;
-  size_t ncd;
-} ctx;
-
-static int64_t host_time_of(const ctx *c, int64_t corr) {
-  if (corr < 0) return 0;
-  size_t lo = 0, hi = c->ncd;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (c->cd[mid].corr < corr)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < c->ncd && c->cd[lo].corr == corr ? c->cd[lo].dur : 0;
-}
-
-static ctx *make_ctx(const an_trace *t) {
-  ctx *c = calloc(1, sizeof *c);
-  c->t = t;
-  c->cd = malloc((t->ncalls + 1) * sizeof *c->cd);
-  for (size_t i = 0; i < t->ncalls; i++)
-    if (t->calls[i].api == AN_API_MEMCPY)
-      c->cd[c->ncd++] = (corr_dur){t->calls[i].corr, t->calls[i].e - t->calls[i].s};
-  qsort(c->cd, c->ncd, sizeof *c->cd, cmp_cd);
-  return c;
-}
-
-static void free_ctx(ctx *c) {
-  free(c->cd);
-  free(c);
 }
 
 /* ---- per-device figures ---- */
@@ -205,9 +146,8 @@ static void fill_xfer(an_xfer *x, const an_iv *v, size_t n, const lists *L) {
   x->exposed = x->time - x->hidden;
 }
 
-static void device_figures(const ctx *c, int dev, int64_t w0, int64_t w1, int windowed,
-                           an_dev *out) {
-  const an_trace *t = c->t;
+static void device_figures(const an_trace *t, int dev, int64_t w0, int64_t w1, int windowed,
+                           an_dev *out, an_opclass *cls) {
   memset(out, 0, sizeof *out);
   out->dev = dev;
   lists L;
@@ -215,24 +155,34 @@ static void device_figures(const ctx *c, int dev, int64_t w0, int64_t w1, int wi
   int64_t t0 = INT64_MAX, t1 = INT64_MIN;
   size_t lo, hi;
   an_op_range(t, w0, w1, &lo, &hi);
+  uint64_t pg_min = (uint64_t)(an_th(AN_R_PAGEABLE_MIN_KIB) * 1024);
   for (size_t i = lo; i < hi; i++) {
     const an_op *o = &t->ops[i];
     if (o->dev != dev || o->e < w0 || o->s >= w1) continue;
     int64_t s = o->s > w0 ? o->s : w0, e = o->e < w1 ? o->e : w1;
     if (s < t0) t0 = s;
     if (e > t1) t1 = e;
+    int c = -1;
     if (o->type == AN_KERNEL) out->kernels++;
+    if (o->type == AN_COMM) c = 3;
+    if (o->type == AN_MEMSET) c = 2;
     if (o->type == AN_MEMCPY) {
       an_xfer *x = o->ckind == AN_CK_H2D ? &out->h2d : o->ckind == AN_CK_D2H ? &out->d2h : NULL;
       if (x) x->copies++, x->bytes += o->bytes, x->has = 1;
-      if ((o->srck == AN_MK_PAGEABLE || o->dstk == AN_MK_PAGEABLE) &&
-          o->bytes >= (uint64_t)(an_rule_get("pageable_min_kib") * 1024)) {
+      if (o->ckind == AN_CK_D2D) c = 0;
+      if (o->ckind == AN_CK_P2P) c = 1;
+      if ((o->srck == AN_MK_PAGEABLE || o->dstk == AN_MK_PAGEABLE) && o->bytes >= pg_min) {
+        const an_call *k = an_call_of(t, o->corr);
         out->pg_copies++;
         out->pg_bytes += o->bytes;
         an_sat_add(&out->pg_time, e - s);
-        an_sat_add(&out->pg_host, host_time_of(c, o->corr));
+        if (k)
+          an_sat_add(&out->pg_host, k->e - k->s);
+        else
+          out->pg_unknown++;
       }
     }
+    if (c >= 0) cls[c].count++, cls[c].bytes += o->bytes, an_sat_add(&cls[c].time, e - s);
   }
   if (windowed) t0 = w0, t1 = w1;
   if (t0 > t1) t0 = t1 = 0;
@@ -244,7 +194,7 @@ static void device_figures(const ctx *c, int dev, int64_t w0, int64_t w1, int wi
   out->idle = out->span - out->busy;
   fill_xfer(&out->h2d, L.h, L.nh, &L);
   fill_xfer(&out->d2h, L.d, L.nd, &L);
-  int nb = (int)an_rule_get("buckets");
+  int nb = (int)an_th(AN_R_BUCKETS);
   out->nbuckets = nb;
   for (int b = 0; b < nb && out->span > 0; b++) {
     int64_t bs = t0 + (int64_t)((double)out->span * b / nb),
@@ -284,68 +234,56 @@ static int cmp_gap(const void *a, const void *b) {
   int64_t lx = x->e - x->s, ly = y->e - y->s;
   return lx < ly ? 1 : lx > ly ? -1 : 0;
 }
-
-static void add_finding(an_report *r, const char *rule, const char *sev, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void add_finding(an_report *r, const char *rule, const char *sev, const char *fmt, ...) {
-  if (r->nfindings >= 16) return;
-  an_finding *f = &r->findings[r->nfindings++];
-  f->rule = rule;
-  f->severity = sev;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(f->message, sizeof f->message, fmt, ap);
-  va_end(ap);
+static int cmp_kstat(const void *a, const void *b) {
+  const an_kstat *x = a, *y = b;
+  return x->total < y->total ? 1 : x->total > y->total ? -1 : 0;
 }
 
-/* The steps to report: GPU-side ProfilerStep windows when the trace has them, else host-side. */
-static size_t pick_steps(const an_trace *t, an_step *out) {
-  int gpu = 0;
-  for (size_t i = 0; i < t->nsteps; i++)
-    gpu |= t->steps[i].gpu;
-  size_t n = 0;
-  for (size_t i = 0; i < t->nsteps; i++) {
-    if (t->steps[i].gpu != gpu) continue;
-    int dup = 0;
-    for (size_t k = 0; k < n; k++)
-      dup |= out[k].num == t->steps[i].num;
-    if (!dup) out[n++] = t->steps[i];
-  }
-  return n;
-}
-
-an_report *an_analyze(const an_trace *t, int only_step) {
-  an_report *r = calloc(1, sizeof *r);
-  r->t = t;
-  ctx *c = make_ctx(t);
-  int *ids;
-  r->ndevs = device_ids(t, &ids);
-  an_step *steps = malloc((t->nsteps + 1) * sizeof *steps);
-  size_t nsteps = pick_steps(t, steps);
-  int64_t w0 = INT64_MIN, w1 = INT64_MAX;
-  if (only_step >= 0) {
-    size_t k = 0;
-    while (k < nsteps && steps[k].num != only_step)
-      k++;
-    if (k == nsteps) {
-      free(ids), free(steps), free_ctx(c), free(r);
-      return NULL;
+/* Idle split of one device: every idle stretch [g0, g1) between its operations is host-bound up
+ * to the moment the runtime call of the next operation began (nothing was queued: the host was
+ * in a sync, a blocking copy or launching), "other" after it (work was queued, yet the GPU
+ * waited: a dependency, launch latency); the host-bound part under a blocking memcpy call of
+ * any thread is "copy". */
+static void idle_split(const an_trace *t, int dev, int64_t w0, int64_t w1, const an_iv *mc,
+                       size_t nmc, an_idle *out) {
+  memset(out, 0, sizeof *out);
+  size_t lo, hi;
+  an_op_range(t, w0, w1, &lo, &hi);
+  int64_t busy_end = INT64_MIN; /* end of the union of the device's ops so far */
+  for (size_t i = lo; i < hi; i++) {
+    const an_op *o = &t->ops[i];
+    if (o->dev != dev || o->e <= w0 || o->s >= w1) continue;
+    int64_t s = o->s > w0 ? o->s : w0, e = o->e < w1 ? o->e : w1;
+    if (busy_end != INT64_MIN && s > busy_end) {
+      int64_t g0 = busy_end, g1 = s;
+      const an_call *c = an_call_of(t, o->corr);
+      int64_t hb = c ? (c->s < g0 ? g0 : c->s > g1 ? g1 : c->s) : g0;
+      int64_t cp = an_cover(mc, nmc, g0, hb);
+      out->copy += cp;
+      out->host += hb - g0 - cp;
+      out->other += g1 - hb;
     }
-    w0 = steps[k].s, w1 = steps[k].e;
-    steps[0] = steps[k];
-    nsteps = 1;
+    if (e > busy_end) busy_end = e;
   }
-  int windowed = only_step >= 0;
-  r->devs = calloc((size_t)r->ndevs + 1, sizeof *r->devs);
+}
+
+void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
+  const an_trace *t = r->t;
+  int windowed = w0 != INT64_MIN || w1 != INT64_MAX;
+  r->classes = calloc((size_t)r->ndevs + 1, sizeof *r->classes);
+  r->idle = calloc((size_t)r->ndevs + 1, sizeof *r->idle);
   for (int i = 0; i < r->ndevs; i++)
-    device_figures(c, ids[i], w0, w1, windowed, &r->devs[i]);
-  /* host syncs */
+    device_figures(t, r->devs[i].dev, w0, w1, windowed, &r->devs[i], r->classes[i]);
+  /* host calls: syncs, and the memcpy calls that idle time may wait on */
+  an_iv *mc = malloc((t->ncalls + 1) * sizeof *mc);
+  size_t nmc = 0;
   for (size_t i = 0; i < t->ncalls; i++) {
     const an_call *k = &t->calls[i];
     if (k->e <= w0 || k->s >= w1) continue;
     int64_t d = k->e - k->s;
     r->api_calls[k->api]++;
     an_sat_add(&r->api_time[k->api], d);
+    if (k->api == AN_API_MEMCPY) mc[nmc++] = (an_iv){k->s, k->e};
     if (k->api == AN_API_STREAM_SYNC || k->api == AN_API_DEVICE_SYNC ||
         k->api == AN_API_EVENT_SYNC) {
       r->sync_calls++;
@@ -353,122 +291,88 @@ an_report *an_analyze(const an_trace *t, int only_step) {
       if (d > r->sync_longest) r->sync_longest = d;
     }
   }
+  nmc = an_union(mc, nmc);
+  for (int i = 0; i < r->ndevs; i++)
+    idle_split(t, r->devs[i].dev, r->devs[i].t0, r->devs[i].t1, mc, nmc, &r->idle[i]);
+  free(mc);
   /* gaps and exposed copies, per device */
-  int64_t gap_min = (int64_t)(an_rule_get("gap_ms") * 1e6);
-  int64_t exp_min = (int64_t)(an_rule_get("exposed_min_us") * 1e3);
-  double exp_hidden = an_rule_get("exposed_max_hidden_pct") / 100.0;
+  int64_t gap_min = (int64_t)(an_th(AN_R_GAP_MS) * 1e6);
+  int64_t exp_min = (int64_t)(an_th(AN_R_EXPOSED_MIN_US) * 1e3);
+  double exp_hidden = an_th(AN_R_EXPOSED_MAX_HIDDEN_PCT) / 100.0;
   size_t capg = 64, cape = 64;
   r->gaps = malloc(capg * sizeof *r->gaps);
   r->exposed = malloc(cape * sizeof *r->exposed);
-  uint64_t elig_min = (uint64_t)(an_rule_get("eligible_min_kib") * 1024);
-  an_whatif *w = &r->whatif;
   for (int i = 0; i < r->ndevs; i++) {
     lists L;
-    build_lists(t, ids[i], w0, w1, &L);
+    int dev = r->devs[i].dev;
+    build_lists(t, dev, w0, w1, &L);
     for (size_t g = 1; g < L.na; g++)
       if (L.a[g].s - L.a[g - 1].e >= gap_min && gap_min > 0) {
         if (r->ngaps == capg) r->gaps = realloc(r->gaps, (capg *= 2) * sizeof *r->gaps);
-        r->gaps[r->ngaps++] = (an_gap){ids[i], L.a[g - 1].e, L.a[g].s};
+        r->gaps[r->ngaps++] = (an_gap){dev, L.a[g - 1].e, L.a[g].s};
       }
-    for (size_t k = 0; k < t->nops; k++) {
+    size_t lo, hi;
+    an_op_range(t, w0, w1, &lo, &hi);
+    for (size_t k = lo; k < hi; k++) {
       const an_op *o = &t->ops[k];
-      if (o->dev != ids[i] || o->type != AN_MEMCPY || o->e <= w0 || o->s >= w1) continue;
+      if (o->dev != dev || o->type != AN_MEMCPY || o->e <= w0 || o->s >= w1) continue;
       int64_t dur = o->e - o->s;
       int64_t hid = an_cover(L.k, L.nk, o->s, o->e);
       double hf = dur > 0 ? (double)hid / (double)dur : 1.0;
       if (dur > exp_min && hf <= exp_hidden) {
         if (r->nexposed == cape) r->exposed = realloc(r->exposed, (cape *= 2) * sizeof *r->exposed);
-        r->exposed[r->nexposed++] =
-            (an_exposed){ids[i], o->stream, o->s, dur, hf, o->bytes, o->ckind, o->srck, o->dstk};
-      }
-      if (o->ckind == AN_CK_H2D && o->srck == AN_MK_PAGEABLE && o->dstk == AN_MK_DEVICE &&
-          o->bytes >= elig_min) {
-        w->copies++;
-        w->bytes += o->bytes;
-        an_sat_add(&w->exposed, dur - hid);
-        an_sat_add(&w->host, host_time_of(c, o->corr));
+        r->exposed[r->nexposed++] = (an_exposed){dev,      o->stream, o->s,    dur,     hf,
+                                                 o->bytes, o->ckind,  o->srck, o->dstk, o->corr};
       }
     }
     free_lists(&L);
   }
   qsort(r->gaps, r->ngaps, sizeof *r->gaps, cmp_gap);
   qsort(r->exposed, r->nexposed, sizeof *r->exposed, cmp_exposed);
-  /* steps */
-  r->steps = calloc(nsteps + 1, sizeof *r->steps);
-  for (size_t k = 0; k < nsteps; k++) {
-    r->steps[k].num = steps[k].num;
-    r->steps[k].ndevs = r->ndevs;
-    r->steps[k].devs = calloc((size_t)r->ndevs + 1, sizeof(an_dev));
-    for (int i = 0; i < r->ndevs; i++)
-      device_figures(c, ids[i], steps[k].s, steps[k].e, 1, &r->steps[k].devs[i]);
+  /* kernel table: totals per (device, name), the top ones kept */
+  size_t nn = t->nnames, nd = (size_t)r->ndevs;
+  an_kstat *all = calloc(nn * nd + 1, sizeof *all);
+  size_t lo, hi;
+  an_op_range(t, w0, w1, &lo, &hi);
+  for (size_t k = lo; k < hi; k++) {
+    const an_op *o = &t->ops[k];
+    if ((o->type != AN_KERNEL && o->type != AN_COMM) || o->e <= w0 || o->s >= w1 || o->name >= nn)
+      continue;
+    int di = 0;
+    while (di < r->ndevs && r->devs[di].dev != o->dev)
+      di++;
+    an_kstat *ks = &all[(size_t)di * nn + o->name];
+    ks->dev = o->dev, ks->name = o->name, ks->type = o->type;
+    ks->count++;
+    an_sat_add(&ks->total, (o->e < w1 ? o->e : w1) - (o->s > w0 ? o->s : w0));
   }
-  r->nsteps = nsteps;
-  /* what-if, per step */
-  w->steps = nsteps ? (int)nsteps : 1;
-  double rate = an_rule_get("d2d_gbps");
-  double d2d = rate > 0 ? (double)w->bytes / rate : 0; /* bytes / (GB/s) = ns */
-  w->d2d = d2d < 9e18 ? (int64_t)d2d : INT64_MAX;
-  int64_t gain = (w->exposed > w->host ? w->exposed : w->host) - w->d2d;
-  w->saving = (gain > 0 ? gain : 0) / w->steps;
-  w->exposed /= w->steps;
-  w->host /= w->steps;
-  w->d2d /= w->steps;
-  /* findings */
-  uint64_t pg = 0, pgb = 0;
-  int64_t pgh = 0, span = 0;
-  for (int i = 0; i < r->ndevs; i++) {
-    pg += r->devs[i].pg_copies, pgb += r->devs[i].pg_bytes, an_sat_add(&pgh, r->devs[i].pg_host);
-    if (r->devs[i].span > span) span = r->devs[i].span;
-  }
-  if (pg)
-    add_finding(
-        r, "pageable_copies", "warning",
-        "%llu copies from or to pageable host memory (%.1f MiB) blocked the host %.3f ms; run "
-        "under pinwheel (or pin the memory) to stage them",
-        (unsigned long long)pg, (double)pgb / 1048576.0, (double)pgh / 1e6);
-  if (r->nexposed)
-    add_finding(
-        r, "exposed_transfers", "warning",
-        "%zu copies longer than %.0f us ran with at most %.0f %% of their time under compute; "
-        "the longest: %.3f ms (%.1f %% hidden)",
-        r->nexposed, an_rule_get("exposed_min_us"), an_rule_get("exposed_max_hidden_pct"),
-        (double)r->exposed[0].dur / 1e6, r->exposed[0].hidden * 100);
-  if (span > 0 && (r->sync_time * 100.0 / (double)span >= an_rule_get("sync_share_pct") ||
-                   r->sync_longest >= (int64_t)(an_rule_get("sync_longest_ms") * 1e6)))
-    add_finding(r, "sync_stalls", "info",
-                "the host waited %.3f ms in %llu sync calls (%.1f %% of the span; longest %.3f ms)",
-                (double)r->sync_time / 1e6, (unsigned long long)r->sync_calls,
-                span ? r->sync_time * 100.0 / (double)span : 0.0, (double)r->sync_longest / 1e6);
-  if (r->ngaps) {
-    int64_t tot = 0;
-    for (size_t g = 0; g < r->ngaps; g++)
-      an_sat_add(&tot, r->gaps[g].e - r->gaps[g].s);
-    add_finding(r, "gpu_gaps", "info",
-                "%zu GPU idle gaps of at least %.3g ms, %.3f ms in all; the longest %.3f ms",
-                r->ngaps, an_rule_get("gap_ms"), (double)tot / 1e6,
-                (double)(r->gaps[0].e - r->gaps[0].s) / 1e6);
-  }
-  for (int i = 0; i < r->ndevs; i++) {
-    int low = 0;
-    for (int b = 0; b < r->devs[i].nbuckets; b++)
-      low += r->devs[i].util[b] * 100 < an_rule_get("low_util_pct");
-    if (low)
-      add_finding(r, "low_utilization", "info",
-                  "device %d: %d of %d time buckets below %.0f %% busy", r->devs[i].dev, low,
-                  r->devs[i].nbuckets, an_rule_get("low_util_pct"));
-  }
-  if (w->copies)
-    add_finding(
-        r, "what_if_pinwheel", "info",
-        "pinwheel could save about %.3f ms per %s: %llu eligible pageable H2D copies (%.1f MiB) "
-        "expose %.3f ms and block the host %.3f ms per %s; their device-to-device "
-        "replacement costs %.3f ms",
-        (double)w->saving / 1e6, nsteps ? "step" : "trace", (unsigned long long)w->copies,
-        (double)w->bytes / 1048576.0, (double)w->exposed / 1e6, (double)w->host / 1e6,
-        nsteps ? "step" : "trace", (double)w->d2d / 1e6);
+  size_t m = 0;
+  for (size_t k = 0; k < nn * nd; k++)
+    if (all[k].count) all[m++] = all[k];
+  qsort(all, m, sizeof *all, cmp_kstat);
+  r->nkstats = m < 20 ? m : 20;
+  r->kstats = realloc(all, (r->nkstats + 1) * sizeof *all);
+}
+
+an_report *an_analyze(const an_trace *t, int only_step) {
+  an_report *r = calloc(1, sizeof *r);
+  r->t = t;
+  r->only_step = only_step;
+  int *ids;
+  r->ndevs = device_ids(t, &ids);
+  r->devs = calloc((size_t)r->ndevs + 1, sizeof *r->devs);
+  for (int i = 0; i < r->ndevs; i++)
+    r->devs[i].dev = ids[i];
   free(ids);
-  free(steps);
-  free_ctx(c);
+  an_pass_steps(r);
+  int64_t w0 = INT64_MIN, w1 = INT64_MAX;
+  if (only_step >= 0 && an_steps_zoom(r, only_step, &w0, &w1)) {
+    an_report_free(r);
+    return NULL;
+  }
+  an_pass_figures(r, w0, w1);
+  an_pass_whatif(r);
+  an_pass_findings(r);
   return r;
 }
 
@@ -477,13 +381,20 @@ void an_report_free(an_report *r) {
   for (size_t k = 0; k < r->nsteps; k++)
     free(r->steps[k].devs);
   free(r->steps);
+  free(r->stepsum);
+  free(r->op_step);
+  free(r->idle);
+  free(r->classes);
+  free(r->kstats);
+  free(r->whatif);
   free(r->devs);
   free(r->gaps);
   free(r->exposed);
   free(r);
 }
 
-/* The merged kernel intervals of one device (for the timeline's hidden/exposed marking). */
+/* The merged kernel intervals of one device (communication kernels excluded: they do not hide
+ * copies). */
 an_iv *an_kernel_union(const an_trace *t, int dev, size_t *n) {
   an_iv *k = malloc((t->nops + 1) * sizeof *k);
   size_t m = 0;

@@ -16,7 +16,7 @@
 #include <yajl/yajl_parse.h>
 #include <zlib.h>
 
-enum { C_OTHER, C_KERNEL, C_MEMCPY, C_MEMSET, C_RUNTIME, C_ANNOT, C_GPU_ANNOT };
+enum { C_OTHER, C_KERNEL, C_MEMCPY, C_MEMSET, C_RUNTIME, C_ANNOT };
 enum { K_NONE, K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ARGS, K_TRACE_EVENTS };
 enum { A_NONE, A_DEVICE, A_STREAM, A_CORR, A_BYTES };
 
@@ -168,13 +168,14 @@ static int cb_string(void *ctx, const unsigned char *v, size_t n) {
     s->e.ph = n ? (char)v[0] : 0;
     break;
   case K_CAT:
-    s->e.cat = is(v, n, "kernel")                ? C_KERNEL
-               : is(v, n, "gpu_memcpy")          ? C_MEMCPY
-               : is(v, n, "gpu_memset")          ? C_MEMSET
-               : is(v, n, "cuda_runtime")        ? C_RUNTIME
-               : is(v, n, "user_annotation")     ? C_ANNOT
-               : is(v, n, "gpu_user_annotation") ? C_GPU_ANNOT
-                                                 : C_OTHER;
+    /* the categories of today's Kineto, and (capitalised) of torch <= 1.9's */
+    s->e.cat = is(v, n, "kernel") || is(v, n, "Kernel")       ? C_KERNEL
+               : is(v, n, "gpu_memcpy") || is(v, n, "Memcpy") ? C_MEMCPY
+               : is(v, n, "gpu_memset") || is(v, n, "Memset") ? C_MEMSET
+               : is(v, n, "cuda_runtime") || is(v, n, "Runtime") || is(v, n, "cuda_driver")
+                   ? C_RUNTIME
+               : is(v, n, "user_annotation") || is(v, n, "cpu_op") ? C_ANNOT
+                                                                   : C_OTHER;
     break;
   case K_NAME:
     s->e.name_len = n < 4096 ? n : 4096;
@@ -211,14 +212,20 @@ static int finish_event(st *s) {
     op.name = an_intern(t, e->name, e->name_len);
     if (an_add_op(t, &op)) return fail(s, "out of memory after %ld events", s->nevents);
   } else if (e->cat == C_RUNTIME) {
-    uint8_t api = an_api_of(e->name, e->name_len);
-    if (api == AN_API_OTHER) return 1;
-    an_call c = {.s = e->ts, .e = e->ts + e->dur, .corr = e->has_corr ? e->corr : -1, .api = api};
+    /* every call: launches join kernels to their step and thread, memcpys give host time */
+    an_call c = {.s = e->ts,
+                 .e = e->ts + e->dur,
+                 .corr = e->has_corr ? e->corr : -1,
+                 .tid = (int32_t)e->tid,
+                 .name = an_intern(t, e->name, e->name_len),
+                 .api = an_api_of(e->name, e->name_len)};
     if (an_add_call(t, &c)) return fail(s, "out of memory after %ld events", s->nevents);
-  } else if ((e->cat == C_ANNOT || e->cat == C_GPU_ANNOT) && e->name_len > 13 &&
-             !memcmp(e->name, "ProfilerStep#", 13)) {
-    an_step stp = {
-        .s = e->ts, .e = e->ts + e->dur, .num = atoi(e->name + 13), .gpu = e->cat == C_GPU_ANNOT};
+  } else if (e->cat == C_ANNOT) {
+    /* the CPU-side range only: Kineto's gpu_user_annotation covers one stream of the main
+     * thread's work (DESIGN.md §5), so it is not a step */
+    int num;
+    if (!an_step_match(e->name, e->name_len, &num)) return 1;
+    an_step stp = {.s = e->ts, .e = e->ts + e->dur, .num = num};
     if (an_add_step(t, &stp)) return fail(s, "out of memory after %ld events", s->nevents);
   }
   return 1;

@@ -48,6 +48,30 @@ static uint8_t nsys_copy_kind(int k) {
   }
 }
 
+/* A byte or count column: an integer in [0, 2^63).  -1 for anything else (a real beyond that,
+ * a negative or fractional number, text): the README promises exit 2 for out-of-range numbers. */
+static int col_count(sqlite3_stmt *q, int col, uint64_t *out) {
+  switch (sqlite3_column_type(q, col)) {
+  case SQLITE_NULL:
+    *out = 0;
+    return 0;
+  case SQLITE_INTEGER: {
+    sqlite3_int64 v = sqlite3_column_int64(q, col);
+    if (v < 0) return -1;
+    *out = (uint64_t)v;
+    return 0;
+  }
+  case SQLITE_FLOAT: {
+    double d = sqlite3_column_double(q, col);
+    if (!(d >= 0 && d < 9.2e18) || d != (double)(uint64_t)d) return -1;
+    *out = (uint64_t)d;
+    return 0;
+  }
+  default:
+    return -1;
+  }
+}
+
 static int has_table(sqlite3 *db, const char *name) {
   sqlite3_stmt *q;
   int found = 0;
@@ -79,6 +103,16 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
   int rc = -1;
   if (sqlite3_open_v2(t->path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
     snprintf(err, errn, "%s: cannot open as SQLite: %s", t->path, db ? sqlite3_errmsg(db) : "?");
+    sqlite3_close(db);
+    return -1;
+  }
+  /* a damaged file says so here, before "no such table" could be mistaken for the reason */
+  char *emsg = NULL;
+  int prc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, &emsg);
+  if (prc != SQLITE_OK) {
+    snprintf(err, errn, "%s: a damaged SQLite file (%s): not readable as an nsys export", t->path,
+             emsg ? emsg : sqlite3_errstr(prc));
+    sqlite3_free(emsg);
     sqlite3_close(db);
     return -1;
   }
@@ -144,13 +178,19 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
         op.ckind = nsys_copy_kind(sqlite3_column_int(q, 5));
         op.srck = nsys_mem_kind(sqlite3_column_int(q, 6));
         op.dstk = nsys_mem_kind(sqlite3_column_int(q, 7));
-        sqlite3_int64 b = sqlite3_column_int64(q, 8);
-        op.bytes = b > 0 ? (uint64_t)b : 0;
+        if (col_count(q, 8, &op.bytes)) {
+          snprintf(err, errn, "%s: table %s has a byte count out of range", t->path, qs[i].table);
+          sqlite3_finalize(q);
+          goto out;
+        }
         const char *nm = ck_names[op.ckind];
         op.name = an_intern(t, nm, strlen(nm));
       } else {
-        sqlite3_int64 b = sqlite3_column_int64(q, 5);
-        op.bytes = b > 0 ? (uint64_t)b : 0;
+        if (col_count(q, 5, &op.bytes)) {
+          snprintf(err, errn, "%s: table %s has a byte count out of range", t->path, qs[i].table);
+          sqlite3_finalize(q);
+          goto out;
+        }
         op.name = an_intern(t, "Memset", 6);
       }
       if (an_add_op(t, &op)) {
@@ -167,11 +207,16 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
   }
   if (strings && has_table(db, "CUPTI_ACTIVITY_KIND_RUNTIME")) {
     sqlite3_stmt *q;
-    if (sqlite3_prepare_v2(
-            db,
-            "SELECT r.start, r.end, r.correlationId, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-            "JOIN StringIds s ON s.id = r.nameId",
-            -1, &q, NULL) != SQLITE_OK) {
+    /* globalTid (the host thread) is in every nsys schema that has this table; an export
+     * without it still reads, with every call on one thread */
+    if (sqlite3_prepare_v2(db,
+                           "SELECT r.start, r.end, r.correlationId, s.value, r.globalTid FROM "
+                           "CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId",
+                           -1, &q, NULL) != SQLITE_OK &&
+        sqlite3_prepare_v2(db,
+                           "SELECT r.start, r.end, r.correlationId, s.value, 0 FROM "
+                           "CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId",
+                           -1, &q, NULL) != SQLITE_OK) {
       snprintf(err, errn,
                "%s: table CUPTI_ACTIVITY_KIND_RUNTIME lacks the columns of the nsys schema: %s",
                t->path, sqlite3_errmsg(db));
@@ -180,12 +225,13 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
     while (sqlite3_step(q) == SQLITE_ROW) {
       const unsigned char *nm = sqlite3_column_text(q, 3);
       if (!nm) continue;
-      uint8_t api = an_api_of((const char *)nm, strlen((const char *)nm));
-      if (api == AN_API_OTHER) continue;
+      int64_t tid = sqlite3_column_int64(q, 4);
       an_call c = {.s = sqlite3_column_int64(q, 0),
                    .e = sqlite3_column_int64(q, 1),
                    .corr = sqlite3_column_int64(q, 2),
-                   .api = api};
+                   .tid = (int32_t)(tid & 0xffffff), /* nsys: pid << 24 | tid */
+                   .name = an_intern(t, (const char *)nm, strlen((const char *)nm)),
+                   .api = an_api_of((const char *)nm, strlen((const char *)nm))};
       if (check_times(t, c.s, c.e, "CUPTI_ACTIVITY_KIND_RUNTIME", err, errn) ||
           an_add_call(t, &c)) {
         sqlite3_finalize(q);
@@ -194,18 +240,27 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
     }
     sqlite3_finalize(q);
   }
-  if (has_table(db, "NVTX_EVENTS")) { /* ProfilerStep ranges, when the program annotated them */
+  if (has_table(db, "NVTX_EVENTS")) { /* steps: ranges named by --step-range, or ProfilerStep# */
     sqlite3_stmt *q;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT start, end, text FROM NVTX_EVENTS WHERE text LIKE "
-                           "'ProfilerStep#%' AND end IS NOT NULL",
-                           -1, &q, NULL) == SQLITE_OK) {
+    int ok =
+        (strings && sqlite3_prepare_v2(db,
+                                       "SELECT n.start, n.end, COALESCE(n.text, s.value) "
+                                       "FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = "
+                                       "n.textId WHERE n.end IS NOT NULL",
+                                       -1, &q, NULL) == SQLITE_OK) ||
+        sqlite3_prepare_v2(db, "SELECT start, end, text FROM NVTX_EVENTS WHERE end IS NOT NULL", -1,
+                           &q, NULL) == SQLITE_OK;
+    if (ok) {
       while (sqlite3_step(q) == SQLITE_ROW) {
         const char *txt = (const char *)sqlite3_column_text(q, 2);
-        an_step st = {.s = sqlite3_column_int64(q, 0),
-                      .e = sqlite3_column_int64(q, 1),
-                      .num = txt ? atoi(txt + 13) : 0};
-        if (st.e >= st.s) an_add_step(t, &st);
+        int num;
+        if (!txt || !an_step_match(txt, strlen(txt), &num)) continue;
+        an_step st = {.s = sqlite3_column_int64(q, 0), .e = sqlite3_column_int64(q, 1), .num = num};
+        if (st.e < st.s) continue;
+        if (check_times(t, st.s, st.e, "NVTX_EVENTS", err, errn) || an_add_step(t, &st)) {
+          sqlite3_finalize(q);
+          goto out;
+        }
       }
     }
     sqlite3_finalize(q);

@@ -8,8 +8,10 @@
 #include "an.h"
 
 #include <errno.h>
+#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #define GROW(t, arr, n, cap, item)                                                                 \
@@ -85,29 +87,27 @@ const char *an_name(const an_trace *t, uint32_t id) {
   return id < t->nnames ? t->names[id] : "?";
 }
 
+#define AN_X_RN(id, rn, tn) rn,
+#define AN_X_TN(id, rn, tn) tn,
+#define AN_X_API(id, rn) rn,
+const char *const an_ck_name[AN_CK_N] = {AN_COPY_KINDS(AN_X_RN)};
+const char *const an_ck_trace[AN_CK_N] = {AN_COPY_KINDS(AN_X_TN)};
+const char *const an_mk_name[AN_MK_N] = {AN_MEM_KINDS(AN_X_RN)};
+const char *const an_mk_trace[AN_MK_N] = {AN_MEM_KINDS(AN_X_TN)};
+const char *const an_api_name[AN_API_N] = {AN_APIS(AN_X_API)};
+
 static uint8_t mem_kind(const char *s, size_t n) {
-  static const struct {
-    const char *w;
-    uint8_t k;
-  } k[] = {{"Pageable", AN_MK_PAGEABLE},
-           {"Pinned", AN_MK_PINNED},
-           {"Device", AN_MK_DEVICE},
-           {"Managed", AN_MK_MANAGED},
-           {"Array", AN_MK_ARRAY}};
-  for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
-    if (n == strlen(k[i].w) && !memcmp(s, k[i].w, n)) return k[i].k;
+  for (int i = 1; i < AN_MK_N; i++)
+    if (n == strlen(an_mk_trace[i]) && !memcmp(s, an_mk_trace[i], n)) return (uint8_t)i;
   return AN_MK_UNKNOWN;
 }
 
 int an_parse_memcpy_name(const char *name, size_t n, uint8_t *ck, uint8_t *src, uint8_t *dst) {
   if (n < 11 || memcmp(name, "Memcpy ", 7)) return -1;
   const char *k = name + 7;
-  *ck = !memcmp(k, "HtoD", 4)   ? AN_CK_H2D
-        : !memcmp(k, "DtoH", 4) ? AN_CK_D2H
-        : !memcmp(k, "DtoD", 4) ? AN_CK_D2D
-        : !memcmp(k, "HtoH", 4) ? AN_CK_H2H
-        : !memcmp(k, "PtoP", 4) ? AN_CK_P2P
-                                : AN_CK_OTHER;
+  *ck = AN_CK_OTHER;
+  for (int i = 1; i < AN_CK_N; i++)
+    if (!memcmp(k, an_ck_trace[i], 4)) *ck = (uint8_t)i;
   *src = *dst = AN_MK_UNKNOWN;
   const char *lp = memchr(name, '(', n), *end = name + n;
   if (lp) {
@@ -119,6 +119,50 @@ int an_parse_memcpy_name(const char *name, size_t n, uint8_t *ck, uint8_t *src, 
     }
   }
   return 0;
+}
+
+/* ---- steps ---- */
+
+const char *an_step_regex;
+static regex_t step_re;
+static int step_re_ok;
+
+int an_step_set_regex(const char *re, char *err, size_t errn) {
+  if (step_re_ok) regfree(&step_re), step_re_ok = 0;
+  an_step_regex = NULL;
+  int rc = regcomp(&step_re, re, REG_EXTENDED | REG_NOSUB);
+  if (rc) {
+    char m[200];
+    regerror(rc, &step_re, m, sizeof m);
+    snprintf(err, errn, "--step-range '%s' is not a regular expression: %s", re, m);
+    return -1;
+  }
+  step_re_ok = 1;
+  an_step_regex = re;
+  return 0;
+}
+
+int an_step_match(const char *name, size_t n, int *num) {
+  if (!an_step_regex) {
+    if (n <= 13 || memcmp(name, "ProfilerStep#", 13)) return 0;
+  } else {
+    char buf[4097];
+    if (n > 4096) n = 4096;
+    memcpy(buf, name, n);
+    buf[n] = 0;
+    if (regexec(&step_re, buf, 0, NULL, 0)) return 0;
+  }
+  *num = -1;
+  const char *h = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (name[i] == '#') h = name + i;
+  if (h && h + 1 < name + n && h[1] >= '0' && h[1] <= '9') {
+    long v = 0;
+    for (const char *p = h + 1; p < name + n && *p >= '0' && *p <= '9' && v < 1000000000; p++)
+      v = v * 10 + (*p - '0');
+    *num = (int)v;
+  }
+  return 1;
 }
 
 uint8_t an_api_of(const char *name, size_t n) {
@@ -135,6 +179,10 @@ uint8_t an_api_of(const char *name, size_t n) {
     size_t l = strlen(a[i].w);
     if (n >= l && !memcmp(name, a[i].w, l) && (n == l || name[l] == '_')) return a[i].a;
   }
+  /* cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel(Ex), cudaGraphLaunch, ... */
+  if (n >= 6 && memmem(name, n, "Launch", 6) &&
+      (!memcmp(name, "cuda", 4) || !memcmp(name, "cu", 2)))
+    return AN_API_LAUNCH;
   return AN_API_OTHER;
 }
 
@@ -173,9 +221,54 @@ void an_free(an_trace *t) {
   free(t->hash);
   free(t->ops);
   free(t->calls);
+  free(t->bycorr);
   free(t->steps);
   free(t->path);
   free(t);
+}
+
+int an_is_comm(const char *name, size_t n) {
+  static const char *const w[] = {"nccl",           "allreduce",  "all_reduce",
+                                  "allgather",      "all_gather", "reducescatter",
+                                  "reduce_scatter", "alltoall",   "all_to_all"};
+  char low[256];
+  if (n > sizeof low - 1) n = sizeof low - 1;
+  for (size_t i = 0; i < n; i++)
+    low[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
+  low[n] = 0;
+  for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+    if (strstr(low, w[i])) return 1;
+  return 0;
+}
+
+static const an_trace *corr_sort_t;
+static int cmp_bycorr(const void *a, const void *b) {
+  int64_t x = corr_sort_t->calls[*(const uint32_t *)a].corr,
+          y = corr_sort_t->calls[*(const uint32_t *)b].corr;
+  return x < y ? -1 : x > y;
+}
+
+const an_call *an_call_of(const an_trace *t, int64_t corr) {
+  if (corr < 0) return NULL;
+  size_t lo = 0, hi = t->nbycorr;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (t->calls[t->bycorr[mid]].corr < corr)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < t->nbycorr && t->calls[t->bycorr[lo]].corr == corr ? &t->calls[t->bycorr[lo]] : NULL;
+}
+
+static int cmp_step(const void *a, const void *b) {
+  const an_step *x = a, *y = b;
+  return x->s < y->s ? -1 : x->s > y->s ? 1 : (x->num > y->num) - (x->num < y->num);
+}
+
+static int cmp_call_s(const void *a, const void *b) {
+  const an_call *x = a, *y = b;
+  return x->s < y->s ? -1 : x->s > y->s;
 }
 
 static int cmp_op(const void *a, const void *b) {
@@ -188,6 +281,12 @@ an_trace *an_load(const char *path, char *err, size_t errn) {
   if (!t) return NULL;
   t->path = strdup(path);
   an_intern(t, "", 0);
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    snprintf(err, errn, "%s: a directory, not a trace file", path);
+    an_free(t);
+    return NULL;
+  }
   FILE *raw = fopen(path, "rb");
   if (!raw) {
     snprintf(err, errn, "%s: cannot open: %s", path, strerror(errno));
@@ -221,6 +320,46 @@ an_trace *an_load(const char *path, char *err, size_t errn) {
     return NULL;
   }
   if (t->nops) qsort(t->ops, t->nops, sizeof *t->ops, cmp_op);
+  if (t->ncalls) qsort(t->calls, t->ncalls, sizeof *t->calls, cmp_call_s);
+  if (t->ncalls > UINT32_MAX) t->ncalls = UINT32_MAX; /* 4 G calls: far beyond any memory here */
+  t->bycorr = malloc((t->ncalls + 1) * sizeof *t->bycorr);
+  if (!t->bycorr) {
+    snprintf(err, errn, "%s: out of memory", path);
+    an_free(t);
+    return NULL;
+  }
+  for (size_t i = 0; i < t->ncalls; i++)
+    if (t->calls[i].corr >= 0) t->bycorr[t->nbycorr++] = (uint32_t)i;
+  corr_sort_t = t; /* an_load is not reentrant across threads; the CLI is single-threaded */
+  qsort(t->bycorr, t->nbycorr, sizeof *t->bycorr, cmp_bycorr);
+  /* communication kernels, decided once per name */
+  uint8_t *comm = malloc(t->nnames + 1);
+  if (!comm) {
+    snprintf(err, errn, "%s: out of memory", path);
+    an_free(t);
+    return NULL;
+  }
+  for (size_t i = 0; i < t->nnames; i++)
+    comm[i] = (uint8_t)an_is_comm(t->names[i], strlen(t->names[i]));
+  for (size_t i = 0; i < t->nops; i++)
+    if (t->ops[i].type == AN_KERNEL && t->ops[i].name < t->nnames && comm[t->ops[i].name])
+      t->ops[i].type = AN_COMM;
+  free(comm);
+  /* Steps in time order; a range written twice (one per thread or per pass) counts once;
+   * unnumbered ones take their position. */
+  if (t->nsteps) {
+    qsort(t->steps, t->nsteps, sizeof *t->steps, cmp_step);
+    size_t m = 0;
+    for (size_t i = 0; i < t->nsteps; i++) {
+      an_step st = t->steps[i];
+      if (st.num < 0) st.num = (int)m;
+      int dup = 0;
+      for (size_t k = m > 4 ? m - 4 : 0; k < m; k++)
+        dup |= t->steps[k].num == st.num;
+      if (!dup) t->steps[m++] = st;
+    }
+    t->nsteps = m;
+  }
   for (size_t i = 0; i < t->nops; i++)
     if (t->ops[i].e - t->ops[i].s > t->maxdur) t->maxdur = t->ops[i].e - t->ops[i].s;
   return t;

@@ -2,6 +2,7 @@
  * output and exit status; read a file whole. */
 #ifndef PW_TEST_HELPERS_H
 #define PW_TEST_HELPERS_H
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -24,12 +25,18 @@ static inline char *slurp(const char *path) {
   return b;
 }
 
-/* Run argv with exactly the given environment (plus PATH), stdout and stderr captured. */
-static inline result run(const char *const *argv, const char *const *env) {
+/* Run argv with exactly the given environment (plus PATH), stdout and stderr captured, and
+ * standard input from the file `in` (NULL: inherited). */
+static inline result run_in(const char *const *argv, const char *const *env, const char *in) {
   char out[] = "/tmp/pwtest-out-XXXXXX", err[] = "/tmp/pwtest-err-XXXXXX";
   int fo = mkstemp(out), fe = mkstemp(err);
   pid_t p = fork();
   if (p == 0) {
+    if (in) {
+      int fi = open(in, O_RDONLY);
+      if (fi < 0) _exit(125);
+      dup2(fi, 0);
+    }
     dup2(fo, 1);
     dup2(fe, 2);
     clearenv();
@@ -47,6 +54,10 @@ static inline result run(const char *const *argv, const char *const *env) {
   unlink(out);
   unlink(err);
   return r;
+}
+
+static inline result run(const char *const *argv, const char *const *env) {
+  return run_in(argv, env, NULL);
 }
 
 static inline void free_result(result *r) {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 #include <sqlite3.h>
@@ -61,8 +62,12 @@ static void test_us_to_ns(void **state) {
 /* ---- a synthetic trace, in both formats ----
  * device 0: kernels [0,100) and [150,300) us on stream 7; H2D pageable->device [50,200) on
  * stream 9, 1000 bytes, correlation 5, runtime call 170 us; memset [300,310); D2H device->pinned
- * [400,450) 2000 bytes.  Host: cudaStreamSynchronize 10 us and 30 us.  Steps #1 [0,225), #2
- * [225,450).  By hand: span 450, |A| = 310 + 50 = 360, |K| = 250, |H| = 150, |H∩K| = 100. */
+ * [400,450) 2000 bytes.  Host: cudaStreamSynchronize 10 us and 30 us.  Steps (CPU ranges)
+ * #1 [0,225), #2 [225,450).  By hand: span 450, |A| = 310 + 50 = 360, |K| = 250, |H| = 150,
+ * |H∩K| = 100.  k2 is launched from another thread (as PyTorch's autograd thread does) inside
+ * step 1, the memset and the D2H are launched in step 2, so step 1's GPU work ends at 300 and
+ * step 2's at 450: gpu_step 300 (first step: from its first op) and 150.  Kineto's
+ * gpu_user_annotation (#1 [0,100): the main thread's stream only) is not the step. */
 
 static const char *NAME = "k<script>alert('x')</script>\\\"é";
 
@@ -82,7 +87,7 @@ static char *write_kineto(const char *name, int reverse, const char *extra) {
       "1000}}",
       "{\"ph\":\"X\",\"cat\":\"gpu_memset\",\"name\":\"Memset "
       "(Device)\",\"pid\":0,\"tid\":7,\"ts\":1000300,"
-      "\"dur\":10,\"args\":{\"device\":0,\"stream\":7,\"bytes\":64}}",
+      "\"dur\":10,\"args\":{\"device\":0,\"stream\":7,\"correlation\":7,\"bytes\":64}}",
       "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy DtoH (Device -> "
       "Pinned)\",\"pid\":0,\"tid\":9,"
       "\"ts\":1000400,\"dur\":50,\"args\":{\"device\":0,\"stream\":9,\"correlation\":6,\"bytes\":"
@@ -99,12 +104,18 @@ static char *write_kineto(const char *name, int reverse, const char *extra) {
       "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,"
       "\"ts\":1000000,"
       "\"dur\":5,\"args\":{\"correlation\":1}}",
-      "{\"ph\":\"X\",\"cat\":\"gpu_user_annotation\",\"name\":\"ProfilerStep#1\",\"pid\":0,\"tid\":"
-      "7,"
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":2,"
+      "\"ts\":1000100,\"dur\":5,\"args\":{\"correlation\":2}}",
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaMemsetAsync\",\"pid\":1,\"tid\":1,"
+      "\"ts\":1000230,\"dur\":5,\"args\":{\"correlation\":7}}",
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaMemcpyAsync\",\"pid\":1,\"tid\":1,"
+      "\"ts\":1000390,\"dur\":65,\"args\":{\"correlation\":6}}",
+      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"pid\":1,\"tid\":1,"
       "\"ts\":1000000,\"dur\":225}",
-      "{\"ph\":\"X\",\"cat\":\"gpu_user_annotation\",\"name\":\"ProfilerStep#2\",\"pid\":0,\"tid\":"
-      "7,"
+      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#2\",\"pid\":1,\"tid\":1,"
       "\"ts\":1000225,\"dur\":225}",
+      "{\"ph\":\"X\",\"cat\":\"gpu_user_annotation\",\"name\":\"ProfilerStep#1\",\"pid\":0,"
+      "\"tid\":7,\"ts\":1000000,\"dur\":100}",
       "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::copy_\",\"pid\":1,\"tid\":1,\"ts\":"
       "1000000,\"dur\":999,"
       "\"args\":{\"nested\":{\"device\":99,\"list\":[1,2,{\"stream\":3}]}}}",
@@ -152,7 +163,7 @@ static char *write_nsys(void) {
       "CREATE TABLE NVTX_EVENTS(start INT, end INT, text TEXT);"
       "INSERT INTO StringIds "
       "VALUES(1,'k1'),(2,'k2'),(3,'cudaMemcpyAsync_v3020'),(4,'cudaStreamSynchronize_v3020'),"
-      " (5,'cudaLaunchKernel_v7000');"
+      " (5,'cudaLaunchKernel_v7000'),(6,'cudaMemsetAsync_v3020');"
       "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL "
       "VALUES(1000000000,1000100000,0,7,1,1,1),(1000150000,1000300000,0,7,2,2,2);"
       "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES(1000050000,1000200000,0,9,5,1,0,2,1000),"
@@ -160,7 +171,8 @@ static char *write_nsys(void) {
       "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES(1000300000,1000310000,0,7,7,64);"
       "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME "
       "VALUES(1000040000,1000210000,3,5,1),(1000210000,1000220000,4,8,1),"
-      " (1000460000,1000490000,4,9,1),(1000000000,1000005000,5,1,1);"
+      " (1000460000,1000490000,4,9,1),(1000000000,1000005000,5,1,1),(1000100000,1000105000,5,2,2),"
+      " (1000230000,1000235000,6,7,1),(1000390000,1000455000,3,6,1);"
       "INSERT INTO NVTX_EVENTS "
       "VALUES(1000000000,1000225000,'ProfilerStep#1'),(1000225000,1000450000,'ProfilerStep#2');";
   char *err = NULL;
@@ -191,10 +203,22 @@ static void check_figures(const char *path) {
   assert_true(d->pg_time == 150 * US && d->pg_host == 170 * US);
   assert_int_equal(r->sync_calls, 2);
   assert_true(r->sync_time == 40 * US && r->sync_longest == 30 * US);
-  /* per step: #1 [0,225): H [50,200) with K [0,100)+[150,225) -> hidden 100, exposed 50 */
+  /* per step (DESIGN.md §5): #1 holds k1, k2 (other thread) and the H2D: [0,300); the H2D is
+   * hidden under all kernels of the device: 100 of 150.  #2 holds the memset and the D2H. */
   assert_int_equal(r->nsteps, 2);
-  const an_dev *s1 = r->steps[0].num == 1 ? &r->steps[0].devs[0] : &r->steps[1].devs[0];
-  assert_true(s1->span == 225 * US && s1->h2d.time == 150 * US && s1->h2d.exposed == 50 * US);
+  assert_int_equal(r->steps[0].num, 1);
+  const an_stepdev *s1 = &r->steps[0].devs[0], *s2 = &r->steps[1].devs[0];
+  assert_true(s1->has && s1->gpu == 300 * US && s1->kernels == 2);
+  assert_true(s1->h2d.time == 150 * US && s1->h2d.hidden == 100 * US && s1->h2d.exposed == 50 * US);
+  assert_true(s1->pg_copies == 1 && s1->pg_host == 170 * US && s1->busy == 300 * US);
+  assert_true(s2->has && s2->gpu == 150 * US && s2->kernels == 0 && s2->h2d.copies == 0);
+  assert_true(s2->d2h.time == 50 * US && s2->d2h.hidden == 0);
+  assert_true(r->stepsum[0].n == 2 && r->stepsum[0].step_med == 225 * US &&
+              r->stepsum[0].step_p95 == 300 * US && r->stepsum[0].hidden_med > 0.666 &&
+              r->stepsum[0].hidden_med < 0.667);
+  /* idle [310,400): the D2H's call began at 390 (host-bound to there), under a memcpy call from
+   * 390 (its own): host 80, copy 0 (the H2D call ended at 210), other 10 */
+  assert_true(r->idle[0].host == 80 * US && r->idle[0].copy == 0 && r->idle[0].other == 10 * US);
   /* exposed transfers: the H2D is 150 us but 66.7 % hidden; the D2H is only 50 us: none */
   assert_int_equal(r->nexposed, 0);
   an_rule_set("exposed_min_us=40");
@@ -215,18 +239,24 @@ static void check_figures(const char *path) {
   assert_true(r2->gaps[0].e - r2->gaps[0].s == 90 * US);
   an_rule_set("gap_ms=1");
   an_report_free(r2);
-  /* what-if: eligible needs >= 64 KiB; with 0 the 1000-byte copy counts: exposed 50, host 170 */
+  /* what-if: eligible needs >= 64 KiB; with 0 the 1000-byte copy counts.  Step 1: host 225 - its
+   * call 170 + 1000 B at 42 GB/s (23 ns) = 55 us; GPU 300 - the DMA 150 + 0 = 150: 150.  Step 2:
+   * nothing eligible: max(host 225, GPU 60) = 225.  Medians: now 225, predicted 187.5. */
+  assert_int_equal(r->whatif[0].copies, 0);
   an_rule_set("eligible_min_kib=0");
   r2 = an_analyze(t, -1);
-  assert_int_equal(r2->whatif.copies, 1);
-  assert_true(r2->whatif.exposed == 25 * US && r2->whatif.host == 85 * US); /* per step, 2 steps */
+  assert_int_equal(r2->whatif[0].copies, 1);
+  assert_int_equal(r2->whatif[0].steps, 2);
+  assert_true(r2->whatif[0].baseline == 225 * US);
+  assert_true(r2->whatif[0].predicted >= 187500 && r2->whatif[0].predicted <= 187501);
   an_rule_set("eligible_min_kib=64");
   an_report_free(r2);
-  /* --step 2 */
+  /* --step 2: its GPU window runs from step 1's last op (300) to its own (450) */
   r2 = an_analyze(t, 2);
   assert_non_null(r2);
-  assert_true(r2->devs[0].span == 225 * US && r2->devs[0].h2d.copies == 0 &&
+  assert_true(r2->devs[0].span == 150 * US && r2->devs[0].h2d.copies == 0 &&
               r2->devs[0].d2h.copies == 1);
+  assert_true(r2->nsteps == 1 && r2->steps[0].num == 2 && r2->steps[0].devs[0].gpu == 150 * US);
   an_report_free(r2);
   assert_null(an_analyze(t, 7));
   an_report_free(r);
@@ -310,7 +340,23 @@ static void test_json_schema_and_escaping(void **state) {
       fail_msg("pageable.%s", pk[i]);
   assert_string_equal(
       YAJL_GET_STRING(yajl_tree_get(v, (const char *[]){"schema", NULL}, yajl_t_string)),
-      "pinwheel-report/1");
+      "pinwheel-report/2");
+  /* steps[i].devices[j]: gpu_step_us and h2d.overlap_fraction (DESIGN.md §5) */
+  yajl_val st = yajl_tree_get(v, (const char *[]){"steps", NULL}, yajl_t_array);
+  assert_int_equal(YAJL_GET_ARRAY(st)->len, 2);
+  yajl_val sd0 = YAJL_GET_ARRAY(yajl_tree_get(YAJL_GET_ARRAY(st)->values[0],
+                                              (const char *[]){"devices", NULL}, yajl_t_array))
+                     ->values[0];
+  assert_true(YAJL_GET_DOUBLE(yajl_tree_get(sd0, (const char *[]){"gpu_step_us", NULL},
+                                            yajl_t_number)) == 300.0);
+  double sof = YAJL_GET_DOUBLE(
+      yajl_tree_get(sd0, (const char *[]){"h2d", "overlap_fraction", NULL}, yajl_t_number));
+  assert_true(sof > 0.6666 && sof < 0.6667);
+  const char *wk[] = {"baseline_step_us", "predicted_step_us", "predicted_elide_step_us",
+                      "assumptions"};
+  for (size_t i = 0; i < 4; i++)
+    if (!yajl_tree_get(v, (const char *[]){"what_if", wk[i], NULL}, yajl_t_any))
+      fail_msg("what_if.%s missing", wk[i]);
   /* per copy hidden %: the H2D [50,200) is 100 of 150 us under kernels; the D2H none */
   yajl_val cps = yajl_tree_get(v, (const char *[]){"copies", NULL}, yajl_t_array);
   assert_non_null(cps);
@@ -426,12 +472,128 @@ static void test_bad_inputs(void **state) {
   const char *step[] = {PW_CLI, "report", "--step", "9", write_kineto("st", 0, NULL), NULL};
   result r = run(step, NULL);
   assert_int_equal(r.status, 2);
-  assert_non_null(strstr(r.err, "no ProfilerStep#9"));
+  assert_non_null(strstr(r.err, "no step 9 in this trace"));
   free_result(&r);
   const char *thr[] = {PW_CLI, "report", "--threshold", "nope=3", "x", NULL};
   r = run(thr, NULL);
   assert_int_equal(r.status, 2);
   free_result(&r);
+}
+
+/* Each misleading message of the past names the real problem now; the command line takes
+ * options anywhere and `-` for standard input. */
+static void test_messages_and_command_line(void **state) {
+  char dir[128];
+  snprintf(dir, sizeof dir, "/tmp/pwtest-dir-%d", (int)getpid());
+  mkdir(dir, 0700);
+  expect_error(dir, "a directory, not a trace file"); /* was "the file is empty" */
+  rmdir(dir);
+  /* a damaged SQLite header: not "SQLite, but not an nsys export" */
+  char *good = strdup(write_nsys());
+  char *db = slurp(good);
+  FILE *f = fopen(good, "rb");
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fclose(f);
+  memset(db + 16, 0xff, 8);    /* page size and format bytes */
+  memset(db + 100, 0x5a, 400); /* the schema page's header */
+  expect_error(write_bytes("damaged-db", db, (size_t)n), "a damaged SQLite file");
+  free(db);
+  /* an nsys byte count far beyond 2^63: exit 2, not a silent clamp to 8 EiB */
+  sqlite3 *h;
+  sqlite3_open(good, &h);
+  sqlite3_exec(h, "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = 1.2e29 WHERE correlationId = 5",
+               NULL, NULL, NULL);
+  sqlite3_close(h);
+  expect_error(good, "byte count out of range");
+  free(good);
+  /* Kineto's old capitalised categories read as the new ones */
+  const char *old =
+      "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"Kernel\",\"name\":\"k\",\"pid\":0,"
+      "\"tid\":7,\"ts\":0,\"dur\":100,\"args\":{\"device\":0,\"stream\":7}},"
+      "{\"ph\":\"X\",\"cat\":\"Memcpy\",\"name\":\"Memcpy HtoD (Pageable -> Device)\","
+      "\"pid\":0,\"tid\":8,\"ts\":50,\"dur\":100,\"args\":{\"device\":0,"
+      "\"stream\":8,\"bytes\":10}}]}";
+  char *op = write_bytes("old-cats", old, strlen(old));
+  /* options after the file name; no runtime calls: host time "unknown", not 0.000 */
+  const char *a1[] = {PW_CLI, "report", op, "--format", "text", NULL};
+  result r = run(a1, NULL);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.out, "H2D: 0.100 ms, 50.0 % hidden"));
+  assert_non_null(strstr(r.out, "blocked the host unknown ms"));
+  free_result(&r);
+  /* `-` is standard input */
+  const char *a2[] = {PW_CLI, "report", "--format", "json", "-", NULL};
+  r = run_in(a2, NULL, op);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.out, "\"trace\":\"(standard input)\""));
+  free_result(&r);
+  const char *a3[] = {PW_CLI, "report", "-", NULL};
+  r = run_in(a3, NULL, "/dev/null");
+  assert_int_equal(r.status, 2);
+  assert_non_null(strstr(r.err, "(standard input): the file is empty"));
+  free_result(&r);
+  /* no H2D at all: the headline says so instead of "0.0 % hidden" */
+  const char *d2h = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy DtoH "
+                    "(Device -> Pinned)\",\"pid\":0,\"tid\":8,\"ts\":50,\"dur\":100,\"args\":{"
+                    "\"device\":0,\"stream\":8,\"bytes\":10}}]}";
+  const char *a4[] = {PW_CLI, "report", write_bytes("d2h-only", d2h, strlen(d2h)), NULL};
+  r = run(a4, NULL);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.out, "no host-to-device copies"));
+  assert_null(strstr(r.out, "% hidden under compute"));
+  free_result(&r);
+  /* a missing value, and a bad --step-range, are usage errors */
+  const char *a5[] = {PW_CLI, "report", op, "--format", NULL};
+  r = run(a5, NULL);
+  assert_int_equal(r.status, 2);
+  assert_non_null(strstr(r.err, "a value is missing after the option --format"));
+  free_result(&r);
+  const char *a6[] = {PW_CLI, "report", "--step-range", "(", op, NULL};
+  r = run(a6, NULL);
+  assert_int_equal(r.status, 2);
+  assert_non_null(strstr(r.err, "not a regular expression"));
+  free_result(&r);
+  /* diff --format json: counts are integers */
+  const char *a7[] = {PW_CLI,
+                      "diff",
+                      "--format",
+                      "json",
+                      PW_FIXTURES "/kineto_naive.json.gz",
+                      PW_FIXTURES "/kineto_naive_pinwheel.json.gz",
+                      NULL};
+  r = run(a7, NULL);
+  assert_int_equal(r.status, 0);
+  char eb[256];
+  yajl_val v = yajl_tree_parse(r.out, eb, sizeof eb);
+  if (!v) fail_msg("diff JSON does not parse: %s", eb);
+  assert_non_null(strstr(r.out, "{\"name\":\"H2D copies\",\"before\":6,\"after\":9,\"delta\":3"));
+  assert_non_null(strstr(r.out, "\"GPU step ms (median)\""));
+  yajl_tree_free(v);
+  free_result(&r);
+}
+
+/* Steps chosen by --step-range in an nsys export: NVTX ranges by regular expression. */
+static void test_nsys_step_range(void **state) {
+  char *p = write_nsys();
+  sqlite3 *h;
+  sqlite3_open(p, &h);
+  sqlite3_exec(h, "UPDATE NVTX_EVENTS SET text = 'train iter ' || rowid", NULL, NULL, NULL);
+  sqlite3_close(h);
+  char err[512];
+  an_trace *t = an_load(p, err, sizeof err);
+  assert_non_null(t);
+  assert_int_equal(t->nsteps, 0); /* not ProfilerStep#: no steps by default */
+  an_free(t);
+  assert_int_equal(an_step_set_regex("^train iter [0-9]+$", err, sizeof err), 0);
+  t = an_load(p, err, sizeof err);
+  assert_int_equal(t->nsteps, 2);
+  assert_int_equal(t->steps[0].num, 0); /* no '#': numbered by position */
+  an_report *r = an_analyze(t, -1);
+  assert_true(r->steps[0].devs[0].gpu == 300 * US && r->steps[1].devs[0].gpu == 150 * US);
+  an_report_free(r);
+  an_free(t);
+  an_step_regex = NULL;
 }
 
 /* Regressions found by the fuzzer: a trace with no GPU operation drawn as SVG (an overflow of
@@ -497,6 +659,8 @@ int main(void) {
       cmocka_unit_test(test_text_diff_and_ranks),
       cmocka_unit_test(test_bad_inputs),
       cmocka_unit_test(test_extremes_no_overflow),
+      cmocka_unit_test(test_messages_and_command_line),
+      cmocka_unit_test(test_nsys_step_range),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[128];

@@ -1,0 +1,181 @@
+/* an_findings.c — the findings pass: one table of rules, each a check that may write a message.
+ *
+ * A rule reads only the report (the figures, steps, idle split and what-if passes ran before)
+ * and its thresholds from the table in an_figures.c.  Messages give the figure, the threshold it
+ * crossed and what to do, in the per-step unit when the trace has steps.
+ */
+#define _GNU_SOURCE
+#include "an.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static double ms(int64_t ns) {
+  return (double)ns / 1e6;
+}
+
+static int64_t span_of(const an_report *r) {
+  int64_t span = 0;
+  for (int i = 0; i < r->ndevs; i++)
+    if (r->devs[i].span > span) span = r->devs[i].span;
+  return span;
+}
+
+static int rule_pageable(const an_report *r, char *m, size_t n) {
+  uint64_t pg = 0, unk = 0, pgb = 0;
+  int64_t pgh = 0;
+  for (int i = 0; i < r->ndevs; i++) {
+    pg += r->devs[i].pg_copies, pgb += r->devs[i].pg_bytes, unk += r->devs[i].pg_unknown;
+    an_sat_add(&pgh, r->devs[i].pg_host);
+  }
+  if (!pg) return 0;
+  char host[96];
+  if (unk == pg)
+    snprintf(host, sizeof host,
+             "blocked the host for an unknown time (no runtime calls in the "
+             "trace)");
+  else if (unk)
+    snprintf(host, sizeof host, "blocked the host %.3f ms (%" PRIu64 " more with no runtime call)",
+             ms(pgh), unk);
+  else
+    snprintf(host, sizeof host, "blocked the host %.3f ms", ms(pgh));
+  snprintf(m, n,
+           "%" PRIu64 " copies from or to pageable host memory (%.1f MiB) %s; run under pinwheel "
+           "(or pin the memory) to stage them",
+           pg, (double)pgb / 1048576.0, host);
+  return 1;
+}
+
+static int rule_exposed(const an_report *r, char *m, size_t n) {
+  if (!r->nexposed) return 0;
+  snprintf(m, n,
+           "%zu copies longer than %.0f us ran with at most %.0f %% of their time under compute; "
+           "the longest: %.3f ms (%.1f %% hidden)",
+           r->nexposed, an_th(AN_R_EXPOSED_MIN_US), an_th(AN_R_EXPOSED_MAX_HIDDEN_PCT),
+           ms(r->exposed[0].dur), r->exposed[0].hidden * 100);
+  return 1;
+}
+
+static int rule_sync(const an_report *r, char *m, size_t n) {
+  int64_t span = span_of(r);
+  if (span <= 0 || (r->sync_time * 100.0 / (double)span < an_th(AN_R_SYNC_SHARE_PCT) &&
+                    r->sync_longest < (int64_t)(an_th(AN_R_SYNC_LONGEST_MS) * 1e6)))
+    return 0;
+  snprintf(m, n,
+           "the host waited %.3f ms in %" PRIu64 " sync calls (%.1f %% of the span; longest "
+           "%.3f ms)",
+           ms(r->sync_time), r->sync_calls, r->sync_time * 100.0 / (double)span,
+           ms(r->sync_longest));
+  return 1;
+}
+
+static int rule_gaps(const an_report *r, char *m, size_t n) {
+  if (!r->ngaps) return 0;
+  int64_t tot = 0;
+  for (size_t g = 0; g < r->ngaps; g++)
+    an_sat_add(&tot, r->gaps[g].e - r->gaps[g].s);
+  snprintf(m, n, "%zu GPU idle gaps of at least %.3g ms, %.3f ms in all; the longest %.3f ms",
+           r->ngaps, an_th(AN_R_GAP_MS), ms(tot), ms(r->gaps[0].e - r->gaps[0].s));
+  return 1;
+}
+
+static int rule_idle(const an_report *r, char *m, size_t n) {
+  size_t l = 0;
+  m[0] = 0;
+  for (int i = 0; i < r->ndevs && l < n; i++) {
+    const an_dev *d = &r->devs[i];
+    const an_idle *x = &r->idle[i];
+    if (d->span <= 0 || d->idle < d->span / 10) continue; /* under 10 % idle: nothing to say */
+    int64_t tot = x->host + x->copy + x->other;
+    if (tot <= 0) continue;
+    const char *why = x->copy >= x->host && x->copy >= x->other
+                          ? "the host was blocked in copies: stage or pin them"
+                      : x->host >= x->other
+                          ? "nothing was queued while the host synced or launched: "
+                            "fewer syncs, or larger / captured launches"
+                          : "work was queued but waited (dependencies, launch latency)";
+    l += (size_t)snprintf(m + l, n - l,
+                          "%sdevice %d idle %.1f %% of the span: host-bound %.1f %%, waiting on "
+                          "copies %.1f %%, other %.1f %%; mostly %s",
+                          l ? "; " : "", d->dev, 100.0 * (double)d->idle / (double)d->span,
+                          100.0 * (double)x->host / (double)tot,
+                          100.0 * (double)x->copy / (double)tot,
+                          100.0 * (double)x->other / (double)tot, why);
+  }
+  return m[0] != 0;
+}
+
+static int rule_low_util(const an_report *r, char *m, size_t n) {
+  size_t l = 0;
+  m[0] = 0;
+  for (int i = 0; i < r->ndevs && l < n; i++) {
+    int low = 0;
+    for (int b = 0; b < r->devs[i].nbuckets; b++)
+      low += r->devs[i].util[b] * 100 < an_th(AN_R_LOW_UTIL_PCT);
+    if (low)
+      l += (size_t)snprintf(m + l, n - l, "%sdevice %d: %d of %d time buckets below %.0f %% busy",
+                            l ? "; " : "", r->devs[i].dev, low, r->devs[i].nbuckets,
+                            an_th(AN_R_LOW_UTIL_PCT));
+  }
+  return m[0] != 0;
+}
+
+static int rule_comm(const an_report *r, char *m, size_t n) {
+  uint64_t c = 0;
+  int64_t tm = 0;
+  for (int i = 0; i < r->ndevs; i++)
+    c += r->classes[i][3].count, an_sat_add(&tm, r->classes[i][3].time);
+  if (!c) return 0;
+  snprintf(m, n,
+           "%" PRIu64 " communication kernels (NCCL and the like, %.3f ms) are counted as their "
+           "own class: copies that ran under them are not counted as hidden",
+           c, ms(tm));
+  return 1;
+}
+
+static int rule_whatif(const an_report *r, char *m, size_t n) {
+  size_t l = 0;
+  m[0] = 0;
+  for (int i = 0; i < r->ndevs && l < n; i++) {
+    const an_whatif *w = &r->whatif[i];
+    if (!w->steps || (!w->copies && !w->d2h_copies)) continue;
+    const char *per = r->nsteps ? "step" : "trace";
+    l += (size_t)snprintf(
+        m + l, n - l,
+        "%sdevice %d: under pinwheel a %s would take about %.3f ms instead of %.3f ms (%.2f x), "
+        "%.3f ms with PINWHEEL_SYNC=elide; per %s: %.1f eligible H2D copies (%.1f MiB) "
+        "and %.1f D2H copies (%.1f MiB) blocked the host %.3f ms; it is %s-bound then",
+        l ? "; " : "", w->dev, per, ms(w->predicted), ms(w->baseline),
+        w->predicted > 0 ? (double)w->baseline / (double)w->predicted : 0.0, ms(w->predicted_elide),
+        per, (double)w->copies / w->steps, (double)w->bytes / w->steps / 1048576.0,
+        (double)w->d2h_copies / w->steps, (double)w->d2h_bytes / w->steps / 1048576.0,
+        ms(w->copy_host), w->bound ? "GPU" : "host");
+  }
+  return m[0] != 0;
+}
+
+static const struct {
+  const char *rule, *severity;
+  int (*check)(const an_report *, char *, size_t);
+} rules[] = {
+    {"pageable_copies", "warning", rule_pageable},
+    {"exposed_transfers", "warning", rule_exposed},
+    {"sync_stalls", "info", rule_sync},
+    {"gpu_gaps", "info", rule_gaps},
+    {"idle_time", "info", rule_idle},
+    {"low_utilization", "info", rule_low_util},
+    {"communication", "info", rule_comm},
+    {"what_if_pinwheel", "info", rule_whatif},
+};
+
+void an_pass_findings(an_report *r) {
+  for (size_t i = 0; i < sizeof rules / sizeof rules[0] && r->nfindings < 16; i++) {
+    an_finding *f = &r->findings[r->nfindings];
+    if (rules[i].check(r, f->message, sizeof f->message)) {
+      f->rule = rules[i].rule;
+      f->severity = rules[i].severity;
+      r->nfindings++;
+    }
+  }
+}

@@ -1,0 +1,38 @@
+/* an_out.h — what the output forms share (an_out_*.c only): number formatting and the steps
+ * shown.  Escaping (an_xml_escape, an_json_string) is in an.h. */
+#ifndef PW_AN_OUT_H
+#define PW_AN_OUT_H
+
+#include "an.h"
+
+#define AN_HOST_PID 1000000
+
+static inline double an_ms(int64_t ns) {
+  return (double)ns / 1e6;
+}
+static inline double an_pct(int64_t a, int64_t b) {
+  return b > 0 ? 100.0 * (double)a / (double)b : 0;
+}
+/* "1.5 MiB"; buf of 32 */
+const char *an_bytes_h(uint64_t v, char *buf);
+/* "12.345" ms, or "unknown" when none of the copies had a runtime call */
+const char *an_host_ms(int64_t ns, uint64_t copies, uint64_t unknown, char *buf);
+/* The one-line headline of a report. */
+void an_headline(FILE *f, const an_report *r);
+/* Whether every step is listed: --steps all, or no more than steps_shown of them. */
+extern int an_all_steps;
+int an_list_steps(const an_report *r);
+/* The kind of an op for people: "H2D pageable->device". */
+void an_kind(char *buf, size_t n, uint8_t ck, uint8_t src, uint8_t dst);
+
+/* `pinwheel diff`: the rows of one device (before = a->devs[i], after = b->devs[j]). */
+typedef struct diff_row {
+  const char *n;
+  double va, vb;
+  int count; /* printed as integers */
+} diff_row;
+int an_diff_rows(const an_report *a, const an_report *b, int i, int j, diff_row *rows);
+/* The what-if's assumptions, one paragraph (text and HTML). */
+void an_whatif_assumptions(FILE *f, const char *indent);
+
+#endif

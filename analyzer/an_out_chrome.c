@@ -1,0 +1,144 @@
+/* an_out_chrome.c — `pinwheel export --format chrome`: Chrome trace JSON that Perfetto opens and
+ * that the analyzer reads back to the same figures.
+ *
+ * Layout: one process per device, one thread per stream (Kineto's form: pid = device, tid =
+ * stream, names by "M" events); the step ranges as annotations on a "steps" track of every
+ * device; the runtime calls on one host process, one track per host thread, under their own
+ * names; launch -> operation flows ("s"/"f" events, id = correlation) where a call and its
+ * operation are both present.
+ */
+#define _GNU_SOURCE
+#include "an_out.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "ts":µs,"dur":µs with the ns as exact decimals */
+static void ts_dur(FILE *f, int64_t s, int64_t e) {
+  int64_t d = e - s;
+  fprintf(f, "\"ts\":%s%lld.%03lld,\"dur\":%lld.%03lld", s < 0 ? "-" : "",
+          (long long)(llabs(s) / 1000), (long long)(llabs(s) % 1000), (long long)(d / 1000),
+          (long long)(d % 1000));
+}
+static void ts(FILE *f, int64_t s) {
+  fprintf(f, "\"ts\":%s%lld.%03lld", s < 0 ? "-" : "", (long long)(llabs(s) / 1000),
+          (long long)(llabs(s) % 1000));
+}
+
+typedef struct pair {
+  int a, b;
+} pair;
+static int cmp_pair(const void *x, const void *y) {
+  const pair *p = x, *q = y;
+  return p->a != q->a ? (p->a > q->a) - (p->a < q->a) : (p->b > q->b) - (p->b < q->b);
+}
+
+int an_write_chrome(FILE *f, const an_trace *t) {
+  fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+  /* lanes: (device, stream) and host threads, each named once */
+  pair *lanes = malloc((t->nops + t->ncalls + 1) * sizeof *lanes);
+  size_t nl = 0, m = 0;
+  for (size_t i = 0; i < t->nops; i++)
+    lanes[nl++] = (pair){t->ops[i].dev, t->ops[i].stream};
+  qsort(lanes, nl, sizeof *lanes, cmp_pair);
+  for (size_t i = 0; i < nl; i++)
+    if (!m || cmp_pair(&lanes[m - 1], &lanes[i])) lanes[m++] = lanes[i];
+  int first = 1;
+  for (size_t i = 0; i < m; i++) {
+    if (i == 0 || lanes[i].a != lanes[i - 1].a) {
+      fprintf(f,
+              "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":"
+              "\"GPU %d\"}}",
+              first ? "" : ",\n", lanes[i].a, lanes[i].a);
+      first = 0;
+      if (t->nsteps)
+        fprintf(f,
+                ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":-1,\"args\":{"
+                "\"name\":\"steps\"}}",
+                lanes[i].a);
+    }
+    fprintf(f,
+            ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":"
+            "\"stream %d\"}}",
+            lanes[i].a, lanes[i].b, lanes[i].b);
+  }
+  size_t ndev = 0;
+  int *devs = malloc((m + 1) * sizeof *devs);
+  for (size_t i = 0; i < m; i++)
+    if (!ndev || devs[ndev - 1] != lanes[i].a) devs[ndev++] = lanes[i].a;
+  static const char *cat[] = {"kernel", "gpu_memcpy", "gpu_memset", "kernel"};
+  for (size_t i = 0; i < t->nops; i++) {
+    const an_op *o = &t->ops[i];
+    fprintf(f, "%s{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", first ? "" : ",\n", cat[o->type & 3]);
+    first = 0;
+    if (o->type == AN_MEMCPY) /* Kineto's form, so the kinds survive a round trip */
+      fprintf(f, "\"Memcpy %s (%s -> %s)\"", an_ck_trace[o->ckind], an_mk_trace[o->srck],
+              an_mk_trace[o->dstk]);
+    else
+      an_json_string(f, an_name(t, o->name));
+    fprintf(f, ",\"pid\":%d,\"tid\":%d,", o->dev, o->stream);
+    ts_dur(f, o->s, o->e);
+    fprintf(f, ",\"args\":{\"device\":%d,\"stream\":%d", o->dev, o->stream);
+    if (o->type == AN_MEMCPY || o->type == AN_MEMSET) fprintf(f, ",\"bytes\":%" PRIu64, o->bytes);
+    if (o->corr >= 0) fprintf(f, ",\"correlation\":%lld", (long long)o->corr);
+    fprintf(f, "}}");
+    if (o->corr >= 0 && an_call_of(t, o->corr)) { /* the flow's end: binds to this slice */
+      fprintf(f,
+              ",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":%lld,"
+              "\"pid\":%d,\"tid\":%d,",
+              (long long)o->corr, o->dev, o->stream);
+      ts(f, o->s);
+      fputc('}', f);
+    }
+  }
+  /* step ranges on every device's steps track (the CPU range: where its work was launched) */
+  for (size_t d = 0; d < ndev; d++)
+    for (size_t i = 0; i < t->nsteps; i++) {
+      const an_step *st = &t->steps[i];
+      fprintf(f,
+              ",\n{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#%d\","
+              "\"pid\":%d,\"tid\":-1,",
+              st->num, devs[d]);
+      ts_dur(f, st->s, st->e);
+      fputc('}', f);
+    }
+  /* the runtime calls: one host process, one track per thread, their own names */
+  if (t->ncalls) {
+    fprintf(f,
+            "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":"
+            "\"host\"}}",
+            first ? "" : ",\n", AN_HOST_PID);
+    first = 0;
+    nl = 0;
+    for (size_t i = 0; i < t->ncalls; i++)
+      lanes[nl++] = (pair){t->calls[i].tid, 0};
+    qsort(lanes, nl, sizeof *lanes, cmp_pair);
+    for (size_t i = 0; i < nl; i++)
+      if (i == 0 || lanes[i].a != lanes[i - 1].a)
+        fprintf(f,
+                ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{"
+                "\"name\":\"thread %d\"}}",
+                AN_HOST_PID, lanes[i].a, lanes[i].a);
+  }
+  for (size_t i = 0; i < t->ncalls; i++) {
+    const an_call *c = &t->calls[i];
+    fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":");
+    an_json_string(f, c->name ? an_name(t, c->name) : an_api_name[c->api]);
+    fprintf(f, ",\"pid\":%d,\"tid\":%d,", AN_HOST_PID, c->tid);
+    ts_dur(f, c->s, c->e);
+    fprintf(f, ",\"args\":{\"correlation\":%lld}}", (long long)c->corr);
+    if (c->corr >= 0) { /* the flow's start, when some operation carries this correlation */
+      fprintf(f,
+              ",\n{\"ph\":\"s\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":%lld,\"pid\":%d,"
+              "\"tid\":%d,",
+              (long long)c->corr, AN_HOST_PID, c->tid);
+      ts(f, c->s);
+      fputc('}', f);
+    }
+  }
+  fprintf(f, "\n]}\n");
+  free(lanes);
+  free(devs);
+  return ferror(f) ? -1 : 0;
+}

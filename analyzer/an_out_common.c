@@ -1,0 +1,113 @@
+/* an_out_common.c — escaping and the formatting every output form shares.
+ *
+ * Owns: escaping.  Every string that came from a trace goes through an_xml_escape or
+ * an_json_string before it reaches HTML, SVG or JSON.
+ */
+#define _GNU_SOURCE
+#include "an_out.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+int an_all_steps;
+
+void an_xml_escape(FILE *f, const char *s) {
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    switch (c) {
+    case '&':
+      fputs("&amp;", f);
+      break;
+    case '<':
+      fputs("&lt;", f);
+      break;
+    case '>':
+      fputs("&gt;", f);
+      break;
+    case '"':
+      fputs("&quot;", f);
+      break;
+    case '\'':
+      fputs("&#39;", f);
+      break;
+    default:
+      if (c >= 0x20 || c == '\t' || c == '\n') fputc(c, f);
+    }
+  }
+}
+
+void an_json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(f, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(f, "\\u%04x", c);
+    else if (c == '<')
+      fputs("\\u003c", f); /* safe to embed in HTML too */
+    else
+      fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+const char *an_bytes_h(uint64_t v, char *buf) {
+  static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double x = (double)v;
+  int i = 0;
+  while (x >= 1024 && i < 4)
+    x /= 1024, i++;
+  if (i == 0)
+    snprintf(buf, 32, "%" PRIu64 " B", v);
+  else
+    snprintf(buf, 32, "%.1f %s", x, u[i]);
+  return buf;
+}
+
+const char *an_host_ms(int64_t ns, uint64_t copies, uint64_t unknown, char *buf) {
+  if (copies && unknown == copies)
+    snprintf(buf, 32, "unknown");
+  else
+    snprintf(buf, 32, "%.3f%s", an_ms(ns), unknown ? "+?" : "");
+  return buf;
+}
+
+void an_kind(char *buf, size_t n, uint8_t ck, uint8_t src, uint8_t dst) {
+  snprintf(buf, n, "%s %s->%s", an_ck_name[ck < AN_CK_N ? ck : 0],
+           an_mk_name[src < AN_MK_N ? src : 0], an_mk_name[dst < AN_MK_N ? dst : 0]);
+}
+
+void an_headline(FILE *f, const an_report *r) {
+  int64_t h = 0, hid = 0, pgh = 0;
+  uint64_t pg = 0, unk = 0, nh = 0;
+  for (int i = 0; i < r->ndevs; i++) {
+    an_sat_add(&h, r->devs[i].h2d.time), an_sat_add(&hid, r->devs[i].h2d.hidden);
+    nh += r->devs[i].h2d.copies;
+    pg += r->devs[i].pg_copies, unk += r->devs[i].pg_unknown, an_sat_add(&pgh, r->devs[i].pg_host);
+  }
+  if (nh)
+    fprintf(f, "H2D: %.3f ms, %.1f %% hidden under compute", an_ms(h), an_pct(hid, h));
+  else
+    fprintf(f, "no host-to-device copies");
+  char b[32];
+  if (pg)
+    fprintf(f, "; %" PRIu64 " pageable copies blocked the host %s ms\n", pg,
+            an_host_ms(pgh, pg, unk, b));
+  else
+    fprintf(f, "; no pageable copies\n");
+  for (int i = 0; i < r->ndevs; i++) {
+    const an_stepsum *s = &r->stepsum[i];
+    if (s->n < 1) continue;
+    fprintf(f, "device %d: %d steps, GPU step median %.3f ms (p95 %.3f)", s->dev, s->n,
+            an_ms(s->step_med), an_ms(s->step_p95));
+    if (s->hidden_med >= 0)
+      fprintf(f, ", H2D %.3f ms per step, %.1f %% hidden", an_ms(s->h2d_med), s->hidden_med * 100);
+    fprintf(f, "\n");
+  }
+}
+
+int an_list_steps(const an_report *r) {
+  return an_all_steps || r->nsteps <= (size_t)an_th(AN_R_STEPS_SHOWN);
+}

@@ -1,0 +1,464 @@
+/* an_out_html.c — the SVG timeline and the HTML report.
+ *
+ * The SVG is drawn from per-pixel coverage, never one element per event, so its size follows the
+ * picture's width and the number of lanes, not the trace.  Each run of one colour carries a
+ * tooltip naming the longest operation in it (name, duration, bytes, stream).  The HTML says
+ * everything the text report says, and zooms to a step: each listed step has its own timeline.
+ */
+#define _GNU_SOURCE
+#include "an_out.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { P_NONE, P_KERNEL, P_COMM, P_H2D_HIDDEN, P_H2D_EXPOSED, P_D2H, P_MEMSET, P_COPY, P_N };
+static const char *p_color[P_N] = {"",        "#4c78a8", "#72b7b2", "#54a24b",
+                                   "#e45756", "#f58518", "#9d9d9d", "#b279a2"};
+static const char *p_label[P_N] = {
+    "",    "kernel", "communication", "H2D hidden under compute", "H2D exposed",
+    "D2H", "memset", "other copy"};
+
+typedef struct lane {
+  int dev, stream;
+} lane;
+
+static int cmp_lane(const void *a, const void *b) {
+  const lane *x = a, *y = b;
+  return x->dev != y->dev ? x->dev - y->dev : x->stream - y->stream;
+}
+
+/* The distinct (device, stream) pairs of a trace, sorted. */
+static lane *collect_lanes(const an_trace *t, size_t *n) {
+  lane *lanes = malloc((t->nops + 1) * sizeof *lanes);
+  size_t nl = 0, m = 0;
+  for (size_t i = 0; i < t->nops; i++)
+    lanes[nl++] = (lane){t->ops[i].dev, t->ops[i].stream};
+  qsort(lanes, nl, sizeof *lanes, cmp_lane);
+  for (size_t i = 0; i < nl; i++)
+    if (!m || cmp_lane(&lanes[m - 1], &lanes[i])) lanes[m++] = lanes[i];
+  *n = m;
+  return lanes;
+}
+
+static void tooltip(FILE *f, const an_trace *t, const an_op *o, int cls, int64_t run_ns) {
+  char b[32], kind[64];
+  fprintf(f, "<title>%s, %.3f ms here; longest: ", p_label[cls], an_ms(run_ns));
+  if (o->type == AN_MEMCPY) {
+    an_kind(kind, sizeof kind, o->ckind, o->srck, o->dstk);
+    fprintf(f, "%s, %s", kind, an_bytes_h(o->bytes, b));
+  } else {
+    const char *nm = an_name(t, o->name);
+    char cut[161];
+    snprintf(cut, sizeof cut, "%s", nm);
+    an_xml_escape(f, cut);
+    if (strlen(nm) > 160) fputs("...", f);
+    if (o->type == AN_MEMSET) fprintf(f, ", %s", an_bytes_h(o->bytes, b));
+  }
+  fprintf(f, ", %.3f ms, GPU %d stream %d</title>", an_ms(o->e - o->s), o->dev, o->stream);
+}
+
+void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int standalone) {
+  FILE *f = o->f;
+  const an_trace *t = r->t;
+  enum { W = 1200, LEFT = 130, COLS = W - LEFT - 40, LANE_H = 22, TOP = 40 };
+  if (w0 == INT64_MIN) {
+    w0 = INT64_MAX, w1 = INT64_MIN;
+    for (size_t i = 0; i < t->nops; i++) {
+      if (t->ops[i].s < w0) w0 = t->ops[i].s;
+      if (t->ops[i].e > w1) w1 = t->ops[i].e;
+    }
+  }
+  if (w1 <= w0) w0 = 0, w1 = 1; /* nothing to draw */
+  size_t nl;
+  lane *lanes = collect_lanes(t, &nl);
+  if (nl > 64) nl = 64;
+  /* the legend, wrapped to the width */
+  int legend_rows = 1, lx = LEFT;
+  for (int p = 1; p < P_N; p++) {
+    int wdt = 40 + 7 * (int)strlen(p_label[p]);
+    if (lx + wdt > W - 10) legend_rows++, lx = LEFT;
+    lx += wdt;
+  }
+  int height = TOP + (int)nl * LANE_H + 50 + 18 * legend_rows;
+  if (standalone) fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+  fprintf(
+      f,
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+      "font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" "
+      "fill=\"#fff\"/>\n",
+      W, height, W, height);
+  fprintf(f, "<text x=\"8\" y=\"18\" font-size=\"14\" font-weight=\"bold\">");
+  an_xml_escape(f, t->path);
+  fprintf(f, " — %.3f ms</text>\n", an_ms(w1 - w0));
+  /* coverage per lane and column, per class; and the longest op of each column */
+  double *cov = calloc((size_t)COLS * P_N, sizeof *cov);
+  long *top = malloc((size_t)COLS * sizeof *top);
+  double colw = (double)(w1 - w0) / COLS;
+  size_t lo, hi, nk = 0;
+  an_op_range(t, w0, w1, &lo, &hi);
+  an_iv *k = NULL;
+  for (size_t l = 0; l < nl; l++) {
+    memset(cov, 0, (size_t)COLS * P_N * sizeof *cov);
+    for (int c = 0; c < COLS; c++)
+      top[c] = -1;
+    if (l == 0 || lanes[l].dev != lanes[l - 1].dev) { /* lanes are sorted by device */
+      free(k);
+      k = an_kernel_union(t, lanes[l].dev, &nk);
+    }
+    for (size_t i = lo; i < hi; i++) {
+      const an_op *op = &t->ops[i];
+      if (op->dev != lanes[l].dev || op->stream != lanes[l].stream || op->e <= w0 || op->s >= w1)
+        continue;
+      int cls = op->type == AN_KERNEL    ? P_KERNEL
+                : op->type == AN_COMM    ? P_COMM
+                : op->type == AN_MEMSET  ? P_MEMSET
+                : op->ckind == AN_CK_H2D ? P_H2D_EXPOSED
+                : op->ckind == AN_CK_D2H ? P_D2H
+                                         : P_COPY;
+      int64_t s = op->s > w0 ? op->s : w0, e = op->e < w1 ? op->e : w1;
+      int c0 = (int)((double)(s - w0) / colw), c1 = (int)((double)(e - w0) / colw);
+      if (c1 >= COLS) c1 = COLS - 1;
+      for (int c = c0; c <= c1; c++) {
+        if (top[c] < 0 || t->ops[top[c]].e - t->ops[top[c]].s < op->e - op->s) top[c] = (long)i;
+        int64_t cs = w0 + (int64_t)(c * colw), ce = w0 + (int64_t)((c + 1) * colw);
+        int64_t a = s > cs ? s : cs, b = e < ce ? e : ce;
+        if (b <= a) {
+          if (c == c0) cov[c * P_N + cls] += 1e-9; /* a very short event still shows */
+          continue;
+        }
+        if (cls == P_H2D_EXPOSED) {
+          int64_t hid = an_cover(k, nk, a, b);
+          cov[c * P_N + P_H2D_HIDDEN] += (double)hid;
+          cov[c * P_N + P_H2D_EXPOSED] += (double)(b - a - hid);
+        } else {
+          cov[c * P_N + cls] += (double)(b - a);
+        }
+      }
+    }
+    int y = TOP + (int)l * LANE_H;
+    fprintf(f, "<text x=\"8\" y=\"%d\">GPU %d stream %d</text>\n", y + 15, lanes[l].dev,
+            lanes[l].stream);
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f4f4\"/>\n", LEFT,
+            y + 2, COLS, LANE_H - 4);
+    int run_cls = P_NONE, run_start = 0;
+    long run_top = -1;
+    for (int c = 0; c <= COLS; c++) {
+      int best = P_NONE;
+      if (c < COLS) {
+        double bv = 0;
+        for (int p = 1; p < P_N; p++)
+          if (cov[c * P_N + p] > bv) bv = cov[c * P_N + p], best = p;
+      }
+      if (best != run_cls) {
+        if (run_cls != P_NONE) {
+          fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">",
+                  LEFT + run_start, y + 3, c - run_start, LANE_H - 6, p_color[run_cls]);
+          if (run_top >= 0)
+            tooltip(f, t, &t->ops[run_top], run_cls, (int64_t)((c - run_start) * colw));
+          fprintf(f, "</rect>\n");
+        }
+        run_cls = best;
+        run_start = c;
+        run_top = -1;
+      }
+      if (c < COLS && top[c] >= 0 &&
+          (run_top < 0 ||
+           t->ops[top[c]].e - t->ops[top[c]].s > t->ops[run_top].e - t->ops[run_top].s))
+        run_top = top[c];
+    }
+  }
+  free(cov);
+  free(top);
+  free(k);
+  int ay = TOP + (int)nl * LANE_H + 8;
+  /* step markers: where each step's GPU work ended, on the first device */
+  for (size_t s = 0; s < r->nsteps; s++) {
+    const an_stepdev *sd = r->steps[s].ndevs ? &r->steps[s].devs[0] : NULL;
+    if (!sd || !sd->has || sd->last < w0 || sd->last > w1) continue;
+    int x = LEFT + (int)((double)(sd->last - w0) / (double)(w1 - w0) * COLS);
+    fprintf(
+        f,
+        "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#000\" stroke-dasharray=\"3,3\">"
+        "<title>end of step %d on GPU %d: %.3f ms</title></line><text x=\"%d\" y=\"%d\" "
+        "text-anchor=\"middle\" font-size=\"9\">%d</text>\n",
+        x, TOP, x, ay, r->steps[s].num, sd->dev, an_ms(sd->gpu), x, TOP - 3, r->steps[s].num);
+  }
+  /* axis: the first label starts at the axis, the last ends at it, so none is clipped */
+  fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", LEFT, ay,
+          LEFT + COLS, ay);
+  for (int i = 0; i <= 10; i++) {
+    int x = LEFT + COLS * i / 10;
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/><text x=\"%d\" "
+            "y=\"%d\" text-anchor=\"%s\">%.2f ms</text>\n",
+            x, ay, x, ay + 4, x, ay + 16,
+            i == 0    ? "start"
+            : i == 10 ? "end"
+                      : "middle",
+            (double)(w1 - w0) * i / 10 / 1e6);
+  }
+  lx = LEFT;
+  int ly = ay + 38;
+  for (int p = 1; p < P_N; p++) {
+    int wdt = 40 + 7 * (int)strlen(p_label[p]);
+    if (lx + wdt > W - 10) lx = LEFT, ly += 18;
+    fprintf(f,
+            "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" "
+            "y=\"%d\">%s</text>\n",
+            lx, ly - 10, p_color[p], lx + 16, ly, p_label[p]);
+    lx += wdt;
+  }
+  fprintf(f, "</svg>\n");
+  free(lanes);
+}
+
+/* ---- HTML ---- */
+
+static void cell_host(FILE *f, int64_t ns, uint64_t copies, uint64_t unknown) {
+  char b[32];
+  fprintf(f, "<td>%s</td>", an_host_ms(ns, copies, unknown, b));
+}
+
+static void html_steps(FILE *f, const an_report *x) {
+  if (!x->nsteps) return;
+  fprintf(f, "<h2>Steps</h2><p>A step's GPU work: every operation whose runtime call began in its "
+             "CPU range (<code>");
+  an_xml_escape(f, an_step_regex ? an_step_regex : "ProfilerStep#N");
+  fprintf(f, "</code>), on any host thread.  gpu_step = the end of its last operation − the end "
+             "of the previous step's.</p>\n<table><tr><th>device</th><th>steps</th><th>gpu_step "
+             "ms median</th><th>p95</th><th>H2D ms</th><th>H2D hidden</th><th>H2D exposed "
+             "ms</th><th>pageable host ms</th></tr>\n");
+  for (int i = 0; i < x->ndevs; i++) {
+    const an_stepsum *s = &x->stepsum[i];
+    if (!s->n) continue;
+    fprintf(f, "<tr><td>%d</td><td>%d</td><td>%.3f</td><td>%.3f</td><td>%.3f</td>", s->dev, s->n,
+            an_ms(s->step_med), an_ms(s->step_p95), an_ms(s->h2d_med));
+    if (s->hidden_med >= 0)
+      fprintf(f, "<td>%.1f %%</td>", s->hidden_med * 100);
+    else
+      fprintf(f, "<td>-</td>");
+    fprintf(f, "<td>%.3f</td><td>%.3f</td></tr>\n", an_ms(s->exposed_med), an_ms(s->pg_host_med));
+  }
+  fprintf(f, "</table>\n");
+  if (!an_list_steps(x)) {
+    fprintf(f, "<p>%zu steps: medians above; <code>--steps all</code> lists each.</p>\n",
+            x->nsteps);
+    return;
+  }
+  fprintf(f, "<table><tr><th>step</th><th>device</th><th>gpu_step ms</th><th>H2D copies</th>"
+             "<th>H2D ms</th><th>H2D hidden</th><th>exposed ms</th><th>pageable</th><th>host "
+             "blocked ms</th><th>kernels</th></tr>\n");
+  for (size_t k = 0; k < x->nsteps; k++)
+    for (int d = 0; d < x->steps[k].ndevs; d++) {
+      const an_stepdev *sd = &x->steps[k].devs[d];
+      if (!sd->has) continue;
+      fprintf(f,
+              "<tr><td><a href=\"#step-%d\">%d</a></td><td>%d</td><td>%.3f</td><td>%" PRIu64
+              "</td><td>%.3f</td>",
+              x->steps[k].num, x->steps[k].num, sd->dev, an_ms(sd->gpu), sd->h2d.copies,
+              an_ms(sd->h2d.time));
+      if (sd->h2d.time > 0)
+        fprintf(f, "<td>%.1f %%</td>", an_pct(sd->h2d.hidden, sd->h2d.time));
+      else
+        fprintf(f, "<td>-</td>");
+      fprintf(f, "<td>%.3f</td><td>%" PRIu64 "</td>", an_ms(sd->h2d.exposed), sd->pg_copies);
+      cell_host(f, sd->pg_host, sd->pg_copies, sd->pg_unknown);
+      fprintf(f, "<td>%" PRIu64 "</td></tr>\n", sd->kernels);
+    }
+  fprintf(f, "</table>\n");
+}
+
+static void html_report(an_out *o, const an_report *x) {
+  FILE *f = o->f;
+  char b[32];
+  fprintf(f, "<h1>pinwheel report: <code>");
+  an_xml_escape(f, x->t->path);
+  fprintf(f, "</code>");
+  if (x->only_step >= 0) fprintf(f, " (step %d)", x->only_step);
+  fprintf(f, "</h1>\n<p><b>");
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mf = open_memstream(&buf, &len);
+  an_headline(mf, x);
+  fclose(mf);
+  an_xml_escape(f, buf);
+  free(buf);
+  fprintf(f, "</b></p>\n<h2>Devices</h2><table><tr><th>device</th><th>span ms</th><th>busy</th>"
+             "<th>kernels</th><th>H2D copies</th><th>H2D ms</th><th>H2D hidden</th><th>H2D "
+             "exposed ms</th><th>D2H ms</th><th>D2H hidden</th><th>pageable copies</th><th>host "
+             "blocked ms</th></tr>\n");
+  for (int d = 0; d < x->ndevs; d++) {
+    const an_dev *dv = &x->devs[d];
+    fprintf(f,
+            "<tr><td>%d</td><td>%.3f</td><td>%.1f %%</td><td>%.1f %%</td><td>%" PRIu64
+            "</td><td>%.3f</td>",
+            dv->dev, an_ms(dv->span), an_pct(dv->busy, dv->span), an_pct(dv->kernel, dv->span),
+            dv->h2d.copies, an_ms(dv->h2d.time));
+    if (dv->h2d.has)
+      fprintf(f, "<td>%.1f %%</td>", an_pct(dv->h2d.hidden, dv->h2d.time));
+    else
+      fprintf(f, "<td>-</td>");
+    fprintf(f, "<td>%.3f</td><td>%.3f</td>", an_ms(dv->h2d.exposed), an_ms(dv->d2h.time));
+    if (dv->d2h.has)
+      fprintf(f, "<td>%.1f %%</td>", an_pct(dv->d2h.hidden, dv->d2h.time));
+    else
+      fprintf(f, "<td>-</td>");
+    fprintf(f, "<td>%" PRIu64 "</td>", dv->pg_copies);
+    cell_host(f, dv->pg_host, dv->pg_copies, dv->pg_unknown);
+    fprintf(f, "</tr>\n");
+  }
+  fprintf(f, "</table>\n<h3>Where idle time went</h3><table><tr><th>device</th><th>idle "
+             "ms</th><th>host-bound (nothing queued)</th><th>waiting on copies</th><th>other "
+             "(work queued)</th></tr>\n");
+  for (int d = 0; d < x->ndevs; d++) {
+    const an_idle *i = &x->idle[d];
+    fprintf(
+        f, "<tr><td>%d</td><td>%.3f</td><td>%.3f ms</td><td>%.3f ms</td><td>%.3f ms</td></tr>\n",
+        x->devs[d].dev, an_ms(x->devs[d].idle), an_ms(i->host), an_ms(i->copy), an_ms(i->other));
+  }
+  fprintf(f, "</table>\n<h3>Other operations</h3><table><tr><th>device</th><th>class</th><th>count"
+             "</th><th>bytes</th><th>ms</th></tr>\n");
+  static const char *cls[] = {"D2D", "P2P", "memset",
+                              "communication (not compute that hides "
+                              "copies)"};
+  int any = 0;
+  for (int d = 0; d < x->ndevs; d++)
+    for (int c = 0; c < 4; c++) {
+      const an_opclass *k = &x->classes[d][c];
+      if (!k->count) continue;
+      any = 1;
+      fprintf(f, "<tr><td>%d</td><td>%s</td><td>%" PRIu64 "</td><td>%s</td><td>%.3f</td></tr>\n",
+              x->devs[d].dev, cls[c], k->count, c == 3 ? "" : an_bytes_h(k->bytes, b),
+              an_ms(k->time));
+    }
+  if (!any) fprintf(f, "<tr><td colspan=\"5\">none</td></tr>\n");
+  fprintf(f, "</table>\n<h3>Host syncs</h3><table><tr><th>call</th><th>count</th><th>host "
+             "ms</th></tr>\n");
+  for (int a = AN_API_STREAM_SYNC; a <= AN_API_EVENT_SYNC; a++)
+    fprintf(f, "<tr><td>%s</td><td>%" PRIu64 "</td><td>%.3f</td></tr>\n", an_api_name[a],
+            x->api_calls[a], an_ms(x->api_time[a]));
+  fprintf(f, "<tr><th>all</th><td>%" PRIu64 "</td><td>%.3f (longest %.3f)</td></tr></table>\n",
+          x->sync_calls, an_ms(x->sync_time), an_ms(x->sync_longest));
+  html_steps(f, x);
+  if (x->nkstats) {
+    fprintf(f, "<h2>Top kernels</h2><table><tr><th>device</th><th>name</th><th>count</th>"
+               "<th>total ms</th><th>mean us</th><th>share</th></tr>\n");
+    for (size_t k = 0; k < x->nkstats && k < 10; k++) {
+      const an_kstat *s = &x->kstats[k];
+      int64_t kt = 0;
+      for (int i = 0; i < x->ndevs; i++)
+        if (x->devs[i].dev == s->dev) kt = x->devs[i].kernel;
+      fprintf(f, "<tr><td>%d</td><td style=\"text-align:left\"><code>", s->dev);
+      an_xml_escape(f, an_name(x->t, s->name));
+      fprintf(f,
+              "</code>%s</td><td>%" PRIu64 "</td><td>%.3f</td><td>%.3f</td><td>%.1f %%</td></tr>\n",
+              s->type == AN_COMM ? " (communication)" : "", s->count, an_ms(s->total),
+              (double)s->total / (double)(s->count ? s->count : 1) / 1e3, an_pct(s->total, kt));
+    }
+    fprintf(f, "</table>\n");
+  }
+  if (x->nexposed) {
+    fprintf(f,
+            "<h2>Exposed copies</h2><p>the longest %zu of %zu</p><table><tr><th>device</th>"
+            "<th>stream</th><th>kind</th><th>bytes</th><th>ms</th><th>hidden</th><th>host "
+            "ms</th></tr>\n",
+            x->nexposed < 20 ? x->nexposed : 20, x->nexposed);
+    for (size_t k = 0; k < x->nexposed && k < 20; k++) {
+      const an_exposed *e = &x->exposed[k];
+      char kind[64];
+      an_kind(kind, sizeof kind, e->ckind, e->srck, e->dstk);
+      const an_call *c = an_call_of(x->t, e->corr);
+      fprintf(f, "<tr><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%.3f</td><td>%.1f %%</td>",
+              e->dev, e->stream, kind, an_bytes_h(e->bytes, b), an_ms(e->dur), e->hidden * 100);
+      if (c)
+        fprintf(f, "<td>%.3f</td></tr>\n", an_ms(c->e - c->s));
+      else
+        fprintf(f, "<td>unknown</td></tr>\n");
+    }
+    fprintf(f, "</table>\n");
+  }
+  if (x->ngaps) {
+    fprintf(f,
+            "<h2>GPU idle gaps</h2><p>at least %.3g ms: %zu; the longest:</p><table><tr><th>"
+            "device</th><th>ms</th><th>at ms</th></tr>\n",
+            an_th(AN_R_GAP_MS), x->ngaps);
+    for (size_t k = 0; k < x->ngaps && k < 10; k++)
+      fprintf(f, "<tr><td>%d</td><td>%.3f</td><td>+%.3f</td></tr>\n", x->gaps[k].dev,
+              an_ms(x->gaps[k].e - x->gaps[k].s),
+              an_ms(x->gaps[k].s - (x->ndevs ? x->devs[0].t0 : 0)));
+    fprintf(f, "</table>\n");
+  }
+  int wany = 0;
+  for (int i = 0; i < x->ndevs; i++)
+    wany |= x->whatif[i].steps > 0 && (x->whatif[i].copies || x->whatif[i].d2h_copies);
+  if (wany) {
+    fprintf(f,
+            "<h2>What-if under pinwheel</h2><table><tr><th>device</th><th>now ms per %s</th>"
+            "<th>under pinwheel</th><th>speedup</th><th>with PINWHEEL_SYNC=elide</th><th>host "
+            "ms</th><th>GPU busy ms</th><th>copies' host ms</th><th>bound</th></tr>\n",
+            x->nsteps ? "step" : "trace");
+    for (int i = 0; i < x->ndevs; i++) {
+      const an_whatif *w = &x->whatif[i];
+      if (!w->steps) continue;
+      fprintf(f,
+              "<tr><td>%d</td><td>%.3f</td><td>%.3f</td><td>%.2f x</td><td>%.3f</td><td>%.3f</td>"
+              "<td>%.3f</td><td>%.3f</td><td>%s</td></tr>\n",
+              w->dev, an_ms(w->baseline), an_ms(w->predicted),
+              w->predicted > 0 ? (double)w->baseline / (double)w->predicted : 0.0,
+              an_ms(w->predicted_elide), an_ms(w->host), an_ms(w->gpu), an_ms(w->copy_host),
+              w->bound ? "GPU" : "host");
+    }
+    fprintf(f, "</table>\n<p class=\"note\">");
+    mf = open_memstream(&buf, &len);
+    an_whatif_assumptions(mf, "");
+    fclose(mf);
+    an_xml_escape(f, buf);
+    free(buf);
+    fprintf(f, "</p>\n");
+  }
+  fprintf(f, "<h2>Findings</h2><ul>\n");
+  for (int k = 0; k < x->nfindings; k++) {
+    fprintf(f, "<li class=\"%s\"><b>%s</b>: ", x->findings[k].severity, x->findings[k].rule);
+    an_xml_escape(f, x->findings[k].message);
+    fprintf(f, "</li>\n");
+  }
+  if (!x->nfindings) fprintf(f, "<li>none</li>\n");
+  fprintf(f, "</ul>\n<h2>Timeline</h2>\n");
+  int64_t w0 = INT64_MIN, w1 = INT64_MAX;
+  if (x->only_step >= 0 && x->ndevs) w0 = x->devs[0].t0, w1 = x->devs[0].t1;
+  an_write_svg(o, x, w0, w1, 0);
+  /* zoom: each listed step on its own timeline, from the previous step's end to its own */
+  if (x->only_step < 0 && x->nsteps && an_list_steps(x)) {
+    fprintf(f, "<h3>Each step</h3>\n");
+    for (size_t k = 0; k < x->nsteps; k++) {
+      int64_t a = INT64_MAX, e = INT64_MIN;
+      for (int d = 0; d < x->steps[k].ndevs; d++) {
+        const an_stepdev *sd = &x->steps[k].devs[d];
+        if (!sd->has) continue;
+        int64_t s0 = sd->last - sd->gpu < sd->first ? sd->last - sd->gpu : sd->first;
+        if (s0 < a) a = s0;
+        if (sd->last > e) e = sd->last;
+      }
+      if (a >= e) continue;
+      fprintf(f, "<details id=\"step-%d\"><summary>step %d: %.3f ms</summary>\n", x->steps[k].num,
+              x->steps[k].num, an_ms(e - a));
+      an_write_svg(o, x, a, e, 0);
+      fprintf(f, "</details>\n");
+    }
+  }
+}
+
+void an_write_html(an_out *o, an_report **r, int n, int step) {
+  FILE *f = o->f;
+  (void)step;
+  fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>pinwheel "
+             "report</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
+             "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px "
+             "8px;text-align:right}th{background:#eee}.warning{color:#b00}.info{color:#246}"
+             "code{background:#f4f4f4}.note{max-width:1100px;color:#444}svg{max-width:100%%;"
+             "height:auto}</style></head><body>\n");
+  for (int i = 0; i < n; i++)
+    html_report(o, r[i]);
+  fprintf(f, "</body></html>\n");
+}

@@ -1,0 +1,292 @@
+/* an_out_json.c — the JSON report (schema pinwheel-report/2) and the JSON diff
+ * (pinwheel-diff/1).  Times in µs with ns decimals; fractions as numbers, null when undefined. */
+#define _GNU_SOURCE
+#include "an_out.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void json_xfer(FILE *f, const an_xfer *x) {
+  fprintf(f, "{\"copies\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"time_us\":%.3f,\"overlap_fraction\":",
+          x->copies, x->bytes, x->time / 1e3);
+  if (x->has && x->time > 0)
+    fprintf(f, "%.6f", (double)x->hidden / (double)x->time);
+  else
+    fprintf(f, "null");
+  fprintf(f, ",\"exposed_us\":%.3f}", x->exposed / 1e3);
+}
+
+static void json_host(FILE *f, int64_t ns, uint64_t copies, uint64_t unknown) {
+  if (copies && unknown == copies)
+    fprintf(f, "null");
+  else
+    fprintf(f, "%.3f", ns / 1e3);
+}
+
+static void json_dev(FILE *f, const an_report *r, int i) {
+  const an_dev *d = &r->devs[i];
+  fprintf(f,
+          "{\"device\":%d,\"span_us\":%.3f,\"busy_fraction\":%.6f,\"kernel_fraction\":%.6f,"
+          "\"idle_us\":%.3f,\"kernels\":%" PRIu64 ",\"h2d\":",
+          d->dev, d->span / 1e3, d->span ? (double)d->busy / (double)d->span : 0.0,
+          d->span ? (double)d->kernel / (double)d->span : 0.0, d->idle / 1e3, d->kernels);
+  json_xfer(f, &d->h2d);
+  fprintf(f, ",\"d2h\":");
+  json_xfer(f, &d->d2h);
+  fprintf(f,
+          ",\"pageable\":{\"copies\":%" PRIu64 ",\"bytes\":%" PRIu64
+          ",\"time_us\":%.3f,\"no_runtime_call\":%" PRIu64 ",\"host_blocked_us\":",
+          d->pg_copies, d->pg_bytes, d->pg_time / 1e3, d->pg_unknown);
+  json_host(f, d->pg_host, d->pg_copies, d->pg_unknown);
+  const an_idle *x = &r->idle[i];
+  fprintf(f, "},\"idle_split_us\":{\"host_bound\":%.3f,\"waiting_on_copies\":%.3f,\"other\":%.3f}",
+          x->host / 1e3, x->copy / 1e3, x->other / 1e3);
+  static const char *cls[] = {"d2d", "p2p", "memset", "communication"};
+  fprintf(f, ",\"other_operations\":{");
+  for (int c = 0; c < 4; c++)
+    fprintf(f, "%s\"%s\":{\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"time_us\":%.3f}",
+            c ? "," : "", cls[c], r->classes[i][c].count, r->classes[i][c].bytes,
+            r->classes[i][c].time / 1e3);
+  fprintf(f, "},\"utilization\":[");
+  for (int k = 0; k < d->nbuckets; k++)
+    fprintf(f, "%s%.4f", k ? "," : "", d->util[k]);
+  fprintf(f, "]}");
+}
+
+static void json_stepdev(FILE *f, const an_stepdev *d) {
+  fprintf(f,
+          "{\"device\":%d,\"gpu_step_us\":%.3f,\"first_op_us\":%.3f,\"last_op_end_us\":%.3f,"
+          "\"h2d\":",
+          d->dev, d->gpu / 1e3, d->first / 1e3, d->last / 1e3);
+  json_xfer(f, &d->h2d);
+  fprintf(f, ",\"d2h\":");
+  json_xfer(f, &d->d2h);
+  fprintf(f,
+          ",\"pageable\":{\"copies\":%" PRIu64 ",\"no_runtime_call\":%" PRIu64
+          ",\"host_blocked_us\":",
+          d->pg_copies, d->pg_unknown);
+  json_host(f, d->pg_host, d->pg_copies, d->pg_unknown);
+  fprintf(f, "},\"kernels\":%" PRIu64 ",\"kernel_us\":%.3f,\"busy_us\":%.3f}", d->kernels,
+          d->kernel_time / 1e3, d->busy / 1e3);
+}
+
+static int cmp_op_dur(const void *a, const void *b) {
+  const an_op *x = *(const an_op *const *)a, *y = *(const an_op *const *)b;
+  int64_t dx = x->e - x->s, dy = y->e - y->s;
+  return dx < dy ? 1 : dx > dy ? -1 : 0;
+}
+
+static void json_copies(FILE *f, const an_report *r) {
+  const an_trace *t = r->t;
+  size_t nc = 0;
+  const an_op **cp = malloc((t->nops + 1) * sizeof *cp);
+  for (size_t i = 0; i < t->nops; i++)
+    if (t->ops[i].type == AN_MEMCPY) cp[nc++] = &t->ops[i];
+  qsort(cp, nc, sizeof *cp, cmp_op_dur);
+  /* one kernel union per device, not one per copy (each is a sort of the whole trace) */
+  an_iv **ku = calloc((size_t)r->ndevs + 1, sizeof *ku);
+  size_t *nku = calloc((size_t)r->ndevs + 1, sizeof *nku);
+  for (size_t k = 0; k < nc && k < 100; k++) {
+    const an_op *o = cp[k];
+    int di = 0;
+    while (di < r->ndevs && r->devs[di].dev != o->dev)
+      di++;
+    if (!ku[di]) ku[di] = an_kernel_union(t, o->dev, &nku[di]);
+    int64_t dur = o->e - o->s, hid = an_cover(ku[di], nku[di], o->s, o->e);
+    const an_call *c = an_call_of(t, o->corr);
+    fprintf(f,
+            "%s{\"device\":%d,\"stream\":%d,\"kind\":\"%s\",\"src\":\"%s\",\"dst\":\"%s\","
+            "\"bytes\":%" PRIu64 ",\"start_us\":%.3f,\"dur_us\":%.3f,\"hidden_fraction\":%.4f,"
+            "\"host_us\":",
+            k ? "," : "", o->dev, o->stream, an_ck_name[o->ckind], an_mk_name[o->srck],
+            an_mk_name[o->dstk], o->bytes, o->s / 1e3, dur / 1e3,
+            dur > 0 ? (double)hid / (double)dur : 1.0);
+    if (c)
+      fprintf(f, "%.3f}", (c->e - c->s) / 1e3);
+    else
+      fprintf(f, "null}");
+  }
+  for (int di = 0; di <= r->ndevs; di++)
+    free(ku[di]);
+  free(ku);
+  free(nku);
+  free(cp);
+}
+
+static void json_whatif(FILE *f, const an_report *r) {
+  /* the top-level figures: the slowest device, as the step waits for it */
+  int top = -1;
+  for (int i = 0; i < r->ndevs; i++)
+    if (r->whatif[i].steps && (top < 0 || r->whatif[i].baseline > r->whatif[top].baseline)) top = i;
+  fprintf(f, "{\"per\":\"%s\",\"baseline_step_us\":", r->nsteps ? "step" : "trace");
+  if (top >= 0)
+    fprintf(f, "%.3f,\"predicted_step_us\":%.3f,\"predicted_elide_step_us\":%.3f",
+            r->whatif[top].baseline / 1e3, r->whatif[top].predicted / 1e3,
+            r->whatif[top].predicted_elide / 1e3);
+  else
+    fprintf(f, "null,\"predicted_step_us\":null,\"predicted_elide_step_us\":null");
+  fprintf(f,
+          ",\"assumptions\":{\"eligible_min_kib\":%g,\"h2d_gbps\":%g,\"h2d_elide_gbps\":%g,"
+          "\"d2h_gbps\":%g,\"link_gbps\":%g,\"d2d_gbps\":%g},\"devices\":[",
+          an_th(AN_R_ELIGIBLE_MIN_KIB), an_th(AN_R_H2D_GBPS), an_th(AN_R_H2D_ELIDE_GBPS),
+          an_th(AN_R_D2H_GBPS), an_th(AN_R_LINK_GBPS), an_th(AN_R_D2D_GBPS));
+  int first = 1;
+  for (int i = 0; i < r->ndevs; i++) {
+    const an_whatif *w = &r->whatif[i];
+    if (!w->steps) continue;
+    fprintf(f,
+            "%s{\"device\":%d,\"steps\":%d,\"baseline_step_us\":%.3f,\"predicted_step_us\":%.3f,"
+            "\"predicted_elide_step_us\":%.3f,\"host_us\":%.3f,\"gpu_busy_us\":%.3f,"
+            "\"copies_host_us\":%.3f,\"h2d_copies_per_step\":%.3f,\"h2d_bytes_per_step\":%.0f,"
+            "\"d2h_copies_per_step\":%.3f,\"d2h_bytes_per_step\":%.0f,\"bound\":\"%s\"}",
+            first ? "" : ",", w->dev, w->steps, w->baseline / 1e3, w->predicted / 1e3,
+            w->predicted_elide / 1e3, w->host / 1e3, w->gpu / 1e3, w->copy_host / 1e3,
+            (double)w->copies / w->steps, (double)w->bytes / w->steps,
+            (double)w->d2h_copies / w->steps, (double)w->d2h_bytes / w->steps,
+            w->bound ? "gpu" : "host");
+    first = 0;
+  }
+  fprintf(f, "]}");
+}
+
+static void json_report(FILE *f, const an_report *r) {
+  fprintf(f, "{\"schema\":\"pinwheel-report/2\",\"trace\":");
+  an_json_string(f, r->t->path);
+  fprintf(f, ",\"format\":\"%s\",\"step_filter\":", r->t->format);
+  if (r->only_step >= 0)
+    fprintf(f, "%d", r->only_step);
+  else
+    fprintf(f, "null");
+  fprintf(f, ",\"devices\":[");
+  for (int i = 0; i < r->ndevs; i++) {
+    if (i) fputc(',', f);
+    json_dev(f, r, i);
+  }
+  fprintf(f,
+          "],\"host\":{\"sync_calls\":%" PRIu64
+          ",\"sync_us\":%.3f,\"sync_longest_us\":%.3f,\"by_api\":{",
+          r->sync_calls, r->sync_time / 1e3, r->sync_longest / 1e3);
+  for (int a = AN_API_MEMCPY; a < AN_API_N; a++)
+    fprintf(f, "%s\"%s\":{\"calls\":%" PRIu64 ",\"us\":%.3f}", a == AN_API_MEMCPY ? "" : ",",
+            an_api_name[a], r->api_calls[a], r->api_time[a] / 1e3);
+  fprintf(f, "}},\"step_summary\":[");
+  int first = 1;
+  for (int i = 0; i < r->ndevs; i++) {
+    const an_stepsum *s = &r->stepsum[i];
+    if (!s->n) continue;
+    fprintf(f,
+            "%s{\"device\":%d,\"steps\":%d,\"gpu_step_us\":{\"median\":%.3f,\"p95\":%.3f},"
+            "\"h2d_us_median\":%.3f,\"h2d_exposed_us_median\":%.3f,\"pageable_host_us_median\":"
+            "%.3f,\"h2d_overlap_fraction_median\":",
+            first ? "" : ",", s->dev, s->n, s->step_med / 1e3, s->step_p95 / 1e3, s->h2d_med / 1e3,
+            s->exposed_med / 1e3, s->pg_host_med / 1e3);
+    if (s->hidden_med >= 0)
+      fprintf(f, "%.6f}", s->hidden_med);
+    else
+      fprintf(f, "null}");
+    first = 0;
+  }
+  fprintf(f, "],\"steps\":[");
+  for (size_t k = 0; k < r->nsteps; k++) {
+    fprintf(f, "%s{\"step\":%d,\"cpu_start_us\":%.3f,\"cpu_dur_us\":%.3f,\"devices\":[",
+            k ? "," : "", r->steps[k].num, r->steps[k].cpu_s / 1e3,
+            (r->steps[k].cpu_e - r->steps[k].cpu_s) / 1e3);
+    int fd = 1;
+    for (int i = 0; i < r->steps[k].ndevs; i++) {
+      if (!r->steps[k].devs[i].has) continue;
+      if (!fd) fputc(',', f);
+      json_stepdev(f, &r->steps[k].devs[i]);
+      fd = 0;
+    }
+    fprintf(f, "]}");
+  }
+  fprintf(f, "],\"kernels\":[");
+  for (size_t k = 0; k < r->nkstats; k++) {
+    const an_kstat *s = &r->kstats[k];
+    fprintf(f, "%s{\"device\":%d,\"name\":", k ? "," : "", s->dev);
+    an_json_string(f, an_name(r->t, s->name));
+    fprintf(f, ",\"class\":\"%s\",\"count\":%" PRIu64 ",\"total_us\":%.3f,\"mean_us\":%.3f}",
+            s->type == AN_COMM ? "communication" : "compute", s->count, s->total / 1e3,
+            (double)s->total / (double)(s->count ? s->count : 1) / 1e3);
+  }
+  fprintf(f, "],\"gaps\":[");
+  for (size_t k = 0; k < r->ngaps && k < 100; k++)
+    fprintf(f, "%s{\"device\":%d,\"start_us\":%.3f,\"dur_us\":%.3f}", k ? "," : "", r->gaps[k].dev,
+            r->gaps[k].s / 1e3, (r->gaps[k].e - r->gaps[k].s) / 1e3);
+  fprintf(f, "],\"exposed_copies\":[");
+  for (size_t k = 0; k < r->nexposed && k < 100; k++) {
+    const an_exposed *x = &r->exposed[k];
+    fprintf(f,
+            "%s{\"device\":%d,\"stream\":%d,\"kind\":\"%s\",\"src\":\"%s\",\"dst\":\"%s\","
+            "\"bytes\":%" PRIu64 ",\"start_us\":%.3f,\"dur_us\":%.3f,\"hidden_fraction\":%.4f}",
+            k ? "," : "", x->dev, x->stream, an_ck_name[x->ckind], an_mk_name[x->srck],
+            an_mk_name[x->dstk], x->bytes, x->s / 1e3, x->dur / 1e3, x->hidden);
+  }
+  /* per copy: hidden % (RATELProf hidden_transfers), the longest 100 copies */
+  fprintf(f, "],\"copies\":[");
+  json_copies(f, r);
+  fprintf(f, "],\"what_if\":");
+  json_whatif(f, r);
+  fprintf(f, ",\"thresholds\":{");
+  for (int i = 0; i < an_nrules; i++)
+    fprintf(f, "%s\"%s\":%g", i ? "," : "", an_rules[i].name, an_rules[i].value);
+  fprintf(f, "},\"findings\":[");
+  for (int k = 0; k < r->nfindings; k++) {
+    fprintf(f, "%s{\"rule\":\"%s\",\"severity\":\"%s\",\"message\":", k ? "," : "",
+            r->findings[k].rule, r->findings[k].severity);
+    an_json_string(f, r->findings[k].message);
+    fputc('}', f);
+  }
+  fprintf(f, "]}");
+}
+
+void an_write_json(an_out *o, an_report **r, int n) {
+  if (n == 1) {
+    json_report(o->f, r[0]);
+  } else {
+    fprintf(o->f, "{\"schema\":\"pinwheel-report-ranks/2\",\"ranks\":[");
+    for (int i = 0; i < n; i++) {
+      if (i) fputc(',', o->f);
+      json_report(o->f, r[i]);
+    }
+    fprintf(o->f, "]}");
+  }
+  fputc('\n', o->f);
+}
+
+void an_write_diff_json(an_out *o, an_report *a, an_report *b) {
+  FILE *f = o->f;
+  fprintf(f, "{\"schema\":\"pinwheel-diff/1\",\"before\":");
+  an_json_string(f, a->t->path);
+  fprintf(f, ",\"after\":");
+  an_json_string(f, b->t->path);
+  fprintf(f, ",\"devices\":[");
+  int first = 1;
+  for (int i = 0; i < a->ndevs; i++) {
+    int j = 0;
+    while (j < b->ndevs && b->devs[j].dev != a->devs[i].dev)
+      j++;
+    if (j == b->ndevs) continue;
+    diff_row rows[32];
+    int n = an_diff_rows(a, b, i, j, rows);
+    fprintf(f, "%s{\"device\":%d,\"rows\":[", first ? "" : ",", a->devs[i].dev);
+    first = 0;
+    for (int k = 0; k < n; k++) {
+      fprintf(f, "%s{\"name\":\"%s\",", k ? "," : "", rows[k].n);
+      if (rows[k].count)
+        fprintf(f, "\"before\":%.0f,\"after\":%.0f,\"delta\":%.0f", rows[k].va, rows[k].vb,
+                rows[k].vb - rows[k].va);
+      else
+        fprintf(f, "\"before\":%.6f,\"after\":%.6f,\"delta\":%.6f", rows[k].va, rows[k].vb,
+                rows[k].vb - rows[k].va);
+      if (rows[k].va != 0)
+        fprintf(f, ",\"change_fraction\":%.6f}", (rows[k].vb - rows[k].va) / rows[k].va);
+      else
+        fprintf(f, ",\"change_fraction\":null}");
+    }
+    fprintf(f, "]}");
+  }
+  fprintf(f, "],\"host\":{\"sync_calls\":[%" PRIu64 ",%" PRIu64 "],\"sync_us\":[%.3f,%.3f]}}\n",
+          a->sync_calls, b->sync_calls, a->sync_time / 1e3, b->sync_time / 1e3);
+}

@@ -1,0 +1,288 @@
+/* an_out_text.c — the text report, the rank table of several traces, and `pinwheel diff`. */
+#define _GNU_SOURCE
+#include "an_out.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void xfer_row(FILE *f, const char *name, const an_xfer *x) {
+  char b[32];
+  if (!x->has) {
+    fprintf(f, "  %-4s %8s %12s %12s %9s %12s\n", name, "0", "-", "-", "-", "-");
+    return;
+  }
+  fprintf(f, "  %-4s %8" PRIu64 " %12s %9.3f ms %7.1f %% %9.3f ms\n", name, x->copies,
+          an_bytes_h(x->bytes, b), an_ms(x->time), an_pct(x->hidden, x->time), an_ms(x->exposed));
+}
+
+static void dev_block(an_out *o, const an_report *r, int i) {
+  FILE *f = o->f;
+  const an_dev *d = &r->devs[i];
+  char b[32], h[32];
+  fprintf(f,
+          "%sdevice %d%s: span %.3f ms, busy %.1f %%, kernels %.1f %%, idle %.3f ms, %" PRIu64
+          " kernels\n",
+          o->color ? "\033[1m" : "", d->dev, o->color ? "\033[0m" : "", an_ms(d->span),
+          an_pct(d->busy, d->span), an_pct(d->kernel, d->span), an_ms(d->idle), d->kernels);
+  fprintf(f, "  %-4s %8s %12s %12s %9s %12s\n", "", "copies", "bytes", "time", "hidden", "exposed");
+  xfer_row(f, "H2D", &d->h2d);
+  xfer_row(f, "D2H", &d->d2h);
+  static const char *cls[] = {"D2D", "P2P", "memset", "communication"};
+  for (int c = 0; c < 4; c++) {
+    const an_opclass *x = &r->classes[i][c];
+    if (!x->count) continue;
+    fprintf(f, "  %-14s %8" PRIu64 " %12s %9.3f ms%s\n", cls[c], x->count,
+            c == 3 ? "" : an_bytes_h(x->bytes, b), an_ms(x->time),
+            c == 3 ? "  (not counted as compute that hides copies)" : "");
+  }
+  fprintf(f, "  pageable: %" PRIu64 " copies, %s, %.3f ms on the GPU, host blocked %s ms\n",
+          d->pg_copies, an_bytes_h(d->pg_bytes, b), an_ms(d->pg_time),
+          an_host_ms(d->pg_host, d->pg_copies, d->pg_unknown, h));
+  const an_idle *x = &r->idle[i];
+  fprintf(f,
+          "  idle %.3f ms: host-bound %.3f ms (nothing queued), waiting on copies %.3f ms, "
+          "other %.3f ms (work queued)\n",
+          an_ms(d->idle), an_ms(x->host), an_ms(x->copy), an_ms(x->other));
+  static const char *bars[] = {"\xe2\x96\x81", "\xe2\x96\x82", "\xe2\x96\x83", "\xe2\x96\x84",
+                               "\xe2\x96\x85", "\xe2\x96\x86", "\xe2\x96\x87", "\xe2\x96\x88"};
+  fprintf(f, "  utilization over time: ");
+  for (int k = 0; k < d->nbuckets; k++) {
+    int v = (int)(d->util[k] * 7.999);
+    fputs(bars[v < 0 ? 0 : v > 7 ? 7 : v], f);
+  }
+  fprintf(f, "\n");
+}
+
+static void steps_text(FILE *f, const an_report *r) {
+  if (!r->nsteps) return;
+  fprintf(f, "\nsteps (%s; GPU work joined to its step by the runtime call's start)\n",
+          an_step_regex ? an_step_regex : "ProfilerStep#N");
+  fprintf(f, "  %-4s %6s %12s %10s %10s %8s %10s %10s\n", "dev", "steps", "gpu_step ms", "p95",
+          "H2D ms", "hidden", "exposed", "pg host");
+  for (int i = 0; i < r->ndevs; i++) {
+    const an_stepsum *s = &r->stepsum[i];
+    if (!s->n) continue;
+    char hid[16];
+    if (s->hidden_med >= 0)
+      snprintf(hid, sizeof hid, "%.1f%%", s->hidden_med * 100);
+    else
+      snprintf(hid, sizeof hid, "-");
+    fprintf(f, "  %-4d %6d %12.3f %10.3f %10.3f %8s %10.3f %10.3f   (medians over steps)\n", s->dev,
+            s->n, an_ms(s->step_med), an_ms(s->step_p95), an_ms(s->h2d_med), hid,
+            an_ms(s->exposed_med), an_ms(s->pg_host_med));
+  }
+  if (!an_list_steps(r)) {
+    fprintf(f, "  (%zu steps; --steps all lists each)\n", r->nsteps);
+    return;
+  }
+  fprintf(f, "  %-6s %-4s %12s %10s %8s %10s %10s %8s\n", "step", "dev", "gpu_step ms", "H2D ms",
+          "hidden", "exposed", "pg host", "kernels");
+  for (size_t k = 0; k < r->nsteps; k++)
+    for (int i = 0; i < r->steps[k].ndevs; i++) {
+      const an_stepdev *d = &r->steps[k].devs[i];
+      if (!d->has) continue;
+      char hid[16], h[32];
+      if (d->h2d.time > 0)
+        snprintf(hid, sizeof hid, "%.1f%%", an_pct(d->h2d.hidden, d->h2d.time));
+      else
+        snprintf(hid, sizeof hid, "-");
+      fprintf(f, "  %-6d %-4d %12.3f %10.3f %8s %10.3f %10s %8" PRIu64 "\n", r->steps[k].num,
+              d->dev, an_ms(d->gpu), an_ms(d->h2d.time), hid, an_ms(d->h2d.exposed),
+              an_host_ms(d->pg_host, d->pg_copies, d->pg_unknown, h), d->kernels);
+    }
+}
+
+void an_whatif_assumptions(FILE *f, const char *indent) {
+  fprintf(f,
+          "%sassumptions: pageable copies of at least %.0f KiB are staged; a staged H2D copy "
+          "blocks the host for its bytes at %.1f GB/s (%.1f GB/s with elision, where the sync "
+          "right after it is gone too) and its DMA leaves the step's stream for a device copy at "
+          "%.0f GB/s; a staged D2H copy waits for the GPU as before, then blocks the host for its "
+          "bytes at %.1f GB/s, its DMA at %.0f GB/s; the GPU starvation after a blocking copy "
+          "goes with its host time; a step takes the longer of its host and GPU parts "
+          "(--threshold NAME=VALUE changes any of these)\n",
+          indent, an_th(AN_R_ELIGIBLE_MIN_KIB), an_th(AN_R_H2D_GBPS), an_th(AN_R_H2D_ELIDE_GBPS),
+          an_th(AN_R_D2D_GBPS), an_th(AN_R_D2H_GBPS), an_th(AN_R_LINK_GBPS));
+}
+
+static void whatif_text(FILE *f, const an_report *r) {
+  int any = 0;
+  for (int i = 0; i < r->ndevs; i++)
+    any |= r->whatif[i].steps > 0 && (r->whatif[i].copies || r->whatif[i].d2h_copies);
+  if (!any) return;
+  const char *per = r->nsteps ? "step" : "trace";
+  fprintf(f, "\nwhat-if under pinwheel (medians per %s)\n", per);
+  fprintf(f, "  %-4s %12s %12s %8s %12s %10s %10s %12s\n", "dev", "now ms", "pinwheel ms",
+          "speedup", "elide ms", "host ms", "GPU ms", "copies' host");
+  for (int i = 0; i < r->ndevs; i++) {
+    const an_whatif *w = &r->whatif[i];
+    if (!w->steps) continue;
+    fprintf(f, "  %-4d %12.3f %12.3f %7.2fx %12.3f %10.3f %10.3f %12.3f\n", w->dev,
+            an_ms(w->baseline), an_ms(w->predicted),
+            w->predicted > 0 ? (double)w->baseline / (double)w->predicted : 0.0,
+            an_ms(w->predicted_elide), an_ms(w->host), an_ms(w->gpu), an_ms(w->copy_host));
+  }
+  an_whatif_assumptions(f, "  ");
+}
+
+static void kernels_text(FILE *f, const an_report *r) {
+  if (!r->nkstats) return;
+  fprintf(f, "\ntop kernels by total time\n  %-4s %8s %12s %10s %7s  %s\n", "dev", "count",
+          "total ms", "mean us", "share", "name");
+  for (size_t k = 0; k < r->nkstats && k < 10; k++) {
+    const an_kstat *s = &r->kstats[k];
+    int64_t kt = 0;
+    for (int i = 0; i < r->ndevs; i++)
+      if (r->devs[i].dev == s->dev) kt = r->devs[i].kernel;
+    const char *nm = an_name(r->t, s->name);
+    fprintf(f, "  %-4d %8" PRIu64 " %12.3f %10.3f %6.1f%%  %.*s%s%s\n", s->dev, s->count,
+            an_ms(s->total), (double)s->total / (double)(s->count ? s->count : 1) / 1e3,
+            an_pct(s->total, kt), 90, nm, strlen(nm) > 90 ? "..." : "",
+            s->type == AN_COMM ? " [communication]" : "");
+  }
+}
+
+static void report_text(an_out *o, const an_report *r) {
+  FILE *f = o->f;
+  const an_trace *t = r->t;
+  fprintf(f, "%spinwheel report%s: %s (%s, %zu GPU operations)", o->color ? "\033[1m" : "",
+          o->color ? "\033[0m" : "", t->path, t->format, t->nops);
+  if (r->only_step >= 0) fprintf(f, ", step %d only", r->only_step);
+  fprintf(f, "\n");
+  an_headline(f, r);
+  fprintf(f, "\n");
+  for (int i = 0; i < r->ndevs; i++)
+    dev_block(o, r, i);
+  fprintf(f, "\nhost syncs: %" PRIu64 " calls, %.3f ms, longest %.3f ms", r->sync_calls,
+          an_ms(r->sync_time), an_ms(r->sync_longest));
+  for (int a = AN_API_STREAM_SYNC; a <= AN_API_EVENT_SYNC; a++)
+    if (r->api_calls[a])
+      fprintf(f, "; %s %" PRIu64 " / %.3f ms", an_api_name[a], r->api_calls[a],
+              an_ms(r->api_time[a]));
+  fprintf(f, "\n");
+  steps_text(f, r);
+  kernels_text(f, r);
+  if (r->nexposed) {
+    char b[32];
+    fprintf(f, "\nexposed copies (longest %zu of %zu):\n  %-4s %-6s %-26s %12s %10s %8s %10s\n",
+            r->nexposed < 10 ? r->nexposed : 10, r->nexposed, "dev", "stream", "kind", "bytes",
+            "ms", "hidden", "host ms");
+    for (size_t k = 0; k < r->nexposed && k < 10; k++) {
+      const an_exposed *x = &r->exposed[k];
+      char kind[64], h[32];
+      an_kind(kind, sizeof kind, x->ckind, x->srck, x->dstk);
+      const an_call *c = an_call_of(r->t, x->corr);
+      if (c)
+        snprintf(h, sizeof h, "%.3f", an_ms(c->e - c->s));
+      else
+        snprintf(h, sizeof h, "unknown");
+      fprintf(f, "  %-4d %-6d %-26s %12s %10.3f %7.1f%% %10s\n", x->dev, x->stream, kind,
+              an_bytes_h(x->bytes, b), an_ms(x->dur), x->hidden * 100, h);
+    }
+  }
+  if (r->ngaps) {
+    fprintf(f, "\nGPU idle gaps >= %.3g ms (longest %zu of %zu):\n", an_th(AN_R_GAP_MS),
+            r->ngaps < 5 ? r->ngaps : 5, r->ngaps);
+    for (size_t k = 0; k < r->ngaps && k < 5; k++)
+      fprintf(f, "  device %d: %.3f ms at +%.3f ms\n", r->gaps[k].dev,
+              an_ms(r->gaps[k].e - r->gaps[k].s),
+              an_ms(r->gaps[k].s - (r->ndevs ? r->devs[0].t0 : 0)));
+  }
+  whatif_text(f, r);
+  fprintf(f, "\nfindings:\n");
+  if (!r->nfindings) fprintf(f, "  none\n");
+  for (int k = 0; k < r->nfindings; k++)
+    fprintf(f, "  [%s] %s: %s\n", r->findings[k].severity, r->findings[k].rule,
+            r->findings[k].message);
+}
+
+void an_write_text(an_out *o, an_report **r, int n) {
+  for (int i = 0; i < n; i++) {
+    if (i) fprintf(o->f, "\n");
+    report_text(o, r[i]);
+  }
+  if (n > 1) {
+    fprintf(o->f, "\nranks (one per file):\n  %-5s %10s %8s %12s %10s %12s %12s\n", "rank",
+            "span ms", "busy", "H2D exp ms", "sync ms", "pg host ms", "step med ms");
+    double lo[6] = {1e300, 1e300, 1e300, 1e300, 1e300, 1e300}, hi[6] = {-1, -1, -1, -1, -1, -1};
+    for (int i = 0; i < n; i++) {
+      int64_t span = 0, busy = 0, exp = 0, pgh = 0, step = 0;
+      for (int d = 0; d < r[i]->ndevs; d++) {
+        if (r[i]->devs[d].span > span) span = r[i]->devs[d].span;
+        an_sat_add(&busy, r[i]->devs[d].busy), an_sat_add(&exp, r[i]->devs[d].h2d.exposed);
+        an_sat_add(&pgh, r[i]->devs[d].pg_host);
+        if (r[i]->stepsum[d].step_med > step) step = r[i]->stepsum[d].step_med;
+      }
+      double v[6] = {an_ms(span), an_pct(busy, span) / (r[i]->ndevs ? r[i]->ndevs : 1),
+                     an_ms(exp),  an_ms(r[i]->sync_time),
+                     an_ms(pgh),  an_ms(step)};
+      fprintf(o->f, "  %-5d %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f\n", i, v[0], v[1], v[2],
+              v[3], v[4], v[5]);
+      for (int k = 0; k < 6; k++)
+        lo[k] = v[k] < lo[k] ? v[k] : lo[k], hi[k] = v[k] > hi[k] ? v[k] : hi[k];
+    }
+    fprintf(o->f, "  %-5s %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f\n", "spread", hi[0] - lo[0],
+            hi[1] - lo[1], hi[2] - lo[2], hi[3] - lo[3], hi[4] - lo[4], hi[5] - lo[5]);
+  }
+}
+
+/* ---- diff ---- */
+
+/* The rows of one device of `pinwheel diff` (text and JSON share them). */
+int an_diff_rows(const an_report *a, const an_report *b, int i, int j, diff_row *rows) {
+  const an_dev *x = &a->devs[i], *y = &b->devs[j];
+  const an_stepsum *sx = &a->stepsum[i], *sy = &b->stepsum[j];
+  diff_row v[] = {
+      {"span ms", an_ms(x->span), an_ms(y->span), 0},
+      {"GPU step ms (median)", an_ms(sx->step_med), an_ms(sy->step_med), 0},
+      {"GPU step ms (p95)", an_ms(sx->step_p95), an_ms(sy->step_p95), 0},
+      {"H2D ms per step (median)", an_ms(sx->h2d_med), an_ms(sy->h2d_med), 0},
+      {"H2D exposed ms per step (median)", an_ms(sx->exposed_med), an_ms(sy->exposed_med), 0},
+      {"busy %", an_pct(x->busy, x->span), an_pct(y->busy, y->span), 0},
+      {"kernel %", an_pct(x->kernel, x->span), an_pct(y->kernel, y->span), 0},
+      {"idle ms", an_ms(x->idle), an_ms(y->idle), 0},
+      {"H2D copies", (double)x->h2d.copies, (double)y->h2d.copies, 1},
+      {"H2D ms", an_ms(x->h2d.time), an_ms(y->h2d.time), 0},
+      {"H2D hidden %", an_pct(x->h2d.hidden, x->h2d.time), an_pct(y->h2d.hidden, y->h2d.time), 0},
+      {"H2D exposed ms", an_ms(x->h2d.exposed), an_ms(y->h2d.exposed), 0},
+      {"D2H ms", an_ms(x->d2h.time), an_ms(y->d2h.time), 0},
+      {"pageable copies", (double)x->pg_copies, (double)y->pg_copies, 1},
+      {"pageable host blocked ms", an_ms(x->pg_host), an_ms(y->pg_host), 0},
+  };
+  int n = (int)(sizeof v / sizeof v[0]);
+  if (!sx->n || !sy->n) { /* no steps: the per-step rows say nothing */
+    memmove(&v[1], &v[5], (size_t)(n - 5) * sizeof v[0]);
+    n -= 4;
+  }
+  memcpy(rows, v, (size_t)n * sizeof *v);
+  return n;
+}
+
+void an_write_diff(an_out *o, an_report *a, an_report *b) {
+  FILE *f = o->f;
+  fprintf(f, "pinwheel diff\n  before: %s\n  after:  %s\n", a->t->path, b->t->path);
+  for (int i = 0; i < a->ndevs; i++) {
+    int j = 0;
+    while (j < b->ndevs && b->devs[j].dev != a->devs[i].dev)
+      j++;
+    if (j == b->ndevs) continue;
+    diff_row rows[32];
+    int n = an_diff_rows(a, b, i, j, rows);
+    fprintf(f, "\ndevice %d %28s %14s %14s %9s\n", a->devs[i].dev, "before", "after", "delta",
+            "change");
+    for (int k = 0; k < n; k++) {
+      double d = rows[k].vb - rows[k].va;
+      if (rows[k].count)
+        fprintf(f, "  %-32s %14.0f %14.0f %+14.0f", rows[k].n, rows[k].va, rows[k].vb, d);
+      else
+        fprintf(f, "  %-32s %14.3f %14.3f %+14.3f", rows[k].n, rows[k].va, rows[k].vb, d);
+      if (rows[k].va != 0)
+        fprintf(f, " %+8.1f%%\n", 100.0 * d / rows[k].va);
+      else
+        fprintf(f, " %9s\n", "-");
+    }
+  }
+  fprintf(f, "\nhost sync calls %" PRIu64 " -> %" PRIu64 ", sync ms %.3f -> %.3f\n", a->sync_calls,
+          b->sync_calls, an_ms(a->sync_time), an_ms(b->sync_time));
+}

@@ -1,0 +1,210 @@
+/* an_steps.c — the steps pass: which GPU work belongs to which step, and the per-step figures.
+ *
+ * Owns DESIGN.md §5's step definition: a step's GPU work is every GPU operation whose runtime
+ * call (joined by correlation id) started inside the step's CPU range, on any host thread (the
+ * backward pass is launched from PyTorch's autograd thread).  Per step and device:
+ * gpu_step = end of the step's last operation − end of the previous step's last operation (first
+ * step: − its own first operation's start); the step's H2D / D2H time and their hidden part
+ * against all kernels of the device (a prefetch issued in step N hides under step N−1's kernels).
+ */
+#define _GNU_SOURCE
+#include "an.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+int64_t an_median(int64_t *v, size_t n) {
+  if (!n) return 0;
+  qsort(v, n, sizeof *v, cmp_i64);
+  return v[(n - 1) / 2] + (v[n / 2] - v[(n - 1) / 2]) / 2; /* sorted: no overflow */
+}
+
+int64_t an_p95(int64_t *v, size_t n) { /* nearest rank */
+  if (!n) return 0;
+  qsort(v, n, sizeof *v, cmp_i64);
+  size_t k = (n * 95 + 99) / 100;
+  return v[k ? k - 1 : 0];
+}
+
+/* The step whose CPU range holds time ts, or -1.  Steps are sorted by start. */
+static long step_at(const an_trace *t, int64_t ts) {
+  size_t lo = 0, hi = t->nsteps; /* first step starting after ts */
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (t->steps[mid].s <= ts)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0) return -1;
+  return ts < t->steps[lo - 1].e ? (long)lo - 1 : -1;
+}
+
+static void xfer_of(an_xfer *x, an_iv *v, size_t n, const an_iv *k, size_t nk) {
+  n = an_union(v, n);
+  x->time = an_total(v, n);
+  x->hidden = an_intersect(v, n, k, nk);
+  x->exposed = x->time - x->hidden;
+}
+
+static void fill_stepsum(an_report *r) {
+  size_t ns = r->nsteps;
+  int64_t *a = malloc((ns + 1) * sizeof *a), *b = malloc((ns + 1) * sizeof *b),
+          *c = malloc((ns + 1) * sizeof *c), *d = malloc((ns + 1) * sizeof *d),
+          *h = malloc((ns + 1) * sizeof *h);
+  for (int i = 0; i < r->ndevs; i++) {
+    an_stepsum *s = &r->stepsum[i];
+    memset(s, 0, sizeof *s);
+    s->dev = r->devs[i].dev;
+    size_t n = 0, nh = 0;
+    for (size_t k = 0; k < ns; k++) {
+      const an_stepdev *sd = &r->steps[k].devs[i];
+      if (!sd->has) continue;
+      a[n] = sd->gpu, c[n] = sd->h2d.time, d[n] = sd->h2d.exposed, h[n] = sd->pg_host;
+      if (sd->h2d.time > 0) /* hidden fraction in parts per billion, to share the median */
+        b[nh++] = (int64_t)((double)sd->h2d.hidden / (double)sd->h2d.time * 1e9);
+      n++;
+    }
+    s->n = (int)n;
+    int64_t *a2 = malloc((n + 1) * sizeof *a2);
+    memcpy(a2, a, n * sizeof *a);
+    s->step_med = an_median(a, n);
+    s->step_p95 = an_p95(a2, n);
+    free(a2);
+    s->h2d_med = an_median(c, n);
+    s->exposed_med = an_median(d, n);
+    s->pg_host_med = an_median(h, n);
+    s->hidden_med = nh ? (double)an_median(b, nh) / 1e9 : -1;
+  }
+  free(a), free(b), free(c), free(d), free(h);
+}
+
+void an_pass_steps(an_report *r) {
+  const an_trace *t = r->t;
+  size_t nst = t->nsteps;
+  r->op_step = malloc((t->nops + 1) * sizeof *r->op_step);
+  r->stepsum = calloc((size_t)r->ndevs + 1, sizeof *r->stepsum);
+  size_t *cnt = calloc(nst + 2, sizeof *cnt);
+  for (size_t i = 0; i < t->nops; i++) {
+    const an_call *c = an_call_of(t, t->ops[i].corr);
+    long k = c ? step_at(t, c->s) : -1;
+    r->op_step[i] = (int32_t)k;
+    if (k >= 0) cnt[k + 1]++;
+  }
+  r->nsteps = nst;
+  r->steps = calloc(nst + 1, sizeof *r->steps);
+  if (!nst) {
+    free(cnt);
+    return;
+  }
+  for (size_t k = 0; k < nst; k++)
+    cnt[k + 1] += cnt[k];
+  size_t *order = malloc((cnt[nst] + 1) * sizeof *order), *fill = calloc(nst + 1, sizeof *fill),
+         maxn = 0;
+  for (size_t i = 0; i < t->nops; i++)
+    if (r->op_step[i] >= 0) {
+      size_t k = (size_t)r->op_step[i];
+      order[cnt[k] + fill[k]++] = i;
+    }
+  for (size_t k = 0; k < nst; k++)
+    if (cnt[k + 1] - cnt[k] > maxn) maxn = cnt[k + 1] - cnt[k];
+  an_iv *h = malloc((maxn + 1) * sizeof *h), *dd = malloc((maxn + 1) * sizeof *dd),
+        *kk = malloc((maxn + 1) * sizeof *kk), *aa = malloc((maxn + 1) * sizeof *aa);
+  an_iv **ku = calloc((size_t)r->ndevs + 1, sizeof *ku);
+  size_t *nku = calloc((size_t)r->ndevs + 1, sizeof *nku);
+  int64_t *prev = malloc(((size_t)r->ndevs + 1) * sizeof *prev);
+  for (int i = 0; i < r->ndevs; i++) {
+    ku[i] = an_kernel_union(t, r->devs[i].dev, &nku[i]);
+    prev[i] = INT64_MIN;
+  }
+  uint64_t pg_min = (uint64_t)(an_th(AN_R_PAGEABLE_MIN_KIB) * 1024);
+  for (size_t k = 0; k < nst; k++) {
+    struct an_stepfig *sf = &r->steps[k];
+    sf->num = t->steps[k].num;
+    sf->cpu_s = t->steps[k].s;
+    sf->cpu_e = t->steps[k].e;
+    sf->ndevs = r->ndevs;
+    sf->devs = calloc((size_t)r->ndevs + 1, sizeof *sf->devs);
+    for (int i = 0; i < r->ndevs; i++) {
+      an_stepdev *sd = &sf->devs[i];
+      sd->dev = r->devs[i].dev;
+      size_t nh = 0, nd = 0, nk = 0, na = 0;
+      int64_t first = INT64_MAX, last = INT64_MIN;
+      for (size_t j = cnt[k]; j < cnt[k + 1]; j++) {
+        const an_op *o = &t->ops[order[j]];
+        if (o->dev != sd->dev) continue;
+        sd->has = 1;
+        aa[na++] = (an_iv){o->s, o->e};
+        if (o->s < first) first = o->s;
+        if (o->e > last) last = o->e;
+        if (o->type == AN_KERNEL) sd->kernels++, kk[nk++] = (an_iv){o->s, o->e};
+        if (o->type != AN_MEMCPY) continue;
+        an_xfer *x = o->ckind == AN_CK_H2D ? &sd->h2d : o->ckind == AN_CK_D2H ? &sd->d2h : NULL;
+        if (x) {
+          x->copies++, x->bytes += o->bytes, x->has = 1;
+          if (o->ckind == AN_CK_H2D)
+            h[nh++] = (an_iv){o->s, o->e};
+          else
+            dd[nd++] = (an_iv){o->s, o->e};
+        }
+        if ((o->srck == AN_MK_PAGEABLE || o->dstk == AN_MK_PAGEABLE) && o->bytes >= pg_min) {
+          const an_call *c = an_call_of(t, o->corr);
+          sd->pg_copies++;
+          if (c)
+            an_sat_add(&sd->pg_host, c->e - c->s);
+          else
+            sd->pg_unknown++;
+        }
+      }
+      if (!sd->has) continue;
+      xfer_of(&sd->h2d, h, nh, ku[i], nku[i]);
+      xfer_of(&sd->d2h, dd, nd, ku[i], nku[i]);
+      nk = an_union(kk, nk);
+      sd->kernel_time = an_total(kk, nk);
+      na = an_union(aa, na);
+      sd->busy = an_total(aa, na);
+      sd->first = first;
+      sd->last = last;
+      sd->gpu = last - (prev[i] != INT64_MIN ? prev[i] : first);
+      prev[i] = last;
+    }
+  }
+  for (int i = 0; i < r->ndevs; i++)
+    free(ku[i]);
+  free(ku), free(nku), free(prev), free(h), free(dd), free(kk), free(aa), free(order), free(fill),
+      free(cnt);
+  fill_stepsum(r);
+}
+
+/* Zoom to one step: keep only it; *w0, *w1 = its GPU window (from the previous step's last
+ * operation, or its own first, to its last).  Returns -1 if there is no such step. */
+int an_steps_zoom(an_report *r, int num, int64_t *w0, int64_t *w1) {
+  size_t k = 0;
+  while (k < r->nsteps && r->steps[k].num != num)
+    k++;
+  if (k == r->nsteps) return -1;
+  int64_t a = INT64_MAX, b = INT64_MIN;
+  for (int i = 0; i < r->steps[k].ndevs; i++) {
+    const an_stepdev *sd = &r->steps[k].devs[i];
+    if (!sd->has) continue;
+    int64_t s = sd->last - sd->gpu < sd->first ? sd->last - sd->gpu : sd->first;
+    if (s < a) a = s;
+    if (sd->last > b) b = sd->last;
+  }
+  if (a > b) a = r->steps[k].cpu_s, b = r->steps[k].cpu_e; /* a step without GPU work */
+  *w0 = a;
+  *w1 = b;
+  for (size_t j = 0; j < r->nsteps; j++)
+    if (j != k) free(r->steps[j].devs);
+  for (size_t i = 0; i < r->t->nops; i++)
+    r->op_step[i] = r->op_step[i] == (int32_t)k ? 0 : -1;
+  r->steps[0] = r->steps[k];
+  r->nsteps = 1;
+  fill_stepsum(r);
+  return 0;
+}
