@@ -18,11 +18,12 @@ if nvidia-smi -L >/dev/null 2>&1 && [ -x $B/naive_copy ]; then
   echo
 fi
 if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "== no GPU here: the report of a real torch.profiler trace (a naive ResNet-18 loop on an H200)."
+  echo "== no GPU here: the report of a real torch.profiler trace (a copy-bound training loop on an H200)."
   echo "   On a GPU machine this demo first runs samples/naive_copy under pinwheel."
 fi
-echo "== pinwheel report tests/fixtures/kineto_naive.json.gz"
-$B/pinwheel report tests/fixtures/kineto_naive.json.gz
+P=tests/fixtures/pairs
+echo "== pinwheel report $P/copybound_naive.json.gz"
+$B/pinwheel report $P/copybound_naive.json.gz
 echo
-echo "== pinwheel diff: the same loop without and with pinwheel"
-$B/pinwheel diff tests/fixtures/kineto_naive.json.gz tests/fixtures/kineto_naive_pinwheel.json.gz
+echo "== pinwheel diff: the same loop without and with pinwheel (the what-if above predicted it)"
+$B/pinwheel diff $P/copybound_naive.json.gz $P/copybound_pinwheel.json.gz

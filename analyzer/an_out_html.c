@@ -282,7 +282,10 @@ static void html_report(an_out *o, const an_report *x) {
   FILE *mf = open_memstream(&buf, &len);
   an_headline(mf, x);
   fclose(mf);
-  an_xml_escape(f, buf);
+  for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+    an_xml_escape(f, line);
+    fputs("<br>", f);
+  }
   free(buf);
   fprintf(f, "</b></p>\n<h2>Devices</h2><table><tr><th>device</th><th>span ms</th><th>busy</th>"
              "<th>kernels</th><th>H2D copies</th><th>H2D ms</th><th>H2D hidden</th><th>H2D "
@@ -319,9 +322,7 @@ static void html_report(an_out *o, const an_report *x) {
   }
   fprintf(f, "</table>\n<h3>Other operations</h3><table><tr><th>device</th><th>class</th><th>count"
              "</th><th>bytes</th><th>ms</th></tr>\n");
-  static const char *cls[] = {"D2D", "P2P", "memset",
-                              "communication (not compute that hides "
-                              "copies)"};
+  static const char *cls[] = {"D2D", "P2P", "memset", "communication (hides no copies)"};
   int any = 0;
   for (int d = 0; d < x->ndevs; d++)
     for (int c = 0; c < 4; c++) {
@@ -349,12 +350,19 @@ static void html_report(an_out *o, const an_report *x) {
       int64_t kt = 0;
       for (int i = 0; i < x->ndevs; i++)
         if (x->devs[i].dev == s->dev) kt = x->devs[i].kernel;
-      fprintf(f, "<tr><td>%d</td><td style=\"text-align:left\"><code>", s->dev);
-      an_xml_escape(f, an_name(x->t, s->name));
+      const char *nm = an_name(x->t, s->name);
+      char cut[121];
+      snprintf(cut, sizeof cut, "%s", nm);
+      fprintf(f, "<tr><td>%d</td><td style=\"text-align:left\"><code title=\"", s->dev);
+      an_xml_escape(f, nm);
+      fprintf(f, "\">");
+      an_xml_escape(f, cut);
       fprintf(f,
-              "</code>%s</td><td>%" PRIu64 "</td><td>%.3f</td><td>%.3f</td><td>%.1f %%</td></tr>\n",
-              s->type == AN_COMM ? " (communication)" : "", s->count, an_ms(s->total),
-              (double)s->total / (double)(s->count ? s->count : 1) / 1e3, an_pct(s->total, kt));
+              "%s</code>%s</td><td>%" PRIu64
+              "</td><td>%.3f</td><td>%.3f</td><td>%.1f %%</td></tr>\n",
+              strlen(nm) > 120 ? "..." : "", s->type == AN_COMM ? " (communication)" : "", s->count,
+              an_ms(s->total), (double)s->total / (double)(s->count ? s->count : 1) / 1e3,
+              an_pct(s->total, kt));
     }
     fprintf(f, "</table>\n");
   }

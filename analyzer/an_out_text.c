@@ -269,8 +269,9 @@ void an_write_diff(an_out *o, an_report *a, an_report *b) {
     if (j == b->ndevs) continue;
     diff_row rows[32];
     int n = an_diff_rows(a, b, i, j, rows);
-    fprintf(f, "\ndevice %d %28s %14s %14s %9s\n", a->devs[i].dev, "before", "after", "delta",
-            "change");
+    char dn[32];
+    snprintf(dn, sizeof dn, "device %d", a->devs[i].dev);
+    fprintf(f, "\n%-34s %14s %14s %14s %9s\n", dn, "before", "after", "delta", "change");
     for (int k = 0; k < n; k++) {
       double d = rows[k].vb - rows[k].va;
       if (rows[k].count)

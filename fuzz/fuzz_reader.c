@@ -35,6 +35,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     an_write_json(&o, &r, 1);
     an_write_html(&o, &r, 1, -1);
     an_write_chrome(null, t);
+    an_write_diff(&o, r, r);
+    an_write_diff_json(&o, r, r);
     if (r->nsteps) {
       an_report *s = an_analyze(t, r->steps[0].num);
       if (s) an_write_svg(&o, s, s->ndevs ? s->devs[0].t0 : 0, s->ndevs ? s->devs[0].t1 : 1, 1);

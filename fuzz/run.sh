@@ -7,11 +7,10 @@ cd "$(dirname "$0")/.."
 secs=${1:-600}
 out=${2:-build-fuzz}
 mkdir -p "$out"
-src="analyzer/an_trace.c analyzer/an_kineto.c analyzer/an_nsys.c analyzer/an_figures.c analyzer/an_output.c"
-flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Ianalyzer"
-libs="-lyajl -lz -lsqlite3 -lm"
-clang $flags $src fuzz/fuzz_reader.c -o "$out/fuzz_kineto" $libs
-clang $flags -DPW_FUZZ_NSYS $src fuzz/fuzz_reader.c -o "$out/fuzz_nsys" $libs
+# the analyzer's source list and flags come from CMake (PW_ANALYZER_SOURCES, PINWHEEL_FUZZ)
+cmake -S . -B "$out" -DCMAKE_C_COMPILER=clang -DPINWHEEL_FUZZ=ON -DPINWHEEL_TESTS=OFF \
+  -DPINWHEEL_SAMPLES=OFF >"$out/cmake.log"
+cmake --build "$out" --target fuzz_kineto fuzz_nsys -j"$(nproc)" >>"$out/cmake.log"
 for r in kineto nsys; do
   mkdir -p "$out/corpus-$r"
   "$out/fuzz_$r" -max_total_time="$secs" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \

@@ -389,6 +389,14 @@ static void test_json_schema_and_escaping(void **state) {
   assert_non_null(strstr(text, "\"thread_name\""));
   assert_non_null(strstr(text, "\"process_name\""));
   assert_non_null(strstr(text, "\\u003cscript"));
+  /* Perfetto: runtime calls under their own names, one track per host thread, launch -> kernel
+   * flows, the steps track */
+  assert_non_null(strstr(text, "\"name\":\"cudaMemcpyAsync\""));
+  assert_non_null(strstr(text, "\"name\":\"thread 2\""));
+  assert_non_null(strstr(text, "\"ph\":\"s\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":2,"));
+  assert_non_null(
+      strstr(text, "\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":2,"));
+  assert_non_null(strstr(text, "\"name\":\"steps\""));
   free(text);
   check_figures(out); /* the export reads back with the same figures */
 }

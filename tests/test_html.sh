@@ -13,7 +13,7 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-for trace in "$fx/kineto_naive.json.gz" "$fx/hostile.json"; do
+for trace in "$fx/pairs/copybound_naive.json.gz" "$fx/kineto_naive.json.gz" "$fx/hostile.json"; do
   name=$(basename "$trace")
   "$cli" report --format html -o "$tmp/$name.html" "$trace" || { echo "report failed: $trace"; exit 1; }
   timeout 120 "$chrome" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
@@ -28,6 +28,14 @@ for trace in "$fx/kineto_naive.json.gz" "$fx/hostile.json"; do
   if grep -E "CONSOLE|Uncaught|xss-" "$tmp/$name.log"; then
     echo "FAIL $name: the page logged to the console"
     fail=1
+  fi
+  # everything the text report says is in the page, and the axis' last label ends at the axis
+  if [ "$name" = copybound_naive.json.gz ]; then
+    for h in "Devices" "Where idle time went" "Other operations" "Host syncs" "Steps" \
+      "Top kernels" "Exposed copies" "What-if under pinwheel" "assumptions:" "Findings" \
+      "Timeline" "Each step" 'text-anchor="end"' "<title>H2D exposed, "; do
+      grep -qF "$h" "$tmp/$name.html" || { echo "FAIL $name: the page lacks '$h'"; fail=1; }
+    done
   fi
   echo "$name: screenshot $size bytes, console clean"
 done
