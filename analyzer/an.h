@@ -103,12 +103,23 @@ an_trace *an_load(const char *path, char *err, size_t errn);
 /* [*lo, *hi): the ops (sorted by start) that can overlap [w0, w1]. */
 void an_op_range(const an_trace *t, int64_t w0, int64_t w1, size_t *lo, size_t *hi);
 void an_free(an_trace *t);
-int an_read_kineto(an_trace *t, void *gz, char *err, size_t errn); /* gzFile */
-int an_read_nsys(an_trace *t, char *err, size_t errn);
-/* Builders used by the readers. */
+/* The readers: one contract.  Each reads t->path into t through the add functions below, and on
+ * failure returns -1 with err holding one line that names the file and what is wrong.  an_load
+ * picks the reader from the file's first bytes (its table of readers). */
+int an_read_kineto(an_trace *t, char *err, size_t errn); /* Chrome trace JSON, plain or gzip */
+int an_read_nsys(an_trace *t, char *err, size_t errn);   /* nsys SQLite export */
+/* Builders used by the readers.  They validate what they add (every reader gets the same
+ * limits): 0, or an AN_ADD_* error that an_add_error names for the reader's message. */
+enum { AN_ADD_OK = 0, AN_ADD_NOMEM, AN_ADD_NEGATIVE, AN_ADD_RANGE, AN_ADD_DEVICE };
 int an_add_op(an_trace *t, const an_op *op);
 int an_add_call(an_trace *t, const an_call *c);
 int an_add_step(an_trace *t, const an_step *st);
+const char *an_add_error(int rc);
+/* start + duration, saturated (an out-of-range end is then refused by the add functions) */
+static inline int64_t an_end(int64_t s, int64_t dur) {
+  int64_t e;
+  return __builtin_add_overflow(s, dur, &e) ? INT64_MAX : e;
+}
 uint32_t an_intern(an_trace *t, const char *s, size_t n);
 const char *an_name(const an_trace *t, uint32_t id);
 /* "Memcpy HtoD (Pageable -> Device)" -> kind, src, dst.  Returns 0 if it is a memcpy name. */

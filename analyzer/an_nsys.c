@@ -84,18 +84,10 @@ static int has_table(sqlite3 *db, const char *name) {
   return found;
 }
 
-static int check_times(an_trace *t, sqlite3_int64 s, sqlite3_int64 e, const char *table, char *err,
-                       size_t errn) {
-  if (e < s) {
-    snprintf(err, errn, "%s: table %s has a row that ends before it starts (negative duration)",
-             t->path, table);
-    return -1;
-  }
-  if (s < -AN_TS_LIMIT || s > AN_TS_LIMIT || e - s > AN_DUR_LIMIT) {
-    snprintf(err, errn, "%s: table %s has a time stamp or duration out of range", t->path, table);
-    return -1;
-  }
-  return 0;
+/* an add function's refusal, as this reader says it */
+static int add_failed(an_trace *t, int rc, const char *table, char *err, size_t errn) {
+  snprintf(err, errn, "%s: table %s has a row with %s", t->path, table, an_add_error(rc));
+  return -1;
 }
 
 int an_read_nsys(an_trace *t, char *err, size_t errn) {
@@ -161,15 +153,8 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
                   .stream = sqlite3_column_int(q, 3),
                   .corr = sqlite3_column_int64(q, 4),
                   .type = (uint8_t)qs[i].type};
-      if (check_times(t, op.s, op.e, qs[i].table, err, errn)) {
-        sqlite3_finalize(q);
-        goto out;
-      }
-      if (op.dev < 0 || op.dev > 4096) {
-        snprintf(err, errn, "%s: table %s has a device id out of range", t->path, qs[i].table);
-        sqlite3_finalize(q);
-        goto out;
-      }
+      sqlite3_int64 dev = sqlite3_column_int64(q, 2);
+      if (dev != op.dev) op.dev = -1; /* did not fit: refused below */
       if (qs[i].type == AN_KERNEL) {
         const unsigned char *nm = sqlite3_column_text(q, 5);
         op.name = nm ? an_intern(t, (const char *)nm, strlen((const char *)nm))
@@ -193,8 +178,9 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
         }
         op.name = an_intern(t, "Memset", 6);
       }
-      if (an_add_op(t, &op)) {
-        snprintf(err, errn, "%s: out of memory", t->path);
+      int arc = an_add_op(t, &op);
+      if (arc) {
+        add_failed(t, arc, qs[i].table, err, errn);
         sqlite3_finalize(q);
         goto out;
       }
@@ -232,8 +218,9 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
                    .tid = (int32_t)(tid & 0xffffff), /* nsys: pid << 24 | tid */
                    .name = an_intern(t, (const char *)nm, strlen((const char *)nm)),
                    .api = an_api_of((const char *)nm, strlen((const char *)nm))};
-      if (check_times(t, c.s, c.e, "CUPTI_ACTIVITY_KIND_RUNTIME", err, errn) ||
-          an_add_call(t, &c)) {
+      int arc = an_add_call(t, &c);
+      if (arc) {
+        add_failed(t, arc, "CUPTI_ACTIVITY_KIND_RUNTIME", err, errn);
         sqlite3_finalize(q);
         goto out;
       }
@@ -256,8 +243,10 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
         int num;
         if (!txt || !an_step_match(txt, strlen(txt), &num)) continue;
         an_step st = {.s = sqlite3_column_int64(q, 0), .e = sqlite3_column_int64(q, 1), .num = num};
-        if (st.e < st.s) continue;
-        if (check_times(t, st.s, st.e, "NVTX_EVENTS", err, errn) || an_add_step(t, &st)) {
+        if (st.e < st.s) continue; /* an open range: not a step */
+        int arc = an_add_step(t, &st);
+        if (arc) {
+          add_failed(t, arc, "NVTX_EVENTS", err, errn);
           sqlite3_finalize(q);
           goto out;
         }

@@ -19,22 +19,50 @@
     if ((t)->n == (t)->cap) {                                                                      \
       size_t nc = (t)->cap ? (t)->cap * 2 : 1024;                                                  \
       void *q = realloc((t)->arr, nc * sizeof *(t)->arr);                                          \
-      if (!q) return -1;                                                                           \
+      if (!q) return AN_ADD_NOMEM;                                                                 \
       (t)->arr = q;                                                                                \
       (t)->cap = nc;                                                                               \
     }                                                                                              \
     (t)->arr[(t)->n++] = *(item);                                                                  \
   } while (0)
 
+static int check_span(int64_t s, int64_t e) {
+  if (e < s) return AN_ADD_NEGATIVE;
+  if (s < -AN_TS_LIMIT || s > AN_TS_LIMIT || e - s > AN_DUR_LIMIT) return AN_ADD_RANGE;
+  return AN_ADD_OK;
+}
+
+const char *an_add_error(int rc) {
+  switch (rc) {
+  case AN_ADD_NOMEM:
+    return "out of memory";
+  case AN_ADD_NEGATIVE:
+    return "negative duration (ends before it starts)";
+  case AN_ADD_RANGE:
+    return "a time stamp or duration out of range";
+  case AN_ADD_DEVICE:
+    return "a device id out of range (0 to 4096)";
+  default:
+    return "no error";
+  }
+}
+
 int an_add_op(an_trace *t, const an_op *op) {
+  int rc = check_span(op->s, op->e);
+  if (rc) return rc;
+  if (op->dev < 0 || op->dev > 4096) return AN_ADD_DEVICE;
   GROW(t, ops, nops, capops, op);
   return 0;
 }
 int an_add_call(an_trace *t, const an_call *c) {
+  int rc = check_span(c->s, c->e);
+  if (rc) return rc;
   GROW(t, calls, ncalls, capcalls, c);
   return 0;
 }
 int an_add_step(an_trace *t, const an_step *st) {
+  int rc = check_span(st->s, st->e);
+  if (rc) return rc;
   GROW(t, steps, nsteps, capsteps, st);
   return 0;
 }
@@ -261,6 +289,14 @@ const an_call *an_call_of(const an_trace *t, int64_t corr) {
   return lo < t->nbycorr && t->calls[t->bycorr[lo]].corr == corr ? &t->calls[t->bycorr[lo]] : NULL;
 }
 
+static int is_sqlite(const unsigned char *h, size_t n) {
+  return n == 16 && !memcmp(h, "SQLite format 3", 16);
+}
+static int any_file(const unsigned char *h, size_t n) {
+  (void)h;
+  return n > 0;
+}
+
 static int cmp_step(const void *a, const void *b) {
   const an_step *x = a, *y = b;
   return x->s < y->s ? -1 : x->s > y->s ? 1 : (x->num > y->num) - (x->num < y->num);
@@ -296,25 +332,27 @@ an_trace *an_load(const char *path, char *err, size_t errn) {
   unsigned char head[16] = {0};
   size_t got = fread(head, 1, sizeof head, raw);
   fclose(raw);
-  int rc;
   if (got == 0) {
     snprintf(err, errn, "%s: the file is empty", path);
-    rc = -1;
-  } else if (got == 16 && !memcmp(head, "SQLite format 3", 16)) {
-    t->format = "nsys";
-    rc = an_read_nsys(t, err, errn);
-  } else {
-    gzFile gz = gzopen(path, "rb");
-    if (!gz) {
-      snprintf(err, errn, "%s: cannot open: %s", path, strerror(errno));
-      rc = -1;
-    } else {
-      gzbuffer(gz, 1 << 20);
-      t->format = "kineto";
-      rc = an_read_kineto(t, gz, err, errn);
-      gzclose(gz);
-    }
+    an_free(t);
+    return NULL;
   }
+  /* the readers, tried in order: the first whose signature matches reads the file */
+  static const struct {
+    const char *format;
+    int (*match)(const unsigned char *head, size_t n);
+    int (*read)(an_trace *t, char *err, size_t errn);
+  } readers[] = {
+      {"nsys", is_sqlite, an_read_nsys},
+      {"kineto", any_file, an_read_kineto}, /* JSON, or gzip of it: it says which it is not */
+  };
+  int rc = -1;
+  for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++)
+    if (readers[i].match(head, got)) {
+      t->format = readers[i].format;
+      rc = readers[i].read(t, err, errn);
+      break;
+    }
   if (rc != 0) {
     an_free(t);
     return NULL;
