@@ -178,6 +178,7 @@ typedef struct an_exposed {
   uint64_t bytes;
   uint8_t ckind, srck, dstk;
   int64_t corr;
+  int staged; /* a copy pinwheel staged: dur is its DMAs' time, hidden measured on them */
 } an_exposed;
 
 typedef struct an_finding {
@@ -234,6 +235,18 @@ typedef struct an_opclass { /* D2D, peer, memset and communication rows */
   int64_t time;
 } an_opclass;
 
+/* A copy pinwheel staged, found in the trace (an_pinwheel.c): its DMAs, and for H2D the
+ * device-to-device copy out of its ring. */
+enum { AN_PW_NONE = 0, AN_PW_DMA, AN_PW_RING };
+typedef struct an_pwgroup {
+  int dev, stream; /* stream: of the DMAs (D2H) or of the ring copy, the program's (H2D) */
+  uint8_t dir;     /* AN_CK_H2D or AN_CK_D2H */
+  size_t first, count_op, ndma; /* first DMA; the op where the copy is counted once */
+  int64_t s, e, dma_time;       /* span of the DMAs, |union| of their intervals */
+  int64_t hidden;               /* of dma_time, under compute (the figures pass) */
+  uint64_t bytes;
+} an_pwgroup;
+
 typedef struct an_report {
   const an_trace *t;
   an_dev *devs;
@@ -260,6 +273,12 @@ typedef struct an_report {
   an_kstat *kstats;         /* top kernels, by total time */
   size_t nkstats;
   int only_step; /* -1, or the step the report is zoomed to */
+  /* pinwheel's staged copies (an_pinwheel.c); opflag NULL before that pass */
+  uint8_t *opflag;   /* [nops] AN_PW_* */
+  uint32_t *opgroup; /* [nops] index into pw */
+  an_pwgroup *pw;
+  size_t npw, cappw;
+  uint64_t pw_h2d, pw_d2h, pw_h2d_bytes, pw_d2h_bytes;
   an_finding findings[16];
   int nfindings;
   an_whatif *whatif; /* [ndevs] */
@@ -323,6 +342,10 @@ const an_call *an_call_of(const an_trace *t, int64_t corr);
 
 /* The analysis, as passes over the model (an_analyze runs them in this order). */
 an_report *an_analyze(const an_trace *t, int only_step);
+void an_pass_pinwheel(an_report *r); /* an_pinwheel.c: pinwheel's staged copies */
+/* 1: op i is a copy of its own; 2: the op where a staged copy is counted (bytes: the copy's);
+ * 0: one of a staged copy's DMAs or ring copies, counted at that op instead */
+int an_pw_counts(const an_report *r, size_t i, uint64_t *bytes);
 void an_pass_steps(an_report *r); /* an_steps.c: op_step, steps, stepsum */
 int an_steps_zoom(an_report *r, int num, int64_t *w0, int64_t *w1);
 void an_pass_figures(an_report *r, int64_t w0, int64_t w1); /* an_figures.c: devices, host, gaps,

@@ -146,8 +146,9 @@ static void fill_xfer(an_xfer *x, const an_iv *v, size_t n, const lists *L) {
   x->exposed = x->time - x->hidden;
 }
 
-static void device_figures(const an_trace *t, int dev, int64_t w0, int64_t w1, int windowed,
+static void device_figures(const an_report *r, int dev, int64_t w0, int64_t w1, int windowed,
                            an_dev *out, an_opclass *cls) {
+  const an_trace *t = r->t;
   memset(out, 0, sizeof *out);
   out->dev = dev;
   lists L;
@@ -167,9 +168,15 @@ static void device_figures(const an_trace *t, int dev, int64_t w0, int64_t w1, i
     if (o->type == AN_COMM) c = 3;
     if (o->type == AN_MEMSET) c = 2;
     if (o->type == AN_MEMCPY) {
-      an_xfer *x = o->ckind == AN_CK_H2D ? &out->h2d : o->ckind == AN_CK_D2H ? &out->d2h : NULL;
-      if (x) x->copies++, x->bytes += o->bytes, x->has = 1;
-      if (o->ckind == AN_CK_D2D) c = 0;
+      /* a copy pinwheel staged counts once, as the program's copy (an_pinwheel.c) */
+      uint64_t b;
+      int cnt = an_pw_counts(r, i, &b);
+      int staged = r->opflag && r->opflag[i];
+      uint8_t ck = staged ? r->pw[r->opgroup[i]].dir : o->ckind;
+      an_xfer *x = ck == AN_CK_H2D ? &out->h2d : ck == AN_CK_D2H ? &out->d2h : NULL;
+      if (x && o->ckind != AN_CK_D2D) x->has = 1;
+      if (x && cnt) x->copies++, x->bytes += b, x->has = 1;
+      if (o->ckind == AN_CK_D2D && !staged) c = 0;
       if (o->ckind == AN_CK_P2P) c = 1;
       if ((o->srck == AN_MK_PAGEABLE || o->dstk == AN_MK_PAGEABLE) && o->bytes >= pg_min) {
         const an_call *k = an_call_of(t, o->corr);
@@ -273,7 +280,7 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
   r->classes = calloc((size_t)r->ndevs + 1, sizeof *r->classes);
   r->idle = calloc((size_t)r->ndevs + 1, sizeof *r->idle);
   for (int i = 0; i < r->ndevs; i++)
-    device_figures(t, r->devs[i].dev, w0, w1, windowed, &r->devs[i], r->classes[i]);
+    device_figures(r, r->devs[i].dev, w0, w1, windowed, &r->devs[i], r->classes[i]);
   /* host calls: syncs, and the memcpy calls that idle time may wait on */
   an_iv *mc = malloc((t->ncalls + 1) * sizeof *mc);
   size_t nmc = 0;
@@ -316,13 +323,50 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
     for (size_t k = lo; k < hi; k++) {
       const an_op *o = &t->ops[k];
       if (o->dev != dev || o->type != AN_MEMCPY || o->e <= w0 || o->s >= w1) continue;
+      if (r->opflag && r->opflag[k]) continue; /* staged copies: one row each, below */
       int64_t dur = o->e - o->s;
       int64_t hid = an_cover(L.k, L.nk, o->s, o->e);
       double hf = dur > 0 ? (double)hid / (double)dur : 1.0;
       if (dur > exp_min && hf <= exp_hidden) {
         if (r->nexposed == cape) r->exposed = realloc(r->exposed, (cape *= 2) * sizeof *r->exposed);
-        r->exposed[r->nexposed++] = (an_exposed){dev,      o->stream, o->s,    dur,     hf,
-                                                 o->bytes, o->ckind,  o->srck, o->dstk, o->corr};
+        r->exposed[r->nexposed++] = (an_exposed){.dev = dev,
+                                                 .stream = o->stream,
+                                                 .s = o->s,
+                                                 .dur = dur,
+                                                 .hidden = hf,
+                                                 .bytes = o->bytes,
+                                                 .ckind = o->ckind,
+                                                 .srck = o->srck,
+                                                 .dstk = o->dstk,
+                                                 .corr = o->corr};
+      }
+    }
+    /* a copy pinwheel staged: exposed as a whole, its hidden part measured on its DMAs */
+    for (size_t g = 0; g < r->npw; g++) {
+      an_pwgroup *p = &r->pw[g];
+      if (p->dev != dev || p->e <= w0 || p->s >= w1) continue;
+      int64_t hid = 0;
+      for (size_t k = p->first; k < t->nops && t->ops[k].s <= p->e; k++)
+        if (r->opflag[k] == AN_PW_DMA && r->opgroup[k] == g)
+          hid += an_cover(L.k, L.nk, t->ops[k].s, t->ops[k].e);
+      if (hid > p->dma_time) hid = p->dma_time; /* DMAs of one copy may overlap each other */
+      p->hidden = hid;
+      double hf = p->dma_time > 0 ? (double)hid / (double)p->dma_time : 1.0;
+      if (p->dma_time > exp_min && hf <= exp_hidden) {
+        if (r->nexposed == cape) r->exposed = realloc(r->exposed, (cape *= 2) * sizeof *r->exposed);
+        int h2d = p->dir == AN_CK_H2D;
+        an_exposed x = {.dev = dev,
+                        .stream = p->stream,
+                        .s = p->s,
+                        .dur = p->dma_time,
+                        .hidden = hf,
+                        .bytes = p->bytes,
+                        .ckind = p->dir,
+                        .srck = h2d ? AN_MK_PAGEABLE : AN_MK_DEVICE,
+                        .dstk = h2d ? AN_MK_DEVICE : AN_MK_PAGEABLE,
+                        .corr = t->ops[p->count_op].corr,
+                        .staged = 1};
+        r->exposed[r->nexposed++] = x;
       }
     }
     free_lists(&L);
@@ -364,6 +408,7 @@ an_report *an_analyze(const an_trace *t, int only_step) {
   for (int i = 0; i < r->ndevs; i++)
     r->devs[i].dev = ids[i];
   free(ids);
+  an_pass_pinwheel(r);
   an_pass_steps(r);
   int64_t w0 = INT64_MIN, w1 = INT64_MAX;
   if (only_step >= 0 && an_steps_zoom(r, only_step, &w0, &w1)) {
@@ -387,6 +432,9 @@ void an_report_free(an_report *r) {
   free(r->classes);
   free(r->kstats);
   free(r->whatif);
+  free(r->opflag);
+  free(r->opgroup);
+  free(r->pw);
   free(r->devs);
   free(r->gaps);
   free(r->exposed);

@@ -40,10 +40,36 @@ static int rule_pageable(const an_report *r, char *m, size_t n) {
              ms(pgh), unk);
   else
     snprintf(host, sizeof host, "blocked the host %.3f ms", ms(pgh));
-  snprintf(m, n,
-           "%" PRIu64 " copies from or to pageable host memory (%.1f MiB) %s; run under pinwheel "
-           "(or pin the memory) to stage them",
-           pg, (double)pgb / 1048576.0, host);
+  if (r->npw) /* a run under pinwheel: say what it left, not to use it */
+    snprintf(m, n,
+             "pinwheel left %" PRIu64 " copies from or to pageable host memory (%.1f MiB) "
+             "unstaged; they %s (smaller than PINWHEEL_MIN_BYTES, made while its setup ran, or "
+             "not eligible: the summary's 'not staged' line says which)",
+             pg, (double)pgb / 1048576.0, host);
+  else
+    snprintf(m, n,
+             "%" PRIu64 " copies from or to pageable host memory (%.1f MiB) %s; run under "
+             "pinwheel (or pin the memory) to stage them",
+             pg, (double)pgb / 1048576.0, host);
+  return 1;
+}
+
+static int rule_staged(const an_report *r, char *m, size_t n) {
+  if (!r->npw) return 0;
+  int64_t dt = 0, hid = 0;
+  for (size_t g = 0; g < r->npw; g++)
+    if (r->pw[g].dir == AN_CK_H2D)
+      an_sat_add(&dt, r->pw[g].dma_time), an_sat_add(&hid, r->pw[g].hidden);
+  size_t l = 0;
+  if (r->pw_h2d)
+    l = (size_t)snprintf(m, n,
+                         "pinwheel staged %" PRIu64 " H2D copies (%.1f MiB); %.1f %% of their DMA "
+                         "ran under compute",
+                         r->pw_h2d, (double)r->pw_h2d_bytes / 1048576.0,
+                         dt ? 100.0 * (double)hid / (double)dt : 0.0);
+  if (r->pw_d2h && l < n)
+    snprintf(m + l, n - l, "%spinwheel staged %" PRIu64 " D2H copies (%.1f MiB)", l ? "; " : "",
+             r->pw_d2h, (double)r->pw_d2h_bytes / 1048576.0);
   return 1;
 }
 
@@ -159,6 +185,7 @@ static const struct {
   const char *rule, *severity;
   int (*check)(const an_report *, char *, size_t);
 } rules[] = {
+    {"pinwheel_staged", "info", rule_staged},
     {"pageable_copies", "warning", rule_pageable},
     {"exposed_transfers", "warning", rule_exposed},
     {"sync_stalls", "info", rule_sync},

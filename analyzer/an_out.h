@@ -19,6 +19,8 @@ const char *an_bytes_h(uint64_t v, char *buf);
 const char *an_host_ms(int64_t ns, uint64_t copies, uint64_t unknown, char *buf);
 /* The one-line headline of a report. */
 void an_headline(FILE *f, const an_report *r);
+/* How the copies pinwheel staged were recognised in the trace (one sentence). */
+const char *an_pw_how(const an_report *r);
 /* Whether every step is listed: --steps all, or no more than steps_shown of them. */
 extern int an_all_steps;
 int an_list_steps(const an_report *r);

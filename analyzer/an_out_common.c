@@ -97,6 +97,19 @@ void an_headline(FILE *f, const an_report *r) {
             an_host_ms(pgh, pg, unk, b));
   else
     fprintf(f, "; no pageable copies\n");
+  if (r->npw) {
+    int64_t dt = 0, dh = 0;
+    for (size_t g = 0; g < r->npw; g++)
+      if (r->pw[g].dir == AN_CK_H2D)
+        an_sat_add(&dt, r->pw[g].dma_time), an_sat_add(&dh, r->pw[g].hidden);
+    char b1[32], b2[32];
+    fprintf(f, "pinwheel staged %" PRIu64 " copies (%s)", r->pw_h2d + r->pw_d2h,
+            an_bytes_h(r->pw_h2d_bytes + r->pw_d2h_bytes, b1));
+    if (r->pw_h2d) fprintf(f, "; %.1f %% of their H2D DMA ran under compute", an_pct(dh, dt));
+    if (r->pw_d2h)
+      fprintf(f, "; %" PRIu64 " of them D2H (%s)", r->pw_d2h, an_bytes_h(r->pw_d2h_bytes, b2));
+    fprintf(f, "\n  (found in the trace: %s)\n", an_pw_how(r));
+  }
   for (int i = 0; i < r->ndevs; i++) {
     const an_stepsum *s = &r->stepsum[i];
     if (s->n < 1) continue;
@@ -106,6 +119,17 @@ void an_headline(FILE *f, const an_report *r) {
       fprintf(f, ", H2D %.3f ms per step, %.1f %% hidden", an_ms(s->h2d_med), s->hidden_med * 100);
     fprintf(f, "\n");
   }
+}
+
+const char *an_pw_how(const an_report *r) {
+  if (r->pw_h2d && r->pw_d2h)
+    return "runs of pinned DMAs on a side stream, each followed by a device-to-device copy of "
+           "the same bytes; and device-to-pinned chunks issued back to back, each with an event";
+  if (r->pw_h2d)
+    return "runs of pinned DMAs on a side stream, each followed by a device-to-device copy of the "
+           "same bytes onto the program's stream";
+  return "device-to-pinned chunks of one size issued back to back from one thread, each followed "
+         "by an event record";
 }
 
 int an_list_steps(const an_report *r) {

@@ -144,14 +144,16 @@ void an_pass_steps(an_report *r) {
         if (o->e > last) last = o->e;
         if (o->type == AN_KERNEL) sd->kernels++, kk[nk++] = (an_iv){o->s, o->e};
         if (o->type != AN_MEMCPY) continue;
-        an_xfer *x = o->ckind == AN_CK_H2D ? &sd->h2d : o->ckind == AN_CK_D2H ? &sd->d2h : NULL;
-        if (x) {
-          x->copies++, x->bytes += o->bytes, x->has = 1;
-          if (o->ckind == AN_CK_H2D)
-            h[nh++] = (an_iv){o->s, o->e};
-          else
-            dd[nd++] = (an_iv){o->s, o->e};
-        }
+        uint64_t b;
+        int counted = an_pw_counts(r, order[j], &b); /* a staged copy counts once */
+        int staged = r->opflag && r->opflag[order[j]];
+        uint8_t ck = staged ? r->pw[r->opgroup[order[j]]].dir : o->ckind;
+        an_xfer *x = ck == AN_CK_H2D ? &sd->h2d : ck == AN_CK_D2H ? &sd->d2h : NULL;
+        if (x && counted) x->copies++, x->bytes += b, x->has = 1;
+        if (o->ckind == AN_CK_H2D)
+          h[nh++] = (an_iv){o->s, o->e}, sd->h2d.has = 1;
+        else if (o->ckind == AN_CK_D2H)
+          dd[nd++] = (an_iv){o->s, o->e}, sd->d2h.has = 1;
         if ((o->srck == AN_MK_PAGEABLE || o->dstk == AN_MK_PAGEABLE) && o->bytes >= pg_min) {
           const an_call *c = an_call_of(t, o->corr);
           sd->pg_copies++;

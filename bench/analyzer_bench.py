@@ -4,7 +4,7 @@
     python3 bench/analyzer_bench.py --cli build/pinwheel [--mb 1024] [--keep PATH]
 
 Writes a torch.profiler-shaped Chrome trace of about --mb MB (kernels, memcpys, memsets, runtime
-calls, CPU ops with nested args, ProfilerStep annotations), then times `pinwheel report --format
+calls, CPU ops with nested args, ProfilerStep annotations on the CPU and the GPU side), then times `pinwheel report --format
 json` on it and reports MB/s of uncompressed JSON on one core and peak RSS as a fraction of the
 file size.  Targets (issue): >= 150 MB/s, RSS <= 0.5 x for traces >= 100 MB.
 """
@@ -36,6 +36,8 @@ def generate(path, mb):
         corr = 0
         step = 0
         while f.tell() < target:
+            f.write('{"ph":"X","cat":"user_annotation","name":"ProfilerStep#%d","pid":1650,"tid":1650,"ts":%d.%03d,"dur":10000},\n'
+                    % (step, ts // 1000, ts % 1000))
             f.write('{"ph":"X","cat":"gpu_user_annotation","name":"ProfilerStep#%d","pid":0,"tid":7,"ts":%d.%03d,"dur":10000},\n'
                     % (step, ts // 1000, ts % 1000))
             for i in range(400):

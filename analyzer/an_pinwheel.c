@@ -1,0 +1,246 @@
+/* an_pinwheel.c — the attribution pass: which operations of a trace pinwheel issued for a copy
+ * it staged, so that the user's copy is counted once and its hidden % is measured on the DMAs
+ * (DESIGN.md §5).
+ *
+ * What a torch.profiler or nsys trace of a run under pinwheel holds: the runtime calls pinwheel
+ * made (the real cudaMemcpyAsync / cudaEventRecord it issued on the program's thread), and their
+ * operations.  Two patterns, each checked by bytes:
+ * - H2D through the device ring: a run of pinned -> device DMAs on a stream that carries nothing
+ *   else (pinwheel's side stream), then, from the same thread, a device -> device copy on another
+ *   stream (out of the ring, onto the program's stream) of exactly the run's bytes, or two such
+ *   copies when the ring wrapped;
+ * - D2H: two or more device -> pinned chunks issued back to back from one thread, each followed by
+ *   a cudaEventRecord, all of one size but the last (the chunk size), with only event calls
+ *   between them.
+ * With PINWHEEL_DEVICE_RING=0 the H2D DMAs run on the program's stream with no copy after them:
+ * such a trace cannot tell them from the program's own pinned copies, and they count as those.
+ */
+#define _GNU_SOURCE
+#include "an.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cix { /* an op by correlation id */
+  int64_t corr;
+  size_t op;
+} cix;
+
+static int cmp_cix(const void *a, const void *b) {
+  const cix *x = a, *y = b;
+  return x->corr < y->corr ? -1 : x->corr > y->corr;
+}
+
+static long op_of(const cix *v, size_t n, int64_t corr) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (v[mid].corr < corr)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < n && v[lo].corr == corr ? (long)v[lo].op : -1;
+}
+
+typedef struct side { /* per (device, stream): does it carry only pinned -> device copies? */
+  int dev, stream, only_dma;
+} side;
+
+static int cmp_side(const void *a, const void *b) {
+  const side *x = a, *y = b;
+  return x->dev != y->dev ? x->dev - y->dev : x->stream - y->stream;
+}
+
+static int is_side(const side *v, size_t n, int dev, int stream) {
+  side k = {dev, stream, 0};
+  const side *f = bsearch(&k, v, n, sizeof *v, cmp_side);
+  return f && f->only_dma;
+}
+
+typedef struct thr { /* per host thread, while walking its calls */
+  int32_t tid;
+  size_t *dma; /* H2D DMAs issued and not yet matched to a ring copy */
+  size_t ndma, capdma;
+  uint64_t dma_bytes;
+  long ring1; /* a first ring piece waiting for its second (the ring wrapped) */
+  /* D2H chunks in a run */
+  size_t *chunk;
+  size_t nchunk, capchunk;
+  int want_record; /* the last call was a chunk: an event record must follow */
+} thr;
+
+static thr *thread_of(thr **ts, size_t *n, size_t *cap, int32_t tid) {
+  for (size_t i = 0; i < *n; i++)
+    if ((*ts)[i].tid == tid) return &(*ts)[i];
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 16;
+    thr *q = realloc(*ts, nc * sizeof *q);
+    if (!q) return NULL;
+    *ts = q;
+    *cap = nc;
+  }
+  thr *t = &(*ts)[(*n)++];
+  memset(t, 0, sizeof *t);
+  t->tid = tid;
+  t->ring1 = -1;
+  return t;
+}
+
+static int push(size_t **v, size_t *n, size_t *cap, size_t x) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 16;
+    size_t *q = realloc(*v, nc * sizeof *q);
+    if (!q) return -1;
+    *v = q;
+    *cap = nc;
+  }
+  (*v)[(*n)++] = x;
+  return 0;
+}
+
+static an_pwgroup *new_group(an_report *r) {
+  if (r->npw == r->cappw) {
+    size_t nc = r->cappw ? r->cappw * 2 : 64;
+    an_pwgroup *q = realloc(r->pw, nc * sizeof *q);
+    if (!q) return NULL;
+    r->pw = q;
+    r->cappw = nc;
+  }
+  an_pwgroup *g = &r->pw[r->npw++];
+  memset(g, 0, sizeof *g);
+  return g;
+}
+
+/* The group's DMAs: flag them, and its span, bytes and DMA time (|union|). */
+static void close_group(an_report *r, an_pwgroup *g, const size_t *dma, size_t n, uint8_t flag) {
+  const an_trace *t = r->t;
+  an_iv *iv = malloc((n + 1) * sizeof *iv);
+  g->s = INT64_MAX, g->e = INT64_MIN;
+  for (size_t i = 0; i < n; i++) {
+    const an_op *o = &t->ops[dma[i]];
+    r->opflag[dma[i]] = flag;
+    r->opgroup[dma[i]] = (uint32_t)(g - r->pw);
+    iv[i] = (an_iv){o->s, o->e};
+    if (o->s < g->s) g->s = o->s, g->first = dma[i];
+    if (o->e > g->e) g->e = o->e;
+    g->bytes += o->bytes;
+  }
+  g->ndma = n;
+  size_t m = an_union(iv, n);
+  g->dma_time = an_total(iv, m);
+  free(iv);
+}
+
+void an_pass_pinwheel(an_report *r) {
+  const an_trace *t = r->t;
+  r->opflag = calloc(t->nops + 1, 1);
+  r->opgroup = calloc(t->nops + 1, sizeof *r->opgroup);
+  cix *byc = malloc((t->nops + 1) * sizeof *byc);
+  side *sides = malloc((t->nops + 1) * sizeof *sides);
+  size_t nc = 0, ns = 0, m = 0;
+  for (size_t i = 0; i < t->nops; i++) {
+    const an_op *o = &t->ops[i];
+    if (o->corr >= 0) byc[nc++] = (cix){o->corr, i};
+    sides[ns++] = (side){o->dev, o->stream,
+                         o->type == AN_MEMCPY && o->ckind == AN_CK_H2D && o->srck == AN_MK_PINNED &&
+                             o->dstk == AN_MK_DEVICE};
+  }
+  qsort(byc, nc, sizeof *byc, cmp_cix);
+  qsort(sides, ns, sizeof *sides, cmp_side);
+  for (size_t i = 0; i < ns; i++) { /* one entry per stream: only DMAs if every op was one */
+    if (m && !cmp_side(&sides[m - 1], &sides[i]))
+      sides[m - 1].only_dma &= sides[i].only_dma;
+    else
+      sides[m++] = sides[i];
+  }
+  thr *ts = NULL;
+  size_t nt = 0, capt = 0;
+  for (size_t k = 0; k < t->ncalls; k++) { /* calls are sorted by start */
+    const an_call *c = &t->calls[k];
+    thr *th = thread_of(&ts, &nt, &capt, c->tid);
+    if (!th) break;
+    const char *nm = an_name(t, c->name);
+    int is_record = !strncmp(nm, "cudaEventRecord", 15);
+    int is_event = !strncmp(nm, "cudaEvent", 9) || !strncmp(nm, "cuEvent", 7);
+    long oi = c->api == AN_API_MEMCPY ? op_of(byc, nc, c->corr) : -1;
+    const an_op *o = oi >= 0 ? &t->ops[oi] : NULL;
+    /* D2H: a run of chunks, each followed by an event record */
+    int chunk = o && o->type == AN_MEMCPY && o->ckind == AN_CK_D2H && o->srck == AN_MK_DEVICE &&
+                o->dstk == AN_MK_PINNED;
+    if (th->want_record && !is_record) th->nchunk = 0; /* a chunk without its record: not ours */
+    if (chunk && th->nchunk && t->ops[th->chunk[0]].bytes != o->bytes &&
+        t->ops[th->chunk[th->nchunk - 1]].bytes != t->ops[th->chunk[0]].bytes)
+      th->nchunk = 0;                        /* sizes: all equal but the last */
+    if (!chunk && !is_event && th->nchunk) { /* the run ended */
+      int ok = th->nchunk >= 2;
+      for (size_t i = 0; ok && i + 1 < th->nchunk; i++)
+        ok = t->ops[th->chunk[i]].bytes == t->ops[th->chunk[0]].bytes;
+      if (ok && t->ops[th->chunk[th->nchunk - 1]].bytes > t->ops[th->chunk[0]].bytes) ok = 0;
+      an_pwgroup *g = ok ? new_group(r) : NULL;
+      if (g) {
+        g->dir = AN_CK_D2H;
+        g->dev = t->ops[th->chunk[0]].dev;
+        g->stream = t->ops[th->chunk[0]].stream;
+        close_group(r, g, th->chunk, th->nchunk, AN_PW_DMA);
+        g->count_op = g->first;
+      }
+      th->nchunk = 0;
+    }
+    if (chunk) push(&th->chunk, &th->nchunk, &th->capchunk, (size_t)oi);
+    th->want_record = chunk;
+    if (!o || o->type != AN_MEMCPY) continue;
+    /* H2D through the ring */
+    if (o->ckind == AN_CK_H2D && o->srck == AN_MK_PINNED && o->dstk == AN_MK_DEVICE &&
+        is_side(sides, m, o->dev, o->stream)) {
+      push(&th->dma, &th->ndma, &th->capdma, (size_t)oi);
+      th->dma_bytes += o->bytes;
+    } else if (o->ckind == AN_CK_D2D && th->ndma) {
+      uint64_t want = o->bytes + (th->ring1 >= 0 ? t->ops[th->ring1].bytes : 0);
+      if (want == th->dma_bytes && t->ops[th->dma[0]].dev == o->dev) {
+        an_pwgroup *g = new_group(r);
+        if (g) {
+          g->dir = AN_CK_H2D;
+          g->dev = o->dev;
+          g->stream = o->stream;
+          close_group(r, g, th->dma, th->ndma, AN_PW_DMA);
+          g->count_op = (size_t)oi;
+          r->opflag[oi] = AN_PW_RING;
+          r->opgroup[oi] = (uint32_t)(g - r->pw);
+          if (th->ring1 >= 0) {
+            r->opflag[th->ring1] = AN_PW_RING;
+            r->opgroup[th->ring1] = (uint32_t)(g - r->pw);
+          }
+        }
+        th->ndma = 0, th->dma_bytes = 0, th->ring1 = -1;
+      } else if (want < th->dma_bytes && th->ring1 < 0) {
+        th->ring1 = oi; /* the ring wrapped: the second piece comes next */
+      } else {          /* not the pattern: forget these DMAs */
+        th->ndma = 0, th->dma_bytes = 0, th->ring1 = -1;
+      }
+    }
+  }
+  for (size_t i = 0; i < nt; i++)
+    free(ts[i].dma), free(ts[i].chunk);
+  free(ts);
+  free(byc);
+  free(sides);
+  for (size_t i = 0; i < r->npw; i++) {
+    if (r->pw[i].dir == AN_CK_H2D)
+      r->pw_h2d++, r->pw_h2d_bytes += r->pw[i].bytes;
+    else
+      r->pw_d2h++, r->pw_d2h_bytes += r->pw[i].bytes;
+  }
+}
+
+/* For figures: does op i count as a copy of its own (1), as the staged copy it belongs to (2:
+ * count the group's bytes here), or not at all (0: a DMA of a staged copy, counted once)? */
+int an_pw_counts(const an_report *r, size_t i, uint64_t *bytes) {
+  if (!r->opflag || !r->opflag[i]) {
+    *bytes = r->t->ops[i].bytes;
+    return 1;
+  }
+  const an_pwgroup *g = &r->pw[r->opgroup[i]];
+  *bytes = g->bytes;
+  return g->count_op == i ? 2 : 0;
+}
