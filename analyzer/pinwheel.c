@@ -13,7 +13,8 @@ static const char usage[] =
     "usage: pinwheel <command> [options]\n"
     "\n"
     "commands:\n"
-    "  run [--stats] [--json] [--stats-file F] [--mode M] [--sync elide] [--] CMD ARGS...\n"
+    "  run [--stats] [--json] [--stats-file F] [--mode M] [--sync elide] [--trace PATH]\n"
+    "      [--] CMD ARGS...\n"
     "                 run CMD with libpinwheel.so preloaded (exit status: CMD's)\n"
     "  options        print the PINWHEEL_* options table (name, default, meaning)\n"
 #ifdef PW_HAVE_ANALYZER

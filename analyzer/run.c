@@ -18,9 +18,11 @@
 
 static const char run_usage[] =
     "usage: pinwheel run [--stats] [--json] [--stats-file F] [--mode off|observe|stage]\n"
-    "                    [--sync keep|elide] [--] CMD ARGS...\n"
-    "Runs CMD with libpinwheel.so preloaded.  Other PINWHEEL_* variables in the environment\n"
-    "are passed through (see `pinwheel options`).  The exit status is CMD's.\n";
+    "                    [--sync keep|elide] [--trace PATH] [--] CMD ARGS...\n"
+    "Runs CMD with libpinwheel.so preloaded.  --trace PATH writes a CUPTI trace of the run\n"
+    "(%p = pid, %r = rank) that `pinwheel report` reads, in every mode (--mode off: a\n"
+    "baseline).  Other PINWHEEL_* variables in the environment are passed through (see\n"
+    "`pinwheel options`).  The exit status is CMD's.\n";
 
 /* Where libpinwheel.so is: $PINWHEEL_LIBRARY, else beside this program (build tree), else in
  * the library directory of the prefix this program is installed in. */
@@ -63,12 +65,14 @@ int pw_cmd_run(int argc, char **argv) {
     } else if (!strcmp(a, "--json")) {
       setenv("PINWHEEL_STATS", "1", 1);
       setenv("PINWHEEL_STATS_FORMAT", "json", 1);
-    } else if ((!strcmp(a, "--mode") || !strcmp(a, "--sync") || !strcmp(a, "--stats-file")) &&
+    } else if ((!strcmp(a, "--mode") || !strcmp(a, "--sync") || !strcmp(a, "--stats-file") ||
+                !strcmp(a, "--trace")) &&
                i + 1 < argc) {
       const char *v = argv[++i];
-      pw_option_t opt = !strcmp(a, "--mode")   ? PW_OPT_MODE
-                        : !strcmp(a, "--sync") ? PW_OPT_SYNC
-                                               : PW_OPT_STATS_FILE;
+      pw_option_t opt = !strcmp(a, "--mode")         ? PW_OPT_MODE
+                        : !strcmp(a, "--sync")       ? PW_OPT_SYNC
+                        : !strcmp(a, "--stats-file") ? PW_OPT_STATS_FILE
+                                                     : PW_OPT_TRACE;
       long long parsed;
       if (pw_option_parse(opt, v, &parsed) != 0) {
         fprintf(stderr, "pinwheel run: %s %s is not valid\n%s", a, v, run_usage);

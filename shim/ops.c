@@ -4,6 +4,7 @@
  * Must never: call an exported wrapper of the shim (everything goes through pw_real).
  */
 #include "real.h"
+#include "trace.h"
 
 #define MISSING cudaErrorSharedObjectSymbolNotFound
 #define CALL(fn, ...) (pw_real.fn ? (int)pw_real.fn(__VA_ARGS__) : (int)MISSING)
@@ -60,8 +61,12 @@ static int op_device_alloc(void **p, size_t n) {
 static void op_device_free(void *p) {
   (void)CALL(cudaFree, p);
 }
-static int op_stream_create(void **s) {
-  return CALL(cudaStreamCreateWithFlags, (cudaStream_t *)s, cudaStreamNonBlocking);
+static int op_stream_create(void **s) { /* only pinwheel's side stream is made here */
+  int rc = CALL(cudaStreamCreateWithFlags, (cudaStream_t *)s, cudaStreamNonBlocking);
+  int dev;
+  if (!rc && pw_trace_active() && pw_real.cudaGetDevice && !pw_real.cudaGetDevice(&dev))
+    pw_trace_side_stream(dev, *s);
+  return rc;
 }
 static int op_event_create(void **e) {
   return CALL(cudaEventCreateWithFlags, (cudaEvent_t *)e, cudaEventDisableTiming);

@@ -87,6 +87,13 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                       "background: a device's pinned pool and ring are allocated by a helper "
                       "thread, and copies that come before they are ready go to CUDA unchanged; "
                       "inline: the first staged copy allocates them and waits"},
+    [PW_OPT_TRACE] = {"PINWHEEL_TRACE", T_STRING, 0, NULL,
+                      "write a CUPTI trace (Chrome trace JSON, as torch.profiler writes it) of the "
+                      "run to this file, in every mode (%p = pid, %r = RANK, else LOCAL_RANK, "
+                      "else 0); a process that never uses CUDA writes nothing"},
+    [PW_OPT_CUPTI] = {"PINWHEEL_CUPTI", T_STRING, 0, NULL,
+                      "libcupti to trace with, when none is loaded and the usual search (then "
+                      "the toolkit's directory known at build time) finds none"},
 };
 
 static long long values[PW_OPT_COUNT];
@@ -174,8 +181,8 @@ static void default_text(const pw_option_desc *d, char *buf, size_t n) {
   case T_BOOL:
     snprintf(buf, n, "%d", (int)d->def);
     break;
-  case T_STRING:
-    snprintf(buf, n, "(stderr)");
+  case T_STRING: /* unset: the summary goes to stderr; no trace is written; CUPTI is searched */
+    snprintf(buf, n, "%s", d == &table[PW_OPT_STATS_FILE] ? "(stderr)" : "(none)");
     break;
   case T_SIZE:
     if (d->def && d->def % MiB == 0)

@@ -52,6 +52,8 @@ typedef enum pw_option_e {
   PW_OPT_NT_STORES,    /* non-temporal stores into pinned staging memory */
   PW_OPT_D2H_FRESH,    /* touch | populate | hugepages */
   PW_OPT_SETUP,        /* background | inline */
+  PW_OPT_TRACE,        /* CUPTI trace destination, %p = pid, %r = rank */
+  PW_OPT_CUPTI,        /* path of libcupti, when the usual search does not find it */
   PW_OPT_COUNT
 } pw_option_t;
 

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "real.h"
+#include "trace.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -81,6 +82,7 @@ static void init_once(void) {
   pw_options_init();
   pw_resolve_real();
   pw_mode = (int)pw_option_get(PW_OPT_MODE);
+  pw_trace_start(); /* PINWHEEL_TRACE, in every mode: the first CUDA call is now */
   pw_sync_mode = (int)pw_option_get(PW_OPT_SYNC);
   if (pw_option_get(PW_OPT_HELP)) pw_options_print(2);
   if (pw_mode == PW_MODE_STAGE) {
@@ -178,6 +180,14 @@ static void count_sync(int id, uint64_t ns) {
 
 /* ---- the wrappers ---- */
 
+/* A real call's status, after which the trace's exit flush is registered the first time (then
+ * it runs before the CUDA runtime's own exit handler, registered during the runtime's init). */
+static inline cudaError_t pw_trace_after(cudaError_t r) {
+  if (UNLIKELY(atomic_load_explicit(&pw_trace_want_atexit, memory_order_relaxed)))
+    pw_trace_after_call();
+  return r;
+}
+
 #define PW_HOOK(name, class, params, args, stream) PW_EXPORT cudaError_t name params;
 #include "hooks.def"
 
@@ -185,7 +195,7 @@ static void count_sync(int id, uint64_t ns) {
   cudaError_t name params {                                                                        \
     int mode = enter();                                                                            \
     if (!REAL(name)) return missing(#name);                                                        \
-    if (mode == PW_MODE_OFF) return pw_real.name args;                                             \
+    if (mode == PW_MODE_OFF) return pw_trace_after(pw_real.name args);                             \
     pw_elide_stream = NULL;                                                                        \
     pw_depth++;                                                                                    \
     pw_copy c = {.dst = dst,                                                                       \
@@ -196,8 +206,13 @@ static void count_sync(int id, uint64_t ns) {
                  .sync_api = is_sync};                                                             \
     pw_describe(&pw_real_ops, &c);                                                                 \
     uint64_t t0 = pw_now_ns();                                                                     \
-    int path = mode == PW_MODE_STAGE && pw_eng ? pw_engine_copy(pw_eng, &c) : -1;                  \
-    cudaError_t r = path >= 0 ? cudaSuccess : pw_real.name args;                                   \
+    int path = -1;                                                                                 \
+    if (mode == PW_MODE_STAGE && pw_eng) { /* the calls it makes are marked in a trace */          \
+      pw_trace_own_begin();                                                                        \
+      path = pw_engine_copy(pw_eng, &c);                                                           \
+      pw_trace_own_end();                                                                          \
+    }                                                                                              \
+    cudaError_t r = path >= 0 ? cudaSuccess : pw_trace_after(pw_real.name args);                   \
     count_copy(PW_H_##name, &c, pw_now_ns() - t0);                                                 \
     pw_depth--;                                                                                    \
     /* src was consumed before the return (staged, or a real pageable copy, which CUDA stages      \
@@ -212,24 +227,24 @@ static void count_sync(int id, uint64_t ns) {
   cudaError_t name params {                                                                        \
     int mode = enter();                                                                            \
     if (!REAL(name)) return missing(#name);                                                        \
-    if (mode == PW_MODE_OFF) return pw_real.name args;                                             \
+    if (mode == PW_MODE_OFF) return pw_trace_after(pw_real.name args);                             \
     pw_elide_stream = NULL;                                                                        \
     if (mode == PW_MODE_OBSERVE) { /* timed with the cheap counter: launches are µs calls */      \
       uint64_t t0 = pw_ticks();                                                                    \
-      cudaError_t r = pw_real.name args;                                                           \
+      cudaError_t r = pw_trace_after(pw_real.name args);                                           \
       pw_add(&pw_st.hook_ticks[PW_H_##name], pw_ticks() - t0);                                     \
       count_call(PW_H_##name, 0);                                                                  \
       return r;                                                                                    \
     }                                                                                              \
     count_call(PW_H_##name, 0);                                                                    \
-    return pw_real.name args;                                                                      \
+    return pw_trace_after(pw_real.name args);                                                      \
   }
 
 #define WRAP_SYNC(name, params, args, stream_expr)                                                 \
   cudaError_t name params {                                                                        \
     int mode = enter();                                                                            \
     if (!REAL(name)) return missing(#name);                                                        \
-    if (mode == PW_MODE_OFF) return pw_real.name args;                                             \
+    if (mode == PW_MODE_OFF) return pw_trace_after(pw_real.name args);                             \
     void *s = (void *)(stream_expr);                                                               \
     if (s && s == pw_elide_stream) {                                                               \
       pw_elide_stream = NULL;                                                                      \

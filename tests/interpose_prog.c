@@ -254,6 +254,11 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "capture")) return mode_capture();
   if (!strcmp(m, "fork")) return mode_fork();
   if (!strcmp(m, "elide")) return mode_elide();
+  if (!strcmp(m, "exit")) { /* one CUDA call, then the given status */
+    char b[8] = {0};
+    cudaMemcpy(b + 4, b, 4, cudaMemcpyHostToHost);
+    return argc > 2 ? atoi(argv[2]) : 0;
+  }
   /* never uses CUDA: report how many threads the process has (the shim must have started none) */
   FILE *f = fopen("/proc/self/status", "r");
   char line[256];

@@ -97,6 +97,44 @@ static void test_calls_pass_through_intact(void **state) {
   free_result(&r);
 }
 
+/* PINWHEEL_TRACE where CUPTI cannot be had: one warning, the program untouched (its output, its
+ * exit status), no file.  In every mode. */
+static void test_trace_without_cupti(void **state) {
+  char trace[128], tenv[160];
+  snprintf(trace, sizeof trace, "/tmp/pwtest-trace-%d-%%p.json", (int)getpid());
+  snprintf(tenv, sizeof tenv, "PINWHEEL_TRACE=%s", trace);
+  const char *modes[] = {"PINWHEEL_MODE=off", "PINWHEEL_MODE=observe", "PINWHEEL_MODE=stage"};
+  const char *argv[] = {PW_PROG, "calls", NULL};
+  for (int i = 0; i < 3; i++) {
+    const char *env[] = {PRELOAD, modes[i], tenv, "PINWHEEL_CUPTI=/nonexistent/libcupti.so.13",
+                         NULL};
+    result r = run(argv, env);
+    if (r.status != 0) fail_msg("%s: status %d\n%s%s", modes[i], r.status, r.out, r.err);
+    assert_non_null(strstr(r.out, "calls ok"));
+    char *w = strstr(r.err, "cannot trace: PINWHEEL_CUPTI=/nonexistent/libcupti.so.13");
+    if (!w) fail_msg("%s: no warning: '%s'", modes[i], r.err);
+    assert_null(strstr(w + 1, "cannot trace")); /* once */
+    free_result(&r);
+  }
+  /* a program that fails keeps its own status */
+  const char *bad[] = {PW_PROG, "exit", "3", NULL};
+  const char *env[] = {PRELOAD, tenv, "PINWHEEL_CUPTI=/nonexistent/libcupti.so.13", NULL};
+  result r = run(bad, env);
+  assert_int_equal(r.status, 3);
+  free_result(&r);
+  /* a process that never uses CUDA writes nothing, even where CUPTI exists */
+  char fixed[160], fenv[200];
+  snprintf(fixed, sizeof fixed, "/tmp/pwtest-trace-nocuda-%d.json", (int)getpid());
+  snprintf(fenv, sizeof fenv, "PINWHEEL_TRACE=%s", fixed);
+  const char *none[] = {PW_PROG, "none", NULL};
+  const char *env2[] = {PRELOAD, fenv, NULL};
+  r = run(none, env2);
+  assert_int_equal(r.status, 3); /* what that program returns */
+  assert_non_null(strstr(r.out, "threads 1"));
+  assert_int_equal(access(fixed, F_OK), -1);
+  free_result(&r);
+}
+
 static void test_observe_counts_exact(void **state) {
   const char *argv[] = {PW_PROG, "counts", "5", NULL};
   const char *env[] = {
@@ -407,6 +445,15 @@ static void test_launcher(void **state) {
   r = run(sh2, NULL);
   assert_string_equal(r.out, "off\n");
   free_result(&r);
+  const char *sh3[] = {PW_CLI,    "run",
+                       "--mode",  "off",
+                       "--trace", "base-%r.json",
+                       "--",      "/bin/sh",
+                       "-c",      "echo \"$PINWHEEL_MODE $PINWHEEL_TRACE\"",
+                       NULL};
+  r = run(sh3, NULL);
+  assert_string_equal(r.out, "off base-%r.json\n");
+  free_result(&r);
   const char *bad[] = {PW_CLI, "run", "--mode", "fast", "--", "/bin/true", NULL};
   r = run(bad, NULL);
   assert_int_equal(r.status, 2);
@@ -430,6 +477,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_calls_pass_through_intact),
       cmocka_unit_test(test_observe_counts_exact),
+      cmocka_unit_test(test_trace_without_cupti),
       cmocka_unit_test(test_text_summary),
       cmocka_unit_test(test_off_counts_nothing),
       cmocka_unit_test(test_unrelated_program_unchanged),

@@ -1,0 +1,64 @@
+/* trace.h — pinwheel's CUPTI collector (PINWHEEL_TRACE): the JSON writer (trace_json.c) and the
+ * collector (trace.c).  Only the CUPTI headers are used at build time: the library is opened
+ * with dlopen when tracing is asked for, so the shim keeps no NEEDED entry on it. */
+#ifndef PW_TRACE_H
+#define PW_TRACE_H
+
+#include <cupti_activity.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PW_TW_LANES 256
+#define PW_TW_MARKERS 64
+
+typedef struct pw_tw_lane {
+  uint32_t dev, stream;
+} pw_tw_lane;
+
+/* The writer: events go into buf, flush() empties it (to a file, or to a test's memory). */
+typedef struct pw_tw {
+  char buf[1 << 16];
+  size_t len;
+  void (*flush)(struct pw_tw *w);
+  void *ctx;
+  uint64_t events, dropped;
+  uint32_t pid;
+  /* runtime / driver API names by callback id; NULL: "cbid N" */
+  const char *(*api_name)(struct pw_tw *w, int driver, uint32_t cbid);
+  /* whether pinwheel itself made the call with this correlation id (its args get "pinwheel":1) */
+  int (*is_pinwheel_corr)(struct pw_tw *w, uint32_t corr);
+  pw_tw_lane lanes[PW_TW_LANES];
+  int nlanes;
+  uint32_t threads[PW_TW_LANES];
+  int nthreads;
+  pw_tw_lane side[16]; /* pinwheel's side streams, named as such */
+  int nside;
+  struct {
+    int used;
+    uint32_t id, tid;
+    uint64_t start;
+    char name[128];
+  } marks[PW_TW_MARKERS];
+} pw_tw;
+
+void pw_tw_begin(pw_tw *w);
+void pw_tw_record(pw_tw *w, const CUpti_Activity *rec);
+void pw_tw_end(pw_tw *w); /* names, the frame's end; flushes */
+
+/* The collector (trace.c). */
+/* PINWHEEL_TRACE's path with %p = pid and %r = RANK, else LOCAL_RANK, else 0; 0 on success. */
+int pw_trace_path(const char *tmpl, char *out, size_t n);
+/* Start tracing if PINWHEEL_TRACE asks for it: called once, at the first CUDA call. */
+void pw_trace_start(void);
+/* After a real CUDA call returned: registers the exit flush once CUDA has registered its own.
+ * The wrappers test pw_trace_want_atexit first (a relaxed load). */
+extern _Atomic int pw_trace_want_atexit;
+void pw_trace_after_call(void);
+int pw_trace_active(void);
+/* Name pinwheel's side stream of a device in the trace. */
+void pw_trace_side_stream(int dev, void *stream);
+/* Mark the calls the shim makes itself (between begin and end, on this thread). */
+void pw_trace_own_begin(void);
+void pw_trace_own_end(void);
+
+#endif

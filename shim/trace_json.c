@@ -1,0 +1,304 @@
+/* trace_json.c — CUPTI activity records to Chrome trace JSON, as Kineto (torch.profiler) writes
+ * it, so that one reader (pinwheel report) serves both and Perfetto opens it.
+ *
+ * Owns: the record → event conversion and the document's frame.  Pure: no CUPTI call, no I/O
+ * but the writer callback, so the tests feed it synthetic records (tests/test_trace.c).
+ * Layout (DESIGN.md §5): GPU operations are "X" events with pid = device, tid = stream, cat
+ * kernel / gpu_memcpy / gpu_memset, memcpy names like "Memcpy HtoD (Pageable -> Device)", args
+ * device, stream, correlation, bytes; runtime and driver calls are cat cuda_runtime /
+ * cuda_driver on pid = the process, tid = the thread, with args.correlation; NVTX ranges are
+ * user_annotation events; names by "M" events.  Times: µs with the ns as exact decimals.
+ */
+#define _GNU_SOURCE
+#include "trace.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void put(pw_tw *w, const char *s, size_t n) {
+  while (n) {
+    size_t room = sizeof w->buf - w->len;
+    if (!room) {
+      w->flush(w);
+      continue;
+    }
+    size_t k = n < room ? n : room;
+    memcpy(w->buf + w->len, s, k);
+    w->len += k;
+    s += k;
+    n -= k;
+  }
+}
+
+#define PUTS(w, lit) put((w), (lit), sizeof(lit) - 1)
+
+static void putf(pw_tw *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void putf(pw_tw *w, const char *fmt, ...) {
+  char b[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(b, sizeof b, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  put(w, b, (size_t)n < sizeof b ? (size_t)n : sizeof b - 1);
+}
+
+static void put_str(pw_tw *w, const char *s) {
+  PUTS(w, "\"");
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      char e[2] = {'\\', (char)c};
+      put(w, e, 2);
+    } else if (c < 0x20) {
+      putf(w, "\\u%04x", c);
+    } else {
+      put(w, (const char *)&c, 1);
+    }
+  }
+  PUTS(w, "\"");
+}
+
+/* "ts":µs,"dur":µs, exact: ns as three decimals */
+static void put_time(pw_tw *w, uint64_t s, uint64_t e) {
+  uint64_t d = e > s ? e - s : 0;
+  putf(w, "\"ts\":%" PRIu64 ".%03u,\"dur\":%" PRIu64 ".%03u", s / 1000, (unsigned)(s % 1000),
+       d / 1000, (unsigned)(d % 1000));
+}
+
+static void begin_event(pw_tw *w) {
+  if (w->events++) PUTS(w, ",\n");
+}
+
+void pw_tw_begin(pw_tw *w) {
+  w->events = 0;
+  PUTS(w, "{\"schemaVersion\":1,\"traceName\":\"pinwheel\",\"traceEvents\":[\n");
+}
+
+static const char *copy_kind(uint8_t k) {
+  switch (k) {
+  case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+    return "HtoD";
+  case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+    return "DtoH";
+  case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+    return "DtoD";
+  case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+    return "HtoH";
+  case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+    return "PtoP";
+  case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
+    return "HtoA";
+  case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
+    return "AtoH";
+  case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
+    return "AtoA";
+  case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
+    return "AtoD";
+  case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
+    return "DtoA";
+  default:
+    return "Unknown";
+  }
+}
+
+/* CUPTI's memory kinds (0 Unknown, 1 Pageable, 2 Pinned, 3 Device, ...): the names Kineto uses */
+static const char *mem_kind(uint8_t k) {
+  switch (k) {
+  case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE:
+    return "Pageable";
+  case CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
+    return "Pinned";
+  case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
+  case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC:
+    return "Device";
+  case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY:
+    return "Array";
+  case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
+  case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC:
+    return "Managed";
+  default:
+    return "Unknown";
+  }
+}
+
+/* Remember a (device, stream) pair for the "M" events at the end. */
+static void note_lane(pw_tw *w, uint32_t dev, uint32_t stream) {
+  for (int i = 0; i < w->nlanes; i++)
+    if (w->lanes[i].dev == dev && w->lanes[i].stream == stream) return;
+  if (w->nlanes < PW_TW_LANES) w->lanes[w->nlanes++] = (pw_tw_lane){dev, stream};
+}
+
+static void note_thread(pw_tw *w, uint32_t tid) {
+  for (int i = 0; i < w->nthreads; i++)
+    if (w->threads[i] == tid) return;
+  if (w->nthreads < PW_TW_LANES) w->threads[w->nthreads++] = tid;
+}
+
+static void gpu_args(pw_tw *w, uint32_t dev, uint32_t stream, uint32_t corr) {
+  putf(w, ",\"args\":{\"device\":%u,\"stream\":%u,\"correlation\":%u", dev, stream, corr);
+  if (w->is_pinwheel_corr && w->is_pinwheel_corr(w, corr)) PUTS(w, ",\"pinwheel\":1");
+}
+
+/* An NVTX range: its start is kept until its end arrives (they can come in separate buffers). */
+static void marker(pw_tw *w, const CUpti_ActivityMarker2 *m) {
+  if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
+    int slot = -1;
+    for (int i = 0; i < PW_TW_MARKERS; i++)
+      if (!w->marks[i].used) {
+        slot = i;
+        break;
+      }
+    if (slot < 0) return; /* more open ranges than we follow: this one is dropped */
+    w->marks[slot].used = 1;
+    w->marks[slot].id = m->id;
+    w->marks[slot].start = m->timestamp;
+    w->marks[slot].tid =
+        m->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? m->objectId.pt.threadId : 0;
+    snprintf(w->marks[slot].name, sizeof w->marks[slot].name, "%s", m->name ? m->name : "");
+  } else if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
+    for (int i = 0; i < PW_TW_MARKERS; i++)
+      if (w->marks[i].used && w->marks[i].id == m->id) {
+        begin_event(w);
+        PUTS(w, "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":");
+        put_str(w, w->marks[i].name);
+        putf(w, ",\"pid\":%u,\"tid\":%u,", w->pid, w->marks[i].tid);
+        put_time(w, w->marks[i].start, m->timestamp);
+        PUTS(w, "}");
+        note_thread(w, w->marks[i].tid);
+        w->marks[i].used = 0;
+        return;
+      }
+  }
+}
+
+void pw_tw_record(pw_tw *w, const CUpti_Activity *rec) {
+  switch (rec->kind) {
+  case CUPTI_ACTIVITY_KIND_KERNEL:
+  case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+    const CUpti_ActivityKernel10 *k = (const void *)rec;
+    begin_event(w);
+    PUTS(w, "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":");
+    put_str(w, k->name ? k->name : "kernel");
+    putf(w, ",\"pid\":%u,\"tid\":%u,", k->deviceId, k->streamId);
+    put_time(w, k->start, k->end);
+    gpu_args(w, k->deviceId, k->streamId, k->correlationId);
+    putf(w, ",\"grid\":[%d,%d,%d],\"block\":[%d,%d,%d]}}", k->gridX, k->gridY, k->gridZ, k->blockX,
+         k->blockY, k->blockZ);
+    note_lane(w, k->deviceId, k->streamId);
+    break;
+  }
+  case CUPTI_ACTIVITY_KIND_MEMCPY: {
+    const CUpti_ActivityMemcpy6 *m = (const void *)rec;
+    begin_event(w);
+    putf(w,
+         "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy %s (%s -> %s)\",\"pid\":%u,"
+         "\"tid\":%u,",
+         copy_kind(m->copyKind), mem_kind(m->srcKind), mem_kind(m->dstKind), m->deviceId,
+         m->streamId);
+    put_time(w, m->start, m->end);
+    gpu_args(w, m->deviceId, m->streamId, m->correlationId);
+    putf(w, ",\"bytes\":%" PRIu64 "}}", (uint64_t)m->bytes);
+    note_lane(w, m->deviceId, m->streamId);
+    break;
+  }
+  case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+    const CUpti_ActivityMemcpyPtoP4 *m = (const void *)rec;
+    begin_event(w);
+    putf(w,
+         "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy PtoP (%s -> %s)\",\"pid\":%u,"
+         "\"tid\":%u,",
+         mem_kind(m->srcKind), mem_kind(m->dstKind), m->deviceId, m->streamId);
+    put_time(w, m->start, m->end);
+    gpu_args(w, m->deviceId, m->streamId, m->correlationId);
+    putf(w, ",\"bytes\":%" PRIu64 ",\"src_device\":%u,\"dst_device\":%u}}", (uint64_t)m->bytes,
+         m->srcDeviceId, m->dstDeviceId);
+    note_lane(w, m->deviceId, m->streamId);
+    break;
+  }
+  case CUPTI_ACTIVITY_KIND_MEMSET: {
+    const CUpti_ActivityMemset4 *m = (const void *)rec;
+    begin_event(w);
+    putf(w, "{\"ph\":\"X\",\"cat\":\"gpu_memset\",\"name\":\"Memset (%s)\",\"pid\":%u,\"tid\":%u,",
+         mem_kind((uint8_t)m->memoryKind), m->deviceId, m->streamId);
+    put_time(w, m->start, m->end);
+    gpu_args(w, m->deviceId, m->streamId, m->correlationId);
+    putf(w, ",\"bytes\":%" PRIu64 "}}", (uint64_t)m->bytes);
+    note_lane(w, m->deviceId, m->streamId);
+    break;
+  }
+  case CUPTI_ACTIVITY_KIND_RUNTIME:
+  case CUPTI_ACTIVITY_KIND_DRIVER: {
+    const CUpti_ActivityAPI *a = (const void *)rec;
+    const char *nm =
+        w->api_name ? w->api_name(w, rec->kind == CUPTI_ACTIVITY_KIND_DRIVER, a->cbid) : NULL;
+    begin_event(w);
+    putf(w, "{\"ph\":\"X\",\"cat\":\"%s\",\"name\":",
+         rec->kind == CUPTI_ACTIVITY_KIND_DRIVER ? "cuda_driver" : "cuda_runtime");
+    if (nm)
+      put_str(w, nm);
+    else
+      putf(w, "\"cbid %u\"", a->cbid);
+    putf(w, ",\"pid\":%u,\"tid\":%u,", a->processId, a->threadId);
+    put_time(w, a->start, a->end);
+    putf(w, ",\"args\":{\"correlation\":%u,\"cbid\":%u", a->correlationId, a->cbid);
+    if (w->is_pinwheel_corr && w->is_pinwheel_corr(w, a->correlationId)) PUTS(w, ",\"pinwheel\":1");
+    PUTS(w, "}}");
+    note_thread(w, a->threadId);
+    break;
+  }
+  case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+    const CUpti_ActivitySynchronization2 *s = (const void *)rec;
+    static const char *const names[] = {"Unknown Sync", "Event Sync", "Stream Wait Event",
+                                        "Stream Sync", "Context Sync"};
+    begin_event(w);
+    putf(w, "{\"ph\":\"X\",\"cat\":\"cuda_sync\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,",
+         s->type < 5 ? names[s->type] : "Sync", w->pid, w->pid);
+    put_time(w, s->start, s->end);
+    putf(w, ",\"args\":{\"correlation\":%u,\"stream\":%u}}", s->correlationId, s->streamId);
+    break;
+  }
+  case CUPTI_ACTIVITY_KIND_MARKER:
+    marker(w, (const CUpti_ActivityMarker2 *)(const void *)rec);
+    break;
+  default:
+    break;
+  }
+}
+
+void pw_tw_end(pw_tw *w) {
+  /* names: a process per device, a thread per stream (pinwheel's side stream by name), the
+   * process's threads */
+  for (int i = 0; i < w->nlanes; i++) {
+    uint32_t d = w->lanes[i].dev;
+    int seen = 0;
+    for (int k = 0; k < i; k++)
+      seen |= w->lanes[k].dev == d;
+    if (!seen) {
+      begin_event(w);
+      putf(w,
+           "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"tid\":0,\"args\":{\"name\":"
+           "\"GPU %u\"}}",
+           d, d);
+    }
+    int side = 0;
+    for (int k = 0; k < w->nside; k++)
+      side |= w->side[k].dev == d && w->side[k].stream == w->lanes[i].stream;
+    begin_event(w);
+    putf(w,
+         "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":"
+         "\"%sstream %u\"}}",
+         d, w->lanes[i].stream, side ? "pinwheel side " : "", w->lanes[i].stream);
+  }
+  begin_event(w);
+  putf(w,
+       "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"tid\":0,\"args\":{\"name\":"
+       "\"host (pid %u)\"}}",
+       w->pid, w->pid);
+  PUTS(w, "\n],\"pinwheel\":{\"dropped_records\":");
+  putf(w, "%" PRIu64 "}}\n", w->dropped);
+  w->flush(w);
+}

@@ -1,0 +1,222 @@
+/* test_trace.c — the CUPTI collector's writer on synthetic activity records (the CUDA toolkit's
+ * CUPTI headers, no GPU): record → Chrome trace JSON → the analyzer's reader, figures exact;
+ * records out of order; the writer flushed mid-document many times; NVTX ranges whose start and
+ * end come apart; pinwheel's calls marked and its side stream named; the path template. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "an.h"
+#include "trace.h"
+
+#define US 1000LL
+
+/* the writer's output, in memory */
+static char *out;
+static size_t out_len, out_cap;
+static int flushes;
+
+static void to_memory(pw_tw *w) {
+  if (out_len + w->len + 1 > out_cap) {
+    out_cap = (out_len + w->len + 1) * 2;
+    out = realloc(out, out_cap);
+  }
+  memcpy(out + out_len, w->buf, w->len);
+  out_len += w->len;
+  out[out_len] = 0;
+  w->len = 0;
+  flushes++;
+}
+
+static const char *names(pw_tw *w, int driver, uint32_t cbid) {
+  return cbid == 41 ? "cudaMemcpyAsync" : cbid == 211 ? "cudaLaunchKernel" : NULL;
+}
+static int own(pw_tw *w, uint32_t corr) {
+  return corr == 77;
+}
+
+static pw_tw *writer(void) {
+  pw_tw *w = calloc(1, sizeof *w);
+  w->flush = to_memory;
+  w->pid = 4242;
+  w->api_name = names;
+  w->is_pinwheel_corr = own;
+  out_len = 0;
+  flushes = 0;
+  pw_tw_begin(w);
+  return w;
+}
+
+static void api(pw_tw *w, uint32_t cbid, uint64_t s, uint64_t e, uint32_t tid, uint32_t corr) {
+  CUpti_ActivityAPI a;
+  memset(&a, 0, sizeof a);
+  a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  a.cbid = cbid;
+  a.start = s, a.end = e;
+  a.processId = 4242, a.threadId = tid;
+  a.correlationId = corr;
+  pw_tw_record(w, (CUpti_Activity *)&a);
+}
+
+static void kernel(pw_tw *w, const char *name, uint64_t s, uint64_t e, uint32_t stream,
+                   uint32_t corr) {
+  CUpti_ActivityKernel10 k;
+  memset(&k, 0, sizeof k);
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.name = name;
+  k.start = s, k.end = e;
+  k.deviceId = 0, k.streamId = stream, k.correlationId = corr;
+  k.gridX = 2, k.gridY = k.gridZ = 1, k.blockX = 128, k.blockY = k.blockZ = 1;
+  pw_tw_record(w, (CUpti_Activity *)&k);
+}
+
+static void memcpy_rec(pw_tw *w, uint8_t kind, uint8_t src, uint8_t dst, uint64_t bytes, uint64_t s,
+                       uint64_t e, uint32_t stream, uint32_t corr) {
+  CUpti_ActivityMemcpy6 m;
+  memset(&m, 0, sizeof m);
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  m.copyKind = kind, m.srcKind = src, m.dstKind = dst;
+  m.bytes = bytes;
+  m.start = s, m.end = e;
+  m.deviceId = 0, m.streamId = stream, m.correlationId = corr;
+  pw_tw_record(w, (CUpti_Activity *)&m);
+}
+
+static void marker(pw_tw *w, int start, uint32_t id, uint64_t ts, const char *name) {
+  CUpti_ActivityMarker2 m;
+  memset(&m, 0, sizeof m);
+  m.kind = CUPTI_ACTIVITY_KIND_MARKER;
+  m.flags = start ? CUPTI_ACTIVITY_FLAG_MARKER_START : CUPTI_ACTIVITY_FLAG_MARKER_END;
+  m.id = id;
+  m.timestamp = ts;
+  m.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  m.objectId.pt.threadId = 7;
+  m.name = start ? name : NULL;
+  pw_tw_record(w, (CUpti_Activity *)&m);
+}
+
+static char *save(const char *tag) {
+  static char path[128];
+  snprintf(path, sizeof path, "/tmp/pwtest-trace-%s-%d.json", tag, (int)getpid());
+  FILE *f = fopen(path, "w");
+  fwrite(out, 1, out_len, f);
+  fclose(f);
+  return path;
+}
+
+/* One step (an NVTX range "ProfilerStep#1" from 0 to 500 us): a pageable H2D [100,250) us whose
+ * call takes 160 us, a kernel [200,400) on another stream: 50 of the copy's 150 us hidden. */
+static void test_records_read_back(void **state) {
+  pw_tw *w = writer();
+  const uint64_t t0 = 1700000000000000000ull; /* epoch ns, as CUPTI gives */
+  marker(w, 1, 9, t0, "ProfilerStep#1");
+  /* out of order: the kernel and the copy before their calls */
+  kernel(w, "gemm<\"x\">", t0 + 200 * US, t0 + 400 * US, 7, 2);
+  memcpy_rec(w, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
+             CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 1 << 20, t0 + 100 * US, t0 + 250 * US, 13, 1);
+  api(w, 41, t0 + 90 * US, t0 + 250 * US, 7, 1);
+  api(w, 211, t0 + 260 * US, t0 + 265 * US, 8, 2); /* launched from another thread */
+  api(w, 41, t0 + 270 * US, t0 + 280 * US, 7, 77); /* a call pinwheel made */
+  marker(w, 0, 9, t0 + 500 * US, NULL);
+  w->side[w->nside++] = (pw_tw_lane){0, 13};
+  pw_tw_end(w);
+  free(w);
+  if (!strstr(out, "\"name\":\"Memcpy HtoD (Pageable -> Device)\"")) fail_msg("%s", out);
+  assert_non_null(strstr(out, "\"name\":\"cudaMemcpyAsync\""));
+  assert_non_null(strstr(out, "gemm<\\\"x\\\">"));
+  assert_non_null(strstr(out, "\"correlation\":77,\"cbid\":41,\"pinwheel\":1"));
+  assert_non_null(strstr(out, "\"name\":\"pinwheel side stream 13\""));
+  assert_non_null(strstr(out, "\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\""));
+  char err[512];
+  an_trace *t = an_load(save("rb"), err, sizeof err);
+  if (!t) fail_msg("%s\n%s", err, out);
+  an_report *r = an_analyze(t, -1);
+  assert_int_equal(r->ndevs, 1);
+  const an_dev *d = &r->devs[0];
+  assert_int_equal(d->h2d.copies, 1);
+  assert_int_equal(d->h2d.bytes, 1 << 20);
+  assert_true(d->h2d.time == 150 * US && d->h2d.hidden == 50 * US);
+  assert_true(d->pg_copies == 1 && d->pg_host == 160 * US);
+  assert_int_equal(r->nsteps, 1);
+  assert_int_equal(r->steps[0].num, 1);
+  assert_true(r->steps[0].devs[0].has && r->steps[0].devs[0].kernels == 1);
+  assert_true(r->steps[0].devs[0].gpu == 300 * US); /* [100, 400) */
+  an_report_free(r);
+  an_free(t);
+}
+
+/* Thousands of events through a 64 KiB buffer: many flushes mid-document, one valid JSON. */
+static void test_many_flushes_one_document(void **state) {
+  pw_tw *w = writer();
+  for (int i = 0; i < 5000; i++) {
+    kernel(w, "k", 1000000 + (uint64_t)i * 1000, 1000000 + (uint64_t)i * 1000 + 500, 7,
+           (uint32_t)i + 1);
+    api(w, 211, 999000 + (uint64_t)i * 1000, 999100 + (uint64_t)i * 1000, 7, (uint32_t)i + 1);
+  }
+  pw_tw_end(w);
+  assert_true(flushes > 10);
+  assert_int_equal(w->events, 10000 + 3); /* and the M events: GPU 0, stream 7, host */
+  free(w);
+  char err[512];
+  an_trace *t = an_load(save("many"), err, sizeof err);
+  if (!t) fail_msg("%s", err);
+  assert_int_equal(t->nops, 5000);
+  assert_int_equal(t->ncalls, 5000);
+  an_free(t);
+}
+
+/* An NVTX end with no start (it began before tracing) is dropped; unknown kinds are skipped. */
+static void test_unpaired_and_unknown(void **state) {
+  pw_tw *w = writer();
+  marker(w, 0, 5, 1000, NULL);
+  CUpti_Activity other = {.kind = CUPTI_ACTIVITY_KIND_OVERHEAD};
+  pw_tw_record(w, &other);
+  api(w, 999, 1000, 2000, 3, 4); /* a cbid with no name */
+  pw_tw_end(w);
+  free(w);
+  assert_null(strstr(out, "user_annotation"));
+  assert_non_null(strstr(out, "\"name\":\"cbid 999\""));
+  char err[512];
+  an_trace *t = an_load(save("unk"), err, sizeof err);
+  assert_non_null(t);
+  an_free(t);
+}
+
+static void test_path_template(void **state) {
+  char p[64];
+  unsetenv("RANK");
+  unsetenv("LOCAL_RANK");
+  assert_int_equal(pw_trace_path("t-%r-%p.json", p, sizeof p), 0);
+  char want[64];
+  snprintf(want, sizeof want, "t-0-%d.json", (int)getpid());
+  assert_string_equal(p, want);
+  setenv("LOCAL_RANK", "3", 1);
+  assert_int_equal(pw_trace_path("t%r", p, sizeof p), 0);
+  assert_string_equal(p, "t3");
+  setenv("RANK", "11", 1); /* RANK first */
+  assert_int_equal(pw_trace_path("t%r_100%%", p, sizeof p), 0);
+  assert_string_equal(p, "t11_100%");
+  char small[8];
+  assert_int_equal(pw_trace_path("abcdefghij", small, sizeof small), -1); /* too long */
+  unsetenv("RANK");
+  unsetenv("LOCAL_RANK");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_records_read_back),
+      cmocka_unit_test(test_many_flushes_one_document),
+      cmocka_unit_test(test_unpaired_and_unknown),
+      cmocka_unit_test(test_path_template),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  free(out);
+  return rc;
+}
