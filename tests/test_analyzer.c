@@ -677,6 +677,34 @@ static void test_pinwheel_attribution(void **state) {
   an_free(t);
 }
 
+/* Traces written by pinwheel's own collector on the GPU machine (`pinwheel run --mode off
+ * --trace` and `pinwheel run --trace` over samples/naive_copy 64 10 2): the same 13 H2D copies
+ * of the program, counted once each in both; under pinwheel 10 of them staged (the first 3 came
+ * while its setup ran), most of their DMA under the kernels. */
+static void test_collector_traces(void **state) {
+  char err[512];
+  an_trace *t = an_load(PW_FIXTURES "/collector/naive_copy_off.json.gz", err, sizeof err);
+  if (!t) fail_msg("%s", err);
+  an_report *r = an_analyze(t, -1);
+  assert_int_equal(r->npw, 0);
+  assert_int_equal(r->devs[0].h2d.copies, 13);
+  assert_int_equal(r->devs[0].h2d.hidden, 0);
+  an_report_free(r);
+  an_free(t);
+  t = an_load(PW_FIXTURES "/collector/naive_copy_stage.json.gz", err, sizeof err);
+  if (!t) fail_msg("%s", err);
+  r = an_analyze(t, -1);
+  assert_int_equal(r->pw_h2d, 10);
+  assert_int_equal(r->pw_h2d_bytes, 10ull * 64 << 20);
+  assert_int_equal(r->devs[0].h2d.copies, 13);
+  int64_t dt = 0, hid = 0;
+  for (size_t g = 0; g < r->npw; g++)
+    dt += r->pw[g].dma_time, hid += r->pw[g].hidden;
+  assert_true(hid * 10 > dt * 8); /* 87 % measured */
+  an_report_free(r);
+  an_free(t);
+}
+
 /* Steps chosen by --step-range in an nsys export: NVTX ranges by regular expression. */
 static void test_nsys_step_range(void **state) {
   char *p = write_nsys();
@@ -766,6 +794,7 @@ int main(void) {
       cmocka_unit_test(test_messages_and_command_line),
       cmocka_unit_test(test_nsys_step_range),
       cmocka_unit_test(test_pinwheel_attribution),
+      cmocka_unit_test(test_collector_traces),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[128];
