@@ -94,7 +94,8 @@ typedef struct an_trace {
   size_t nnames, capnames;
   uint32_t *hash;
   size_t hcap;
-  uint32_t *bycorr; /* call indices sorted by correlation id (calls with one) */
+  uint32_t last_name; /* the name interned last: a run of one name skips the hash */
+  uint32_t *bycorr;   /* call indices sorted by correlation id (calls with one) */
   size_t nbycorr;
 } an_trace;
 

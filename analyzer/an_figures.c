@@ -19,7 +19,10 @@ static int cmp_iv(const void *a, const void *b) {
 }
 
 size_t an_union(an_iv *v, size_t n) {
-  qsort(v, n, sizeof *v, cmp_iv);
+  size_t in = 1; /* lists made from the ops come in start order already: no sort then */
+  while (in < n && v[in - 1].s <= v[in].s)
+    in++;
+  if (in < n) qsort(v, n, sizeof *v, cmp_iv);
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
     if (v[i].e <= v[i].s) continue;

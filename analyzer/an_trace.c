@@ -77,6 +77,10 @@ static uint32_t fnv(const char *s, size_t n) {
 /* Names are interned (a trace repeats a few thousand kernel names millions of times). */
 uint32_t an_intern(an_trace *t, const char *s, size_t n) {
   if (n > 4096) n = 4096;
+  /* the same name again (a run of cudaLaunchKernel, of one kernel): no hashing */
+  if (t->last_name < t->nnames && strnlen(t->names[t->last_name], n + 1) == n &&
+      !memcmp(t->names[t->last_name], s, n))
+    return t->last_name;
   if (t->nnames * 2 >= t->hcap) {
     size_t nc = t->hcap ? t->hcap * 2 : 4096;
     uint32_t *h = calloc(nc, sizeof *h);
@@ -94,7 +98,7 @@ uint32_t an_intern(an_trace *t, const char *s, size_t n) {
   size_t j = fnv(s, n) & (t->hcap - 1);
   while (t->hash[j]) {
     const char *c = t->names[t->hash[j] - 1];
-    if (strlen(c) == n && !memcmp(c, s, n)) return t->hash[j] - 1;
+    if (strlen(c) == n && !memcmp(c, s, n)) return t->last_name = t->hash[j] - 1;
     j = (j + 1) & (t->hcap - 1);
   }
   if (t->nnames == t->capnames) {
@@ -108,7 +112,7 @@ uint32_t an_intern(an_trace *t, const char *s, size_t n) {
   if (!c) return 0;
   t->names[t->nnames] = c;
   t->hash[j] = (uint32_t)++t->nnames;
-  return (uint32_t)(t->nnames - 1);
+  return t->last_name = (uint32_t)(t->nnames - 1);
 }
 
 const char *an_name(const an_trace *t, uint32_t id) {
@@ -357,8 +361,14 @@ an_trace *an_load(const char *path, char *err, size_t errn) {
     an_free(t);
     return NULL;
   }
-  if (t->nops) qsort(t->ops, t->nops, sizeof *t->ops, cmp_op);
-  if (t->ncalls) qsort(t->calls, t->ncalls, sizeof *t->calls, cmp_call_s);
+  /* sort only what is not in order already (a trace written in time order is common) */
+  size_t in = 1;
+  while (in < t->nops && cmp_op(&t->ops[in - 1], &t->ops[in]) <= 0)
+    in++;
+  if (in < t->nops) qsort(t->ops, t->nops, sizeof *t->ops, cmp_op);
+  for (in = 1; in < t->ncalls && cmp_call_s(&t->calls[in - 1], &t->calls[in]) <= 0;)
+    in++;
+  if (in < t->ncalls) qsort(t->calls, t->ncalls, sizeof *t->calls, cmp_call_s);
   if (t->ncalls > UINT32_MAX) t->ncalls = UINT32_MAX; /* 4 G calls: far beyond any memory here */
   t->bycorr = malloc((t->ncalls + 1) * sizeof *t->bycorr);
   if (!t->bycorr) {
@@ -369,7 +379,9 @@ an_trace *an_load(const char *path, char *err, size_t errn) {
   for (size_t i = 0; i < t->ncalls; i++)
     if (t->calls[i].corr >= 0) t->bycorr[t->nbycorr++] = (uint32_t)i;
   corr_sort_t = t; /* an_load is not reentrant across threads; the CLI is single-threaded */
-  qsort(t->bycorr, t->nbycorr, sizeof *t->bycorr, cmp_bycorr);
+  for (in = 1; in < t->nbycorr && cmp_bycorr(&t->bycorr[in - 1], &t->bycorr[in]) <= 0;)
+    in++;
+  if (in < t->nbycorr) qsort(t->bycorr, t->nbycorr, sizeof *t->bycorr, cmp_bycorr);
   /* communication kernels, decided once per name */
   uint8_t *comm = malloc(t->nnames + 1);
   if (!comm) {
