@@ -56,6 +56,7 @@ typedef struct an_op {
   uint32_t name; /* interned */
   uint64_t bytes;
   int64_t corr; /* -1: none */
+  uint8_t pw;   /* pinwheel's collector marked it as issued by pinwheel (args.pinwheel) */
 } an_op;
 
 /* Every runtime / driver API call of the trace: the join of GPU work to host time and threads. */
@@ -280,6 +281,7 @@ typedef struct an_report {
   an_pwgroup *pw;
   size_t npw, cappw;
   uint64_t pw_h2d, pw_d2h, pw_h2d_bytes, pw_d2h_bytes;
+  size_t pw_marked; /* of npw, found by the collector's marks (the rest: by pattern) */
   an_finding findings[16];
   int nfindings;
   an_whatif *whatif; /* [ndevs] */

@@ -20,7 +20,7 @@
 
 enum { C_OTHER, C_KERNEL, C_MEMCPY, C_MEMSET, C_RUNTIME, C_ANNOT };
 enum { K_NONE, K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ARGS, K_TRACE_EVENTS };
-enum { A_NONE, A_DEVICE, A_STREAM, A_CORR, A_BYTES };
+enum { A_NONE, A_DEVICE, A_STREAM, A_CORR, A_BYTES, A_PW };
 
 typedef struct ev {
   char ph;
@@ -28,6 +28,7 @@ typedef struct ev {
   char name[4097];
   size_t name_len;
   int64_t pid, tid, ts, dur, device, stream, corr, bytes;
+  int pw;
   int has_ts, has_dur, has_device, has_stream, has_corr;
 } ev;
 
@@ -89,6 +90,7 @@ static int cb_map_key(void *ctx, const unsigned char *k, size_t n) {
               : is(k, n, "stream")      ? A_STREAM
               : is(k, n, "correlation") ? A_CORR
               : is(k, n, "bytes")       ? A_BYTES
+              : is(k, n, "pinwheel")    ? A_PW
                                         : A_NONE;
   } else if (s->depth == 1 && !s->top_is_array) {
     s->key = is(k, n, "traceEvents") ? K_TRACE_EVENTS : K_NONE;
@@ -157,6 +159,9 @@ static int cb_number(void *ctx, const char *v, size_t n) {
       if (x < 0) return fail(s, "event %ld: negative byte count", s->nevents);
       s->e.bytes = x;
       break;
+    case A_PW:
+      s->e.pw = x != 0;
+      break;
     }
   }
   return 1;
@@ -205,7 +210,8 @@ static int finish_event(st *s) {
                         : e->cat == C_MEMCPY ? AN_MEMCPY
                                              : AN_MEMSET,
                 .bytes = (uint64_t)e->bytes,
-                .corr = e->has_corr ? e->corr : -1};
+                .corr = e->has_corr ? e->corr : -1,
+                .pw = (uint8_t)e->pw};
     if (e->has_device ? e->device != op.dev : e->pid != op.dev) op.dev = -1; /* did not fit */
     if (op.type == AN_MEMCPY)
       an_parse_memcpy_name(e->name, e->name_len, &op.ckind, &op.srck, &op.dstk);

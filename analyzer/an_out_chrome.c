@@ -82,6 +82,7 @@ int an_write_chrome(FILE *f, const an_trace *t) {
     fprintf(f, ",\"args\":{\"device\":%d,\"stream\":%d", o->dev, o->stream);
     if (o->type == AN_MEMCPY || o->type == AN_MEMSET) fprintf(f, ",\"bytes\":%" PRIu64, o->bytes);
     if (o->corr >= 0) fprintf(f, ",\"correlation\":%lld", (long long)o->corr);
+    if (o->pw) fprintf(f, ",\"pinwheel\":1");
     fprintf(f, "}}");
     if (o->corr >= 0 && an_call_of(t, o->corr)) { /* the flow's end: binds to this slice */
       fprintf(f,

@@ -122,6 +122,8 @@ void an_headline(FILE *f, const an_report *r) {
 }
 
 const char *an_pw_how(const an_report *r) {
+  if (r->pw_marked == r->npw)
+    return "pinwheel's collector marked the operations it issued for each staged copy";
   if (r->pw_h2d && r->pw_d2h)
     return "runs of pinned DMAs on a side stream, each followed by a device-to-device copy of "
            "the same bytes; and device-to-pinned chunks issued back to back, each with an event";

@@ -14,6 +14,9 @@
  *   between them.
  * With PINWHEEL_DEVICE_RING=0 the H2D DMAs run on the program's stream with no copy after them:
  * such a trace cannot tell them from the program's own pinned copies, and they count as those.
+ * pinwheel's own collector says it outright: every operation it issued for a staged copy is
+ * marked (args.pinwheel) and carries the correlation id of the program's call; those are
+ * grouped by that id first, ring or not.
  */
 #define _GNU_SOURCE
 #include "an.h"
@@ -132,6 +135,51 @@ static void close_group(an_report *r, an_pwgroup *g, const size_t *dma, size_t n
   free(iv);
 }
 
+/* The collector's marked operations: one staged copy per (device, correlation id). */
+static void marked_groups(an_report *r, const cix *byc, size_t nc) {
+  const an_trace *t = r->t;
+  size_t *dma = malloc((nc + 1) * sizeof *dma);
+  for (size_t i = 0; i < nc;) {
+    size_t j = i;
+    while (j < nc && byc[j].corr == byc[i].corr)
+      j++;
+    size_t nd = 0;
+    long ring = -1;
+    int dir = -1, dev = -1;
+    for (size_t k = i; k < j; k++) {
+      size_t oi = byc[k].op;
+      const an_op *o = &t->ops[oi];
+      if (!o->pw || o->type != AN_MEMCPY || (dev >= 0 && o->dev != dev)) continue;
+      dev = o->dev;
+      if (o->ckind == AN_CK_D2D && dir != AN_CK_D2H) {
+        if (ring < 0 || t->ops[oi].s > t->ops[ring].s) ring = (long)oi; /* the last piece */
+        dir = AN_CK_H2D;
+      } else if (o->ckind == AN_CK_H2D && o->srck == AN_MK_PINNED && dir != AN_CK_D2H) {
+        dma[nd++] = oi, dir = AN_CK_H2D;
+      } else if (o->ckind == AN_CK_D2H && o->dstk == AN_MK_PINNED && dir != AN_CK_H2D) {
+        dma[nd++] = oi, dir = AN_CK_D2H;
+      }
+    }
+    an_pwgroup *g = nd ? new_group(r) : NULL;
+    if (g) {
+      g->dir = (uint8_t)dir;
+      g->dev = dev;
+      close_group(r, g, dma, nd, AN_PW_DMA);
+      g->stream = ring >= 0 ? t->ops[ring].stream : t->ops[g->first].stream;
+      g->count_op = ring >= 0 ? (size_t)ring : g->first;
+      for (size_t k = i; k < j; k++) { /* every ring piece of this copy */
+        size_t oi = byc[k].op;
+        if (t->ops[oi].pw && t->ops[oi].ckind == AN_CK_D2D && t->ops[oi].dev == dev) {
+          r->opflag[oi] = AN_PW_RING;
+          r->opgroup[oi] = (uint32_t)(g - r->pw);
+        }
+      }
+    }
+    i = j;
+  }
+  free(dma);
+}
+
 void an_pass_pinwheel(an_report *r) {
   const an_trace *t = r->t;
   r->opflag = calloc(t->nops + 1, 1);
@@ -147,6 +195,8 @@ void an_pass_pinwheel(an_report *r) {
                              o->dstk == AN_MK_DEVICE};
   }
   qsort(byc, nc, sizeof *byc, cmp_cix);
+  marked_groups(r, byc, nc);
+  r->pw_marked = r->npw;
   qsort(sides, ns, sizeof *sides, cmp_side);
   for (size_t i = 0; i < ns; i++) { /* one entry per stream: only DMAs if every op was one */
     if (m && !cmp_side(&sides[m - 1], &sides[i]))
@@ -167,7 +217,7 @@ void an_pass_pinwheel(an_report *r) {
     const an_op *o = oi >= 0 ? &t->ops[oi] : NULL;
     /* D2H: a run of chunks, each followed by an event record */
     int chunk = o && o->type == AN_MEMCPY && o->ckind == AN_CK_D2H && o->srck == AN_MK_DEVICE &&
-                o->dstk == AN_MK_PINNED;
+                o->dstk == AN_MK_PINNED && !r->opflag[oi];
     if (th->want_record && !is_record) th->nchunk = 0; /* a chunk without its record: not ours */
     if (chunk && th->nchunk && t->ops[th->chunk[0]].bytes != o->bytes &&
         t->ops[th->chunk[th->nchunk - 1]].bytes != t->ops[th->chunk[0]].bytes)
@@ -190,6 +240,7 @@ void an_pass_pinwheel(an_report *r) {
     if (chunk) push(&th->chunk, &th->nchunk, &th->capchunk, (size_t)oi);
     th->want_record = chunk;
     if (!o || o->type != AN_MEMCPY) continue;
+    if (r->opflag[oi]) continue; /* the collector marked it: grouped above */
     /* H2D through the ring */
     if (o->ckind == AN_CK_H2D && o->srck == AN_MK_PINNED && o->dstk == AN_MK_DEVICE &&
         is_side(sides, m, o->dev, o->stream)) {

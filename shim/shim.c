@@ -208,9 +208,9 @@ static inline cudaError_t pw_trace_after(cudaError_t r) {
     uint64_t t0 = pw_now_ns();                                                                     \
     int path = -1;                                                                                 \
     if (mode == PW_MODE_STAGE && pw_eng) { /* the calls it makes are marked in a trace */          \
-      pw_trace_own_begin();                                                                        \
+      uint64_t app = pw_trace_own_begin();                                                         \
       path = pw_engine_copy(pw_eng, &c);                                                           \
-      pw_trace_own_end();                                                                          \
+      pw_trace_own_end(path >= 0 ? app : 0, #name);                                                \
     }                                                                                              \
     cudaError_t r = path >= 0 ? cudaSuccess : pw_trace_after(pw_real.name args);                   \
     count_copy(PW_H_##name, &c, pw_now_ns() - t0);                                                 \

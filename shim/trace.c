@@ -46,12 +46,16 @@ static struct {
   CUptiResult (*push_ext)(CUpti_ExternalCorrelationKind, uint64_t);
   CUptiResult (*pop_ext)(CUpti_ExternalCorrelationKind, uint64_t *);
   CUptiResult (*stream_id)(CUcontext, CUstream, uint8_t, uint32_t *);
+  CUptiResult (*timestamp)(uint64_t *);
 } cu;
 
 typedef struct qbuf {
-  uint8_t *buf;
+  uint8_t *buf; /* a CUPTI buffer; NULL: a program's call pinwheel handled (the fields below) */
   size_t valid;
   struct qbuf *next;
+  const char *name;
+  uint64_t start, end, corr;
+  uint32_t tid;
 } qbuf;
 
 static atomic_int active;         /* collecting */
@@ -64,46 +68,114 @@ static int writer_busy, writer_stop;
 static pthread_t writer;
 static pw_tw *tw;
 static char path[4096];
-/* correlation ids of the calls pinwheel made itself (an open-addressing set) */
-static uint32_t *own;
-static size_t own_cap, own_n;
+/* Correlation ids, in open-addressing maps used by the writer thread only: the calls pinwheel
+ * made itself (value: the program's call they were for, or 1), and the API calls seen so far. */
+typedef struct cmap {
+  uint32_t *key;
+  uint64_t *val;
+  size_t cap, n;
+} cmap;
+static cmap own, seen;
 static __thread int own_depth;
+static __thread uint64_t own_app, own_t0;
+static _Atomic uint64_t next_app = 1ull << 40; /* above every CUPTI correlation id (32 bits) */
 
-static int is_own(pw_tw *w, uint32_t corr) {
-  (void)w;
-  if (!own_n || !corr) return 0;
-  size_t i = (corr * 2654435761u) & (own_cap - 1);
-  while (own[i]) {
-    if (own[i] == corr) return 1;
-    i = (i + 1) & (own_cap - 1);
+static uint64_t cmap_get(const cmap *m, uint32_t k) {
+  if (!m->n || !k) return 0;
+  size_t i = (k * 2654435761u) & (m->cap - 1);
+  while (m->key[i]) {
+    if (m->key[i] == k) return m->val[i];
+    i = (i + 1) & (m->cap - 1);
   }
   return 0;
 }
 
-static void add_own(uint32_t corr) {
-  if (!corr) return;
-  if ((own_n + 1) * 2 > own_cap) {
-    size_t nc = own_cap ? own_cap * 2 : 4096;
-    uint32_t *q = calloc(nc, sizeof *q);
-    if (!q) return;
-    for (size_t i = 0; i < own_cap; i++)
-      if (own[i]) {
-        size_t j = (own[i] * 2654435761u) & (nc - 1);
-        while (q[j])
+static void cmap_put(cmap *m, uint32_t k, uint64_t v) {
+  if (!k) return;
+  if ((m->n + 1) * 2 > m->cap) {
+    size_t nc = m->cap ? m->cap * 2 : 4096;
+    uint32_t *nk = calloc(nc, sizeof *nk);
+    uint64_t *nv = calloc(nc, sizeof *nv);
+    if (!nk || !nv) {
+      free(nk), free(nv);
+      return;
+    }
+    for (size_t i = 0; i < m->cap; i++)
+      if (m->key[i]) {
+        size_t j = (m->key[i] * 2654435761u) & (nc - 1);
+        while (nk[j])
           j = (j + 1) & (nc - 1);
-        q[j] = own[i];
+        nk[j] = m->key[i], nv[j] = m->val[i];
       }
-    free(own);
-    own = q;
-    own_cap = nc;
+    free(m->key), free(m->val);
+    m->key = nk, m->val = nv, m->cap = nc;
   }
-  size_t i = (corr * 2654435761u) & (own_cap - 1);
-  while (own[i]) {
-    if (own[i] == corr) return;
-    i = (i + 1) & (own_cap - 1);
+  size_t i = (k * 2654435761u) & (m->cap - 1);
+  while (m->key[i] && m->key[i] != k)
+    i = (i + 1) & (m->cap - 1);
+  if (!m->key[i]) m->n++;
+  m->key[i] = k, m->val[i] = v;
+}
+
+static int is_own(pw_tw *w, uint32_t corr) {
+  (void)w;
+  return cmap_get(&own, corr) != 0;
+}
+static uint64_t app_of(pw_tw *w, uint32_t corr) {
+  (void)w;
+  uint64_t v = cmap_get(&own, corr);
+  return v >= (1ull << 40) ? v : 0;
+}
+
+/* GPU records whose API call has not been seen yet: held, so that the external correlation
+ * (which comes with the call) is known when they are written. */
+static CUpti_Activity **pending;
+static size_t npending, cappending;
+
+static uint32_t gpu_corr(const CUpti_Activity *r) {
+  switch (r->kind) {
+  case CUPTI_ACTIVITY_KIND_KERNEL:
+  case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    return ((const CUpti_ActivityKernel10 *)(const void *)r)->correlationId;
+  case CUPTI_ACTIVITY_KIND_MEMCPY:
+    return ((const CUpti_ActivityMemcpy6 *)(const void *)r)->correlationId;
+  case CUPTI_ACTIVITY_KIND_MEMCPY2:
+    return ((const CUpti_ActivityMemcpyPtoP4 *)(const void *)r)->correlationId;
+  case CUPTI_ACTIVITY_KIND_MEMSET:
+    return ((const CUpti_ActivityMemset4 *)(const void *)r)->correlationId;
+  default:
+    return 0;
   }
-  own[i] = corr;
-  own_n++;
+}
+
+static void hold(const CUpti_Activity *r) {
+  size_t sz = pw_tw_record_size(r);
+  CUpti_Activity *c = sz ? malloc(sz) : NULL;
+  if (c && npending == cappending) {
+    size_t nc = cappending ? cappending * 2 : 256;
+    CUpti_Activity **q = realloc(pending, nc * sizeof *q);
+    if (q) pending = q, cappending = nc;
+  }
+  if (!c || npending == cappending) { /* no memory: write it as it is */
+    free(c);
+    pw_tw_record(tw, r);
+    return;
+  }
+  memcpy(c, r, sz);
+  pending[npending++] = c;
+}
+
+static void release_pending(int all) {
+  size_t m = 0;
+  for (size_t i = 0; i < npending; i++) {
+    if (all || cmap_get(&seen, gpu_corr(pending[i]))) {
+      pw_tw_record(tw, pending[i]);
+      free(pending[i]);
+    } else {
+      pending[m++] = pending[i];
+    }
+  }
+  npending = m;
 }
 
 static const char *api_name(pw_tw *w, int driver, uint32_t cbid) {
@@ -155,7 +227,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     free(buffer);
     return;
   }
-  *q = (qbuf){buffer, valid, NULL};
+  *q = (qbuf){.buf = buffer, .valid = valid};
   pthread_mutex_lock(&qlock);
   if (qtail)
     qtail->next = q;
@@ -166,19 +238,37 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
   pthread_mutex_unlock(&qlock);
 }
 
-/* Convert one buffer: the external-correlation records first mark pinwheel's own calls. */
+/* Convert one buffer.  An external-correlation record (it comes with its call) marks the calls
+ * pinwheel made itself; a GPU record waits until its call has been seen. */
 static void convert(qbuf *q) {
+  if (!q->buf) { /* a program's call pinwheel handled */
+    pw_tw_app_call(tw, q->name, q->start, q->end, q->tid, q->corr);
+    free(q);
+    return;
+  }
   CUpti_Activity *rec = NULL;
   while (cu.next_record(q->buf, q->valid, &rec) == CUPTI_SUCCESS) {
-    if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+    switch (rec->kind) {
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
       const CUpti_ActivityExternalCorrelation *x = (const void *)rec;
-      if (x->externalKind == OWN_KIND) add_own(x->correlationId);
-      continue;
+      if (x->externalKind == OWN_KIND) cmap_put(&own, x->correlationId, x->externalId);
+      break;
     }
-    pw_tw_record(tw, rec);
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      cmap_put(&seen, ((const CUpti_ActivityAPI *)(const void *)rec)->correlationId, 1);
+      pw_tw_record(tw, rec);
+      break;
+    default:
+      if (gpu_corr(rec) && !cmap_get(&seen, gpu_corr(rec)))
+        hold(rec);
+      else
+        pw_tw_record(tw, rec);
+    }
   }
   free(q->buf);
   free(q);
+  release_pending(0);
 }
 
 static void *writer_main(void *arg) {
@@ -269,6 +359,7 @@ static void finish(void) {
   pthread_cond_broadcast(&qcond);
   pthread_mutex_unlock(&qlock);
   pthread_join(writer, NULL);
+  release_pending(1); /* GPU records whose call never came (not traced): as they are */
   size_t dropped = 0;
   if (cu.dropped && cu.dropped(NULL, 0, &dropped) == CUPTI_SUCCESS) tw->dropped = dropped;
   pw_tw_end(tw);
@@ -335,6 +426,7 @@ void pw_trace_start(void) {
   SYM(push_ext, "cuptiActivityPushExternalCorrelationId");
   SYM(pop_ext, "cuptiActivityPopExternalCorrelationId");
   SYM(stream_id, "cuptiGetStreamIdEx");
+  SYM(timestamp, "cuptiGetTimestamp");
 #undef SYM
   if (!cu.enable || !cu.register_callbacks || !cu.flush_all || !cu.next_record) {
     pw_log(PW_LOG_WARN, "cannot trace: the CUPTI found lacks its activity API; untraced");
@@ -353,6 +445,7 @@ void pw_trace_start(void) {
   tw->pid = (uint32_t)getpid();
   tw->api_name = api_name;
   tw->is_pinwheel_corr = is_own;
+  tw->app_corr = app_of;
   CUptiResult r = cu.register_callbacks(buffer_requested, buffer_completed);
   static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                                              CUPTI_ACTIVITY_KIND_MEMCPY,
@@ -422,11 +515,34 @@ void pw_trace_side_stream(int dev, void *stream) {
   pthread_mutex_unlock(&qlock);
 }
 
-void pw_trace_own_begin(void) {
-  if (pw_trace_active() && cu.push_ext && !own_depth++) cu.push_ext(OWN_KIND, 1);
+uint64_t pw_trace_own_begin(void) {
+  if (!pw_trace_active() || !cu.push_ext || own_depth++) return 0;
+  own_app = atomic_fetch_add(&next_app, 1);
+  own_t0 = 0;
+  if (cu.timestamp) cu.timestamp(&own_t0); /* CUPTI's clock, as its records have */
+  cu.push_ext(OWN_KIND, own_app);
+  return own_app;
 }
 
-void pw_trace_own_end(void) {
+void pw_trace_own_end(uint64_t app, const char *name) {
   uint64_t id;
-  if (own_depth && !--own_depth && cu.pop_ext) cu.pop_ext(OWN_KIND, &id);
+  if (!own_depth || --own_depth) return;
+  if (cu.pop_ext) cu.pop_ext(OWN_KIND, &id);
+  if (!app || !name || !pw_trace_active()) return;
+  qbuf *q = calloc(1, sizeof *q);
+  if (!q) return;
+  q->name = name; /* a string literal of the wrapper */
+  q->start = own_t0;
+  if (cu.timestamp) cu.timestamp(&q->end);
+  if (q->end < q->start) q->end = q->start;
+  q->corr = app;
+  q->tid = (uint32_t)gettid();
+  pthread_mutex_lock(&qlock);
+  if (qtail)
+    qtail->next = q;
+  else
+    qhead = q;
+  qtail = q;
+  pthread_cond_broadcast(&qcond);
+  pthread_mutex_unlock(&qlock);
 }

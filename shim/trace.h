@@ -27,6 +27,9 @@ typedef struct pw_tw {
   const char *(*api_name)(struct pw_tw *w, int driver, uint32_t cbid);
   /* whether pinwheel itself made the call with this correlation id (its args get "pinwheel":1) */
   int (*is_pinwheel_corr)(struct pw_tw *w, uint32_t corr);
+  /* the program's call a pinwheel operation was issued for (a staged copy): its correlation id
+   * in the trace, or 0.  GPU operations then carry that id, so they join the program's call. */
+  uint64_t (*app_corr)(struct pw_tw *w, uint32_t corr);
   pw_tw_lane lanes[PW_TW_LANES];
   int nlanes;
   uint32_t threads[PW_TW_LANES];
@@ -43,6 +46,12 @@ typedef struct pw_tw {
 
 void pw_tw_begin(pw_tw *w);
 void pw_tw_record(pw_tw *w, const CUpti_Activity *rec);
+/* A call of the program that pinwheel handled itself (a staged copy): CUPTI never saw it, so it
+ * is written from the shim's own timing, with the correlation id its operations carry. */
+void pw_tw_app_call(pw_tw *w, const char *name, uint64_t start, uint64_t end, uint32_t tid,
+                    uint64_t corr);
+/* The size of a record of a kind pw_tw_record converts (0: not converted). */
+size_t pw_tw_record_size(const CUpti_Activity *rec);
 void pw_tw_end(pw_tw *w); /* names, the frame's end; flushes */
 
 /* The collector (trace.c). */
@@ -57,8 +66,10 @@ void pw_trace_after_call(void);
 int pw_trace_active(void);
 /* Name pinwheel's side stream of a device in the trace. */
 void pw_trace_side_stream(int dev, void *stream);
-/* Mark the calls the shim makes itself (between begin and end, on this thread). */
-void pw_trace_own_begin(void);
-void pw_trace_own_end(void);
+/* Mark the calls the shim makes itself (between begin and end, on this thread).  For a program's
+ * copy that pinwheel stages, begin returns the id the trace gives that call (0 when not
+ * tracing), and end writes the call with the shim's timing. */
+uint64_t pw_trace_own_begin(void);
+void pw_trace_own_end(uint64_t app, const char *name);
 
 #endif

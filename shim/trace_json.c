@@ -139,8 +139,43 @@ static void note_thread(pw_tw *w, uint32_t tid) {
 }
 
 static void gpu_args(pw_tw *w, uint32_t dev, uint32_t stream, uint32_t corr) {
-  putf(w, ",\"args\":{\"device\":%u,\"stream\":%u,\"correlation\":%u", dev, stream, corr);
-  if (w->is_pinwheel_corr && w->is_pinwheel_corr(w, corr)) PUTS(w, ",\"pinwheel\":1");
+  uint64_t app = w->app_corr ? w->app_corr(w, corr) : 0;
+  if (app) /* issued by pinwheel for the program's call app: joined to that call */
+    putf(w,
+         ",\"args\":{\"device\":%u,\"stream\":%u,\"correlation\":%" PRIu64
+         ",\"pinwheel\":1,\"cupti_correlation\":%u",
+         dev, stream, app, corr);
+  else {
+    putf(w, ",\"args\":{\"device\":%u,\"stream\":%u,\"correlation\":%u", dev, stream, corr);
+    if (w->is_pinwheel_corr && w->is_pinwheel_corr(w, corr)) PUTS(w, ",\"pinwheel\":1");
+  }
+}
+
+void pw_tw_app_call(pw_tw *w, const char *name, uint64_t start, uint64_t end, uint32_t tid,
+                    uint64_t corr) {
+  begin_event(w);
+  PUTS(w, "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":");
+  put_str(w, name);
+  putf(w, ",\"pid\":%u,\"tid\":%u,", w->pid, tid);
+  put_time(w, start, end);
+  putf(w, ",\"args\":{\"correlation\":%" PRIu64 ",\"pinwheel_staged\":1}}", corr);
+  note_thread(w, tid);
+}
+
+size_t pw_tw_record_size(const CUpti_Activity *rec) {
+  switch (rec->kind) {
+  case CUPTI_ACTIVITY_KIND_KERNEL:
+  case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    return sizeof(CUpti_ActivityKernel10);
+  case CUPTI_ACTIVITY_KIND_MEMCPY:
+    return sizeof(CUpti_ActivityMemcpy6);
+  case CUPTI_ACTIVITY_KIND_MEMCPY2:
+    return sizeof(CUpti_ActivityMemcpyPtoP4);
+  case CUPTI_ACTIVITY_KIND_MEMSET:
+    return sizeof(CUpti_ActivityMemset4);
+  default:
+    return 0;
+  }
 }
 
 /* An NVTX range: its start is kept until its end arrives (they can come in separate buffers). */

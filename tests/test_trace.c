@@ -189,6 +189,46 @@ static void test_unpaired_and_unknown(void **state) {
   an_free(t);
 }
 
+/* A copy pinwheel staged, as the collector writes it: the program's call (written from the
+ * shim's timing, correlation 2^40) and the operations issued for it, which carry that id and the
+ * mark.  Without a ring (DMAs on the program's stream, no copy after them) it is still one
+ * staged copy, and the step joins it through the program's call. */
+static uint64_t app_map(pw_tw *w, uint32_t corr) {
+  return corr >= 10 && corr < 20 ? 1ull << 40 : 0;
+}
+
+static void test_staged_copy_carries_program_call(void **state) {
+  pw_tw *w = writer();
+  w->app_corr = app_map;
+  const uint64_t t0 = 1000000000;
+  marker(w, 1, 3, t0, "ProfilerStep#4");
+  pw_tw_app_call(w, "cudaMemcpyAsync", t0 + 10 * US, t0 + 90 * US, 7, 1ull << 40);
+  for (int i = 0; i < 3; i++) { /* pinwheel's own calls and their DMAs on the caller's stream */
+    api(w, 41, t0 + (20 + 10 * i) * US, t0 + (21 + 10 * i) * US, 7, 10 + i);
+    memcpy_rec(w, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PINNED,
+               CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 4 << 20, t0 + (30 + 30 * i) * US,
+               t0 + (55 + 30 * i) * US, 7, 10 + i);
+  }
+  marker(w, 0, 3, t0 + 200 * US, NULL);
+  pw_tw_end(w);
+  free(w);
+  assert_non_null(
+      strstr(out, "\"correlation\":1099511627776,\"pinwheel\":1,\"cupti_correlation\":10"));
+  assert_non_null(strstr(out, "\"correlation\":1099511627776,\"pinwheel_staged\":1"));
+  char err[512];
+  an_trace *t = an_load(save("staged"), err, sizeof err);
+  if (!t) fail_msg("%s", err);
+  an_report *r = an_analyze(t, -1);
+  assert_int_equal(r->pw_h2d, 1);
+  assert_int_equal(r->pw_marked, 1);
+  assert_int_equal(r->pw_h2d_bytes, 12u << 20);
+  assert_int_equal(r->devs[0].h2d.copies, 1);
+  assert_int_equal(r->nsteps, 1);
+  assert_int_equal(r->steps[0].devs[0].h2d.copies, 1);
+  an_report_free(r);
+  an_free(t);
+}
+
 static void test_path_template(void **state) {
   char p[64];
   unsetenv("RANK");
@@ -214,6 +254,7 @@ int main(void) {
       cmocka_unit_test(test_records_read_back),
       cmocka_unit_test(test_many_flushes_one_document),
       cmocka_unit_test(test_unpaired_and_unknown),
+      cmocka_unit_test(test_staged_copy_carries_program_call),
       cmocka_unit_test(test_path_template),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
