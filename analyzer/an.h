@@ -65,6 +65,7 @@ typedef struct an_call {
   int32_t tid;   /* host thread */
   uint32_t name; /* interned: cudaMemcpyAsync stays cudaMemcpyAsync in an export */
   uint8_t api;
+  uint8_t staged; /* a program's call pinwheel staged, written by its collector */
 } an_call;
 
 /* A step: a CPU range (ProfilerStep#N, or an NVTX / user annotation chosen by --step-range). */

@@ -20,7 +20,7 @@
 
 enum { C_OTHER, C_KERNEL, C_MEMCPY, C_MEMSET, C_RUNTIME, C_ANNOT };
 enum { K_NONE, K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ARGS, K_TRACE_EVENTS };
-enum { A_NONE, A_DEVICE, A_STREAM, A_CORR, A_BYTES, A_PW };
+enum { A_NONE, A_DEVICE, A_STREAM, A_CORR, A_BYTES, A_PW, A_STAGED };
 
 typedef struct ev {
   char ph;
@@ -28,7 +28,7 @@ typedef struct ev {
   char name[4097];
   size_t name_len;
   int64_t pid, tid, ts, dur, device, stream, corr, bytes;
-  int pw;
+  int pw, staged;
   int has_ts, has_dur, has_device, has_stream, has_corr;
 } ev;
 
@@ -86,12 +86,13 @@ static int cb_map_key(void *ctx, const unsigned char *k, size_t n) {
              : is(k, n, "args") ? K_ARGS
                                 : K_NONE;
   } else if (s->in_event && s->args_depth && s->depth == s->args_depth) {
-    s->akey = is(k, n, "device")        ? A_DEVICE
-              : is(k, n, "stream")      ? A_STREAM
-              : is(k, n, "correlation") ? A_CORR
-              : is(k, n, "bytes")       ? A_BYTES
-              : is(k, n, "pinwheel")    ? A_PW
-                                        : A_NONE;
+    s->akey = is(k, n, "device")            ? A_DEVICE
+              : is(k, n, "stream")          ? A_STREAM
+              : is(k, n, "correlation")     ? A_CORR
+              : is(k, n, "bytes")           ? A_BYTES
+              : is(k, n, "pinwheel")        ? A_PW
+              : is(k, n, "pinwheel_staged") ? A_STAGED
+                                            : A_NONE;
   } else if (s->depth == 1 && !s->top_is_array) {
     s->key = is(k, n, "traceEvents") ? K_TRACE_EVENTS : K_NONE;
   }
@@ -162,6 +163,9 @@ static int cb_number(void *ctx, const char *v, size_t n) {
     case A_PW:
       s->e.pw = x != 0;
       break;
+    case A_STAGED:
+      s->e.staged = x != 0;
+      break;
     }
   }
   return 1;
@@ -224,7 +228,8 @@ static int finish_event(st *s) {
                  .corr = e->has_corr ? e->corr : -1,
                  .tid = (int32_t)e->tid,
                  .name = an_intern(t, e->name, e->name_len),
-                 .api = an_api_of(e->name, e->name_len)};
+                 .api = an_api_of(e->name, e->name_len),
+                 .staged = (uint8_t)e->staged};
     rc = an_add_call(t, &c);
   } else if (e->cat == C_ANNOT) {
     /* the CPU-side range only: Kineto's gpu_user_annotation covers one stream of the main

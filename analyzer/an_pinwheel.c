@@ -143,6 +143,11 @@ static void marked_groups(an_report *r, const cix *byc, size_t nc) {
     size_t j = i;
     while (j < nc && byc[j].corr == byc[i].corr)
       j++;
+    const an_call *call = an_call_of(t, byc[i].corr);
+    if (!call || !call->staged) { /* not a program's call that pinwheel staged */
+      i = j;
+      continue;
+    }
     size_t nd = 0;
     long ring = -1;
     int dir = -1, dev = -1;
