@@ -679,8 +679,8 @@ static void test_pinwheel_attribution(void **state) {
 
 /* Traces written by pinwheel's own collector on the GPU machine (`pinwheel run --mode off
  * --trace` and `pinwheel run --trace` over samples/naive_copy 64 10 2): the same 13 H2D copies
- * of the program, counted once each in both; under pinwheel 10 of them staged (the first 3 came
- * while its setup ran), most of their DMA under the kernels. */
+ * of the program, counted once each in both; under pinwheel 11 of them staged (the first ones
+ * came while its setup ran), found by the collector's marks, most of their DMA under kernels. */
 static void test_collector_traces(void **state) {
   char err[512];
   an_trace *t = an_load(PW_FIXTURES "/collector/naive_copy_off.json.gz", err, sizeof err);
@@ -694,13 +694,14 @@ static void test_collector_traces(void **state) {
   t = an_load(PW_FIXTURES "/collector/naive_copy_stage.json.gz", err, sizeof err);
   if (!t) fail_msg("%s", err);
   r = an_analyze(t, -1);
-  assert_int_equal(r->pw_h2d, 10);
-  assert_int_equal(r->pw_h2d_bytes, 10ull * 64 << 20);
+  assert_int_equal(r->pw_h2d, 11);
+  assert_int_equal(r->pw_marked, r->npw); /* every one by the marks, none by pattern */
+  assert_int_equal(r->pw_h2d_bytes, 11ull * 64 << 20);
   assert_int_equal(r->devs[0].h2d.copies, 13);
   int64_t dt = 0, hid = 0;
   for (size_t g = 0; g < r->npw; g++)
     dt += r->pw[g].dma_time, hid += r->pw[g].hidden;
-  assert_true(hid * 10 > dt * 8); /* 87 % measured */
+  assert_true(hid * 10 > dt * 7); /* 76.9 % measured */
   an_report_free(r);
   an_free(t);
 }
