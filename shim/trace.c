@@ -489,6 +489,27 @@ void pw_trace_start(void) {
   pw_log(PW_LOG_INFO, "tracing to %s", path);
 }
 
+/* torch.profiler (Kineto) and other in-process CUPTI clients register their own buffer
+ * callbacks, which would take CUPTI's records away from pinwheel's trace in the middle of the run.
+ * The call reaches this definition first (the shim is preloaded): pinwheel completes its trace,
+ * says so once, and passes the call on, so the program's profiler works as it would without
+ * pinwheel.  (A client that calls through a dlopen handle of its own reaches CUPTI directly.) */
+__attribute__((visibility("default"))) CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(
+    CUpti_BuffersCallbackRequestFunc req, CUpti_BuffersCallbackCompleteFunc comp) {
+  if (atomic_load(&active) && req != buffer_requested) {
+    pw_log(PW_LOG_WARN,
+           "the program starts its own CUPTI profiler (torch.profiler?): pinwheel's trace %s "
+           "ends here, complete, and CUPTI goes to the program's profiler",
+           path);
+    finish();
+  }
+  CUptiResult (*real)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
+      cu.register_callbacks;
+  if (!real) *(void **)&real = dlsym(RTLD_NEXT, "cuptiActivityRegisterCallbacks");
+  if (!real) return CUPTI_ERROR_NOT_INITIALIZED;
+  return real(req, comp);
+}
+
 void pw_trace_after_call(void) {
   if (atomic_load_explicit(&pw_trace_want_atexit, memory_order_relaxed) &&
       atomic_exchange(&pw_trace_want_atexit, 0))

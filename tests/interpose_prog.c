@@ -10,6 +10,8 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <cupti.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,6 +247,46 @@ static int mode_fork(void) {
   return !WIFEXITED(st) || WEXITSTATUS(st) != 0;
 }
 
+/* A traced run (the test sets PINWHEEL_TRACE and PINWHEEL_CUPTI to the fake CUPTI): CUDA
+ * calls, a forked child that never uses CUDA, and with "profiler" the program's own CUPTI client
+ * starting in the middle, as torch.profiler does. */
+static int prof_buffers;
+static void CUPTIAPI prof_req(uint8_t **b, size_t *s, size_t *m) {
+  *b = malloc(1 << 16);
+  *s = 1 << 16;
+  *m = 0;
+}
+static void CUPTIAPI prof_done(CUcontext c, uint32_t st, uint8_t *b, size_t s, size_t v) {
+  prof_buffers += v > 0;
+  free(b);
+}
+
+static int mode_traced(int profiler) {
+  void *dev;
+  char host[256] = {0};
+  CHECK(cudaMalloc(&dev, sizeof host) == cudaSuccess);
+  CHECK(cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice) == cudaSuccess);
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  int st = 0;
+  waitpid(p, &st, 0);
+  if (profiler) {
+    void *h = dlopen(getenv("PINWHEEL_CUPTI"), RTLD_NOW | RTLD_GLOBAL);
+    CHECK(h != NULL);
+    CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+    CUptiResult (*flush)(uint32_t);
+    *(void **)&reg = dlsym(RTLD_DEFAULT, "cuptiActivityRegisterCallbacks");
+    *(void **)&flush = dlsym(h, "cuptiActivityFlushAll");
+    CHECK(reg && flush);
+    CHECK(reg(prof_req, prof_done) == CUPTI_SUCCESS);
+    CHECK(flush(0) == CUPTI_SUCCESS);
+    printf("profiler got %d buffers\n", prof_buffers);
+  }
+  CHECK(cudaMemcpy(host, dev, sizeof host, cudaMemcpyDeviceToHost) == cudaSuccess);
+  printf("traced ok\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "none";
   if (!strcmp(m, "calls")) return mode_calls();
@@ -254,6 +296,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "capture")) return mode_capture();
   if (!strcmp(m, "fork")) return mode_fork();
   if (!strcmp(m, "elide")) return mode_elide();
+  if (!strcmp(m, "traced")) return mode_traced(argc > 2 && !strcmp(argv[2], "profiler"));
   if (!strcmp(m, "exit")) { /* one CUDA call, then the given status */
     char b[8] = {0};
     cudaMemcpy(b + 4, b, 4, cudaMemcpyHostToHost);

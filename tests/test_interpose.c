@@ -135,6 +135,62 @@ static void test_trace_without_cupti(void **state) {
   free_result(&r);
 }
 
+/* The collector's whole path on a fake CUPTI: the trace is valid JSON with the records CUPTI
+ * delivered (names as Kineto writes them), the forked child wrote no file, the exit status is
+ * the program's; a CUPTI client of the program's own, starting mid-run (torch.profiler), gets
+ * CUPTI after pinwheel has completed its file and said so once. */
+static int count_files(const char *prefix) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "ls %s* 2>/dev/null | wc -l", prefix);
+  FILE *p = popen(cmd, "r");
+  int n = -1;
+  if (p && fscanf(p, "%d", &n) != 1) n = -1;
+  if (p) pclose(p);
+  return n;
+}
+
+static void test_trace_with_fake_cupti(void **state) {
+  for (int prof = 0; prof < 2; prof++) {
+    char prefix[128], tenv[200], path_glob[200];
+    snprintf(prefix, sizeof prefix, "/tmp/pwtest-ftrace-%d-%d-", (int)getpid(), prof);
+    snprintf(tenv, sizeof tenv, "PINWHEEL_TRACE=%s%%p.json", prefix);
+    const char *argv[] = {PW_PROG, "traced", prof ? "profiler" : "plain", NULL};
+    const char *env[] = {PRELOAD, "PINWHEEL_MODE=observe", tenv, "PINWHEEL_CUPTI=" PW_FAKE_CUPTI,
+                         NULL};
+    result r = run(argv, env);
+    if (r.status != 0) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
+    assert_non_null(strstr(r.out, "traced ok"));
+    assert_int_equal(count_files(prefix), 1); /* the forked child wrote nothing */
+    snprintf(path_glob, sizeof path_glob, "ls %s*", prefix);
+    FILE *p = popen(path_glob, "r");
+    char path[256] = "";
+    assert_non_null(fgets(path, sizeof path, p));
+    pclose(p);
+    path[strcspn(path, "\n")] = 0;
+    yajl_val v = parse_file(path);
+    yajl_val ev = yajl_tree_get(v, (const char *[]){"traceEvents", NULL}, yajl_t_array);
+    assert_non_null(ev);
+    char *text = slurp(path);
+    assert_non_null(strstr(text, "\"name\":\"fake_kernel\""));
+    assert_non_null(strstr(text, "\"name\":\"cudaMemcpyAsync\""));
+    assert_non_null(strstr(text, "\"name\":\"Memcpy HtoD (Pageable -> Device)\""));
+    assert_non_null(strstr(text, "\"dropped_records\":0"));
+    free(text);
+    yajl_tree_free(v);
+    const char *w = strstr(r.err, "starts its own CUPTI profiler");
+    if (prof) {
+      assert_non_null(w);
+      assert_null(strstr(w + 1, "starts its own CUPTI profiler"));
+      assert_non_null(strstr(r.out, "profiler got 1 buffers")); /* the program's client works */
+    } else {
+      assert_null(w);
+      assert_string_equal(r.err, "");
+    }
+    unlink(path);
+    free_result(&r);
+  }
+}
+
 static void test_observe_counts_exact(void **state) {
   const char *argv[] = {PW_PROG, "counts", "5", NULL};
   const char *env[] = {
@@ -478,6 +534,7 @@ int main(void) {
       cmocka_unit_test(test_calls_pass_through_intact),
       cmocka_unit_test(test_observe_counts_exact),
       cmocka_unit_test(test_trace_without_cupti),
+      cmocka_unit_test(test_trace_with_fake_cupti),
       cmocka_unit_test(test_text_summary),
       cmocka_unit_test(test_off_counts_nothing),
       cmocka_unit_test(test_unrelated_program_unchanged),
