@@ -90,7 +90,8 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
     [PW_OPT_TRACE] = {"PINWHEEL_TRACE", T_STRING, 0, NULL,
                       "write a CUPTI trace (Chrome trace JSON, as torch.profiler writes it) of the "
                       "run to this file, in every mode (%p = pid, %r = RANK, else LOCAL_RANK, "
-                      "else 0); a process that never uses CUDA writes nothing"},
+                      "else 0; ranks given a name without either get -rankN); a process that "
+                      "never uses CUDA writes nothing"},
     [PW_OPT_CUPTI] = {"PINWHEEL_CUPTI", T_STRING, 0, NULL,
                       "libcupti to trace with, when none is loaded and the usual search (then "
                       "the toolkit's directory known at build time) finds none"},

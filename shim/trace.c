@@ -295,16 +295,18 @@ static void *writer_main(void *arg) {
 int pw_trace_path(const char *tmpl, char *out, size_t n) {
   const char *rank = getenv("RANK");
   if (!rank || !*rank) rank = getenv("LOCAL_RANK");
-  if (!rank || !*rank) rank = "0";
+  int distributed = rank && *rank;
+  if (!distributed) rank = "0";
   size_t o = 0;
+  int personal = 0; /* the template names a process or a rank */
   for (const char *p = tmpl; *p; p++) {
     char tmp[32];
     const char *ins = NULL;
     if (p[0] == '%' && p[1] == 'p') {
       snprintf(tmp, sizeof tmp, "%d", (int)getpid());
-      ins = tmp;
+      ins = tmp, personal = 1;
     } else if (p[0] == '%' && p[1] == 'r') {
-      ins = rank;
+      ins = rank, personal = 1;
     } else if (p[0] == '%' && p[1] == '%') {
       ins = "%";
     }
@@ -320,7 +322,24 @@ int pw_trace_path(const char *tmpl, char *out, size_t n) {
     }
   }
   out[o] = 0;
-  return o ? 0 : -1;
+  if (!o) return -1;
+  /* ranks of one job share the environment: without %p or %r they would all write one file;
+   * each gets "-rankN" before the extension instead */
+  if (distributed && !personal) {
+    char *slash = strrchr(out, '/'), *dot = strrchr(out, '.');
+    if (!dot || (slash && dot < slash) || dot == out || (slash && dot == slash + 1)) dot = out + o;
+    if (!strcmp(dot, ".gz") && dot > out) { /* trace.json.gz: before ".json.gz" */
+      char *d2 = dot - 1;
+      while (d2 > out && *d2 != '.' && *d2 != '/')
+        d2--;
+      if (*d2 == '.' && d2 > out) dot = d2;
+    }
+    char tail[4096];
+    snprintf(tail, sizeof tail, "%s", dot);
+    int w = snprintf(dot, n - (size_t)(dot - out), "-rank%s%s", rank, tail);
+    if (w < 0 || (size_t)w >= n - (size_t)(dot - out)) return -1;
+  }
+  return 0;
 }
 
 /* libcupti: one already in the process, PINWHEEL_CUPTI, the usual search, the toolkit's. */

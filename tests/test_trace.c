@@ -245,8 +245,17 @@ static void test_path_template(void **state) {
   assert_string_equal(p, "t11_100%");
   char small[8];
   assert_int_equal(pw_trace_path("abcdefghij", small, sizeof small), -1); /* too long */
+  /* ranks of one job with a template naming no process: each its own file, not one for all */
+  assert_int_equal(pw_trace_path("out/trace.json", p, sizeof p), 0);
+  assert_string_equal(p, "out/trace-rank11.json");
+  assert_int_equal(pw_trace_path("t.json.gz", p, sizeof p), 0);
+  assert_string_equal(p, "t-rank11.json.gz");
+  assert_int_equal(pw_trace_path("dir.d/trace", p, sizeof p), 0);
+  assert_string_equal(p, "dir.d/trace-rank11");
   unsetenv("RANK");
   unsetenv("LOCAL_RANK");
+  assert_int_equal(pw_trace_path("out/trace.json", p, sizeof p), 0);
+  assert_string_equal(p, "out/trace.json"); /* one process: the name as given */
 }
 
 int main(void) {
