@@ -228,6 +228,24 @@ static void json_report(FILE *f, const an_report *r) {
   json_copies(f, r);
   fprintf(f, "],\"what_if\":");
   json_whatif(f, r);
+  /* the copies pinwheel staged in this run, when it ran under pinwheel (an_pinwheel.c) */
+  int64_t dt = 0, dh = 0;
+  for (size_t g = 0; g < r->npw; g++)
+    if (r->pw[g].dir == AN_CK_H2D)
+      an_sat_add(&dt, r->pw[g].dma_time), an_sat_add(&dh, r->pw[g].hidden);
+  fprintf(f,
+          ",\"pinwheel\":{\"staged_h2d\":%" PRIu64 ",\"staged_h2d_bytes\":%" PRIu64
+          ",\"staged_d2h\":%" PRIu64 ",\"staged_d2h_bytes\":%" PRIu64
+          ",\"h2d_dma_hidden_fraction\":",
+          r->pw_h2d, r->pw_h2d_bytes, r->pw_d2h, r->pw_d2h_bytes);
+  if (dt > 0)
+    fprintf(f, "%.6f", (double)dh / (double)dt);
+  else
+    fprintf(f, "null");
+  fprintf(f, ",\"found_by\":%s}",
+          !r->npw                  ? "null"
+          : r->pw_marked == r->npw ? "\"collector marks\""
+                                   : "\"pattern\"");
   fprintf(f, ",\"thresholds\":{");
   for (int i = 0; i < an_nrules; i++)
     fprintf(f, "%s\"%s\":%g", i ? "," : "", an_rules[i].name, an_rules[i].value);

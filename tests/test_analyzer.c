@@ -704,6 +704,21 @@ static void test_collector_traces(void **state) {
   assert_true(hid * 10 > dt * 7); /* 76.9 % measured */
   an_report_free(r);
   an_free(t);
+  /* one report, a row per rank (file): the staged copies of each */
+  const char *two[] = {PW_CLI, "report", PW_FIXTURES "/collector/naive_copy_off.json.gz",
+                       PW_FIXTURES "/collector/naive_copy_stage.json.gz", NULL};
+  result res = run(two, NULL);
+  assert_int_equal(res.status, 0);
+  assert_non_null(strstr(res.out, "staged\n"));
+  assert_non_null(strstr(res.out, "       11\n  spread"));
+  free_result(&res);
+  const char *js[] = {
+      PW_CLI, "report", "--format", "json", PW_FIXTURES "/collector/naive_copy_stage.json.gz",
+      NULL};
+  res = run(js, NULL);
+  assert_non_null(strstr(res.out, "\"pinwheel\":{\"staged_h2d\":11,"));
+  assert_non_null(strstr(res.out, "\"found_by\":\"collector marks\"}"));
+  free_result(&res);
 }
 
 /* Steps chosen by --step-range in an nsys export: NVTX ranges by regular expression. */
