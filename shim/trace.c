@@ -148,7 +148,20 @@ static uint32_t gpu_corr(const CUpti_Activity *r) {
   }
 }
 
+#define MAX_PENDING_RECORDS 100000
+
 static void hold(const CUpti_Activity *r) {
+  if (npending >= MAX_PENDING_RECORDS) { /* calls that never come (a kind CUPTI did not enable):
+                                          * the oldest half goes out as it is; memory stays
+                                          * bounded */
+    size_t half = npending / 2;
+    for (size_t i = 0; i < half; i++) {
+      pw_tw_record(tw, pending[i]);
+      free(pending[i]);
+    }
+    memmove(pending, pending + half, (npending - half) * sizeof *pending);
+    npending -= half;
+  }
   size_t sz = pw_tw_record_size(r);
   CUpti_Activity *c = sz ? malloc(sz) : NULL;
   if (c && npending == cappending) {
@@ -246,14 +259,18 @@ static void convert(qbuf *q) {
     free(q);
     return;
   }
+  /* first the external correlations of the whole buffer: a call's may come after the call */
   CUpti_Activity *rec = NULL;
-  while (cu.next_record(q->buf, q->valid, &rec) == CUPTI_SUCCESS) {
-    switch (rec->kind) {
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+  while (cu.next_record(q->buf, q->valid, &rec) == CUPTI_SUCCESS)
+    if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
       const CUpti_ActivityExternalCorrelation *x = (const void *)rec;
       if (x->externalKind == OWN_KIND) cmap_put(&own, x->correlationId, x->externalId);
-      break;
     }
+  rec = NULL;
+  while (cu.next_record(q->buf, q->valid, &rec) == CUPTI_SUCCESS) {
+    switch (rec->kind) {
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+      break;
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER:
       cmap_put(&seen, ((const CUpti_ActivityAPI *)(const void *)rec)->correlationId, 1);
