@@ -212,7 +212,7 @@ static inline cudaError_t pw_trace_after(cudaError_t r) {
       path = pw_engine_copy(pw_eng, &c);                                                           \
       pw_trace_own_end(path >= 0 ? app : 0, #name);                                                \
     }                                                                                              \
-    cudaError_t r = path >= 0 ? cudaSuccess : pw_trace_after(pw_real.name args);                   \
+    cudaError_t r = pw_trace_after(path >= 0 ? cudaSuccess : pw_real.name args);                   \
     count_copy(PW_H_##name, &c, pw_now_ns() - t0);                                                 \
     pw_depth--;                                                                                    \
     /* src was consumed before the return (staged, or a real pageable copy, which CUDA stages      \

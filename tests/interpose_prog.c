@@ -263,7 +263,7 @@ static void CUPTIAPI prof_done(CUcontext c, uint32_t st, uint8_t *b, size_t s, s
 
 static int mode_traced(int profiler) {
   void *dev;
-  char host[256] = {0};
+  static char host[1 << 20]; /* large enough to be staged in stage mode */
   CHECK(cudaMalloc(&dev, sizeof host) == cudaSuccess);
   CHECK(cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice) == cudaSuccess);
   pid_t p = fork();

@@ -189,6 +189,27 @@ static void test_trace_with_fake_cupti(void **state) {
     unlink(path);
     free_result(&r);
   }
+  /* in stage mode, a copy pinwheel staged: the program's call is written with its own id, and
+   * the operations issued for it carry that id and the mark */
+  char tpath[160], tenv[200];
+  snprintf(tpath, sizeof tpath, "/tmp/pwtest-ftrace-stage-%d.json", (int)getpid());
+  snprintf(tenv, sizeof tenv, "PINWHEEL_TRACE=%s", tpath);
+  const char *argv[] = {PW_PROG, "traced", "plain", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage",           "PINWHEEL_SETUP=inline",
+                       tenv,    "PINWHEEL_CUPTI=" PW_FAKE_CUPTI, NULL};
+  result r = run(argv, env);
+  if (r.status != 0) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
+  yajl_val v = parse_file(tpath);
+  yajl_tree_free(v);
+  char *text = slurp(tpath);
+  assert_non_null(strstr(text, "\"correlation\":1099511627776,\"pinwheel_staged\":1"));
+  /* the fake reports the last push: the second staged copy (ids count from 2^40) */
+  assert_non_null(strstr(text, "\"correlation\":1099511627777,\"pinwheel_staged\":1"));
+  assert_non_null(
+      strstr(text, "\"correlation\":1099511627777,\"pinwheel\":1,\"cupti_correlation\":101"));
+  free(text);
+  unlink(tpath);
+  free_result(&r);
 }
 
 static void test_observe_counts_exact(void **state) {

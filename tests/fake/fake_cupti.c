@@ -17,6 +17,10 @@
 static CUpti_BuffersCallbackRequestFunc req;
 static CUpti_BuffersCallbackCompleteFunc comp;
 static uint32_t corr = 100;
+/* the last external correlation id pushed (what pinwheel does around a staged copy): the next
+ * flush says that its call and copy were made under it, as CUPTI would */
+static uint64_t pushed;
+static CUpti_ExternalCorrelationKind pushed_kind;
 
 CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
   (void)kind;
@@ -41,8 +45,8 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
   uint8_t *buf;
   size_t size, maxr;
   req(&buf, &size, &maxr);
-  if (!buf || size < 3 * SLOT) return CUPTI_ERROR_UNKNOWN;
-  memset(buf, 0, 3 * SLOT);
+  if (!buf || size < 4 * SLOT) return CUPTI_ERROR_UNKNOWN;
+  memset(buf, 0, 4 * SLOT);
   uint64_t t = now();
   uint32_t c = ++corr;
   CUpti_ActivityAPI *a = (void *)buf;
@@ -64,7 +68,17 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
   k->name = "fake_kernel";
   k->start = t + 2000, k->end = t + 3000;
   k->streamId = 7, k->correlationId = c + 1000;
-  comp(NULL, 0, buf, size, 3 * SLOT);
+  size_t valid = 3 * SLOT;
+  if (pushed) { /* after the call's record: its external correlation */
+    CUpti_ActivityExternalCorrelation *x = (void *)(buf + 3 * SLOT);
+    x->kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+    x->externalKind = pushed_kind;
+    x->externalId = pushed;
+    x->correlationId = c;
+    valid += SLOT;
+    pushed = 0;
+  }
+  comp(NULL, 0, buf, size, valid);
   return CUPTI_SUCCESS;
 }
 
@@ -93,7 +107,7 @@ CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const ch
 }
 
 CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind k, uint64_t id) {
-  (void)k, (void)id;
+  pushed = id, pushed_kind = k;
   return CUPTI_SUCCESS;
 }
 
