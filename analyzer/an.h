@@ -269,7 +269,9 @@ typedef struct an_report {
     int ndevs;
   } * steps;
   size_t nsteps;
-  an_stepsum *stepsum;      /* [ndevs] */
+  an_stepsum *stepsum; /* [ndevs] */
+  an_iv **ku;          /* [ndevs] the merged kernel intervals of each device, whole trace */
+  size_t *nku;
   int32_t *op_step;         /* [nops]: the step index of each op, -1 if none */
   an_idle *idle;            /* [ndevs] */
   an_opclass (*classes)[4]; /* [ndevs][D2D, P2P, memset, comm] */
@@ -282,6 +284,8 @@ typedef struct an_report {
   an_pwgroup *pw;
   size_t npw, cappw;
   uint64_t pw_h2d, pw_d2h, pw_h2d_bytes, pw_d2h_bytes;
+  int64_t pw_h2d_dma, pw_h2d_hidden; /* the staged H2D copies' DMA time and its part under
+                                        compute (the figures pass) */
   size_t pw_marked; /* of npw, found by the collector's marks (the rest: by pattern) */
   an_finding findings[16];
   int nfindings;
@@ -352,6 +356,11 @@ void an_pass_pinwheel(an_report *r); /* an_pinwheel.c: pinwheel's staged copies 
 int an_pw_counts(const an_report *r, size_t i, uint64_t *bytes);
 void an_pass_steps(an_report *r); /* an_steps.c: op_step, steps, stepsum */
 int an_steps_zoom(an_report *r, int num, int64_t *w0, int64_t *w1);
+/* A step's GPU window: from the previous step's last operation (or its own first) to its last;
+ * 0 when it ran no GPU work. */
+int an_step_window(const struct an_stepfig *sf, int64_t *w0, int64_t *w1);
+/* The merged kernel intervals of a device over the whole trace (kept by the steps pass). */
+const an_iv *an_dev_kernels(const an_report *r, int dev, size_t *n);
 void an_pass_figures(an_report *r, int64_t w0, int64_t w1); /* an_figures.c: devices, host, gaps,
                                                                exposed, idle, classes, kernels */
 void an_pass_whatif(an_report *r);                          /* an_whatif.c */

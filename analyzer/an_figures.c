@@ -354,6 +354,8 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
           hid += an_cover(L.k, L.nk, t->ops[k].s, t->ops[k].e);
       if (hid > p->dma_time) hid = p->dma_time; /* DMAs of one copy may overlap each other */
       p->hidden = hid;
+      if (p->dir == AN_CK_H2D)
+        an_sat_add(&r->pw_h2d_dma, p->dma_time), an_sat_add(&r->pw_h2d_hidden, hid);
       double hf = p->dma_time > 0 ? (double)hid / (double)p->dma_time : 1.0;
       if (p->dma_time > exp_min && hf <= exp_hidden) {
         if (r->nexposed == cape) r->exposed = realloc(r->exposed, (cape *= 2) * sizeof *r->exposed);
@@ -430,6 +432,10 @@ void an_report_free(an_report *r) {
     free(r->steps[k].devs);
   free(r->steps);
   free(r->stepsum);
+  for (int i = 0; r->ku && i < r->ndevs; i++)
+    free(r->ku[i]);
+  free(r->ku);
+  free(r->nku);
   free(r->op_step);
   free(r->idle);
   free(r->classes);

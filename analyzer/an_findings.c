@@ -56,10 +56,7 @@ static int rule_pageable(const an_report *r, char *m, size_t n) {
 
 static int rule_staged(const an_report *r, char *m, size_t n) {
   if (!r->npw) return 0;
-  int64_t dt = 0, hid = 0;
-  for (size_t g = 0; g < r->npw; g++)
-    if (r->pw[g].dir == AN_CK_H2D)
-      an_sat_add(&dt, r->pw[g].dma_time), an_sat_add(&hid, r->pw[g].hidden);
+  int64_t dt = r->pw_h2d_dma, hid = r->pw_h2d_hidden;
   size_t l = 0;
   if (r->pw_h2d)
     l = (size_t)snprintf(m, n,

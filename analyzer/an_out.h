@@ -21,6 +21,13 @@ const char *an_host_ms(int64_t ns, uint64_t copies, uint64_t unknown, char *buf)
 void an_headline(FILE *f, const an_report *r);
 /* How the copies pinwheel staged were recognised in the trace (one sentence). */
 const char *an_pw_how(const an_report *r);
+/* The distinct (device, stream) pairs of a trace, sorted; the caller frees them. */
+typedef struct an_lane {
+  int dev, stream;
+} an_lane;
+an_lane *an_lanes(const an_trace *t, size_t *n);
+/* pinwheel diff: the device of b that device i of a is compared with, or -1. */
+int an_diff_peer(const an_report *a, const an_report *b, int i);
 /* Whether every step is listed: --steps all, or no more than steps_shown of them. */
 extern int an_all_steps;
 int an_list_steps(const an_report *r);

@@ -26,47 +26,39 @@ static void ts(FILE *f, int64_t s) {
           (long long)(llabs(s) % 1000));
 }
 
-typedef struct pair {
-  int a, b;
-} pair;
-static int cmp_pair(const void *x, const void *y) {
-  const pair *p = x, *q = y;
-  return p->a != q->a ? (p->a > q->a) - (p->a < q->a) : (p->b > q->b) - (p->b < q->b);
+static int cmp_int(const void *x, const void *y) {
+  int a = *(const int *)x, b = *(const int *)y;
+  return (a > b) - (a < b);
 }
 
 int an_write_chrome(FILE *f, const an_trace *t) {
   fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
   /* lanes: (device, stream) and host threads, each named once */
-  pair *lanes = malloc((t->nops + t->ncalls + 1) * sizeof *lanes);
-  size_t nl = 0, m = 0;
-  for (size_t i = 0; i < t->nops; i++)
-    lanes[nl++] = (pair){t->ops[i].dev, t->ops[i].stream};
-  qsort(lanes, nl, sizeof *lanes, cmp_pair);
-  for (size_t i = 0; i < nl; i++)
-    if (!m || cmp_pair(&lanes[m - 1], &lanes[i])) lanes[m++] = lanes[i];
+  size_t m;
+  an_lane *lanes = an_lanes(t, &m);
   int first = 1;
   for (size_t i = 0; i < m; i++) {
-    if (i == 0 || lanes[i].a != lanes[i - 1].a) {
+    if (i == 0 || lanes[i].dev != lanes[i - 1].dev) {
       fprintf(f,
               "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":"
               "\"GPU %d\"}}",
-              first ? "" : ",\n", lanes[i].a, lanes[i].a);
+              first ? "" : ",\n", lanes[i].dev, lanes[i].dev);
       first = 0;
       if (t->nsteps)
         fprintf(f,
                 ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":-1,\"args\":{"
                 "\"name\":\"steps\"}}",
-                lanes[i].a);
+                lanes[i].dev);
     }
     fprintf(f,
             ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":"
             "\"stream %d\"}}",
-            lanes[i].a, lanes[i].b, lanes[i].b);
+            lanes[i].dev, lanes[i].stream, lanes[i].stream);
   }
   size_t ndev = 0;
   int *devs = malloc((m + 1) * sizeof *devs);
   for (size_t i = 0; i < m; i++)
-    if (!ndev || devs[ndev - 1] != lanes[i].a) devs[ndev++] = lanes[i].a;
+    if (!ndev || devs[ndev - 1] != lanes[i].dev) devs[ndev++] = lanes[i].dev;
   static const char *cat[] = {"kernel", "gpu_memcpy", "gpu_memset", "kernel"};
   for (size_t i = 0; i < t->nops; i++) {
     const an_op *o = &t->ops[i];
@@ -111,16 +103,17 @@ int an_write_chrome(FILE *f, const an_trace *t) {
             "\"host\"}}",
             first ? "" : ",\n", AN_HOST_PID);
     first = 0;
-    nl = 0;
+    int *tids = malloc((t->ncalls + 1) * sizeof *tids);
     for (size_t i = 0; i < t->ncalls; i++)
-      lanes[nl++] = (pair){t->calls[i].tid, 0};
-    qsort(lanes, nl, sizeof *lanes, cmp_pair);
-    for (size_t i = 0; i < nl; i++)
-      if (i == 0 || lanes[i].a != lanes[i - 1].a)
+      tids[i] = t->calls[i].tid;
+    qsort(tids, t->ncalls, sizeof *tids, cmp_int);
+    for (size_t i = 0; i < t->ncalls; i++)
+      if (i == 0 || tids[i] != tids[i - 1])
         fprintf(f,
                 ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{"
                 "\"name\":\"thread %d\"}}",
-                AN_HOST_PID, lanes[i].a, lanes[i].a);
+                AN_HOST_PID, tids[i], tids[i]);
+    free(tids);
   }
   for (size_t i = 0; i < t->ncalls; i++) {
     const an_call *c = &t->calls[i];

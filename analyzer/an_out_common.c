@@ -7,6 +7,7 @@
 #include "an_out.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -98,14 +99,12 @@ void an_headline(FILE *f, const an_report *r) {
   else
     fprintf(f, "; no pageable copies\n");
   if (r->npw) {
-    int64_t dt = 0, dh = 0;
-    for (size_t g = 0; g < r->npw; g++)
-      if (r->pw[g].dir == AN_CK_H2D)
-        an_sat_add(&dt, r->pw[g].dma_time), an_sat_add(&dh, r->pw[g].hidden);
     char b1[32], b2[32];
     fprintf(f, "pinwheel staged %" PRIu64 " copies (%s)", r->pw_h2d + r->pw_d2h,
             an_bytes_h(r->pw_h2d_bytes + r->pw_d2h_bytes, b1));
-    if (r->pw_h2d) fprintf(f, "; %.1f %% of their H2D DMA ran under compute", an_pct(dh, dt));
+    if (r->pw_h2d)
+      fprintf(f, "; %.1f %% of their H2D DMA ran under compute",
+              an_pct(r->pw_h2d_hidden, r->pw_h2d_dma));
     if (r->pw_d2h)
       fprintf(f, "; %" PRIu64 " of them D2H (%s)", r->pw_d2h, an_bytes_h(r->pw_d2h_bytes, b2));
     fprintf(f, "\n  (found in the trace: %s)\n", an_pw_how(r));
@@ -132,6 +131,29 @@ const char *an_pw_how(const an_report *r) {
            "same bytes onto the program's stream";
   return "device-to-pinned chunks of one size issued back to back from one thread, each followed "
          "by an event record";
+}
+
+static int cmp_lane(const void *a, const void *b) {
+  const an_lane *x = a, *y = b;
+  return x->dev != y->dev ? x->dev - y->dev : x->stream - y->stream;
+}
+
+an_lane *an_lanes(const an_trace *t, size_t *n) {
+  an_lane *lanes = malloc((t->nops + 1) * sizeof *lanes);
+  size_t nl = 0, m = 0;
+  for (size_t i = 0; i < t->nops; i++)
+    lanes[nl++] = (an_lane){t->ops[i].dev, t->ops[i].stream};
+  qsort(lanes, nl, sizeof *lanes, cmp_lane);
+  for (size_t i = 0; i < nl; i++)
+    if (!m || cmp_lane(&lanes[m - 1], &lanes[i])) lanes[m++] = lanes[i];
+  *n = m;
+  return lanes;
+}
+
+int an_diff_peer(const an_report *a, const an_report *b, int i) {
+  for (int j = 0; j < b->ndevs; j++)
+    if (b->devs[j].dev == a->devs[i].dev) return j;
+  return -1;
 }
 
 int an_list_steps(const an_report *r) {

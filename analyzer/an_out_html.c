@@ -19,28 +19,6 @@ static const char *p_label[P_N] = {
     "",    "kernel", "communication", "H2D hidden under compute", "H2D exposed",
     "D2H", "memset", "other copy"};
 
-typedef struct lane {
-  int dev, stream;
-} lane;
-
-static int cmp_lane(const void *a, const void *b) {
-  const lane *x = a, *y = b;
-  return x->dev != y->dev ? x->dev - y->dev : x->stream - y->stream;
-}
-
-/* The distinct (device, stream) pairs of a trace, sorted. */
-static lane *collect_lanes(const an_trace *t, size_t *n) {
-  lane *lanes = malloc((t->nops + 1) * sizeof *lanes);
-  size_t nl = 0, m = 0;
-  for (size_t i = 0; i < t->nops; i++)
-    lanes[nl++] = (lane){t->ops[i].dev, t->ops[i].stream};
-  qsort(lanes, nl, sizeof *lanes, cmp_lane);
-  for (size_t i = 0; i < nl; i++)
-    if (!m || cmp_lane(&lanes[m - 1], &lanes[i])) lanes[m++] = lanes[i];
-  *n = m;
-  return lanes;
-}
-
 static void tooltip(FILE *f, const an_trace *t, const an_op *o, int cls, int64_t run_ns) {
   char b[32], kind[64];
   fprintf(f, "<title>%s, %.3f ms here; longest: ", p_label[cls], an_ms(run_ns));
@@ -71,7 +49,7 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
   }
   if (w1 <= w0) w0 = 0, w1 = 1; /* nothing to draw */
   size_t nl;
-  lane *lanes = collect_lanes(t, &nl);
+  an_lane *lanes = an_lanes(t, &nl);
   if (nl > 64) nl = 64;
   /* the legend, wrapped to the width */
   int legend_rows = 1, lx = LEFT;
@@ -97,15 +75,13 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
   double colw = (double)(w1 - w0) / COLS;
   size_t lo, hi, nk = 0;
   an_op_range(t, w0, w1, &lo, &hi);
-  an_iv *k = NULL;
+  const an_iv *k = NULL;
   for (size_t l = 0; l < nl; l++) {
     memset(cov, 0, (size_t)COLS * P_N * sizeof *cov);
     for (int c = 0; c < COLS; c++)
       top[c] = -1;
-    if (l == 0 || lanes[l].dev != lanes[l - 1].dev) { /* lanes are sorted by device */
-      free(k);
-      k = an_kernel_union(t, lanes[l].dev, &nk);
-    }
+    if (l == 0 || lanes[l].dev != lanes[l - 1].dev) /* lanes are sorted by device */
+      k = an_dev_kernels(r, lanes[l].dev, &nk);
     for (size_t i = lo; i < hi; i++) {
       const an_op *op = &t->ops[i];
       if (op->dev != lanes[l].dev || op->stream != lanes[l].stream || op->e <= w0 || op->s >= w1)
@@ -170,7 +146,6 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
   }
   free(cov);
   free(top);
-  free(k);
   int ay = TOP + (int)nl * LANE_H + 8;
   /* step markers: where each step's GPU work ended, on the first device */
   for (size_t s = 0; s < r->nsteps; s++) {
@@ -440,15 +415,8 @@ static void html_report(an_out *o, const an_report *x) {
   if (x->only_step < 0 && x->nsteps && an_list_steps(x)) {
     fprintf(f, "<h3>Each step</h3>\n");
     for (size_t k = 0; k < x->nsteps; k++) {
-      int64_t a = INT64_MAX, e = INT64_MIN;
-      for (int d = 0; d < x->steps[k].ndevs; d++) {
-        const an_stepdev *sd = &x->steps[k].devs[d];
-        if (!sd->has) continue;
-        int64_t s0 = sd->last - sd->gpu < sd->first ? sd->last - sd->gpu : sd->first;
-        if (s0 < a) a = s0;
-        if (sd->last > e) e = sd->last;
-      }
-      if (a >= e) continue;
+      int64_t a, e;
+      if (!an_step_window(&x->steps[k], &a, &e) || a >= e) continue;
       fprintf(f, "<details id=\"step-%d\"><summary>step %d: %.3f ms</summary>\n", x->steps[k].num,
               x->steps[k].num, an_ms(e - a));
       an_write_svg(o, x, a, e, 0);

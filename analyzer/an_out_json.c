@@ -84,16 +84,11 @@ static void json_copies(FILE *f, const an_report *r) {
   for (size_t i = 0; i < t->nops; i++)
     if (t->ops[i].type == AN_MEMCPY) cp[nc++] = &t->ops[i];
   qsort(cp, nc, sizeof *cp, cmp_op_dur);
-  /* one kernel union per device, not one per copy (each is a sort of the whole trace) */
-  an_iv **ku = calloc((size_t)r->ndevs + 1, sizeof *ku);
-  size_t *nku = calloc((size_t)r->ndevs + 1, sizeof *nku);
   for (size_t k = 0; k < nc && k < 100; k++) {
     const an_op *o = cp[k];
-    int di = 0;
-    while (di < r->ndevs && r->devs[di].dev != o->dev)
-      di++;
-    if (!ku[di]) ku[di] = an_kernel_union(t, o->dev, &nku[di]);
-    int64_t dur = o->e - o->s, hid = an_cover(ku[di], nku[di], o->s, o->e);
+    size_t nk;
+    const an_iv *ku = an_dev_kernels(r, o->dev, &nk);
+    int64_t dur = o->e - o->s, hid = an_cover(ku, nk, o->s, o->e);
     const an_call *c = an_call_of(t, o->corr);
     fprintf(f,
             "%s{\"device\":%d,\"stream\":%d,\"kind\":\"%s\",\"src\":\"%s\",\"dst\":\"%s\","
@@ -107,10 +102,6 @@ static void json_copies(FILE *f, const an_report *r) {
     else
       fprintf(f, "null}");
   }
-  for (int di = 0; di <= r->ndevs; di++)
-    free(ku[di]);
-  free(ku);
-  free(nku);
   free(cp);
 }
 
@@ -229,10 +220,7 @@ static void json_report(FILE *f, const an_report *r) {
   fprintf(f, "],\"what_if\":");
   json_whatif(f, r);
   /* the copies pinwheel staged in this run, when it ran under pinwheel (an_pinwheel.c) */
-  int64_t dt = 0, dh = 0;
-  for (size_t g = 0; g < r->npw; g++)
-    if (r->pw[g].dir == AN_CK_H2D)
-      an_sat_add(&dt, r->pw[g].dma_time), an_sat_add(&dh, r->pw[g].hidden);
+  int64_t dt = r->pw_h2d_dma, dh = r->pw_h2d_hidden;
   fprintf(f,
           ",\"pinwheel\":{\"staged_h2d\":%" PRIu64 ",\"staged_h2d_bytes\":%" PRIu64
           ",\"staged_d2h\":%" PRIu64 ",\"staged_d2h_bytes\":%" PRIu64
@@ -282,10 +270,8 @@ void an_write_diff_json(an_out *o, an_report *a, an_report *b) {
   fprintf(f, ",\"devices\":[");
   int first = 1;
   for (int i = 0; i < a->ndevs; i++) {
-    int j = 0;
-    while (j < b->ndevs && b->devs[j].dev != a->devs[i].dev)
-      j++;
-    if (j == b->ndevs) continue;
+    int j = an_diff_peer(a, b, i);
+    if (j < 0) continue;
     diff_row rows[32];
     int n = an_diff_rows(a, b, i, j, rows);
     fprintf(f, "%s{\"device\":%d,\"rows\":[", first ? "" : ",", a->devs[i].dev);

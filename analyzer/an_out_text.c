@@ -269,10 +269,8 @@ void an_write_diff(an_out *o, an_report *a, an_report *b) {
   FILE *f = o->f;
   fprintf(f, "pinwheel diff\n  before: %s\n  after:  %s\n", a->t->path, b->t->path);
   for (int i = 0; i < a->ndevs; i++) {
-    int j = 0;
-    while (j < b->ndevs && b->devs[j].dev != a->devs[i].dev)
-      j++;
-    if (j == b->ndevs) continue;
+    int j = an_diff_peer(a, b, i);
+    if (j < 0) continue;
     diff_row rows[32];
     int n = an_diff_rows(a, b, i, j, rows);
     char dn[32];

@@ -102,6 +102,11 @@ void an_pass_steps(an_report *r) {
   }
   r->nsteps = nst;
   r->steps = calloc(nst + 1, sizeof *r->steps);
+  /* every device's kernel union, once: the steps, the copies' hidden % and the timeline use it */
+  r->ku = calloc((size_t)r->ndevs + 1, sizeof *r->ku);
+  r->nku = calloc((size_t)r->ndevs + 1, sizeof *r->nku);
+  for (int i = 0; i < r->ndevs; i++)
+    r->ku[i] = an_kernel_union(t, r->devs[i].dev, &r->nku[i]);
   if (!nst) {
     free(cnt);
     return;
@@ -119,13 +124,11 @@ void an_pass_steps(an_report *r) {
     if (cnt[k + 1] - cnt[k] > maxn) maxn = cnt[k + 1] - cnt[k];
   an_iv *h = malloc((maxn + 1) * sizeof *h), *dd = malloc((maxn + 1) * sizeof *dd),
         *kk = malloc((maxn + 1) * sizeof *kk), *aa = malloc((maxn + 1) * sizeof *aa);
-  an_iv **ku = calloc((size_t)r->ndevs + 1, sizeof *ku);
-  size_t *nku = calloc((size_t)r->ndevs + 1, sizeof *nku);
+  an_iv **ku = r->ku;
+  size_t *nku = r->nku;
   int64_t *prev = malloc(((size_t)r->ndevs + 1) * sizeof *prev);
-  for (int i = 0; i < r->ndevs; i++) {
-    ku[i] = an_kernel_union(t, r->devs[i].dev, &nku[i]);
+  for (int i = 0; i < r->ndevs; i++)
     prev[i] = INT64_MIN;
-  }
   uint64_t pg_min = (uint64_t)(an_th(AN_R_PAGEABLE_MIN_KIB) * 1024);
   for (size_t k = 0; k < nst; k++) {
     struct an_stepfig *sf = &r->steps[k];
@@ -180,11 +183,29 @@ void an_pass_steps(an_report *r) {
       prev[i] = last;
     }
   }
-  for (int i = 0; i < r->ndevs; i++)
-    free(ku[i]);
-  free(ku), free(nku), free(prev), free(h), free(dd), free(kk), free(aa), free(order), free(fill),
-      free(cnt);
+  free(prev), free(h), free(dd), free(kk), free(aa), free(order), free(fill), free(cnt);
   fill_stepsum(r);
+}
+
+int an_step_window(const struct an_stepfig *sf, int64_t *w0, int64_t *w1) {
+  int64_t a = INT64_MAX, b = INT64_MIN;
+  for (int i = 0; i < sf->ndevs; i++) {
+    const an_stepdev *sd = &sf->devs[i];
+    if (!sd->has) continue;
+    int64_t s = sd->last - sd->gpu < sd->first ? sd->last - sd->gpu : sd->first;
+    if (s < a) a = s;
+    if (sd->last > b) b = sd->last;
+  }
+  if (a > b) return 0;
+  *w0 = a, *w1 = b;
+  return 1;
+}
+
+const an_iv *an_dev_kernels(const an_report *r, int dev, size_t *n) {
+  for (int i = 0; i < r->ndevs; i++)
+    if (r->devs[i].dev == dev) return *n = r->nku[i], r->ku[i];
+  *n = 0;
+  return NULL;
 }
 
 /* Zoom to one step: keep only it; *w0, *w1 = its GPU window (from the previous step's last
@@ -194,17 +215,8 @@ int an_steps_zoom(an_report *r, int num, int64_t *w0, int64_t *w1) {
   while (k < r->nsteps && r->steps[k].num != num)
     k++;
   if (k == r->nsteps) return -1;
-  int64_t a = INT64_MAX, b = INT64_MIN;
-  for (int i = 0; i < r->steps[k].ndevs; i++) {
-    const an_stepdev *sd = &r->steps[k].devs[i];
-    if (!sd->has) continue;
-    int64_t s = sd->last - sd->gpu < sd->first ? sd->last - sd->gpu : sd->first;
-    if (s < a) a = s;
-    if (sd->last > b) b = sd->last;
-  }
-  if (a > b) a = r->steps[k].cpu_s, b = r->steps[k].cpu_e; /* a step without GPU work */
-  *w0 = a;
-  *w1 = b;
+  if (!an_step_window(&r->steps[k], w0, w1)) /* a step without GPU work: its CPU range */
+    *w0 = r->steps[k].cpu_s, *w1 = r->steps[k].cpu_e;
   for (size_t j = 0; j < r->nsteps; j++)
     if (j != k) free(r->steps[j].devs);
   for (size_t i = 0; i < r->t->nops; i++)

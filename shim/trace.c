@@ -226,6 +226,18 @@ static void flush_file(pw_tw *w) {
   w->len = 0;
 }
 
+/* Hand work to the writer thread: a completed CUPTI buffer, or a program's call pinwheel staged. */
+static void enqueue(qbuf *q) {
+  pthread_mutex_lock(&qlock);
+  if (qtail)
+    qtail->next = q;
+  else
+    qhead = q;
+  qtail = q;
+  pthread_cond_broadcast(&qcond);
+  pthread_mutex_unlock(&qlock);
+}
+
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
   *buffer = aligned_alloc(8, BUF_SIZE);
   *size = *buffer ? BUF_SIZE : 0;
@@ -241,14 +253,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     return;
   }
   *q = (qbuf){.buf = buffer, .valid = valid};
-  pthread_mutex_lock(&qlock);
-  if (qtail)
-    qtail->next = q;
-  else
-    qhead = q;
-  qtail = q;
-  pthread_cond_broadcast(&qcond);
-  pthread_mutex_unlock(&qlock);
+  enqueue(q);
 }
 
 /* Convert one buffer.  An external-correlation record (it comes with its call) marks the calls
@@ -594,12 +599,5 @@ void pw_trace_own_end(uint64_t app, const char *name) {
   if (q->end < q->start) q->end = q->start;
   q->corr = app;
   q->tid = (uint32_t)gettid();
-  pthread_mutex_lock(&qlock);
-  if (qtail)
-    qtail->next = q;
-  else
-    qhead = q;
-  qtail = q;
-  pthread_cond_broadcast(&qcond);
-  pthread_mutex_unlock(&qlock);
+  enqueue(q);
 }
