@@ -61,6 +61,7 @@ typedef struct dev_state {
   int device;
   atomic_int status; /* DEV_*: written once by the setup, then only to DEV_FAILED */
   pw_engine_t *engine;
+  const pw_ops *ops; /* the front end's whose copy set the device up */
   pthread_mutex_t lock;
   void *side;
   char *pinned, *ring;
@@ -107,10 +108,10 @@ static int push_ptr(void ***v, int *n, int *cap, void *p) {
 
 /* Every event created can be in the free list at once (a large reservation retires hundreds of
  * slots together), so the free list's capacity follows the number of events. */
-static void *get_event(pw_engine *e, dev_state *d) {
+static void *get_event(const pw_ops *ops, dev_state *d) {
   if (d->nfree > 0) return d->free_ev[--d->nfree];
   void *ev = NULL;
-  if (e->ops->event_create(&ev) != 0 || !ev) return NULL;
+  if (ops->event_create(&ev) != 0 || !ev) return NULL;
   if (push_ptr(&d->all_ev, &d->nall, &d->capall, ev) != 0) return NULL;
   if (d->capfree < d->nall) {
     void **q = realloc(d->free_ev, (size_t)d->capall * sizeof *q);
@@ -137,21 +138,21 @@ static int overlaps(const arena *a, size_t off, size_t len) {
 
 /* Make the oldest slot's memory reusable: the host waits for a pinned chunk's DMA; the side
  * stream waits for a ring region's free event. */
-static int retire_oldest(pw_engine *e, dev_state *d, arena *a, int which) {
+static int retire_oldest(const pw_ops *ops, dev_state *d, arena *a, int which) {
   slot *s = &a->q[a->first];
   int rc = 0;
   if (which == ARENA_HOST) {
-    int q = e->ops->event_query(s->ev);
+    int q = ops->event_query(s->ev);
     if (q == 1) {
       uint64_t t0 = pw_now_ns();
-      rc = e->ops->event_sync(s->ev);
+      rc = ops->event_sync(s->ev);
       pw_add(&pw_st.wait_space_ns, pw_now_ns() - t0);
       pw_add(&pw_st.wait_space_events, 1);
     } else if (q != 0) {
       rc = q;
     }
   } else if (!DROP_DEPENDENCY) {
-    rc = e->ops->stream_wait_event(d->side, s->ev);
+    rc = ops->stream_wait_event(d->side, s->ev);
   }
   if (rc != 0) return rc;
   put_event(d, s->ev);
@@ -160,13 +161,13 @@ static int retire_oldest(pw_engine *e, dev_state *d, arena *a, int which) {
   return 0;
 }
 
-static int reserve(pw_engine *e, dev_state *d, arena *a, int which, size_t len, size_t *off) {
+static int reserve(const pw_ops *ops, dev_state *d, arena *a, int which, size_t len, size_t *off) {
   size_t o = a->head;
   if (o + len > a->size) o = 0;
   /* Room is kept for the MAX_PENDING reservations a copy holds before it commits them: a queue
    * that overflowed would hand out one event twice. */
   while (a->count > 0 && (overlaps(a, o, len) || a->count >= ARENA_SLOTS - MAX_PENDING)) {
-    int rc = retire_oldest(e, d, a, which);
+    int rc = retire_oldest(ops, d, a, which);
     if (rc) return rc;
   }
   a->head = o + len;
@@ -190,7 +191,7 @@ static void commit(arena *a, size_t off, size_t len, void *ev) {
 
 /* Allocate a device's pinned pool, ring and side stream; publishes the status last. */
 static void setup_dev(pw_engine *e, dev_state *d) {
-  const pw_ops *ops = e->ops;
+  const pw_ops *ops = d->ops;
   int device = d->device, status = DEV_READY;
   uint64_t t_setup = pw_now_ns();
   /* allocations must not break a stream capture another thread runs in global mode */
@@ -245,8 +246,8 @@ static void *setup_thread(void *arg) {
   dev_state *d = arg;
   /* this thread's current device decides where the runtime allocates: never create a context
    * on a device the program does not use */
-  if (d->engine->ops->set_device(d->device) != 0) {
-    d->engine->ops->clear_error();
+  if (d->ops->set_device(d->device) != 0) {
+    d->ops->clear_error();
     pw_log(PW_LOG_WARN,
            "cannot select device %d for staging setup; its copies go to CUDA unchanged", d->device);
     atomic_store_explicit(&d->status, DEV_FAILED, memory_order_release);
@@ -289,7 +290,7 @@ static int start_setup_thread(pw_engine *e, dev_state *d) {
 }
 
 /* The device's state when it is ready; otherwise NULL and *reason says why. */
-static dev_state *get_dev(pw_engine *e, int device, int *reason) {
+static dev_state *get_dev(pw_engine *e, const pw_ops *ops, int device, int *reason) {
   *reason = PW_FB_NO_STATE;
   if (device < 0 || device >= MAX_DEVICES) return NULL;
   dev_state *d = atomic_load(&e->dev[device]);
@@ -300,6 +301,7 @@ static dev_state *get_dev(pw_engine *e, int device, int *reason) {
       pthread_mutex_init(&d->lock, NULL);
       d->device = device;
       d->engine = e;
+      d->ops = ops;
       if (e->cfg.background_setup) {
         atomic_store(&d->status, DEV_PENDING);
         atomic_store(&e->dev[device], d);
@@ -320,8 +322,7 @@ static dev_state *get_dev(pw_engine *e, int device, int *reason) {
 
 /* Something failed after part of a copy was enqueued: drain what we enqueued, stop staging on
  * this device (its arenas can no longer be trusted), and let the caller make the real call. */
-static int fail_device(pw_engine *e, dev_state *d, void *stream, int rc) {
-  const pw_ops *ops = e->ops;
+static int fail_device(const pw_ops *ops, dev_state *d, void *stream, int rc) {
   if (d->side) ops->stream_sync(d->side);
   ops->stream_sync(stream);
   ops->clear_error();
@@ -360,14 +361,14 @@ typedef struct h2d_pending {
 
 /* Wait for the oldest pending chunk to be copied in, then DMA it to dst on stream; its pinned
  * space is committed behind the DMA's event.  Returns 0 or a CUDA error. */
-static int issue_dma(pw_engine *e, dev_state *d, pw_batch *b, const h2d_pending *p, char *dst,
+static int issue_dma(const pw_ops *ops, dev_state *d, pw_batch *b, const h2d_pending *p, char *dst,
                      void *stream, void **last) {
   pw_batch_wait(b, p->seg);
-  void *ev = get_event(e, d);
+  void *ev = get_event(ops, d);
   if (!ev) return -1;
   int rc;
-  if ((rc = e->ops->copy_async(dst + p->at, d->pinned + p->hoff, p->len, PW_DIR_H2D, stream)) ||
-      (rc = e->ops->event_record(ev, stream))) {
+  if ((rc = ops->copy_async(dst + p->at, d->pinned + p->hoff, p->len, PW_DIR_H2D, stream)) ||
+      (rc = ops->event_record(ev, stream))) {
     put_event(d, ev);
     return rc;
   }
@@ -380,15 +381,15 @@ static int issue_dma(pw_engine *e, dev_state *d, pw_batch *b, const h2d_pending 
  * up to AHEAD chunks are being copied by the pool while the oldest is handed to the DMA engine.
  * On failure the batch is ended (no worker writes pinned memory afterwards) and the CUDA error
  * returned. */
-static int pipeline_h2d(pw_engine *e, dev_state *d, pw_batch *b, char *dst, const char *src,
-                        size_t n, void *stream, void **last) {
+static int pipeline_h2d(pw_engine *e, const pw_ops *ops, dev_state *d, pw_batch *b, char *dst,
+                        const char *src, size_t n, void *stream, void **last) {
   size_t chunk = chunk_size(e, d);
   h2d_pending q[AHEAD];
   int head = 0, nq = 0, rc = 0;
   for (size_t pos = 0; pos < n || nq > 0;) {
     if (pos < n && nq < AHEAD) {
       size_t clen = n - pos < chunk ? n - pos : chunk, hoff;
-      if ((rc = reserve(e, d, &d->host, ARENA_HOST, clen, &hoff))) break;
+      if ((rc = reserve(ops, d, &d->host, ARENA_HOST, clen, &hoff))) break;
       h2d_pending *p = &q[(head + nq) % AHEAD];
       p->hoff = hoff, p->len = clen, p->at = pos;
       p->seg = pw_batch_push(b, d->pinned + hoff, src + pos, clen, PW_PART_STREAM);
@@ -396,7 +397,7 @@ static int pipeline_h2d(pw_engine *e, dev_state *d, pw_batch *b, char *dst, cons
       pos += clen;
       if (pos < n && nq < AHEAD) continue; /* keep the pool fed before waiting on it */
     }
-    if ((rc = issue_dma(e, d, b, &q[head], dst, stream, last))) break;
+    if ((rc = issue_dma(ops, d, b, &q[head], dst, stream, last))) break;
     head = (head + 1) % AHEAD;
     nq--;
   }
@@ -404,7 +405,7 @@ static int pipeline_h2d(pw_engine *e, dev_state *d, pw_batch *b, char *dst, cons
 }
 
 static int stage_h2d_ring(pw_engine *e, dev_state *d, const pw_copy *c) {
-  const pw_ops *ops = e->ops;
+  const pw_ops *ops = c->ops;
   size_t piece_max = d->dring.size / 2;
   char *dst = c->dst;
   const char *src = c->src;
@@ -415,10 +416,10 @@ static int stage_h2d_ring(pw_engine *e, dev_state *d, const pw_copy *c) {
   for (size_t pos = 0; pos < c->n;) {
     size_t plen = c->n - pos < piece_max ? c->n - pos : piece_max, roff;
     void *last = NULL;
-    if ((rc = reserve(e, d, &d->dring, ARENA_RING, plen, &roff)) ||
-        (rc = pipeline_h2d(e, d, &b, d->ring + roff, src + pos, plen, d->side, &last)))
+    if ((rc = reserve(ops, d, &d->dring, ARENA_RING, plen, &roff)) ||
+        (rc = pipeline_h2d(e, ops, d, &b, d->ring + roff, src + pos, plen, d->side, &last)))
       break;
-    void *fev = get_event(e, d);
+    void *fev = get_event(ops, d);
     if (!fev) {
       rc = -1;
       break;
@@ -434,7 +435,7 @@ static int stage_h2d_ring(pw_engine *e, dev_state *d, const pw_copy *c) {
     pos += plen;
   }
   batch_end(&b, t0);
-  return rc ? fail_device(e, d, c->stream, rc) : PW_PATH_RING;
+  return rc ? fail_device(ops, d, c->stream, rc) : PW_PATH_RING;
 }
 
 static int stage_h2d_pinned(pw_engine *e, dev_state *d, const pw_copy *c) {
@@ -442,9 +443,9 @@ static int stage_h2d_pinned(pw_engine *e, dev_state *d, const pw_copy *c) {
   void *last = NULL;
   uint64_t t0 = pw_now_ns();
   batch_begin(e, &b);
-  int rc = pipeline_h2d(e, d, &b, c->dst, c->src, c->n, c->stream, &last);
+  int rc = pipeline_h2d(e, c->ops, d, &b, c->dst, c->src, c->n, c->stream, &last);
   batch_end(&b, t0);
-  return rc ? fail_device(e, d, c->stream, rc) : PW_PATH_PINNED;
+  return rc ? fail_device(c->ops, d, c->stream, rc) : PW_PATH_PINNED;
 }
 
 /* Device -> pageable: up to D2H_DEPTH chunks are between their DMA and the end of their copy-out;
@@ -452,7 +453,7 @@ static int stage_h2d_pinned(pw_engine *e, dev_state *d, const pw_copy *c) {
  * faults) runs while the DMA of chunk k+1.. fills the next ones.  Returns when every byte is in
  * dst.  A chunk is committed to the arena only once copied out. */
 static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
-  const pw_ops *ops = e->ops;
+  const pw_ops *ops = c->ops;
   size_t chunk = chunk_size(e, d);
   struct {
     size_t hoff, pos, len;
@@ -483,8 +484,8 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
   while (pos < c->n || nq > 0) {
     while (pos < c->n && nq < D2H_DEPTH) {
       size_t clen = c->n - pos < chunk ? c->n - pos : chunk, hoff;
-      if ((rc = reserve(e, d, &d->host, ARENA_HOST, clen, &hoff))) goto fail;
-      void *ev = get_event(e, d);
+      if ((rc = reserve(ops, d, &d->host, ARENA_HOST, clen, &hoff))) goto fail;
+      void *ev = get_event(ops, d);
       if (!ev) {
         rc = -1;
         goto fail;
@@ -523,7 +524,7 @@ fail:
   /* the chunks still held were never committed: give their events back */
   for (int k = 0; k < nq; k++)
     put_event(d, q[(head + k) % D2H_DEPTH].ev);
-  return fail_device(e, d, c->stream, rc);
+  return fail_device(ops, d, c->stream, rc);
 }
 
 int pw_describe(const pw_ops *ops, pw_copy *c) {
@@ -531,6 +532,7 @@ int pw_describe(const pw_ops *ops, pw_copy *c) {
   c->src_kind = c->dst_kind = PW_MEM_UNKNOWN;
   c->src_dev = c->dst_dev = -1;
   c->described = PW_DESCRIBE_ERROR_PENDING;
+  c->ops = ops;
   if (ops->error_pending()) return -1; /* a failed query would hide the program's own error */
   if (ops->pointer_info(c->src, &c->src_kind, &c->src_dev)) rc = -1;
   if (ops->pointer_info(c->dst, &c->dst_kind, &c->dst_dev)) rc = -1;
@@ -568,8 +570,8 @@ static int cheap_reason(const pw_engine *e, const pw_copy *c) {
   return -1;
 }
 
-static int checked_reason(pw_engine *e, const pw_copy *c, int device) {
-  const pw_ops *ops = e->ops;
+static int checked_reason(const pw_copy *c, int device) {
+  const pw_ops *ops = c->ops;
   int cap = 0, cur = -1, sdev = -1, kind = PW_MEM_UNKNOWN, kdev = -1;
   if (ops->error_pending()) return PW_FB_PENDING_ERROR;
   if (ops->stream_capturing(c->stream, &cap)) {
@@ -582,6 +584,9 @@ static int checked_reason(pw_engine *e, const pw_copy *c, int device) {
     return PW_FB_QUERY_FAILED;
   }
   if (cur != device || sdev != device) return PW_FB_OTHER_DEVICE;
+  /* the driver front end stages only in the device's primary context, where the engine's state
+   * of the device lives, whichever front end set it up */
+  if (ops->context_ok && !ops->context_ok(c->stream, device)) return PW_FB_OTHER_CONTEXT;
   /* The device range must end inside device memory of the same device: otherwise the real call
    * reports the error, before anything was written. */
   const char *dptr = c->dir == PW_DIR_H2D ? (const char *)c->dst : (const char *)c->src;
@@ -593,22 +598,24 @@ static int checked_reason(pw_engine *e, const pw_copy *c, int device) {
   return -1;
 }
 
-int pw_engine_copy(pw_engine *e, const pw_copy *c) {
+int pw_engine_copy(pw_engine *e, const pw_copy *copy) {
   uint64_t t0 = pw_now_ns();
+  pw_copy cc = *copy, *c = &cc;
+  if (!c->ops) c->ops = e->ops; /* the front end's backend, which pw_describe noted */
+  const pw_ops *ops = c->ops;
   int r = cheap_reason(e, c);
   int device = c->dir == PW_DIR_H2D ? c->dst_dev : c->src_dev;
-  if (r < 0) r = checked_reason(e, c, device);
+  if (r < 0) r = checked_reason(c, device);
   dev_state *d = NULL;
   if (r < 0) {
     int why;
-    if (!(d = get_dev(e, device, &why))) r = why;
+    if (!(d = get_dev(e, ops, device, &why))) r = why;
   }
   if (r >= 0) {
     pw_add(&pw_st.fallbacks[r], 1);
     pw_add(&pw_st.fallback_bytes[r], c->n);
     return -1 - r;
   }
-  const pw_ops *ops = e->ops;
   if (c->sync_api && e->cfg.strict && c->dir == PW_DIR_H2D) {
     int rc = ops->stream_sync(c->stream);
     if (rc) {
@@ -657,11 +664,12 @@ void pw_engine_destroy(pw_engine *e) {
   for (int i = 0; i < MAX_DEVICES; i++) {
     dev_state *d = atomic_load(&e->dev[i]);
     if (!d) continue;
-    if (d->side) e->ops->stream_sync(d->side);
+    const pw_ops *ops = d->ops;
+    if (d->side) ops->stream_sync(d->side);
     for (int k = 0; k < d->nall; k++)
-      e->ops->event_sync(d->all_ev[k]);
-    if (d->ring) e->ops->device_free(d->ring);
-    if (d->pinned) e->ops->host_free(d->pinned);
+      ops->event_sync(d->all_ev[k]);
+    if (d->ring) ops->device_free(d->ring);
+    if (d->pinned) ops->host_free(d->pinned);
     free(d->free_ev);
     free(d->all_ev);
     pthread_mutex_destroy(&d->lock);

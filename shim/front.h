@@ -1,0 +1,104 @@
+/* front.h — what the two front ends share: the runtime's (shim.c, the cuda* entry points) and the
+ * driver's (drv.c, the cu* entry points, dlsym and cuGetProcAddress).  One engine, one set of
+ * counters, one mode and one summary per process, owned by core.c, whichever front end a call
+ * came through.  No CUDA header here: each front end brings its own.
+ */
+#ifndef PW_FRONT_H
+#define PW_FRONT_H
+
+#include "pw.h"
+#include "trace.h"
+
+#define PW_EXPORT __attribute__((visibility("default")))
+#define PW_TLS __thread __attribute__((tls_model("initial-exec")))
+#define PW_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- core.c ---- */
+extern atomic_int pw_ready;
+extern int pw_mode;      /* PW_MODE_*, fixed by init */
+extern int pw_sync_mode; /* PW_SYNC_* */
+extern pw_engine *pw_eng;
+extern PW_TLS int pw_depth;          /* > 0 while the shim itself is working on this thread */
+extern PW_TLS void *pw_elide_stream; /* staged H2D copies on this stream were the last calls */
+void pw_init(void);
+/* drv.c: the driver front end's locks, in a forked child. */
+void pw_drv_fork_child(void);
+
+/* The mode in force for this call: PW_MODE_OFF when the call must go straight through (init not
+ * possible yet, or the shim's own call on this thread). */
+static inline int pw_enter(void) {
+  if (PW_UNLIKELY(!atomic_load_explicit(&pw_ready, memory_order_acquire))) {
+    pw_init();
+    if (!atomic_load_explicit(&pw_ready, memory_order_acquire)) return PW_MODE_OFF;
+  }
+  return pw_depth ? PW_MODE_OFF : pw_mode;
+}
+
+static inline void pw_count_call(int id, uint64_t ns) {
+  pw_add(&pw_st.hook_calls[id], 1);
+  if (ns) pw_add(&pw_st.hook_ns[id], ns);
+}
+
+static inline void pw_count_copy(int id, const pw_copy *c, uint64_t ns) {
+  pw_count_call(id, ns);
+  int d = c->dir >= 0 && c->dir < PW_DIR_N ? c->dir : PW_DIR_H2H;
+  pw_counter3 *k = &pw_st.copies[d][c->src_kind][c->dst_kind];
+  pw_add(&k->calls, 1);
+  pw_add(&k->bytes, c->n);
+  pw_add(&k->ns, ns);
+}
+
+static inline void pw_count_sync(int id, uint64_t ns) {
+  pw_count_call(id, ns);
+  uint64_t cur = pw_get(&pw_st.sync_longest_ns);
+  while (ns > cur && !atomic_compare_exchange_weak(&pw_st.sync_longest_ns, &cur, ns)) {
+  }
+}
+
+/* A real call returned: the trace's exit flush is registered the first time (then it runs before
+ * CUDA's own exit handler, registered during CUDA's init). */
+static inline void pw_after_real(void) {
+  if (PW_UNLIKELY(atomic_load_explicit(&pw_trace_want_atexit, memory_order_relaxed)))
+    pw_trace_after_call();
+}
+
+/* The front ends' common path for a copy (pw_depth already raised): describe it with the front
+ * end's backend, stage it in stage mode.  Returns PW_PATH_* when staged (the caller reports
+ * success), else < 0 (the caller makes the real call).  *t0 is set to the start of the call's
+ * timing. */
+static inline int pw_front_copy(const pw_ops *ops, int mode, pw_copy *c, const char *name,
+                                uint64_t *t0) {
+  pw_describe(ops, c);
+  *t0 = pw_now_ns();
+  int path = -1;
+  if (mode == PW_MODE_STAGE && pw_eng) { /* the calls it makes are marked in a trace */
+    uint64_t app = pw_trace_own_begin();
+    path = pw_engine_copy(pw_eng, c);
+    pw_trace_own_end(path >= 0 ? app : 0, name);
+  }
+  return path;
+}
+
+/* After a copy's real call or staging: src was consumed before the return (staged, or a real
+ * pageable copy, which CUDA stages before returning), so a sync right after it may be elided. */
+static inline void pw_front_copy_done(int mode, int ok, const pw_copy *c) {
+  pw_depth--;
+  if (pw_sync_mode == PW_SYNC_ELIDE && ok && c->dir == PW_DIR_H2D &&
+      c->src_kind == PW_MEM_PAGEABLE && mode == PW_MODE_STAGE)
+    pw_elide_stream = c->stream;
+}
+
+/* A host sync on stream s (NULL: not a stream) that an elided sync makes unnecessary: 1 when it
+ * is skipped (counted as elided). */
+static inline int pw_front_sync_elided(int id, void *s) {
+  if (s && s == pw_elide_stream) {
+    pw_elide_stream = NULL;
+    pw_add(&pw_st.sync_elided, 1);
+    pw_count_call(id, 0);
+    return 1;
+  }
+  pw_elide_stream = NULL;
+  return 0;
+}
+
+#endif
