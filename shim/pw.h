@@ -113,6 +113,9 @@ typedef struct pw_ops {
   int (*error_pending)(void);
   /* Relax this thread's capture mode around engine calls; returns the mode to restore. */
   int (*relax_capture)(int restore, int mode);
+  /* Optional (NULL: always): 1 when the calling thread's context and the stream's are `device`'s
+   * primary context, the only one the engine stages in for the driver front end. */
+  int (*context_ok)(void *stream, int device);
 } pw_ops;
 
 /* ---- stats ---- */
@@ -132,6 +135,7 @@ enum {
   X(TOO_LARGE, "too_large", "above PINWHEEL_MAX_BYTES")                                            \
   X(CAPTURING, "capturing", "stream is being captured into a graph")                               \
   X(OTHER_DEVICE, "other_device", "stream or current device differs from the memory's device")     \
+  X(OTHER_CONTEXT, "other_context", "driver API: not the device's primary context")                \
   X(PENDING_ERROR, "pending_error", "a CUDA error was pending on the thread")                      \
   X(QUERY_FAILED, "query_failed", "pointer or stream query failed")                                \
   X(NO_STATE, "no_state", "engine state for the device could not be set up")                       \
@@ -147,10 +151,15 @@ typedef struct pw_counter3 {
   _Atomic uint64_t calls, bytes, ns;
 } pw_counter3;
 
-/* The hooked functions' ids, from hooks.def (only the names are expanded: no CUDA header). */
+/* The hooked functions' ids, from hooks.def (the runtime's) then drv_hooks.def (the driver's);
+ * only the names are expanded, so no CUDA header is needed. */
 enum {
 #define PW_HOOK(name, class, params, args, stream) PW_H_##name,
 #include "hooks.def"
+  PW_RUNTIME_HOOK_COUNT,
+  PW_DRV_HOOK_BEFORE_FIRST = PW_RUNTIME_HOOK_COUNT - 1,
+#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt) PW_H_##name,
+#include "drv_hooks.def"
   PW_HOOK_COUNT
 };
 enum { PW_CLASS_COPY_BLOCKING = 0, PW_CLASS_COPY_ASYNC, PW_CLASS_LAUNCH, PW_CLASS_HOST_SYNC };
@@ -279,7 +288,8 @@ typedef struct pw_copy {
   void *stream; /* normalised */
   int sync_api; /* 1 for cudaMemcpy / cudaMemcpy_ptds */
   int src_kind, dst_kind, src_dev, dst_dev;
-  int described; /* PW_DESCRIBE_*, set by pw_describe */
+  int described;     /* PW_DESCRIBE_*, set by pw_describe */
+  const pw_ops *ops; /* the backend of the front end the copy came through, set by pw_describe */
 } pw_copy;
 enum { PW_DESCRIBE_OK = 1, PW_DESCRIBE_QUERY_FAILED, PW_DESCRIBE_ERROR_PENDING };
 
@@ -294,9 +304,12 @@ typedef struct pw_engine_config {
 } pw_engine_config;
 
 typedef struct pw_engine pw_engine;
+/* One engine per process, whichever front end a copy comes through: each copy carries its front
+ * end's backend (pw_copy.ops); ops is the one used when a copy carries none (tests). */
 pw_engine *pw_engine_create(const pw_ops *ops, const pw_engine_config *cfg);
 void pw_engine_destroy(pw_engine *e); /* tests only: frees everything, syncs first */
-/* Fill the kind and device fields of c from its pointers (and the direction if dir < 0).
+/* Fill the kind and device fields of c from its pointers (and the direction if dir < 0), and
+ * note ops as the copy's backend.
  * Returns 0, or -1 when a query failed (fields are then PW_MEM_UNKNOWN). */
 int pw_describe(const pw_ops *ops, pw_copy *c);
 /* Stage the copy.  Returns PW_PATH_* (>= 0) when it was staged and the caller must report

@@ -27,8 +27,11 @@ const char *const pw_fallback_names[PW_FB_N] = {PW_FALLBACK_LIST(PW_FB_NAME)};
 /* The hook table needs only names and classes, so the parameter lists are never expanded and
  * this file needs no CUDA header. */
 #define PW_HOOK(name, class, params, args, stream) [PW_H_##name] = {#name, PW_CLASS_##class},
+#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
+  [PW_H_##name] = {#name, PW_CLASS_##class},
 const pw_hook_info pw_hook_table[PW_HOOK_COUNT] = {
 #include "hooks.def"
+#include "drv_hooks.def"
 };
 const int pw_hook_count = PW_HOOK_COUNT;
 

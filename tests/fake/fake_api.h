@@ -27,4 +27,7 @@ long fake_count(const char *name);
 void fake_fail_next(cudaError_t err);
 /* Make a stream report that it is being captured. */
 void fake_set_capturing(cudaStream_t s, int on);
+/* dlsym on libcuda.so.1 (when loaded) from inside the runtime, as libcudart takes its entry points.
+ */
+void *fake_cudart_driver_entry(const char *name);
 #endif

@@ -1,0 +1,383 @@
+/* drv.c — the driver front end: the exported cu* wrappers generated from drv_hooks.def, and the
+ * ways a program that never calls the shared CUDA runtime reaches them.
+ *
+ * JAX/XLA and programs built with nvcc's static runtime load libcuda.so.1 themselves and take its
+ * entry points with dlsym(handle, ...) and cuGetProcAddress, so LD_PRELOAD's symbol interposition
+ * alone never sees their calls.  Three doors lead to the wrappers here:
+ *   - the exported symbols themselves (programs linked with -lcuda);
+ *   - dlsym: the shim defines it; for a real handle it asks glibc's dlsym and, when the answer is
+ *     one of the real driver functions of drv_hooks.def, returns the wrapper instead;
+ *   - cuGetProcAddress (_v2 and the CUDA 11.3 version): the same for what the driver hands out.
+ * A function is recognised by its address, never by the name asked for: whatever version or
+ * per-thread flag the program passed, it gets the wrapper of exactly the function the driver
+ * chose, with that function's ABI, or the driver's answer untouched (an older ABI, anything not
+ * listed).  Interposers that map by name (HAMi-core) hand a program asking for an older version a
+ * function of the newer ABI.
+ *
+ * dlsym(RTLD_NEXT / RTLD_DEFAULT, ...) answers depend on who calls: those two go to glibc's dlsym
+ * by a tail jump (assembly below, x86-64 and AArch64), so glibc sees the program's return address.
+ * Elsewhere the shim does not define dlsym (the exported symbols and cuGetProcAddress still work).
+ * glibc's dlsym is found with dlvsym, never with the private _dl_sym (gone in glibc 2.34).
+ *
+ * The shared CUDA runtime (libcudart.so) is the runtime front end's (shim.c): asked by it, dlsym
+ * and cuGetProcAddress answer as the driver does, so a copy that came through cudaMemcpy* is
+ * counted and staged once, and the runtime's own driver calls never cross the shim twice.
+ *
+ * Must never: initialise anything in dlsym beyond finding the real functions; change a real
+ * call's arguments or status; exit or abort the host process.
+ */
+#define _GNU_SOURCE
+#include "drv.h"
+#include "front.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+pw_drv_table pw_drv;
+
+/* ---- glibc's dlsym ---- */
+
+typedef void *(*pw_dlsym_fn)(void *, const char *);
+/* read by the assembly below: hidden, so it is reached PC-relative */
+__attribute__((visibility("hidden"))) pw_dlsym_fn pw_real_dlsym_ptr;
+
+#if defined(__x86_64__) || defined(__aarch64__)
+#define PW_HAVE_DLSYM 1 /* the assembly below defines dlsym */
+#endif
+
+__attribute__((visibility("hidden"))) pw_dlsym_fn pw_dlsym_resolve(void) {
+  pw_dlsym_fn f = __atomic_load_n(&pw_real_dlsym_ptr, __ATOMIC_ACQUIRE);
+  if (f) return f;
+  static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+  for (size_t i = 0; i < sizeof versions / sizeof *versions && !f; i++) {
+    *(void **)&f = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+#ifdef PW_HAVE_DLSYM
+    if (f == dlsym) f = NULL; /* never ourselves */
+#endif
+  }
+  if (f) __atomic_store_n(&pw_real_dlsym_ptr, f, __ATOMIC_RELEASE);
+  return f;
+}
+
+static void *real_dlsym(void *h, const char *name) {
+  pw_dlsym_fn f = pw_dlsym_resolve();
+  return f ? f(h, name) : NULL;
+}
+
+/* ---- finding the real driver ---- */
+
+static pthread_mutex_t res_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int resolved; /* 1: pw_drv filled from a libcuda */
+
+static int is_libcuda_name(const char *path) {
+  const char *b = path ? strrchr(path, '/') : NULL;
+  b = b ? b + 1 : path;
+  return b && !strncmp(b, "libcuda.so", 10);
+}
+
+static void recognise_init(void);
+
+/* Fill pw_drv from the libcuda object that holds `addr` (NULL: libcuda.so.1 by name, then the
+ * object after the shim that defines cuGetProcAddress_v2). */
+static int resolve_from(void *addr) {
+  if (atomic_load_explicit(&resolved, memory_order_acquire)) return 1;
+  pthread_mutex_lock(&res_lock);
+  if (!atomic_load_explicit(&resolved, memory_order_relaxed)) {
+    void *h = NULL;
+    if (!addr) {
+      h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+      if (!h) addr = real_dlsym(RTLD_NEXT, "cuGetProcAddress_v2");
+    }
+    if (!h && addr) {
+      Dl_info info;
+      struct link_map *lm = NULL;
+      if (dladdr1(addr, &info, (void **)&lm, RTLD_DL_LINKMAP) && lm && is_libcuda_name(lm->l_name))
+        h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    }
+    if (h) {
+#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
+  *(void **)&pw_drv.name = real_dlsym(h, #name);
+#define PW_DRV_REAL(name, params) *(void **)&pw_drv.name = real_dlsym(h, #name);
+#include "drv_hooks.def"
+      recognise_init();
+      atomic_store_explicit(&resolved, 1, memory_order_release);
+      /* h stays open: the table points into it */
+    }
+  }
+  pthread_mutex_unlock(&res_lock);
+  return atomic_load_explicit(&resolved, memory_order_acquire);
+}
+
+int pw_drv_resolve(void) {
+  return resolve_from(NULL);
+}
+
+/* ---- the wrappers ---- */
+
+#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
+  PW_EXPORT CUresult name params;
+#include "drv_hooks.def"
+PW_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                       cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+PW_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                    cuuint64_t flags);
+
+#define DRV_REAL(name) (pw_drv.name ? pw_drv.name : (pw_drv_resolve(), pw_drv.name))
+
+static CUresult drv_missing(const char *name) {
+  pw_log(PW_LOG_ERROR, "%s was called but no CUDA driver (libcuda.so.1) defines it", name);
+  return CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND;
+}
+
+static inline CUresult drv_after(CUresult r) {
+  pw_after_real();
+  return r;
+}
+
+#define DRV_COPY(name, params, args, stream_expr, dirv, is_sync)                                   \
+  CUresult name params {                                                                           \
+    int mode = pw_enter();                                                                         \
+    if (!DRV_REAL(name)) return drv_missing(#name);                                                \
+    if (mode == PW_MODE_OFF) return drv_after(pw_drv.name args);                                   \
+    pw_elide_stream = NULL;                                                                        \
+    pw_depth++;                                                                                    \
+    pw_copy c = {.dst = (void *)(uintptr_t)dst,                                                    \
+                 .src = (const void *)(uintptr_t)src,                                              \
+                 .n = count,                                                                       \
+                 .dir = dirv,                                                                      \
+                 .stream = (void *)(stream_expr),                                                  \
+                 .sync_api = is_sync};                                                             \
+    uint64_t t0;                                                                                   \
+    int path = pw_front_copy(&pw_drv_ops, mode, &c, #name, &t0);                                   \
+    CUresult r = drv_after(path >= 0 ? CUDA_SUCCESS : pw_drv.name args);                           \
+    pw_count_copy(PW_H_##name, &c, pw_now_ns() - t0);                                              \
+    pw_front_copy_done(mode, r == CUDA_SUCCESS, &c);                                               \
+    return r;                                                                                      \
+  }
+
+#define DRV_LAUNCH(name, params, args)                                                             \
+  CUresult name params {                                                                           \
+    int mode = pw_enter();                                                                         \
+    if (!DRV_REAL(name)) return drv_missing(#name);                                                \
+    if (mode == PW_MODE_OFF) return drv_after(pw_drv.name args);                                   \
+    pw_elide_stream = NULL;                                                                        \
+    if (mode == PW_MODE_OBSERVE) {                                                                 \
+      uint64_t t0 = pw_ticks();                                                                    \
+      CUresult r = drv_after(pw_drv.name args);                                                    \
+      pw_add(&pw_st.hook_ticks[PW_H_##name], pw_ticks() - t0);                                     \
+      pw_count_call(PW_H_##name, 0);                                                               \
+      return r;                                                                                    \
+    }                                                                                              \
+    pw_count_call(PW_H_##name, 0);                                                                 \
+    return drv_after(pw_drv.name args);                                                            \
+  }
+
+#define DRV_SYNC(name, params, args, stream_expr)                                                  \
+  CUresult name params {                                                                           \
+    int mode = pw_enter();                                                                         \
+    if (!DRV_REAL(name)) return drv_missing(#name);                                                \
+    if (mode == PW_MODE_OFF) return drv_after(pw_drv.name args);                                   \
+    if (pw_front_sync_elided(PW_H_##name, (void *)(stream_expr))) return CUDA_SUCCESS;             \
+    uint64_t t0 = pw_now_ns();                                                                     \
+    CUresult r = pw_drv.name args;                                                                 \
+    pw_count_sync(PW_H_##name, pw_now_ns() - t0);                                                  \
+    return r;                                                                                      \
+  }
+
+#define PW_DRV_COPY_BLOCKING(name, params, args, stream, dir)                                      \
+  DRV_COPY(name, params, args, stream, dir, 1)
+#define PW_DRV_COPY_ASYNC(name, params, args, stream, dir)                                         \
+  DRV_COPY(name, params, args, stream, dir, 0)
+#define PW_DRV_LAUNCH(name, params, args, stream, dir) DRV_LAUNCH(name, params, args)
+#define PW_DRV_HOST_SYNC(name, params, args, stream, dir) DRV_SYNC(name, params, args, stream)
+#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
+  PW_DRV_##class(name, params, args, stream, dir)
+#include "drv_hooks.def"
+
+/* ---- recognising the real functions ---- */
+
+typedef struct drv_entry {
+  void *const *real; /* the pw_drv slot */
+  void *wrapper;
+  const char *base;
+  int version, pt;
+} drv_entry;
+
+static const drv_entry entries[] = {
+#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
+  {(void *const *)&pw_drv.name, (void *)name, #base, version, pt},
+#include "drv_hooks.def"
+    {(void *const *)&pw_drv.cuGetProcAddress_v2, (void *)cuGetProcAddress_v2, "cuGetProcAddress",
+     12000, 0},
+    {(void *const *)&pw_drv.cuGetProcAddress, (void *)cuGetProcAddress, "cuGetProcAddress", 11030,
+     0},
+};
+#define N_ENTRIES (sizeof entries / sizeof *entries)
+
+/* What cuGetProcAddress hands out for each entry's own request: the driver may answer with other
+ * addresses than its exported symbols'. */
+static void *canonical[N_ENTRIES];
+
+static void recognise_init(void) {
+  if (!pw_drv.cuGetProcAddress_v2) return;
+  for (size_t i = 0; i < N_ENTRIES - 1; i++) { /* the v1 entry is found by its symbol only */
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st;
+    cuuint64_t flags = entries[i].pt ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                                     : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+    if (pw_drv.cuGetProcAddress_v2(entries[i].base, &p, entries[i].version, flags, &st) ==
+            CUDA_SUCCESS &&
+        st == CU_GET_PROC_ADDRESS_SUCCESS)
+      canonical[i] = p;
+  }
+}
+
+/* The wrapper of the real driver function at p, or NULL when p is none of them. */
+static void *wrapper_of(void *p) {
+  if (!p || !atomic_load_explicit(&resolved, memory_order_acquire)) return NULL;
+  for (size_t i = 0; i < N_ENTRIES; i++)
+    if (*entries[i].real == p) return entries[i].wrapper;
+  for (size_t i = 0; i < N_ENTRIES; i++)
+    if (canonical[i] == p) return entries[i].wrapper;
+  return NULL;
+}
+
+/* Whether the code at addr belongs to a shared CUDA runtime (libcudart.so*), whose exported
+ * functions the runtime front end wraps already. */
+static int from_shared_runtime(const void *addr) {
+  Dl_info info;
+  if (!dladdr(addr, &info) || !info.dli_fname) return 0;
+  const char *b = strrchr(info.dli_fname, '/');
+  b = b ? b + 1 : info.dli_fname;
+  return !strncmp(b, "libcudart.so", 12);
+}
+
+/* dlsym's and cuGetProcAddress's answer p for a caller at `caller`: the wrapper when p is a real
+ * driver function of the list, else p. */
+static void *offer(void *p, const void *caller) {
+  if (!atomic_load_explicit(&resolved, memory_order_acquire) && !resolve_from(p)) return p;
+  void *w = wrapper_of(p);
+  return w && !from_shared_runtime(caller) ? w : p;
+}
+
+/* Names dlsym could be asked for that lead to a wrapper (a cheap filter before the address). */
+static int listed_name(const char *name) {
+#define PW_DRV_HOOK(n, class, params, args, stream, dir, base, version, pt)                        \
+  if (!strcmp(name, #n)) return 1;
+#include "drv_hooks.def"
+  return !strcmp(name, "cuGetProcAddress_v2") || !strcmp(name, "cuGetProcAddress");
+}
+
+/* dlsym on a real handle (the assembly jumps here for every handle but the two pseudo ones, so
+ * __builtin_return_address(0) is the program's call site). */
+__attribute__((visibility("hidden"), noinline)) void *pw_dlsym_handle(void *h, const char *name) {
+  void *p = real_dlsym(h, name);
+  if (!p || !name || name[0] != 'c' || name[1] != 'u' || !listed_name(name)) return p;
+  return offer(p, __builtin_return_address(0));
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status) {
+  if (!DRV_REAL(cuGetProcAddress_v2)) return drv_missing("cuGetProcAddress_v2");
+  CUresult r = pw_drv.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, status);
+  if (r == CUDA_SUCCESS && pfn && *pfn) *pfn = offer(*pfn, __builtin_return_address(0));
+  return r;
+}
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+  if (!DRV_REAL(cuGetProcAddress)) return drv_missing("cuGetProcAddress");
+  CUresult r = pw_drv.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
+  if (r == CUDA_SUCCESS && pfn && *pfn) *pfn = offer(*pfn, __builtin_return_address(0));
+  return r;
+}
+
+/* ---- dlsym ----
+ * RTLD_DEFAULT (0) and RTLD_NEXT (-1): a tail jump to glibc's dlsym, which finds the caller from
+ * its return address, still the program's.  Any other handle: pw_dlsym_handle, by a tail jump too.
+ * The first call finds glibc's dlsym with every argument register saved. */
+#if defined(__x86_64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, @function\n"
+        ".p2align 4\n"
+        "dlsym:\n"
+        "  .cfi_startproc\n"
+        "  endbr64\n"
+        "  testq %rdi, %rdi\n"
+        "  je 1f\n"
+        "  cmpq $-1, %rdi\n"
+        "  je 1f\n"
+        "  jmp pw_dlsym_handle\n"
+        "1:\n"
+        "  movq pw_real_dlsym_ptr(%rip), %rax\n"
+        "  testq %rax, %rax\n"
+        "  je 2f\n"
+        "  jmp *%rax\n"
+        "2:\n"
+        "  pushq %rdi\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  pushq %rsi\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  subq $8, %rsp\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  call pw_dlsym_resolve\n"
+        "  addq $8, %rsp\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  popq %rsi\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  popq %rdi\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  testq %rax, %rax\n"
+        "  je 3f\n"
+        "  jmp *%rax\n"
+        "3:\n"
+        "  ret\n"
+        "  .cfi_endproc\n"
+        ".size dlsym, .-dlsym\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, %function\n"
+        ".p2align 2\n"
+        "dlsym:\n"
+        "  .cfi_startproc\n"
+        "  hint #34\n" /* bti c */
+        "  cbz x0, 1f\n"
+        "  cmn x0, #1\n"
+        "  b.eq 1f\n"
+        "  b pw_dlsym_handle\n"
+        "1:\n"
+        "  adrp x16, pw_real_dlsym_ptr\n"
+        "  ldr x16, [x16, #:lo12:pw_real_dlsym_ptr]\n"
+        "  cbz x16, 2f\n"
+        "  br x16\n"
+        "2:\n"
+        "  stp x29, x30, [sp, #-32]!\n"
+        "  .cfi_def_cfa_offset 32\n"
+        "  .cfi_offset 29, -32\n"
+        "  .cfi_offset 30, -24\n"
+        "  mov x29, sp\n"
+        "  stp x0, x1, [sp, #16]\n"
+        "  bl pw_dlsym_resolve\n"
+        "  mov x16, x0\n"
+        "  ldp x0, x1, [sp, #16]\n"
+        "  ldp x29, x30, [sp], #32\n"
+        "  .cfi_restore 29\n"
+        "  .cfi_restore 30\n"
+        "  .cfi_def_cfa_offset 0\n"
+        "  cbz x16, 3f\n"
+        "  br x16\n"
+        "3:\n"
+        "  mov x0, #0\n"
+        "  ret\n"
+        "  .cfi_endproc\n"
+        ".size dlsym, .-dlsym\n");
+#endif
+
+void pw_drv_fork_child(void) {
+  pthread_mutex_init(&res_lock, NULL);
+  pw_drv_ops_fork_child();
+}

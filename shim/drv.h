@@ -1,0 +1,30 @@
+/* drv.h — the table of real CUDA driver functions, generated from drv_hooks.def, and the driver
+ * backend of the engine.  Only drv.c, drv_ops.c and the tests' fake driver include the driver
+ * header; the rest of the shim never sees it. */
+#ifndef PW_DRV_H
+#define PW_DRV_H
+
+#include <cuda.h>
+/* cuda.h maps this name to cuGetProcAddress_v2; both are separate exported functions. */
+#undef cuGetProcAddress
+
+#include "pw.h"
+
+#define PW_DRV_LEGACY(s) ((s) ? (s) : CU_STREAM_LEGACY)
+#define PW_DRV_PTSZ(s) ((s) ? (s) : CU_STREAM_PER_THREAD)
+
+typedef struct pw_drv_table {
+#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
+  CUresult(*name) params;
+#define PW_DRV_REAL(name, params) CUresult(*name) params;
+#include "drv_hooks.def"
+} pw_drv_table;
+
+extern pw_drv_table pw_drv;
+extern const pw_ops pw_drv_ops;
+
+/* Fill pw_drv from the libcuda in the process (idempotent, thread-safe); 1 when it is filled. */
+int pw_drv_resolve(void);
+void pw_drv_ops_fork_child(void);
+
+#endif

@@ -1,0 +1,201 @@
+/* drv_ops.c — the engine's pw_ops table over the real CUDA driver (the driver front end's backend).
+ *
+ * Owns: the translation between the engine's opaque handles / PW_* constants and the driver API,
+ * and the primary context of each device the driver front end stages for.
+ * Must never: call an exported wrapper of the shim (everything goes through pw_drv).
+ *
+ * The engine's state of a device (pinned pool, ring, side stream, events) lives in the device's
+ * primary context, whichever front end set it up: the runtime's handles are the driver's
+ * (cudaStream_t is a CUstream, cudaEvent_t a CUevent), so both backends use the same state.  A
+ * driver copy is therefore staged only when the thread's current context and its stream's are
+ * that primary context (context_ok).  The driver keeps no "last error", so clear_error and
+ * error_pending have nothing to do.
+ */
+#include "drv.h"
+#include "trace.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MISSING CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND
+#define CALL(fn, ...) (pw_drv.fn ? (int)pw_drv.fn(__VA_ARGS__) : (int)MISSING)
+#define MAX_DEVICES 64
+
+static CUcontext primary[MAX_DEVICES]; /* retained once, held for the engine's state */
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* dev's primary context when it is active (the program uses it), else NULL.  Never creates one. */
+static CUcontext primary_of(int dev) {
+  if (dev < 0 || dev >= MAX_DEVICES) return NULL;
+  CUcontext c = __atomic_load_n(&primary[dev], __ATOMIC_ACQUIRE);
+  if (c) return c;
+  unsigned flags = 0;
+  int active = 0;
+  if (CALL(cuDevicePrimaryCtxGetState, dev, &flags, &active) || !active) return NULL;
+  pthread_mutex_lock(&primary_lock);
+  if (!primary[dev] && !CALL(cuDevicePrimaryCtxRetain, &c, dev))
+    __atomic_store_n(&primary[dev], c, __ATOMIC_RELEASE);
+  c = primary[dev];
+  pthread_mutex_unlock(&primary_lock);
+  return c;
+}
+
+static int op_pointer_info(const void *p, int *kind, int *device) {
+  CUpointer_attribute at[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                               CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                               CU_POINTER_ATTRIBUTE_IS_MANAGED};
+  /* zeroed wide slots: whatever width the driver writes a flag in, non-zero means set */
+  uint64_t type = 0, managed = 0;
+  int ordinal = -2;
+  void *data[3] = {&type, &ordinal, &managed};
+  int rc = CALL(cuPointerGetAttributes, 3, at, data, (CUdeviceptr)(uintptr_t)p);
+  if (rc) return rc;
+  switch ((unsigned)type) {
+  case 0: /* not known to CUDA: plain pageable memory */
+    *kind = PW_MEM_PAGEABLE;
+    ordinal = -2;
+    break;
+  case CU_MEMORYTYPE_HOST:
+    *kind = PW_MEM_PINNED;
+    break;
+  case CU_MEMORYTYPE_DEVICE:
+    *kind = managed ? PW_MEM_MANAGED : PW_MEM_DEVICE;
+    break;
+  default: /* arrays, unified: never staged */
+    *kind = PW_MEM_UNKNOWN;
+  }
+  *device = ordinal;
+  return 0;
+}
+
+static int op_stream_capturing(void *s, int *cap) {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  int rc = CALL(cuStreamIsCapturing, (CUstream)s, &st);
+  *cap = st != CU_STREAM_CAPTURE_STATUS_NONE;
+  return rc;
+}
+
+static int op_get_device(int *device) {
+  CUcontext c = NULL;
+  int rc = CALL(cuCtxGetCurrent, &c);
+  if (rc) return rc;
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  CUdevice d = -1;
+  rc = CALL(cuCtxGetDevice, &d);
+  *device = (int)d;
+  return rc;
+}
+
+/* The stream's device, when the stream belongs to the current context (else -1: not staged). */
+static int op_stream_device(void *s, int *device) {
+  CUcontext sc = NULL, cur = NULL;
+  int rc = CALL(cuStreamGetCtx, (CUstream)s, &sc);
+  if (!rc) rc = CALL(cuCtxGetCurrent, &cur);
+  if (rc) return rc;
+  if (!sc || sc != cur) return *device = -1, 0;
+  return op_get_device(device);
+}
+
+static int op_context_ok(void *s, int device) {
+  CUcontext cur = NULL, sc = NULL, p = primary_of(device);
+  if (!p || CALL(cuCtxGetCurrent, &cur) || CALL(cuStreamGetCtx, (CUstream)s, &sc)) return 0;
+  return cur == p && sc == p;
+}
+
+/* The setup thread's context: the device's primary one (context_ok retained it). */
+static int op_set_device(int device) {
+  CUcontext p = primary_of(device);
+  return p ? CALL(cuCtxSetCurrent, p) : CUDA_ERROR_INVALID_CONTEXT;
+}
+static int op_host_alloc(void **p, size_t n) {
+  return CALL(cuMemHostAlloc, p, n, CU_MEMHOSTALLOC_PORTABLE);
+}
+static void op_host_free(void *p) {
+  (void)CALL(cuMemFreeHost, p);
+}
+static int op_device_alloc(void **p, size_t n) {
+  CUdeviceptr d = 0;
+  int rc = CALL(cuMemAlloc_v2, &d, n);
+  *p = (void *)(uintptr_t)d;
+  return rc;
+}
+static void op_device_free(void *p) {
+  (void)CALL(cuMemFree_v2, (CUdeviceptr)(uintptr_t)p);
+}
+static int op_stream_create(void **s) { /* only pinwheel's side stream is made here */
+  int rc = CALL(cuStreamCreate, (CUstream *)s, CU_STREAM_NON_BLOCKING);
+  int dev;
+  if (!rc && pw_trace_active() && !op_get_device(&dev)) pw_trace_side_stream(dev, *s);
+  return rc;
+}
+static int op_event_create(void **e) {
+  return CALL(cuEventCreate, (CUevent *)e, CU_EVENT_DISABLE_TIMING);
+}
+static int op_event_record(void *e, void *s) {
+  return CALL(cuEventRecord, (CUevent)e, (CUstream)s);
+}
+static int op_event_query(void *e) {
+  int rc = CALL(cuEventQuery, (CUevent)e);
+  return rc == CUDA_ERROR_NOT_READY ? 1 : rc;
+}
+static int op_event_sync(void *e) {
+  return CALL(cuEventSynchronize, (CUevent)e);
+}
+static int op_stream_wait_event(void *s, void *e) {
+  return CALL(cuStreamWaitEvent, (CUstream)s, (CUevent)e, 0);
+}
+static int op_copy_async(void *dst, const void *src, size_t n, int dir, void *s) {
+  CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst, sp = (CUdeviceptr)(uintptr_t)src;
+  switch (dir) {
+  case PW_DIR_H2D:
+    return CALL(cuMemcpyHtoDAsync_v2, d, src, n, (CUstream)s);
+  case PW_DIR_D2H:
+    return CALL(cuMemcpyDtoHAsync_v2, dst, sp, n, (CUstream)s);
+  case PW_DIR_D2D:
+    return CALL(cuMemcpyDtoDAsync_v2, d, sp, n, (CUstream)s);
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+static int op_stream_sync(void *s) {
+  return CALL(cuStreamSynchronize, (CUstream)s);
+}
+static void op_clear_error(void) {}
+static int op_error_pending(void) {
+  return 0;
+}
+static int op_relax_capture(int restore, int mode) {
+  if (restore && mode < 0) return -1;
+  CUstreamCaptureMode m = restore ? (CUstreamCaptureMode)mode : CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (CALL(cuThreadExchangeStreamCaptureMode, &m)) return -1;
+  return (int)m;
+}
+
+void pw_drv_ops_fork_child(void) {
+  pthread_mutex_init(&primary_lock, NULL);
+}
+
+const pw_ops pw_drv_ops = {
+    .pointer_info = op_pointer_info,
+    .stream_capturing = op_stream_capturing,
+    .stream_device = op_stream_device,
+    .get_device = op_get_device,
+    .set_device = op_set_device,
+    .host_alloc = op_host_alloc,
+    .host_free = op_host_free,
+    .device_alloc = op_device_alloc,
+    .device_free = op_device_free,
+    .stream_create = op_stream_create,
+    .event_create = op_event_create,
+    .event_record = op_event_record,
+    .event_query = op_event_query,
+    .event_sync = op_event_sync,
+    .stream_wait_event = op_stream_wait_event,
+    .copy_async = op_copy_async,
+    .stream_sync = op_stream_sync,
+    .clear_error = op_clear_error,
+    .error_pending = op_error_pending,
+    .relax_capture = op_relax_capture,
+    .context_ok = op_context_ok,
+};

@@ -1,0 +1,403 @@
+/* driver_prog.c — a driver-API "application" for the driver front end's tests, linked against the
+ * fake libcuda.so.1 and run by test_driver under the real LD_PRELOAD of libpinwheel.so.  It takes
+ * the entry points one of four ways (WAY):
+ *   direct   the exported symbols (the program is linked with -lcuda)
+ *   dlsym    dlopen("libcuda.so.1") + dlsym, as JAX's CUDA plugin does
+ *   gpa      cuGetProcAddress_v2 taken with dlsym, as the static CUDA runtime does
+ *   gpa1     the CUDA 11.3 cuGetProcAddress
+ * Commands:
+ *   calls WAY        every hooked entry point twice (success, injected error): arguments arrive
+ *                    intact, statuses come back unchanged
+ *   counts WAY N     a fixed mix of copies, launches and syncs, N times (the test checks the
+ *                    summary)
+ *   stage WAY        pageable H2D / D2H copies of many sizes, each API; source overwritten and
+ *                    freed at once, bytes compared; with "expect-staged" the copies must have
+ *                    reached the fake from pinned memory
+ *   context          a pageable copy in a context that is not the primary one
+ *   oldabi           cuMemcpyHtoD asked for with CUDA 3.0: the 32-bit-pointer ABI, untouched
+ *   dlsym-same       dlsym's answers for handles and symbols pinwheel does not wrap, as
+ *                    "handle symbol object+offset" lines (compared with a run without the shim)
+ *   dlsym-caller     RTLD_NEXT and RTLD_DEFAULT answered for the calling library
+ *   runtime-asks     where the program's and the CUDA runtime's dlsym of a wrapped entry point
+ *                    lead, as "who object" lines
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake/fake_api.h"
+#include "fake/fake_cuda_api.h"
+#undef cuGetProcAddress
+#undef cuMemcpyHtoD
+
+#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt) CUresult name params;
+#define PW_DRV_REAL(name, params) CUresult name params;
+#include "drv_hooks.def"
+CUresult cuInit(unsigned int flags);
+
+/* in libdlprobe.so (linked) and libdlprobe_local.so (opened RTLD_LOCAL) */
+void *dlprobe_next(void);
+char *strfry(char *s);
+
+static int failures;
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "driver_prog: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);        \
+      failures++;                                                                                  \
+    }                                                                                              \
+  } while (0)
+
+typedef struct fns {
+#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
+  CUresult(*name) params;
+#include "drv_hooks.def"
+} fns;
+
+static fns F;
+
+static void get_fns(const char *way) {
+  if (!strcmp(way, "direct")) {
+#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt) F.name = name;
+#include "drv_hooks.def"
+    return;
+  }
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    fprintf(stderr, "driver_prog: %s\n", dlerror());
+    exit(2);
+  }
+  if (!strcmp(way, "dlsym")) {
+#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
+  *(void **)&F.name = dlsym(h, #name);
+#include "drv_hooks.def"
+    return;
+  }
+  CUresult (*gpa2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+  CUresult (*gpa1)(const char *, void **, int, cuuint64_t);
+  *(void **)&gpa2 = dlsym(h, "cuGetProcAddress_v2");
+  *(void **)&gpa1 = dlsym(h, "cuGetProcAddress");
+  int v1 = !strcmp(way, "gpa1");
+  if (!v1 && strcmp(way, "gpa")) {
+    fprintf(stderr, "driver_prog: unknown way %s\n", way);
+    exit(2);
+  }
+  /* as a program built with CUDA 13 asks: its version, per-thread or not by the variant */
+#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
+  {                                                                                                \
+    cuuint64_t fl = pt ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0;                        \
+    int ver = version >= 13000 ? 13000 : 12080;                                                    \
+    CUdriverProcAddressQueryResult st;                                                             \
+    CUresult r =                                                                                   \
+        v1 ? gpa1(#base, (void **)&F.name, ver, fl) : gpa2(#base, (void **)&F.name, ver, fl, &st); \
+    CHECK(r == CUDA_SUCCESS && F.name);                                                            \
+  }
+#include "drv_hooks.def"
+}
+
+static void check_last(const char *name) {
+  fake_drv_call c = fake_drv_last();
+  if (strcmp(c.name, name)) {
+    fprintf(stderr, "driver_prog: expected the fake to see %s, it saw %s\n", name, c.name);
+    failures++;
+  }
+}
+
+static CUcontext primary;
+static void setup_context(void) {
+  CHECK(cuInit(0) == CUDA_SUCCESS);
+  CHECK(cuDevicePrimaryCtxRetain(&primary, 0) == CUDA_SUCCESS);
+  CHECK(cuCtxSetCurrent(primary) == CUDA_SUCCESS);
+}
+
+static int cmd_calls(void) {
+  char a[64], b[64];
+  CUdeviceptr dev;
+  CHECK(cuMemAlloc_v2(&dev, 4096) == CUDA_SUCCESS);
+  CUstream s;
+  CHECK(cuStreamCreate(&s, 0) == CUDA_SUCCESS);
+  CUevent ev;
+  CHECK(cuEventCreate(&ev, 0) == CUDA_SUCCESS);
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.hStream = s;
+  void *params[2] = {a, b}, *extra[1] = {NULL};
+  CUfunction fn = (CUfunction)a;
+  uintptr_t A = (uintptr_t)a, B = (uintptr_t)b;
+  for (int fail = 0; fail < 2; fail++) {
+    CUresult want = fail ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+#define EXPECT(call, name, extra_check)                                                            \
+  do {                                                                                             \
+    if (fail) fake_drv_fail_next(CUDA_ERROR_INVALID_VALUE);                                        \
+    CUresult r = call;                                                                             \
+    CHECK(r == want);                                                                              \
+    check_last(name);                                                                              \
+    fake_drv_call c = fake_drv_last();                                                             \
+    (void)c;                                                                                       \
+    CHECK(extra_check);                                                                            \
+  } while (0)
+    EXPECT(F.cuMemcpyHtoD_v2(dev, b, 17), "cuMemcpyHtoD_v2",
+           c.dst == dev && c.src == B && c.count == 17);
+    EXPECT(F.cuMemcpyHtoD_v2_ptds(dev + 8, b, 19), "cuMemcpyHtoD_v2_ptds",
+           c.dst == dev + 8 && c.src == B && c.count == 19);
+    EXPECT(F.cuMemcpyHtoDAsync_v2(dev, a, 23, s), "cuMemcpyHtoDAsync_v2",
+           c.dst == dev && c.src == A && c.count == 23 && c.stream == s);
+    EXPECT(F.cuMemcpyHtoDAsync_v2_ptsz(dev, a, 29, 0), "cuMemcpyHtoDAsync_v2_ptsz",
+           c.count == 29 && c.stream == 0);
+    EXPECT(F.cuMemcpyDtoH_v2(a, dev, 31), "cuMemcpyDtoH_v2",
+           c.dst == A && c.src == dev && c.count == 31);
+    EXPECT(F.cuMemcpyDtoH_v2_ptds(b, dev, 37), "cuMemcpyDtoH_v2_ptds", c.dst == B && c.count == 37);
+    EXPECT(F.cuMemcpyDtoHAsync_v2(a, dev, 41, s), "cuMemcpyDtoHAsync_v2",
+           c.dst == A && c.src == dev && c.count == 41 && c.stream == s);
+    EXPECT(F.cuMemcpyDtoHAsync_v2_ptsz(b, dev, 43, s), "cuMemcpyDtoHAsync_v2_ptsz",
+           c.dst == B && c.count == 43 && c.stream == s);
+    EXPECT(F.cuMemcpy(dev + 64, dev, 47), "cuMemcpy",
+           c.dst == dev + 64 && c.src == dev && c.count == 47);
+    EXPECT(F.cuMemcpy_ptds(A, B, 53), "cuMemcpy_ptds", c.dst == A && c.src == B && c.count == 53);
+    EXPECT(F.cuMemcpyAsync(dev, B, 59, s), "cuMemcpyAsync",
+           c.dst == dev && c.src == B && c.count == 59 && c.stream == s);
+    EXPECT(F.cuMemcpyAsync_ptsz(A, dev, 61, 0), "cuMemcpyAsync_ptsz",
+           c.dst == A && c.src == dev && c.count == 61 && c.stream == 0);
+    EXPECT(F.cuLaunchKernel(fn, 3, 5, 7, 32, 2, 1, 96, s, params, extra), "cuLaunchKernel",
+           c.func == fn && c.grid[1] == 5 && c.block[0] == 32 && c.shared == 96 && c.stream == s &&
+               c.params == params && c.extra == extra);
+    EXPECT(F.cuLaunchKernel_ptsz(fn, 1, 2, 3, 4, 5, 6, 97, 0, params, NULL), "cuLaunchKernel_ptsz",
+           c.grid[2] == 3 && c.block[2] == 6 && c.shared == 97 && !c.stream);
+    EXPECT(F.cuLaunchKernelEx(&cfg, fn, params, extra), "cuLaunchKernelEx",
+           c.config == &cfg && c.func == fn && c.params == params && c.extra == extra);
+    EXPECT(F.cuLaunchKernelEx_ptsz(&cfg, fn, NULL, extra), "cuLaunchKernelEx_ptsz",
+           c.config == &cfg && c.extra == extra);
+    EXPECT(F.cuStreamSynchronize(s), "cuStreamSynchronize", c.stream == s);
+    EXPECT(F.cuStreamSynchronize_ptsz(0), "cuStreamSynchronize_ptsz", c.stream == 0);
+    EXPECT(F.cuCtxSynchronize(), "cuCtxSynchronize", 1);
+    EXPECT(F.cuCtxSynchronize_v2(primary), "cuCtxSynchronize_v2", c.ctx == primary);
+    EXPECT(F.cuEventSynchronize(ev), "cuEventSynchronize", c.event == ev);
+  }
+  printf("calls %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+static char page[3][4096];
+
+static int cmd_counts(int n) {
+  CUdeviceptr dev;
+  void *pinned;
+  CUstream s;
+  CHECK(cuMemAlloc_v2(&dev, 1 << 16) == CUDA_SUCCESS);
+  CHECK(cuMemHostAlloc(&pinned, 4096, 0) == CUDA_SUCCESS);
+  CHECK(cuStreamCreate(&s, 0) == CUDA_SUCCESS);
+  for (int i = 0; i < n; i++) {
+    F.cuMemcpyHtoD_v2(dev, page[0], 1000);                        /* H2D pageable */
+    F.cuMemcpyHtoDAsync_v2(dev, pinned, 2000, s);                 /* H2D pinned */
+    F.cuMemcpyDtoHAsync_v2(page[1], dev, 3000, s);                /* D2H pageable */
+    F.cuMemcpy(dev + 4096, dev, 100);                             /* D2D */
+    F.cuMemcpyAsync((CUdeviceptr)(uintptr_t)page[2], dev, 50, s); /* D2H by pointers */
+    F.cuLaunchKernel((CUfunction)page, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL);
+    F.cuLaunchKernel((CUfunction)page, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL);
+    F.cuStreamSynchronize(s);
+    F.cuCtxSynchronize();
+  }
+  printf("counts %d\n", n);
+  return failures != 0;
+}
+
+/* Every size class; the source is overwritten and freed as soon as the call returns, so a copy
+ * that read it later would deliver the wrong bytes. */
+static int cmd_stage(int expect_staged) {
+  static const size_t sizes[] = {1, 4095, 65536 + 3, (1 << 20) + 17, (9 << 20) + 5};
+  CUstream s;
+  CHECK(cuStreamCreate(&s, 0) == CUDA_SUCCESS);
+  for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+    size_t n = sizes[k];
+    CUdeviceptr dev;
+    CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS);
+    for (int api = 0; api < 6; api++) {
+      unsigned char *src = malloc(n), *back = malloc(n);
+      for (size_t i = 0; i < n; i++)
+        src[i] = (unsigned char)(i * 131 + k * 7 + (size_t)api * 13 + 1);
+      CUresult r;
+      long pin0, pag0, pin1, pag1;
+      fake_drv_copies(&pin0, &pag0);
+      switch (api) { /* H2D through each API that carries it */
+      case 0:
+        r = F.cuMemcpyHtoD_v2(dev, src, n);
+        break;
+      case 1:
+        r = F.cuMemcpyHtoDAsync_v2(dev, src, n, s);
+        break;
+      case 2:
+        r = F.cuMemcpyHtoDAsync_v2_ptsz(dev, src, n, 0);
+        break;
+      case 3:
+        r = F.cuMemcpy(dev, (CUdeviceptr)(uintptr_t)src, n);
+        break;
+      case 4:
+        r = F.cuMemcpyAsync(dev, (CUdeviceptr)(uintptr_t)src, n, s);
+        break;
+      default:
+        r = F.cuMemcpyHtoD_v2_ptds(dev, src, n);
+      }
+      CHECK(r == CUDA_SUCCESS);
+      /* staged: the driver saw copies from pinned memory, none from the pageable source */
+      fake_drv_copies(&pin1, &pag1);
+      if (expect_staged && n >= (1 << 20)) CHECK(pin1 > pin0 && pag1 == pag0);
+      memset(src, 0xEE, n); /* the program reuses its buffer at once */
+      free(src);
+      memset(back, 0, n);
+      fake_drv_copies(&pin1, &pag1);
+      switch (api % 3) { /* and back through the D2H APIs */
+      case 0:
+        r = F.cuMemcpyDtoH_v2(back, dev, n);
+        break;
+      case 1:
+        r = F.cuMemcpyDtoHAsync_v2(back, dev, n, s);
+        break;
+      default:
+        r = F.cuMemcpyAsync_ptsz((CUdeviceptr)(uintptr_t)back, dev, n, 0);
+      }
+      CHECK(r == CUDA_SUCCESS);
+      fake_drv_copies(&pin0, &pag0);
+      if (expect_staged && n >= (1 << 20)) CHECK(pin0 > pin1 && pag0 == pag1);
+      for (size_t i = 0; i < n; i++)
+        if (back[i] != (unsigned char)(i * 131 + k * 7 + (size_t)api * 13 + 1)) {
+          fprintf(stderr, "driver_prog: size %zu api %d: byte %zu differs\n", n, api, i);
+          failures++;
+          break;
+        }
+      free(back);
+    }
+    cuMemFree_v2(dev);
+  }
+  printf("stage %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+static int cmd_context(void) {
+  size_t n = 4 << 20;
+  CUdeviceptr dev;
+  CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS);
+  char *src = malloc(n);
+  memset(src, 7, n);
+  CUcontext other = fake_drv_new_context();
+  CHECK(cuCtxSetCurrent(other) == CUDA_SUCCESS);
+  CHECK(F.cuMemcpyHtoD_v2(dev, src, n) == CUDA_SUCCESS);
+  fake_drv_call c = fake_drv_last(); /* the program's own call reached the driver */
+  CHECK(!strcmp(c.name, "cuMemcpyHtoD_v2") && c.src == (uintptr_t)src);
+  CHECK(cuCtxSetCurrent(primary) == CUDA_SUCCESS);
+  free(src);
+  printf("context %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+static int cmd_oldabi(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  CUresult (*gpa2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+  *(void **)&gpa2 = dlsym(h, "cuGetProcAddress_v2");
+  CUresult (*v1)(unsigned int, const void *, size_t) = NULL;
+  CUdriverProcAddressQueryResult st;
+  CHECK(gpa2("cuMemcpyHtoD", (void **)&v1, 3000, 0, &st) == CUDA_SUCCESS && v1);
+  CHECK(v1(0x1234, page[0], 0) == CUDA_SUCCESS); /* a 32-bit device pointer */
+  fake_drv_call c = fake_drv_last();
+  CHECK(!strcmp(c.name, "cuMemcpyHtoD") && c.dst == 0x1234 && c.src == (uintptr_t)page[0]);
+  printf("oldabi %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+static void where(const char *hname, const char *sym, void *p) {
+  Dl_info info;
+  if (!p) {
+    printf("%s %s NULL\n", hname, sym);
+  } else if (dladdr(p, &info) && info.dli_fname) {
+    const char *b = strrchr(info.dli_fname, '/');
+    printf("%s %s %s+%#lx\n", hname, sym, b ? b + 1 : info.dli_fname,
+           (unsigned long)((char *)p - (char *)info.dli_fbase));
+  } else {
+    printf("%s %s ?\n", hname, sym);
+  }
+}
+
+static int cmd_dlsym_same(void) {
+  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  void *libm = dlopen("libm.so.6", RTLD_NOW);
+  void *self = dlopen(NULL, RTLD_NOW);
+  struct {
+    const char *name;
+    void *h;
+  } handles[] = {{"default", RTLD_DEFAULT},
+                 {"next", RTLD_NEXT},
+                 {"libcuda", cuda},
+                 {"libc", libc},
+                 {"libm", libm},
+                 {"self", self}};
+  /* symbols pinwheel does not wrap, some of libcuda's among them */
+  static const char *const syms[] = {"malloc",         "printf",        "cos",
+                                     "cuInit",         "cuMemAlloc_v2", "cuMemcpyHtoD",
+                                     "fake_drv_count", "no_such_sym",   "cuMemcpyHtoD_v3",
+                                     "cmd_dlsym_same", "dlsym",         "dlopen"};
+  for (size_t i = 0; i < sizeof handles / sizeof *handles; i++)
+    for (size_t k = 0; k < sizeof syms / sizeof *syms; k++) {
+      if (!strcmp(syms[k], "dlsym")) continue; /* the shim defines it: it differs by design */
+      dlerror();
+      void *p = dlsym(handles[i].h, syms[k]);
+      const char *e = dlerror();
+      where(handles[i].name, syms[k], p);
+      if (!p) printf("  error %s\n", e ? "set" : "unset");
+    }
+  return 0;
+}
+
+static int cmd_dlsym_caller(void) {
+  /* RTLD_NEXT from a library: the definition after that library, not its own */
+  void *next = dlprobe_next();
+  CHECK(next != NULL && next != (void *)strfry);
+  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  CHECK(next == dlsym(libc, "strfry"));
+  /* RTLD_DEFAULT from a library opened RTLD_LOCAL: that library's own scope is searched */
+  void *h = dlopen(PW_DLPROBE_LOCAL, RTLD_NOW | RTLD_LOCAL);
+  CHECK(h != NULL);
+  if (h) {
+    void *(*dflt)(void);
+    *(void **)&dflt = dlsym(h, "dlprobe_default");
+    void *marker = dlsym(h, "dlprobe_local_marker");
+    CHECK(dflt && marker && dflt() == marker);
+    CHECK(dlsym(RTLD_DEFAULT, "dlprobe_local_marker") == NULL); /* not from here */
+  }
+  printf("dlsym-caller %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+static const char *object_of(void *p) {
+  Dl_info info;
+  if (!p || !dladdr(p, &info) || !info.dli_fname) return "none";
+  const char *b = strrchr(info.dli_fname, '/');
+  return b ? b + 1 : info.dli_fname;
+}
+
+static int cmd_runtime_asks(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  printf("program %s\n", object_of(dlsym(h, "cuMemcpyHtoDAsync_v2")));
+  printf("runtime %s\n", object_of(fake_cudart_driver_entry("cuMemcpyHtoDAsync_v2")));
+  printf("runtime-gpa %s\n", object_of(fake_cudart_driver_entry("cuGetProcAddress_v2")));
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return 2;
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "dlsym-same")) return cmd_dlsym_same();
+  if (!strcmp(cmd, "dlsym-caller")) return cmd_dlsym_caller();
+  if (!strcmp(cmd, "runtime-asks")) return cmd_runtime_asks();
+  setup_context();
+  if (!strcmp(cmd, "oldabi")) return cmd_oldabi();
+  get_fns(argc > 2 ? argv[2] : "direct");
+  if (!strcmp(cmd, "calls")) return cmd_calls();
+  if (!strcmp(cmd, "counts")) return cmd_counts(argc > 3 ? atoi(argv[3]) : 1);
+  if (!strcmp(cmd, "stage")) return cmd_stage(argc > 3 && !strcmp(argv[3], "expect-staged"));
+  if (!strcmp(cmd, "context")) return cmd_context();
+  fprintf(stderr, "driver_prog: unknown command %s\n", cmd);
+  return 2;
+}

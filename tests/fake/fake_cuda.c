@@ -1,0 +1,459 @@
+/* fake_cuda.c — a small stand-in for libcuda.so.1, for the driver front end's tests.
+ *
+ * The real library has no symbol versions, so neither has this one.  It defines every function
+ * of shim/drv_hooks.def (prototypes from that list: a definition whose types differ is a compile
+ * error), the 32-bit-pointer cuMemcpyHtoD of CUDA < 3.2, and a cuGetProcAddress (_v2 and the
+ * CUDA 11.3 one) that answers by name, version and per-thread flag as the driver does.  With
+ * FAKE_GPA_THUNKS set, cuGetProcAddress hands out other addresses than the exported symbols'
+ * (thunks), as a driver may.  Copies run at once (device memory is host memory); pointers are
+ * classified from its own allocation table; each call is recorded so the test program can check
+ * arguments and statuses.  One device, its primary context, and contexts of the program's own.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#undef cuGetProcAddress
+#undef cuMemcpyHtoD
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_cuda_api.h"
+
+#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt) CUresult name params;
+#define PW_DRV_REAL(name, params) CUresult name params;
+#include "drv_hooks.def"
+CUresult cuMemcpyHtoD(unsigned int dst, const void *src, size_t count); /* CUDA < 3.2 */
+CUresult cuInit(unsigned int flags);
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static fake_drv_call last;
+static struct {
+  char name[64];
+  long n;
+} counts[96];
+static CUresult fail_next = CUDA_SUCCESS;
+
+typedef struct fake_ctx {
+  int magic, device, primary;
+} fake_ctx;
+static fake_ctx primary_ctx = {0xc7c7, 0, 1};
+static int primary_active;
+static __thread fake_ctx *current;
+static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+typedef struct fake_stream {
+  int magic, capturing;
+  fake_ctx *ctx;
+} fake_stream;
+
+typedef struct region {
+  uintptr_t p;
+  size_t n;
+  unsigned type; /* CU_MEMORYTYPE_* */
+} region;
+static region regions[4096];
+static int nregions;
+
+static CUresult record(const fake_drv_call *c) {
+  pthread_mutex_lock(&mu);
+  last = *c;
+  int i = 0;
+  while (i < 96 && counts[i].name[0] && strcmp(counts[i].name, c->name))
+    i++;
+  if (i < 96) {
+    strcpy(counts[i].name, c->name);
+    counts[i].n++;
+  }
+  CUresult e = fail_next;
+  fail_next = CUDA_SUCCESS;
+  pthread_mutex_unlock(&mu);
+  return e;
+}
+
+#define CALL_RECORD(...)                                                                           \
+  fake_drv_call c = {__VA_ARGS__};                                                                 \
+  strncpy(c.name, __func__, sizeof c.name - 1);                                                    \
+  CUresult e = record(&c)
+
+fake_drv_call fake_drv_last(void) {
+  pthread_mutex_lock(&mu);
+  fake_drv_call c = last;
+  pthread_mutex_unlock(&mu);
+  return c;
+}
+
+long fake_drv_count(const char *name) {
+  long n = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < 96 && counts[i].name[0]; i++)
+    if (!strcmp(counts[i].name, name)) n = counts[i].n;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+void fake_drv_fail_next(CUresult err) {
+  pthread_mutex_lock(&mu);
+  fail_next = err;
+  pthread_mutex_unlock(&mu);
+}
+
+CUcontext fake_drv_new_context(void) {
+  fake_ctx *c = calloc(1, sizeof *c);
+  c->magic = 0xc7c7;
+  return (CUcontext)c;
+}
+
+void fake_drv_set_capturing(CUstream s, int on) {
+  ((fake_stream *)s)->capturing = on;
+}
+
+static void add_region(uintptr_t p, size_t n, unsigned t) {
+  pthread_mutex_lock(&mu);
+  if (nregions < 4096) regions[nregions++] = (region){p, n, t};
+  pthread_mutex_unlock(&mu);
+}
+
+static void drop_region(uintptr_t p) {
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nregions; i++)
+    if (regions[i].p == p) {
+      regions[i] = regions[--nregions];
+      break;
+    }
+  pthread_mutex_unlock(&mu);
+}
+
+static unsigned type_of(uintptr_t p) {
+  unsigned t = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nregions; i++)
+    if (p >= regions[i].p && p < regions[i].p + regions[i].n) t = regions[i].type;
+  pthread_mutex_unlock(&mu);
+  return t;
+}
+
+static long pinned_copies, pageable_copies;
+void fake_drv_copies(long *pinned, long *pageable) {
+  pthread_mutex_lock(&mu);
+  *pinned = pinned_copies;
+  *pageable = pageable_copies;
+  pthread_mutex_unlock(&mu);
+}
+
+int fake_drv_is_pinned(const void *p) {
+  return type_of((uintptr_t)p) == CU_MEMORYTYPE_HOST;
+}
+
+/* ---- copies: run at once ---- */
+
+static CUresult do_copy(const char *fn, uintptr_t dst, uintptr_t src, size_t count,
+                        CUstream stream) {
+  fake_drv_call c = {.dst = dst, .src = src, .count = count, .stream = stream};
+  strncpy(c.name, fn, sizeof c.name - 1);
+  unsigned td = type_of(dst), ts = type_of(src);
+  pthread_mutex_lock(&mu);
+  if (td == CU_MEMORYTYPE_HOST || ts == CU_MEMORYTYPE_HOST) pinned_copies++;
+  if (!td || !ts) pageable_copies++;
+  pthread_mutex_unlock(&mu);
+  CUresult e = record(&c);
+  if (e == CUDA_SUCCESS && count && dst && src) memmove((void *)dst, (const void *)src, count);
+  return e;
+}
+
+/* (the prototypes come from drv_hooks.def, above: these definitions must match them) */
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t count) {
+  return do_copy(__func__, dst, (uintptr_t)src, count, 0);
+}
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t count) {
+  return do_copy(__func__, dst, (uintptr_t)src, count, 0);
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t count, CUstream stream) {
+  return do_copy(__func__, dst, (uintptr_t)src, count, stream);
+}
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t count,
+                                   CUstream stream) {
+  return do_copy(__func__, dst, (uintptr_t)src, count, stream);
+}
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t count) {
+  return do_copy(__func__, (uintptr_t)dst, src, count, 0);
+}
+CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t count) {
+  return do_copy(__func__, (uintptr_t)dst, src, count, 0);
+}
+CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t count, CUstream stream) {
+  return do_copy(__func__, (uintptr_t)dst, src, count, stream);
+}
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t count, CUstream stream) {
+  return do_copy(__func__, (uintptr_t)dst, src, count, stream);
+}
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t count) {
+  return do_copy(__func__, dst, src, count, 0);
+}
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t count) {
+  return do_copy(__func__, dst, src, count, 0);
+}
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t count, CUstream stream) {
+  return do_copy(__func__, dst, src, count, stream);
+}
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t count, CUstream stream) {
+  return do_copy(__func__, dst, src, count, stream);
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t count, CUstream stream) {
+  return do_copy(__func__, dst, src, count, stream);
+}
+CUresult cuMemcpyHtoD(unsigned int dst, const void *src, size_t count) {
+  return do_copy(__func__, dst, (uintptr_t)src, count, 0);
+}
+
+/* ---- launches and syncs: recorded ---- */
+
+#define LAUNCH11(fn)                                                                               \
+  CUresult fn(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,       \
+              unsigned bz, unsigned shared, CUstream stream, void **params, void **extra) {        \
+    CALL_RECORD(.func = f, .grid = {gx, gy, gz}, .block = {bx, by, bz}, .shared = shared,          \
+                .stream = stream, .params = params, .extra = extra);                               \
+    return e;                                                                                      \
+  }
+LAUNCH11(cuLaunchKernel)
+LAUNCH11(cuLaunchKernel_ptsz)
+#define LAUNCHEX(fn)                                                                               \
+  CUresult fn(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {           \
+    CALL_RECORD(.config = config, .func = f, .params = params, .extra = extra);                    \
+    return e;                                                                                      \
+  }
+LAUNCHEX(cuLaunchKernelEx)
+LAUNCHEX(cuLaunchKernelEx_ptsz)
+CUresult cuStreamSynchronize(CUstream stream) {
+  CALL_RECORD(.stream = stream);
+  return e;
+}
+CUresult cuStreamSynchronize_ptsz(CUstream stream) {
+  CALL_RECORD(.stream = stream);
+  return e;
+}
+CUresult cuCtxSynchronize(void) {
+  CALL_RECORD(.count = 0);
+  return e;
+}
+CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  CALL_RECORD(.ctx = ctx);
+  return e;
+}
+CUresult cuEventSynchronize(CUevent event) {
+  CALL_RECORD(.event = event);
+  return e;
+}
+
+/* ---- what the driver backend calls ---- */
+
+CUresult cuInit(unsigned int flags) {
+  return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data,
+                                CUdeviceptr ptr) {
+  if (getenv("FAKE_POINTER_ATTR_FAIL")) return CUDA_ERROR_INVALID_VALUE;
+  unsigned t = type_of(ptr);
+  for (unsigned i = 0; i < n; i++) {
+    switch (attrs[i]) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *(unsigned *)data[i] = t;
+      break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *(int *)data[i] = t ? 0 : -2;
+      break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      *(unsigned *)data[i] = 0;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetCurrent(CUcontext *pctx) {
+  *pctx = (CUcontext)current;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxSetCurrent(CUcontext ctx) {
+  current = (fake_ctx *)ctx;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetDevice(CUdevice *device) {
+  if (!current) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = current->device;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamGetCtx(CUstream s, CUcontext *pctx) {
+  if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+    if (!current) return CUDA_ERROR_INVALID_CONTEXT;
+    *pctx = (CUcontext)current;
+    return CUDA_SUCCESS;
+  }
+  fake_stream *f = (fake_stream *)s;
+  if (f->magic != 0x5eed) return CUDA_ERROR_INVALID_HANDLE;
+  *pctx = (CUcontext)f->ctx;
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  *flags = 0;
+  *active = primary_active;
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  primary_active = 1;
+  *pctx = (CUcontext)&primary_ctx;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st) {
+  *st = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD) {
+    fake_stream *f = (fake_stream *)s;
+    if (f->magic != 0x5eed) return CUDA_ERROR_INVALID_HANDLE;
+    if (f->capturing) *st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+  CUstreamCaptureMode old = capture_mode;
+  capture_mode = *mode;
+  *mode = old;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemHostAlloc(void **p, size_t n, unsigned int flags) {
+  if (getenv("FAKE_HOSTALLOC_FAIL")) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!(*p = aligned_alloc(4096, (n + 4095) & ~(size_t)4095))) return CUDA_ERROR_OUT_OF_MEMORY;
+  add_region((uintptr_t)*p, n, CU_MEMORYTYPE_HOST);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemFreeHost(void *p) {
+  drop_region((uintptr_t)p);
+  free(p);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) {
+  if (!current) return CUDA_ERROR_INVALID_CONTEXT;
+  void *p = aligned_alloc(256, (n + 255) & ~(size_t)255);
+  if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+  *dptr = (CUdeviceptr)(uintptr_t)p;
+  add_region(*dptr, n, CU_MEMORYTYPE_DEVICE);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  drop_region(dptr);
+  free((void *)(uintptr_t)dptr);
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
+  if (!current) return CUDA_ERROR_INVALID_CONTEXT;
+  fake_stream *f = calloc(1, sizeof *f);
+  f->magic = 0x5eed;
+  f->ctx = current;
+  *s = (CUstream)f;
+  return CUDA_SUCCESS;
+}
+CUresult cuEventCreate(CUevent *e, unsigned int flags) {
+  *e = (CUevent)calloc(1, 16);
+  return CUDA_SUCCESS;
+}
+CUresult cuEventRecord(CUevent e, CUstream s) {
+  return CUDA_SUCCESS;
+}
+CUresult cuEventQuery(CUevent e) {
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
+  return CUDA_SUCCESS;
+}
+
+/* ---- cuGetProcAddress ---- */
+
+/* Thunks: the same functions at other addresses. */
+static CUresult thunk_htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st) {
+  return cuMemcpyHtoDAsync_v2(d, s, n, st);
+}
+static CUresult thunk_dtoh(void *d, CUdeviceptr s, size_t n) {
+  return cuMemcpyDtoH_v2(d, s, n);
+}
+static CUresult thunk_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned sh, CUstream s, void **p,
+                             void **x) {
+  return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, sh, s, p, x);
+}
+
+typedef struct proc {
+  const char *base;
+  int since; /* the CUDA version that introduced this ABI */
+  int pt;    /* the per-thread variant */
+  void *fn, *thunk;
+} proc;
+
+static const proc procs[] = {
+    {"cuInit", 2000, 0, (void *)cuInit, NULL},
+    {"cuMemcpyHtoD", 2000, 0, (void *)cuMemcpyHtoD, NULL},
+    {"cuMemcpyHtoD", 3020, 0, (void *)cuMemcpyHtoD_v2, NULL},
+    {"cuMemcpyHtoD", 7000, 1, (void *)cuMemcpyHtoD_v2_ptds, NULL},
+    {"cuMemcpyHtoDAsync", 3020, 0, (void *)cuMemcpyHtoDAsync_v2, (void *)thunk_htod_async},
+    {"cuMemcpyHtoDAsync", 7000, 1, (void *)cuMemcpyHtoDAsync_v2_ptsz, NULL},
+    {"cuMemcpyDtoH", 3020, 0, (void *)cuMemcpyDtoH_v2, (void *)thunk_dtoh},
+    {"cuMemcpyDtoH", 7000, 1, (void *)cuMemcpyDtoH_v2_ptds, NULL},
+    {"cuMemcpyDtoHAsync", 3020, 0, (void *)cuMemcpyDtoHAsync_v2, NULL},
+    {"cuMemcpyDtoHAsync", 7000, 1, (void *)cuMemcpyDtoHAsync_v2_ptsz, NULL},
+    {"cuMemcpy", 4000, 0, (void *)cuMemcpy, NULL},
+    {"cuMemcpy", 7000, 1, (void *)cuMemcpy_ptds, NULL},
+    {"cuMemcpyAsync", 4000, 0, (void *)cuMemcpyAsync, NULL},
+    {"cuMemcpyAsync", 7000, 1, (void *)cuMemcpyAsync_ptsz, NULL},
+    {"cuLaunchKernel", 4000, 0, (void *)cuLaunchKernel, (void *)thunk_launch},
+    {"cuLaunchKernel", 7000, 1, (void *)cuLaunchKernel_ptsz, NULL},
+    {"cuLaunchKernelEx", 11060, 0, (void *)cuLaunchKernelEx, NULL},
+    {"cuLaunchKernelEx", 11060, 1, (void *)cuLaunchKernelEx_ptsz, NULL},
+    {"cuStreamSynchronize", 2000, 0, (void *)cuStreamSynchronize, NULL},
+    {"cuStreamSynchronize", 7000, 1, (void *)cuStreamSynchronize_ptsz, NULL},
+    {"cuCtxSynchronize", 2000, 0, (void *)cuCtxSynchronize, NULL},
+    {"cuCtxSynchronize", 13000, 0, (void *)cuCtxSynchronize_v2, NULL},
+    {"cuEventSynchronize", 2000, 0, (void *)cuEventSynchronize, NULL},
+    {"cuGetProcAddress", 11030, 0, (void *)cuGetProcAddress, NULL},
+    {"cuGetProcAddress", 12000, 0, (void *)cuGetProcAddress_v2, NULL},
+    {"cuMemAlloc", 3020, 0, (void *)cuMemAlloc_v2, NULL},
+};
+
+/* The newest ABI of `symbol` not newer than version, the per-thread one when asked for. */
+static CUresult lookup_proc(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                            CUdriverProcAddressQueryResult *status) {
+  const proc *best = NULL;
+  int found = 0, want_pt = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  for (size_t i = 0; i < sizeof procs / sizeof *procs; i++) {
+    const proc *p = &procs[i];
+    if (strcmp(p->base, symbol)) continue;
+    found = 1;
+    if (p->since > version) continue;
+    int has_pt = 0;
+    for (size_t k = 0; k < sizeof procs / sizeof *procs; k++)
+      if (!strcmp(procs[k].base, symbol) && procs[k].pt && procs[k].since <= version) has_pt = 1;
+    if (p->pt != (want_pt && has_pt)) continue;
+    if (!best || p->since > best->since) best = p;
+  }
+  if (status)
+    *status = best    ? CU_GET_PROC_ADDRESS_SUCCESS
+              : found ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                      : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (!best) {
+    *pfn = NULL;
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  *pfn = getenv("FAKE_GPA_THUNKS") && best->thunk ? best->thunk : best->fn;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status) {
+  if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+  return lookup_proc(symbol, pfn, cudaVersion, flags, status);
+}
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+  if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+  return lookup_proc(symbol, pfn, cudaVersion, flags, NULL);
+}

@@ -1,0 +1,227 @@
+/* test_driver.c — the driver front end: libpinwheel.so under a real LD_PRELOAD in front of
+ * driver_prog, a program linked against the fake libcuda.so.1 that takes its entry points directly,
+ * through dlopen + dlsym, and through cuGetProcAddress (both versions).  Each case runs the program
+ * in a child process with a clean environment and checks its output, status and exit summary. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "summary.h"
+
+#define PRELOAD "LD_PRELOAD=" PW_SHIM
+
+static const char *const ways[] = {"direct", "dlsym", "gpa", "gpa1"};
+#define N_WAYS (sizeof ways / sizeof *ways)
+
+static char stats_path[256];
+static char stats_env[300];
+
+static int setup(void **state) {
+  snprintf(stats_path, sizeof stats_path, "/tmp/pwtest-drv-stats-%d.json", (int)getpid());
+  snprintf(stats_env, sizeof stats_env, "PINWHEEL_STATS_FILE=%s", stats_path);
+  return 0;
+}
+
+static result run_ok(const char *const *argv, const char *const *env, const char *want) {
+  result r = run(argv, env);
+  if (r.status != 0 || !strstr(r.out, want))
+    fail_msg("%s %s %s: status %d\n%s%s", argv[1], argv[2] ? argv[2] : "",
+             env && env[1] ? env[1] : "", r.status, r.out, r.err);
+  return r;
+}
+
+/* Arguments and statuses intact, every way, every mode, and without the shim. */
+static void test_calls_intact(void **state) {
+  const char *modes[] = {"PINWHEEL_MODE=off", "PINWHEEL_MODE=observe", "PINWHEEL_MODE=stage"};
+  for (size_t w = 0; w < N_WAYS; w++) {
+    const char *argv[] = {PW_DRV_PROG, "calls", ways[w], NULL};
+    for (int i = 0; i < 3; i++) {
+      const char *env[] = {PRELOAD, modes[i], NULL};
+      result r = run_ok(argv, env, "calls ok");
+      assert_string_equal(r.err, "");
+      free_result(&r);
+    }
+    result r = run_ok(argv, NULL, "calls ok");
+    free_result(&r);
+  }
+}
+
+static void check_counts(yajl_val v, int n) {
+  assert_int_equal(jget(v, "calls", "cuMemcpyHtoD_v2", "calls", NULL), n);
+  assert_int_equal(jget(v, "calls", "cuMemcpyHtoDAsync_v2", "calls", NULL), n);
+  assert_int_equal(jget(v, "calls", "cuMemcpyDtoHAsync_v2", "calls", NULL), n);
+  assert_int_equal(jget(v, "calls", "cuMemcpy", "calls", NULL), n);
+  assert_int_equal(jget(v, "calls", "cuMemcpyAsync", "calls", NULL), n);
+  assert_int_equal(jget(v, "calls", "cuLaunchKernel", "calls", NULL), 2 * n);
+  assert_int_equal(jget(v, "calls", "cuLaunchKernelEx", "calls", NULL), 0);
+  assert_int_equal(jget(v, "calls", "cuStreamSynchronize", "calls", NULL), n);
+  assert_int_equal(jget(v, "calls", "cuCtxSynchronize", "calls", NULL), n);
+  assert_int_equal(jget(v, "calls", "cudaMemcpy", "calls", NULL), 0);
+  assert_int_equal(jget(v, "launches", NULL), 2 * n);
+  assert_int_equal(jget(v, "syncs", "calls", NULL), 2 * n);
+  assert_int_equal(copy_row(v, "H2D", "pageable", "device", "calls"), n);
+  assert_int_equal(copy_row(v, "H2D", "pageable", "device", "bytes"), 1000 * n);
+  assert_int_equal(copy_row(v, "H2D", "pinned", "device", "bytes"), 2000 * n);
+  assert_int_equal(copy_row(v, "D2H", "device", "pageable", "calls"), 2 * n);
+  assert_int_equal(copy_row(v, "D2H", "device", "pageable", "bytes"), 3050 * n);
+  assert_int_equal(copy_row(v, "D2D", "device", "device", "bytes"), 100 * n);
+}
+
+/* Observe mode counts each driver call once and classifies its copies as the runtime's are, every
+ * way, and when cuGetProcAddress hands out other addresses than the exported symbols'. */
+static void test_observe_counts_exact(void **state) {
+  for (size_t w = 0; w <= N_WAYS; w++) {
+    const char *way = w < N_WAYS ? ways[w] : "gpa";
+    const char *argv[] = {PW_DRV_PROG, "counts", way, "7", NULL};
+    const char *env[] = {PRELOAD,
+                         "PINWHEEL_MODE=observe",
+                         "PINWHEEL_STATS=1",
+                         "PINWHEEL_STATS_FORMAT=json",
+                         stats_env,
+                         w < N_WAYS ? NULL : "FAKE_GPA_THUNKS=1",
+                         NULL};
+    result r = run_ok(argv, env, "counts 7");
+    assert_string_equal(r.err, "");
+    yajl_val v = parse_file(stats_path);
+    check_counts(v, 7);
+    yajl_tree_free(v);
+    free_result(&r);
+  }
+}
+
+static void test_off_counts_nothing(void **state) {
+  const char *argv[] = {PW_DRV_PROG, "counts", "gpa", "3", NULL};
+  const char *env[] = {
+      PRELOAD, "PINWHEEL_MODE=off", "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json", stats_env,
+      NULL};
+  result r = run_ok(argv, env, "counts 3");
+  yajl_val v = parse_file(stats_path);
+  assert_int_equal(jget(v, "intercepted", NULL), 0);
+  yajl_tree_free(v);
+  free_result(&r);
+}
+
+/* Stage mode: every size and API, every way; bytes intact with the source reused at once; the
+ * large copies reached the fake from pinned memory; the summary counts each staged copy once. */
+static void test_stage_bytes(void **state) {
+  for (size_t w = 0; w < N_WAYS; w++) {
+    for (int ring = 0; ring < 2; ring++) {
+      const char *argv[] = {PW_DRV_PROG, "stage", ways[w], "expect-staged", NULL};
+      const char *env[] = {PRELOAD,
+                           "PINWHEEL_MODE=stage",
+                           "PINWHEEL_SETUP=inline",
+                           "PINWHEEL_D2H=1",
+                           "PINWHEEL_STATS=1",
+                           "PINWHEEL_STATS_FORMAT=json",
+                           stats_env,
+                           ring ? "PINWHEEL_DEVICE_RING=4M" : "PINWHEEL_DEVICE_RING=0",
+                           NULL};
+      result r = run_ok(argv, env, "stage ok");
+      assert_string_equal(r.err, "");
+      yajl_val v = parse_file(stats_path);
+      /* 3 of 5 sizes >= 64 KiB, 6 H2D APIs and 6 D2H calls each */
+      long long h2d = jget(v, "staging", ring ? "ring" : "pinned_only", "calls", NULL);
+      assert_int_equal(h2d, 18);
+      assert_int_equal(jget(v, "staging", "d2h", "calls", NULL), 18);
+      assert_int_equal(jget(v, "staging", "internal_errors", NULL), 0);
+      yajl_tree_free(v);
+      free_result(&r);
+    }
+  }
+  /* observe mode: the same bytes, nothing staged (and the check of the pinned source fails) */
+  const char *argv[] = {PW_DRV_PROG, "stage", "dlsym", "expect-staged", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=observe", NULL};
+  result r = run(argv, env);
+  assert_int_not_equal(r.status, 0);
+  free_result(&r);
+}
+
+/* A copy in a context that is not the device's primary one goes to the driver unchanged. */
+static void test_other_context_not_staged(void **state) {
+  const char *argv[] = {PW_DRV_PROG, "context", "dlsym", NULL};
+  const char *env[] = {PRELOAD,
+                       "PINWHEEL_MODE=stage",
+                       "PINWHEEL_SETUP=inline",
+                       "PINWHEEL_STATS=1",
+                       "PINWHEEL_STATS_FORMAT=json",
+                       stats_env,
+                       NULL};
+  result r = run_ok(argv, env, "context ok");
+  yajl_val v = parse_file(stats_path);
+  assert_int_equal(jget(v, "fallbacks", "other_context", "calls", NULL), 1);
+  yajl_tree_free(v);
+  free_result(&r);
+}
+
+/* An older ABI (CUDA 3.0's 32-bit cuMemcpyHtoD) is handed out untouched: not counted. */
+static void test_old_abi_untouched(void **state) {
+  const char *argv[] = {PW_DRV_PROG, "oldabi", NULL};
+  const char *env[] = {
+      PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json", stats_env,
+      NULL};
+  result r = run_ok(argv, env, "oldabi ok");
+  yajl_val v = parse_file(stats_path);
+  assert_int_equal(jget(v, "intercepted", NULL), 0);
+  yajl_tree_free(v);
+  free_result(&r);
+}
+
+/* For every handle and every symbol pinwheel does not wrap, dlsym answers as glibc's does. */
+static void test_dlsym_same_answers(void **state) {
+  const char *argv[] = {PW_DRV_PROG, "dlsym-same", NULL};
+  const char *env[] = {PRELOAD, NULL};
+  result a = run(argv, NULL), b = run(argv, env);
+  assert_int_equal(a.status, 0);
+  assert_int_equal(b.status, 0);
+  assert_true(strlen(a.out) > 500);
+  assert_non_null(strstr(a.out, "next cuInit libcuda.so.1+"));
+  assert_non_null(strstr(a.out, "libc no_such_sym NULL\n  error set"));
+  assert_string_equal(b.out, a.out);
+  free_result(&a);
+  free_result(&b);
+}
+
+/* RTLD_NEXT and RTLD_DEFAULT are answered for the library that called, not for the shim. */
+static void test_dlsym_caller_kept(void **state) {
+  const char *argv[] = {PW_DRV_PROG, "dlsym-caller", NULL};
+  const char *env[] = {PRELOAD, NULL};
+  result r = run_ok(argv, NULL, "dlsym-caller ok");
+  free_result(&r);
+  r = run_ok(argv, env, "dlsym-caller ok");
+  free_result(&r);
+}
+
+/* The program gets the wrapper; the shared CUDA runtime gets the driver's own function, so a copy
+ * through cudaMemcpy* is counted once (by the runtime front end). */
+static void test_runtime_gets_real_driver(void **state) {
+  const char *argv[] = {PW_DRV_PROG, "runtime-asks", NULL};
+  const char *env[] = {PRELOAD, NULL};
+  result r = run_ok(argv, env, "program");
+  assert_non_null(strstr(r.out, "program libpinwheel.so"));
+  assert_non_null(strstr(r.out, "runtime libcuda.so.1"));
+  assert_non_null(strstr(r.out, "runtime-gpa libcuda.so.1"));
+  free_result(&r);
+  r = run_ok(argv, NULL, "program");
+  assert_non_null(strstr(r.out, "program libcuda.so.1"));
+  free_result(&r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_calls_intact),
+      cmocka_unit_test(test_observe_counts_exact),
+      cmocka_unit_test(test_off_counts_nothing),
+      cmocka_unit_test(test_stage_bytes),
+      cmocka_unit_test(test_other_context_not_staged),
+      cmocka_unit_test(test_old_abi_untouched),
+      cmocka_unit_test(test_dlsym_same_answers),
+      cmocka_unit_test(test_dlsym_caller_kept),
+      cmocka_unit_test(test_runtime_gets_real_driver),
+  };
+  int rc = cmocka_run_group_tests(tests, setup, NULL);
+  unlink(stats_path);
+  return rc;
+}
