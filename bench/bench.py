@@ -3,7 +3,7 @@
 ...), at least 3 repetitions, medians, ratios against the naive run and the hand-written ideal of
 the same run.  Absolute times move between machines; the ratios in one run are what we quote.
 
-    python3 bench/bench.py --build build [--reps 3] [--only train,copy,bw,copybound,d2h,launch,threads] [--md OUT.md]
+    python3 bench/bench.py --build build [--reps 3] [--only train,copy,bw,copybound,d2h,launch,threads,jax] [--md OUT.md]
 """
 import argparse
 import os
@@ -48,7 +48,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--only", default="train,copy,bw,copybound,d2h,launch")
+    ap.add_argument("--only", default="train,copy,bw,copybound,d2h,launch,jax")
     ap.add_argument("--md", default=None, help="also write the tables here (markdown)")
     ap.add_argument("--log", default="bench.log")
     ap.add_argument("--train-iters", type=int, default=30)
@@ -107,6 +107,8 @@ def main():
         variants = [
             ("naive_copy", [f"{B}/naive_copy"] + args, {}),
             ("naive_copy + pinwheel", [f"{B}/naive_copy"] + args, shim),
+            ("naive_copy, static runtime", [f"{B}/naive_copy_static"] + args, {}),
+            ("naive_copy, static runtime + pinwheel", [f"{B}/naive_copy_static"] + args, shim),
             ("ideal_copy (hand-written)", [f"{B}/ideal_copy"] + args, {}),
         ]
         print("naive_copy (64 MiB batch, 6 ms kernel):", flush=True)
@@ -115,6 +117,24 @@ def main():
         table("naive_copy: 64 MiB pageable cudaMemcpy + 6 ms kernel per iteration, median of %d" % a.reps,
               ["variant", "ms/iter", "time vs ideal"],
               [[n, f"{med(v):.3f}", f"{med(v) / ideal:.3f} x"] for n, v in r.items()])
+
+    if "jax" in only:  # the driver front end: JAX reaches CUDA without the runtime
+        put = [py, "samples/jax_put.py", "--mib", "256"]
+        variants = [("JAX", put, {}), ("JAX + pinwheel", put, shim)]
+        print("jax.device_put of a 256 MiB numpy array:", flush=True)
+        r = interleave(variants, a.reps, r"device_put ([\d.]+) GB/s .*device_get ([\d.]+) GB/s, bytes ok", log)
+        table("jax.device_put / device_get of a 256 MiB numpy array (GB/s, median of %d runs of median-of-7)"
+              % a.reps, ["path", "device_put, until ready", "device_get"],
+              [[n, f"{med(v, 0):.1f}", f"{med(v, 1):.1f}"] for n, v in r.items()])
+        jc = [py, "samples/jax_copybound.py", "--iters", "20"]
+        variants = [("JAX, numpy batches", jc, {}), ("JAX, numpy batches + pinwheel", jc, shim),
+                    ("JAX, batches already on the GPU (limit)", jc + ["--data", "device"], {})]
+        print("JAX copy-bound loop (256 MiB float32 batch per step, small MLP):", flush=True)
+        r = interleave(variants, a.reps, r"([\d.]+) ms/iter", log)
+        base, lim = med(r["JAX, numpy batches"]), med(r["JAX, batches already on the GPU (limit)"])
+        table("JAX copy-bound training loop (256 MiB float32 numpy batch per step, small MLP), median of %d"
+              % a.reps, ["variant", "ms/iter", "speedup vs JAX", "throughput vs data on GPU"],
+              [[n, f"{med(v):.2f}", f"{base / med(v):.2f} x", f"{lim / med(v):.3f} x"] for n, v in r.items()])
 
     if "bw" in only:
         bw = [f"{B}/copy_bw", "256"]

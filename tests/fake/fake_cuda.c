@@ -15,6 +15,7 @@
 #undef cuMemcpyHtoD
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -451,7 +452,11 @@ static CUresult lookup_proc(const char *symbol, void **pfn, int version, cuuint6
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status) {
   if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
-  return lookup_proc(symbol, pfn, cudaVersion, flags, status);
+  CUresult r = lookup_proc(symbol, pfn, cudaVersion, flags, status);
+  if (getenv("FAKE_GPA_LOG")) /* which entry points a program asks for, and how */
+    fprintf(stderr, "fake cuGetProcAddress_v2 %s %d %llu -> %d\n", symbol, cudaVersion,
+            (unsigned long long)flags, (int)r);
+  return r;
 }
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
   if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;

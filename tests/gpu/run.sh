@@ -103,7 +103,30 @@ t torch_graph staged python3 tests/gpu/torch_graph.py
 t torch_dataloader_fork staged python3 tests/gpu/torch_dataloader.py
 t launcher bash -c "LD_LIBRARY_PATH=$B/extra:\${LD_LIBRARY_PATH:-} $B/pinwheel run --stats -- $B/naive_copy 16 5 1 2>&1 | tee /dev/stderr | grep -q 'staged copies'"
 
-# (f) with two GPUs: copies to both from threads
+# (f) the driver front end: programs built with the static CUDA runtime (nvcc's default), JAX
+t static_observe bash -c "
+  env PINWHEEL_STATS_FORMAT=json PINWHEEL_STATS_FILE=$OUT/observe_static.json \
+    PINWHEEL_MODE=observe PINWHEEL_STATS=1 LD_PRELOAD=$LIB $B/naive_copy_static 64 20 2 &&
+  python3 tests/gpu/check_observe.py naive_copy_static $OUT/observe_static.json 23 64 &&
+  env PINWHEEL_MODE=observe PINWHEEL_STATS=1 LD_PRELOAD=$LIB $B/naive_copy_static 64 20 2"
+t static_torture staged "$B/copy_torture_static" 8 1250 512 1
+t static_bw_bytes staged "$B/copy_bw_static" 256
+t static_sanitizer_memcheck bash -c "
+  env PINWHEEL_MODE=stage LD_PRELOAD=$LIB compute-sanitizer --tool memcheck --error-exitcode 9 \
+    $B/naive_copy_static 8 4 1 2>&1 | tee /dev/stderr | grep -q 'ERROR SUMMARY: 0 errors'"
+if python3 -c "import jax" 2>/dev/null; then
+  t jax_bytes staged python3 samples/jax_put.py --sizes
+  t jax_put_bytes staged python3 samples/jax_put.py --mib 256 --reps 3
+  t jax_copybound_bytes staged python3 samples/jax_copybound.py --iters 6 --check
+  t jax_torch_one_process bash -c "
+    env PINWHEEL_STATS_FORMAT=json PINWHEEL_STATS_FILE=$OUT/jax_torch.json PINWHEEL_MODE=stage \
+      PINWHEEL_STATS=1 LD_PRELOAD=$LIB python3 tests/gpu/jax_torch.py run &&
+    python3 tests/gpu/jax_torch.py --check $OUT/jax_torch.json"
+else
+  echo "SKIP jax_* (jax is not installed)"
+fi
+
+# (g) with two GPUs: copies to both from threads
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   t two_gpus stage python3 -c "
 import torch, threading

@@ -1,0 +1,42 @@
+"""JAX and PyTorch in one process under pinwheel: each framework's copies keep their bytes, and the
+summary counts every copy once, whichever front end saw it (the runtime's for PyTorch, the
+driver's for JAX).
+    python3 tests/gpu/jax_torch.py SUMMARY.json    (run with PINWHEEL_STATS_FORMAT=json and
+                                                    PINWHEEL_STATS_FILE=SUMMARY.json)
+The summary is read by a second invocation: python3 tests/gpu/jax_torch.py --check SUMMARY.json
+"""
+import json
+import os
+import sys
+
+N, MIB = 5, 64
+
+if sys.argv[1] == "--check":
+    s = json.load(open(sys.argv[2]))
+    rows = {(r["direction"], r["src"], r["dst"]): r for r in s["copies"]}
+    pageable = rows.get(("H2D", "pageable", "device"), {"bytes": 0})["bytes"]
+    want = 2 * N * (MIB << 20)
+    rt = sum(v["calls"] for k, v in s["calls"].items() if k.startswith("cudaMemcpy"))
+    drv = sum(v["calls"] for k, v in s["calls"].items() if k.startswith("cuMemcpy"))
+    print(f"pageable H2D bytes {pageable} (want {want}), runtime copy calls {rt}, driver copy calls {drv}")
+    print("calls:", {k: v["calls"] for k, v in s["calls"].items() if v["calls"]})
+    ok = want <= pageable <= want + (1 << 20) and rt >= N and drv >= N
+    print("jax+torch summary", "ok" if ok else "WRONG")
+    sys.exit(0 if ok else 1)
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+bad = 0
+for i in range(N):
+    x = torch.randn((MIB << 20) // 4)
+    y = x.cuda()
+    a = np.random.default_rng(i).standard_normal((MIB << 20) // 4, dtype=np.float32)
+    j = jax.device_put(a)
+    torch.cuda.synchronize()
+    bad += not torch.equal(y.cpu(), x)
+    bad += not np.array_equal(np.asarray(j), a)
+print("jax+torch bytes", "ok" if not bad else "DIFFER")
+sys.exit(1 if bad else 0)
