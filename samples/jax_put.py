@@ -29,7 +29,10 @@ def sizes_check():
             x = rng.integers(0, 255, size=count).astype(dtype)
             y = jax.device_put(x)
             x_copy = x.copy()
-            x[:] = 0  # the program reuses its buffer once device_put returned
+            # JAX may still read x after device_put returned (its H2D runs on a worker thread), so
+            # the buffer is reused only once the array is ready, with or without pinwheel
+            y.block_until_ready()
+            x[:] = 0
             back = np.asarray(y)
             if not np.array_equal(back, x_copy):
                 print(f"jax_put: {n} bytes of {np.dtype(dtype).name}: bytes differ")

@@ -20,6 +20,7 @@ atomic_int pw_ready;
 int pw_mode = PW_MODE_OBSERVE;
 int pw_sync_mode = PW_SYNC_KEEP;
 pw_engine *pw_eng;
+int pw_host_copies;
 PW_TLS int pw_depth;
 PW_TLS void *pw_elide_stream;
 static pthread_once_t pw_once = PTHREAD_ONCE_INIT;
@@ -35,6 +36,7 @@ static void after_fork_child(void) {
   pw_pool_after_fork_child();
   pw_engine_after_fork_child(pw_eng);
   pw_drv_fork_child();
+  pw_pinned_after_fork_child();
   pw_elide_stream = NULL;
 }
 
@@ -45,6 +47,7 @@ static void init_once(void) {
   pw_mode = (int)pw_option_get(PW_OPT_MODE);
   pw_trace_start(); /* PINWHEEL_TRACE, in every mode: the first CUDA call is now */
   pw_sync_mode = (int)pw_option_get(PW_OPT_SYNC);
+  pw_host_copies = (int)pw_option_get(PW_OPT_HOST_COPIES);
   if (pw_option_get(PW_OPT_HELP)) pw_options_print(2);
   if (pw_mode == PW_MODE_STAGE) {
     long long threads = pw_option_get(PW_OPT_THREADS);

@@ -187,6 +187,25 @@ static inline CUresult drv_after(CUresult r) {
     return r;                                                                                      \
   }
 
+/* The real call, then the region recorded (or forgotten) when it succeeded; not in mode off, nor
+ * for the shim's own calls. */
+#define DRV_HOST_MEM(name, params, args, start_expr, size_expr)                                    \
+  CUresult name params {                                                                           \
+    int mode = pw_enter();                                                                         \
+    if (!DRV_REAL(name)) return drv_missing(#name);                                                \
+    CUresult r = drv_after(pw_drv.name args);                                                      \
+    if (mode == PW_MODE_OFF) return r;                                                             \
+    pw_count_call(PW_H_##name, 0);                                                                 \
+    if (r == CUDA_SUCCESS) {                                                                       \
+      if (size_expr)                                                                               \
+        pw_pinned_add((const void *)(start_expr), size_expr);                                      \
+      else                                                                                         \
+        pw_pinned_remove((const void *)(start_expr));                                              \
+    }                                                                                              \
+    return r;                                                                                      \
+  }
+
+#define PW_DRV_HOST_MEM(name, params, args, stream, dir) DRV_HOST_MEM(name, params, args, stream, dir)
 #define PW_DRV_COPY_BLOCKING(name, params, args, stream, dir)                                      \
   DRV_COPY(name, params, args, stream, dir, 1)
 #define PW_DRV_COPY_ASYNC(name, params, args, stream, dir)                                         \

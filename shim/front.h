@@ -21,8 +21,16 @@ extern pw_engine *pw_eng;
 extern PW_TLS int pw_depth;          /* > 0 while the shim itself is working on this thread */
 extern PW_TLS void *pw_elide_stream; /* staged H2D copies on this stream were the last calls */
 void pw_init(void);
+extern int pw_host_copies; /* PINWHEEL_HOST_COPIES */
 /* drv.c: the driver front end's locks, in a forked child. */
 void pw_drv_fork_child(void);
+
+/* ---- hostcopy.c: the program's pinned host memory, and the shim's memcpy ---- */
+#define PW_HOSTCOPY_MIN (1u << 20) /* smaller memcpy calls are glibc's, at once */
+void pw_pinned_add(const void *p, size_t n);
+void pw_pinned_remove(const void *p);
+int pw_pinned_contains(const void *p, size_t n);
+void pw_pinned_after_fork_child(void);
 
 /* The mode in force for this call: PW_MODE_OFF when the call must go straight through (init not
  * possible yet, or the shim's own call on this thread). */

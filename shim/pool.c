@@ -78,7 +78,7 @@ static void run_part(uint64_t i) {
   if (p->flags & PW_PART_STREAM)
     stream_copy(p->dst, p->src, p->len);
   else
-    memcpy(p->dst, p->src, p->len);
+    memmove(p->dst, p->src, p->len); /* not memcpy: the shim's memcpy may hand work to this pool */
   atomic_fetch_sub_explicit(&seg_left[p->seg % SEG_RING], 1, memory_order_release);
 }
 
@@ -202,7 +202,7 @@ uint64_t pw_batch_push(pw_batch *b, void *dst, const void *src, size_t n, int fl
     if (n && (flags & PW_PART_STREAM))
       b->copy(dst, src, n);
     else if (n)
-      memcpy(dst, src, n);
+      memmove(dst, src, n);
     b->inline_ns += pw_now_ns() - t0;
     if (b->pooled) atomic_store_explicit(&seg_left[seg % SEG_RING], 0, memory_order_release);
     return seg;

@@ -51,6 +51,7 @@ typedef enum pw_option_e {
   PW_OPT_SYNC,         /* keep | elide */
   PW_OPT_NT_STORES,    /* non-temporal stores into pinned staging memory */
   PW_OPT_D2H_FRESH,    /* touch | populate | hugepages */
+  PW_OPT_HOST_COPIES,  /* the program's memcpy into/out of its own pinned memory, threaded */
   PW_OPT_SETUP,        /* background | inline */
   PW_OPT_TRACE,        /* CUPTI trace destination, %p = pid, %r = rank */
   PW_OPT_CUPTI,        /* path of libcupti, when the usual search does not find it */
@@ -162,7 +163,13 @@ enum {
 #include "drv_hooks.def"
   PW_HOOK_COUNT
 };
-enum { PW_CLASS_COPY_BLOCKING = 0, PW_CLASS_COPY_ASYNC, PW_CLASS_LAUNCH, PW_CLASS_HOST_SYNC };
+enum {
+  PW_CLASS_COPY_BLOCKING = 0,
+  PW_CLASS_COPY_ASYNC,
+  PW_CLASS_LAUNCH,
+  PW_CLASS_HOST_SYNC,
+  PW_CLASS_HOST_MEM
+};
 
 typedef struct pw_stats {
   _Atomic uint64_t hook_calls[PW_HOOK_COUNT];
@@ -185,6 +192,7 @@ typedef struct pw_stats {
   _Atomic uint64_t d2h_fresh;       /* D2H copies into untouched destinations, prefaulted */
   _Atomic uint64_t d2h_advised;     /* of those, advised for huge pages */
   _Atomic uint64_t threads;         /* staging threads configured (caller included) */
+  pw_counter3 host_copies[2]; /* the program's memcpy into [0] / out of [1] its pinned memory */
 } pw_stats;
 
 extern pw_stats pw_st;

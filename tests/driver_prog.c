@@ -13,6 +13,8 @@
  *   stage WAY        pageable H2D / D2H copies of many sizes, each API; source overwritten and
  *                    freed at once, bytes compared; with "expect-staged" the copies must have
  *                    reached the fake from pinned memory
+ *   hostcopy WAY     memcpy into and out of pinned memory the program allocated or registered
+ *                    (as XLA stages its copies), unaligned, into fresh pages; bytes compared
  *   context          a pageable copy in a context that is not the primary one
  *   oldabi           cuMemcpyHtoD asked for with CUDA 3.0: the 32-bit-pointer ABI, untouched
  *   dlsym-same       dlsym's answers for handles and symbols pinwheel does not wrap, as
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "fake/fake_api.h"
 #include "fake/fake_cuda_api.h"
@@ -275,6 +278,35 @@ static int cmd_stage(int expect_staged) {
   return failures != 0;
 }
 
+static int cmd_hostcopy(void) {
+  size_t n = (8 << 20) + 3;
+  unsigned char *src = malloc(n), *reg = malloc(n + 4096);
+  for (size_t i = 0; i < n; i++)
+    src[i] = (unsigned char)(i * 7 + 3);
+  void *pin = NULL;
+  CHECK(F.cuMemHostAlloc(&pin, n + 64, 0) == CUDA_SUCCESS && pin);
+  CHECK(F.cuMemHostRegister_v2(reg, n + 4096, 0) == CUDA_SUCCESS);
+  unsigned char *p = (unsigned char *)pin + 1;
+  memcpy(p, src, n); /* into pinned memory, unaligned: counted */
+  CHECK(memcmp(p, src, n) == 0);
+  unsigned char *fresh = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  memcpy(fresh, p, n); /* out of it, into pages nothing touched: counted */
+  CHECK(memcmp(fresh, src, n) == 0);
+  memcpy(reg + 5, src, n - 5); /* into registered memory: counted */
+  CHECK(memcmp(reg + 5, src, n - 5) == 0);
+  memcpy(pin, src, 1000); /* small: glibc's */
+  CHECK(memcmp(pin, src, 1000) == 0);
+  CHECK(F.cuMemHostUnregister(reg) == CUDA_SUCCESS);
+  memcpy(reg, src, n); /* no longer pinned: glibc's */
+  CHECK(memcmp(reg, src, n) == 0);
+  CHECK(F.cuMemFreeHost(pin) == CUDA_SUCCESS);
+  munmap(fresh, n);
+  free(reg);
+  free(src);
+  printf("hostcopy %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
 static int cmd_context(void) {
   size_t n = 4 << 20;
   CUdeviceptr dev;
@@ -398,6 +430,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "counts")) return cmd_counts(argc > 3 ? atoi(argv[3]) : 1);
   if (!strcmp(cmd, "stage")) return cmd_stage(argc > 3 && !strcmp(argv[3], "expect-staged"));
   if (!strcmp(cmd, "context")) return cmd_context();
+  if (!strcmp(cmd, "hostcopy")) return cmd_hostcopy();
   fprintf(stderr, "driver_prog: unknown command %s\n", cmd);
   return 2;
 }

@@ -139,6 +139,43 @@ static void test_stage_bytes(void **state) {
   free_result(&r);
 }
 
+/* memcpy into and out of the program's pinned memory runs on the staging threads in stage mode
+ * (counted), bytes intact; small copies and memory no longer pinned are glibc's; nothing is
+ * counted in observe mode. */
+static void test_host_copies(void **state) {
+  for (size_t w = 0; w < N_WAYS; w++) {
+    for (int stage = 0; stage < 2; stage++) {
+      const char *argv[] = {PW_DRV_PROG, "hostcopy", ways[w], NULL};
+      const char *env[] = {PRELOAD,
+                           stage ? "PINWHEEL_MODE=stage" : "PINWHEEL_MODE=observe",
+                           "PINWHEEL_THREADS=4",
+                           "PINWHEEL_STATS=1",
+                           "PINWHEEL_STATS_FORMAT=json",
+                           stats_env,
+                           NULL};
+      result r = run_ok(argv, env, "hostcopy ok");
+      assert_string_equal(r.err, "");
+      yajl_val v = parse_file(stats_path);
+      assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), stage ? 2 : 0);
+      assert_int_equal(jget(v, "staging", "host_copies_out_of_pinned", "calls", NULL),
+                       stage ? 1 : 0);
+      assert_int_equal(jget(v, "calls", "cuMemHostAlloc", "calls", NULL), 1);
+      assert_int_equal(jget(v, "calls", "cuMemHostUnregister", "calls", NULL), 1);
+      yajl_tree_free(v);
+      free_result(&r);
+    }
+  }
+  /* PINWHEEL_HOST_COPIES=0: glibc's memcpy for all of them */
+  const char *argv[] = {PW_DRV_PROG, "hostcopy", "gpa", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_HOST_COPIES=0", "PINWHEEL_STATS=1",
+                       "PINWHEEL_STATS_FORMAT=json", stats_env, NULL};
+  result r = run_ok(argv, env, "hostcopy ok");
+  yajl_val v = parse_file(stats_path);
+  assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), 0);
+  yajl_tree_free(v);
+  free_result(&r);
+}
+
 /* A copy in a context that is not the device's primary one goes to the driver unchanged. */
 static void test_other_context_not_staged(void **state) {
   const char *argv[] = {PW_DRV_PROG, "context", "dlsym", NULL};
@@ -216,6 +253,7 @@ int main(void) {
       cmocka_unit_test(test_off_counts_nothing),
       cmocka_unit_test(test_stage_bytes),
       cmocka_unit_test(test_other_context_not_staged),
+      cmocka_unit_test(test_host_copies),
       cmocka_unit_test(test_old_abi_untouched),
       cmocka_unit_test(test_dlsym_same_answers),
       cmocka_unit_test(test_dlsym_caller_kept),

@@ -335,6 +335,19 @@ CUresult cuMemFreeHost(void *p) {
   free(p);
   return CUDA_SUCCESS;
 }
+CUresult cuMemAllocHost_v2(void **p, size_t n) {
+  return cuMemHostAlloc(p, n, 0);
+}
+CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned int flags) {
+  if (type_of((uintptr_t)p)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  add_region((uintptr_t)p, n, CU_MEMORYTYPE_HOST);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemHostUnregister(void *p) {
+  if (type_of((uintptr_t)p) != CU_MEMORYTYPE_HOST) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  drop_region((uintptr_t)p);
+  return CUDA_SUCCESS;
+}
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) {
   if (!current) return CUDA_ERROR_INVALID_CONTEXT;
   void *p = aligned_alloc(256, (n + 255) & ~(size_t)255);
@@ -419,6 +432,11 @@ static const proc procs[] = {
     {"cuGetProcAddress", 11030, 0, (void *)cuGetProcAddress, NULL},
     {"cuGetProcAddress", 12000, 0, (void *)cuGetProcAddress_v2, NULL},
     {"cuMemAlloc", 3020, 0, (void *)cuMemAlloc_v2, NULL},
+    {"cuMemHostAlloc", 2020, 0, (void *)cuMemHostAlloc, NULL},
+    {"cuMemAllocHost", 3020, 0, (void *)cuMemAllocHost_v2, NULL},
+    {"cuMemHostRegister", 6050, 0, (void *)cuMemHostRegister_v2, NULL},
+    {"cuMemFreeHost", 2000, 0, (void *)cuMemFreeHost, NULL},
+    {"cuMemHostUnregister", 4000, 0, (void *)cuMemHostUnregister, NULL},
 };
 
 /* The newest ABI of `symbol` not newer than version, the per-thread one when asked for. */
