@@ -530,6 +530,25 @@ void pw_trace_start(void) {
   pw_log(PW_LOG_INFO, "tracing to %s", path);
 }
 
+/* The program's own libcupti's definition of name (not the shim's).  It is often not in the global
+ * scope, where RTLD_NEXT looks: PyTorch's comes as a dependency of an extension module, which
+ * Python opens RTLD_LOCAL; it is then found by its name. */
+static void *program_cupti(const char *name) {
+  void *self = (void *)cuptiActivityRegisterCallbacks;
+  void *p = dlsym(RTLD_NEXT, name);
+  if (p && p != self) return p;
+  /* PINWHEEL_CUPTI read here directly: this can come before the first CUDA call */
+  const char *names[] = {"libcupti.so.13", "libcupti.so", getenv("PINWHEEL_CUPTI")};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    void *h = names[i] ? dlopen(names[i], RTLD_NOW | RTLD_NOLOAD) : NULL;
+    if (!h) continue;
+    p = dlsym(h, name);
+    dlclose(h);
+    if (p && p != self) return p;
+  }
+  return NULL;
+}
+
 /* torch.profiler (Kineto) and other in-process CUPTI clients register their own buffer
  * callbacks, which would take CUPTI's records away from pinwheel's trace in the middle of the run.
  * The call reaches this definition first (the shim is preloaded): pinwheel completes its trace,
@@ -546,7 +565,7 @@ __attribute__((visibility("default"))) CUptiResult CUPTIAPI cuptiActivityRegiste
   }
   CUptiResult (*real)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
       cu.register_callbacks;
-  if (!real) *(void **)&real = dlsym(RTLD_NEXT, "cuptiActivityRegisterCallbacks");
+  if (!real) *(void **)&real = program_cupti("cuptiActivityRegisterCallbacks");
   if (!real) return CUPTI_ERROR_NOT_INITIALIZED;
   return real(req, comp);
 }

@@ -271,7 +271,10 @@ static int mode_traced(int profiler) {
   int st = 0;
   waitpid(p, &st, 0);
   if (profiler) {
-    void *h = dlopen(getenv("PINWHEEL_CUPTI"), RTLD_NOW | RTLD_GLOBAL);
+    /* as PyTorch has it: libcupti in a local scope (a dependency of an extension module that
+     * Python opened RTLD_LOCAL), the client's call bound to the first definition in the global
+     * scope, which is the shim's */
+    void *h = dlopen(getenv("PINWHEEL_CUPTI"), RTLD_NOW | RTLD_LOCAL);
     CHECK(h != NULL);
     CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
     CUptiResult (*flush)(uint32_t);
@@ -283,8 +286,8 @@ static int mode_traced(int profiler) {
     printf("profiler got %d buffers\n", prof_buffers);
   }
   CHECK(cudaMemcpy(host, dev, sizeof host, cudaMemcpyDeviceToHost) == cudaSuccess);
-  printf("traced ok\n");
-  return 0;
+  printf("traced %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
 }
 
 int main(int argc, char **argv) {

@@ -140,6 +140,19 @@ static void test_trace_with_fake_cupti(void **state) {
     unlink(path);
     free_result(&r);
   }
+  /* without PINWHEEL_TRACE, in every mode: the program's own profiler (its libcupti in a local
+   * scope, as PyTorch loads it) gets CUPTI through the shim's definition (a bug once:
+   * torch.profiler recorded no GPU activity under the shim) */
+  const char *modes[] = {"PINWHEEL_MODE=off", "PINWHEEL_MODE=observe", "PINWHEEL_MODE=stage"};
+  for (int i = 0; i < 3; i++) {
+    const char *pargv[] = {PW_PROG, "traced", "profiler", NULL};
+    const char *penv[] = {PRELOAD, modes[i], "PINWHEEL_CUPTI=" PW_FAKE_CUPTI, NULL};
+    result pr = run(pargv, penv);
+    if (pr.status != 0 || !strstr(pr.out, "profiler got 1 buffers"))
+      fail_msg("%s: status %d\n%s%s", modes[i], pr.status, pr.out, pr.err);
+    assert_string_equal(pr.err, "");
+    free_result(&pr);
+  }
   /* in stage mode, a copy pinwheel staged: the program's call is written with its own id, and
    * the operations issued for it carry that id and the mark */
   char tpath[160], tenv[200];
