@@ -55,7 +55,8 @@ NT_COPY(copy_nt_avx, __attribute__((target("avx"))), __m256i, _mm256_loadu_si256
 #endif
 
 static void copy_portable(void *dst, const void *src, size_t n) {
-  memmove(dst, src, n); /* not memcpy: the shim's memcpy may hand work to the pool that calls this */
+  memmove(dst, src,
+          n); /* not memcpy: the shim's memcpy may hand work to the pool that calls this */
 }
 
 pw_copy_fn pw_copy_impl(int which) {

@@ -205,7 +205,8 @@ static inline CUresult drv_after(CUresult r) {
     return r;                                                                                      \
   }
 
-#define PW_DRV_HOST_MEM(name, params, args, stream, dir) DRV_HOST_MEM(name, params, args, stream, dir)
+#define PW_DRV_HOST_MEM(name, params, args, stream, dir)                                           \
+  DRV_HOST_MEM(name, params, args, stream, dir)
 #define PW_DRV_COPY_BLOCKING(name, params, args, stream, dir)                                      \
   DRV_COPY(name, params, args, stream, dir, 1)
 #define PW_DRV_COPY_ASYNC(name, params, args, stream, dir)                                         \

@@ -189,14 +189,15 @@ static void write_text(buf_t *b) {
             human_bytes(pw_get(&pw_st.ring_bytes_allocated), h2, sizeof h2),
             (unsigned long long)pw_get(&pw_st.sync_elided));
     if (pw_get(&pw_st.host_copies[0].calls) || pw_get(&pw_st.host_copies[1].calls))
-      bprintf(b,
-              "  the program's memcpy into its pinned memory %llu (%s), out of it %llu (%s), on the "
-              "staging threads: %.3f ms\n",
-              (unsigned long long)pw_get(&pw_st.host_copies[0].calls),
-              human_bytes(pw_get(&pw_st.host_copies[0].bytes), h1, sizeof h1),
-              (unsigned long long)pw_get(&pw_st.host_copies[1].calls),
-              human_bytes(pw_get(&pw_st.host_copies[1].bytes), h2, sizeof h2),
-              ms(pw_get(&pw_st.host_copies[0].ns) + pw_get(&pw_st.host_copies[1].ns)));
+      bprintf(
+          b,
+          "  the program's memcpy into its pinned memory %llu (%s), out of it %llu (%s), on the "
+          "staging threads: %.3f ms\n",
+          (unsigned long long)pw_get(&pw_st.host_copies[0].calls),
+          human_bytes(pw_get(&pw_st.host_copies[0].bytes), h1, sizeof h1),
+          (unsigned long long)pw_get(&pw_st.host_copies[1].calls),
+          human_bytes(pw_get(&pw_st.host_copies[1].bytes), h2, sizeof h2),
+          ms(pw_get(&pw_st.host_copies[0].ns) + pw_get(&pw_st.host_copies[1].ns)));
     if (pw_get(&pw_st.internal_errors))
       bprintf(b, "  INTERNAL ERRORS: %llu (please report)\n",
               (unsigned long long)pw_get(&pw_st.internal_errors));

@@ -167,8 +167,13 @@ static void test_host_copies(void **state) {
   }
   /* PINWHEEL_HOST_COPIES=0: glibc's memcpy for all of them */
   const char *argv[] = {PW_DRV_PROG, "hostcopy", "gpa", NULL};
-  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_HOST_COPIES=0", "PINWHEEL_STATS=1",
-                       "PINWHEEL_STATS_FORMAT=json", stats_env, NULL};
+  const char *env[] = {PRELOAD,
+                       "PINWHEEL_MODE=stage",
+                       "PINWHEEL_HOST_COPIES=0",
+                       "PINWHEEL_STATS=1",
+                       "PINWHEEL_STATS_FORMAT=json",
+                       stats_env,
+                       NULL};
   result r = run_ok(argv, env, "hostcopy ok");
   yajl_val v = parse_file(stats_path);
   assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), 0);
