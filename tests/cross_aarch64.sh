@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The shim and the analyzer cross-built for aarch64 with Debian's cross compiler, and the CPU
-# tests that need no CUDA (options, copy routines and pool, the engine on the simulator) run
-# under qemu-user.  Installs what it needs when run as root (adds the arm64 architecture to dpkg).
+# tests that need no CUDA (options, copy routines and pool, the engine on the simulator, the
+# driver front end on a fake libcuda) run under qemu-user.  Installs what it needs when run as
+# root (adds the arm64 architecture to dpkg).
 #   bash tests/cross_aarch64.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,4 +19,6 @@ cmake -S . -B "$out" --toolchain cmake/aarch64-linux-gnu.cmake -DPINWHEEL_SAMPLE
   -DPINWHEEL_SANITIZE=OFF -DPINWHEEL_WERROR=ON -DCMAKE_BUILD_TYPE=Release
 cmake --build "$out" -j"$(nproc)"
 file "$out/libpinwheel.so" "$out/pinwheel" | sed 's/, BuildID.*//'
-PW_TEST_UNDER_QEMU=1 ctest --test-dir "$out" --output-on-failure -R '^(options|copy_pool|engine_sim)$'
+# the driver front end too: its dlsym is hand-written assembly for each architecture
+PW_TEST_UNDER_QEMU=1 PW_TEST_EMULATOR=qemu-aarch64 ctest --test-dir "$out" --output-on-failure \
+  -R '^(options|copy_pool|engine_sim|driver)$'

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,7 +27,8 @@ static inline char *slurp(const char *path) {
 }
 
 /* Run argv with exactly the given environment (plus PATH), stdout and stderr captured, and
- * standard input from the file `in` (NULL: inherited). */
+ * standard input from the file `in` (NULL: inherited).  Under PW_TEST_EMULATOR (qemu-user, for
+ * a cross build) the program runs in the emulator, LD_PRELOAD given to the guest only. */
 static inline result run_in(const char *const *argv, const char *const *env, const char *in) {
   char out[] = "/tmp/pwtest-out-XXXXXX", err[] = "/tmp/pwtest-err-XXXXXX";
   int fo = mkstemp(out), fe = mkstemp(err);
@@ -39,11 +41,29 @@ static inline result run_in(const char *const *argv, const char *const *env, con
     }
     dup2(fo, 1);
     dup2(fe, 2);
+    const char *emu = getenv("PW_TEST_EMULATOR");
+    char emu_copy[64] = "";
+    if (emu) snprintf(emu_copy, sizeof emu_copy, "%s", emu);
     clearenv();
     setenv("PATH", "/usr/bin:/bin", 1);
-    for (int i = 0; env && env[i]; i++)
-      putenv((char *)env[i]);
-    execv(argv[0], (char *const *)argv);
+    const char *preload = NULL;
+    for (int i = 0; env && env[i]; i++) {
+      if (emu_copy[0] && !strncmp(env[i], "LD_PRELOAD=", 11))
+        preload = env[i];
+      else
+        putenv((char *)env[i]);
+    }
+    if (emu_copy[0]) {
+      const char *eargv[64] = {emu_copy};
+      int k = 1;
+      if (preload) eargv[k++] = "-E", eargv[k++] = preload;
+      for (int i = 0; argv[i] && k < 63; i++)
+        eargv[k++] = argv[i];
+      eargv[k] = NULL;
+      execvp(emu_copy, (char *const *)eargv);
+    } else {
+      execv(argv[0], (char *const *)argv);
+    }
     _exit(126);
   }
   int st = 0;
