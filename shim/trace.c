@@ -206,7 +206,53 @@ static const char *api_name(pw_tw *w, int driver, uint32_t cbid) {
   return b;
 }
 
+/* A trace named *.gz is written through zlib, opened with dlopen like CUPTI (the shim keeps no
+ * NEEDED entry beyond libc): gzdopen on the file's descriptor, level 1 (the writer thread keeps
+ * up with CUPTI). */
+static struct {
+  void *(*dopen)(int, const char *);
+  int (*write)(void *, const void *, unsigned);
+  int (*close)(void *);
+} gz;
+static void *gzf;
+
+static int ends_with_gz(const char *p) {
+  size_t n = strlen(p);
+  return n > 3 && !strcmp(p + n - 3, ".gz");
+}
+
+static void open_gz(void) {
+  void *h = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h) {
+    *(void **)&gz.dopen = dlsym(h, "gzdopen");
+    *(void **)&gz.write = dlsym(h, "gzwrite");
+    *(void **)&gz.close = dlsym(h, "gzclose");
+  }
+  if (h && gz.dopen && gz.write && gz.close) gzf = gz.dopen(fd, "wb1");
+  if (!gzf)
+    pw_log(PW_LOG_WARN, "trace %s: zlib (libz.so.1) not usable: the trace is written uncompressed",
+           path);
+}
+
+/* Close the trace file: the gzip stream's end, then the descriptor. */
+static void close_out(void) {
+  if (gzf) {
+    gz.close(gzf); /* closes fd */
+    gzf = NULL;
+  } else if (fd >= 0) {
+    close(fd);
+  }
+  fd = -1;
+}
+
 static void write_all(const char *p, size_t n) {
+  if (gzf && n) {
+    if (gz.write(gzf, p, (unsigned)n) != (int)n) {
+      pw_log(PW_LOG_ERROR, "writing the trace %s failed; tracing stops", path);
+      close_out();
+    }
+    return;
+  }
   while (n && fd >= 0) {
     ssize_t k = write(fd, p, n);
     if (k < 0 && errno == EINTR) continue;
@@ -404,8 +450,7 @@ static void finish(void) {
   size_t dropped = 0;
   if (cu.dropped && cu.dropped(NULL, 0, &dropped) == CUPTI_SUCCESS) tw->dropped = dropped;
   pw_tw_end(tw);
-  if (fd >= 0) close(fd);
-  fd = -1;
+  close_out();
   if (tw->dropped)
     pw_log(PW_LOG_WARN, "trace %s: CUPTI dropped %llu records", path,
            (unsigned long long)tw->dropped);
@@ -415,6 +460,7 @@ static void child_after_fork(void) {
   /* the child must not write into its parent's file: it is untraced (a CUDA program may not use
    * CUDA across fork anyway); the writer thread does not exist here */
   if (!atomic_exchange(&active, 0)) return;
+  gzf = NULL; /* its stream is the parent's: never ended here */
   if (fd >= 0) close(fd);
   fd = -1;
   pthread_mutex_init(&qlock, NULL);
@@ -482,6 +528,7 @@ void pw_trace_start(void) {
     tw = NULL;
     return;
   }
+  if (ends_with_gz(path)) open_gz();
   tw->flush = flush_file;
   tw->pid = (uint32_t)getpid();
   tw->api_name = api_name;
@@ -507,8 +554,7 @@ void pw_trace_start(void) {
     const char *m = "?";
     if (cu.result_string) cu.result_string(r, &m);
     pw_log(PW_LOG_WARN, "cannot trace: CUPTI says %s; the program runs untraced", m);
-    close(fd);
-    fd = -1;
+    close_out();
     unlink(path);
     return;
   }
@@ -520,8 +566,8 @@ void pw_trace_start(void) {
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc) {
     pw_log(PW_LOG_WARN, "cannot start the trace writer; untraced");
-    close(fd);
-    fd = -1;
+    close_out();
+    unlink(path);
     return;
   }
   pthread_atfork(prepare_fork, parent_after_fork, child_unlock);
