@@ -121,8 +121,8 @@ static const char *mode_name(void) {
 }
 
 static const char *no_calls_note =
-    "no CUDA runtime call was intercepted: the program may be linked against the static CUDA "
-    "runtime (nvcc's default) or not use CUDA at all; see README, 'Static CUDA runtime'";
+    "no CUDA call was intercepted: the program may not use CUDA, or reach it in a way pinwheel "
+    "does not see; see README, 'Programs without the shared CUDA runtime'";
 
 static const char *off_note = "mode off: calls pass straight through and are not counted";
 

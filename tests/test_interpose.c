@@ -289,7 +289,7 @@ static void test_unrelated_program_unchanged(void **state) {
   /* asked for stats, the root process says plainly that nothing was intercepted */
   const char *env2[] = {PRELOAD, "PINWHEEL_STATS=1", NULL};
   b = run(none, env2);
-  assert_non_null(strstr(b.err, "no CUDA runtime call was intercepted"));
+  assert_non_null(strstr(b.err, "no CUDA call was intercepted"));
   free_result(&b);
   /* a helper process that is not the root stays quiet */
   const char *env3[] = {PRELOAD, "PINWHEEL_STATS=1", "PINWHEEL_ROOT_PID=1", NULL};

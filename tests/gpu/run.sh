@@ -102,6 +102,9 @@ done
 
 # (e) graphs, DataLoader workers (fork), the launcher
 t torch_graph staged python3 tests/gpu/torch_graph.py
+for m in off stage; do
+  t torch_profiler_$m env PINWHEEL_MODE=$m LD_PRELOAD="$LIB" python3 tests/gpu/torch_profiler.py
+done
 t torch_dataloader_fork staged python3 tests/gpu/torch_dataloader.py
 t launcher bash -c "LD_LIBRARY_PATH=$B/extra:\${LD_LIBRARY_PATH:-} $B/pinwheel run --stats -- $B/naive_copy 16 5 1 2>&1 | tee /dev/stderr | grep -q 'staged copies'"
 
