@@ -82,8 +82,12 @@ static void recognise_init(void);
 
 /* Fill pw_drv from the libcuda object that holds `addr` (NULL: libcuda.so.1 by name, then the
  * object after the shim that defines cuGetProcAddress_v2). */
+static PW_TLS int resolving; /* this thread is inside resolve_from (the driver may call dlsym) */
+
 static int resolve_from(void *addr) {
   if (atomic_load_explicit(&resolved, memory_order_acquire)) return 1;
+  if (resolving) return 0; /* re-entered through dlsym from inside: answer as the driver does */
+  resolving = 1;
   pthread_mutex_lock(&res_lock);
   if (!atomic_load_explicit(&resolved, memory_order_relaxed)) {
     void *h = NULL;
@@ -108,6 +112,7 @@ static int resolve_from(void *addr) {
     }
   }
   pthread_mutex_unlock(&res_lock);
+  resolving = 0;
   return atomic_load_explicit(&resolved, memory_order_acquire);
 }
 
