@@ -11,8 +11,10 @@
  * A function is recognised by its address, never by the name asked for: whatever version or
  * per-thread flag the program passed, it gets the wrapper of exactly the function the driver
  * chose, with that function's ABI, or the driver's answer untouched (an older ABI, anything not
- * listed).  Interposers that map by name (HAMi-core) hand a program asking for an older version a
- * function of the newer ABI.
+ * listed).  HAMi-core, a public interposer, maps by name instead: it tries the name asked for
+ * with _v3, _v2, then bare, so a per-thread request gets the legacy-stream function and most
+ * versions are ignored; its dlsym answers any cu* name from its own library whatever the handle,
+ * and asks glibc for RTLD_NEXT from its own frame, so the answer is relative to it.
  *
  * dlsym(RTLD_NEXT / RTLD_DEFAULT, ...) answers depend on who calls: those two go to glibc's dlsym
  * by a tail jump (assembly below, x86-64 and AArch64), so glibc sees the program's return address.
