@@ -14,7 +14,8 @@
  *                    freed at once, bytes compared; with "expect-staged" the copies must have
  *                    reached the fake from pinned memory
  *   hostcopy WAY     memcpy into and out of pinned memory the program allocated or registered
- *                    (as XLA stages its copies), unaligned, into fresh pages; bytes compared
+ *                    (as XLA stages its copies), unaligned, into fresh pages, and in a forked
+ *                    child; bytes compared
  *   context          a pageable copy in a context that is not the primary one
  *   oldabi           cuMemcpyHtoD asked for with CUDA 3.0: the 32-bit-pointer ABI, untouched
  *   dlsym-same       dlsym's answers for handles and symbols pinwheel does not wrap, as
@@ -30,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fake/fake_api.h"
 #include "fake/fake_cuda_api.h"
@@ -296,6 +299,14 @@ static int cmd_hostcopy(void) {
   CHECK(memcmp(reg + 5, src, n - 5) == 0);
   memcpy(pin, src, 1000); /* small: glibc's */
   CHECK(memcmp(pin, src, 1000) == 0);
+  pid_t child = fork(); /* a forked child copies into the pinned memory it inherited */
+  if (child == 0) {
+    memset(p, 0, n);
+    memcpy(p, src, n);
+    _exit(memcmp(p, src, n) != 0);
+  }
+  int st = -1;
+  CHECK(child > 0 && waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0);
   CHECK(F.cuMemHostUnregister(reg) == CUDA_SUCCESS);
   memcpy(reg, src, n); /* no longer pinned: glibc's */
   CHECK(memcmp(reg, src, n) == 0);
