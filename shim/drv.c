@@ -74,10 +74,11 @@ static void *real_dlsym(void *h, const char *name) {
 static pthread_mutex_t res_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int resolved; /* 1: pw_drv filled from a libcuda */
 
-static int is_libcuda_name(const char *path) {
+/* Whether the file name of path (a loaded object's) begins with prefix. */
+static int file_starts(const char *path, const char *prefix) {
   const char *b = path ? strrchr(path, '/') : NULL;
   b = b ? b + 1 : path;
-  return b && !strncmp(b, "libcuda.so", 10);
+  return b && !strncmp(b, prefix, strlen(prefix));
 }
 
 static void recognise_init(void);
@@ -111,7 +112,8 @@ static int resolve_from(void *addr) {
     if (!h && addr) {
       Dl_info info;
       struct link_map *lm = NULL;
-      if (dladdr1(addr, &info, (void **)&lm, RTLD_DL_LINKMAP) && lm && is_libcuda_name(lm->l_name))
+      if (dladdr1(addr, &info, (void **)&lm, RTLD_DL_LINKMAP) && lm &&
+          file_starts(lm->l_name, "libcuda.so"))
         h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
     }
     if (h) {
@@ -150,59 +152,21 @@ static CUresult drv_missing(const char *name) {
   return CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND;
 }
 
-static inline CUresult drv_after(CUresult r) {
-  pw_after_real();
-  return r;
-}
-
 #define DRV_COPY(name, params, args, stream_expr, dirv, is_sync)                                   \
   CUresult name params {                                                                           \
-    int mode = pw_enter();                                                                         \
-    if (!DRV_REAL(name)) return drv_missing(#name);                                                \
-    if (mode == PW_MODE_OFF) return drv_after(pw_drv.name args);                                   \
-    pw_elide_stream = NULL;                                                                        \
-    pw_depth++;                                                                                    \
-    pw_copy c = {.dst = (void *)(uintptr_t)dst,                                                    \
-                 .src = (const void *)(uintptr_t)src,                                              \
-                 .n = count,                                                                       \
-                 .dir = dirv,                                                                      \
-                 .stream = (void *)(stream_expr),                                                  \
-                 .sync_api = is_sync};                                                             \
-    uint64_t t0;                                                                                   \
-    int path = pw_front_copy(&pw_drv_ops, mode, &c, #name, &t0);                                   \
-    CUresult r = drv_after(path >= 0 ? CUDA_SUCCESS : pw_drv.name args);                           \
-    pw_count_copy(PW_H_##name, &c, pw_now_ns() - t0);                                              \
-    pw_front_copy_done(mode, r == CUDA_SUCCESS, &c);                                               \
-    return r;                                                                                      \
+    PW_FRONT_COPY_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), drv_missing(#name), &pw_drv_ops,    \
+                       PW_H_##name, #name, args, .dst = (void *)(uintptr_t)dst,                    \
+                       .src = (const void *)(uintptr_t)src, .n = count, .dir = dirv,               \
+                       .stream = (void *)(stream_expr), .sync_api = is_sync)                       \
   }
-
 #define DRV_LAUNCH(name, params, args)                                                             \
   CUresult name params {                                                                           \
-    int mode = pw_enter();                                                                         \
-    if (!DRV_REAL(name)) return drv_missing(#name);                                                \
-    if (mode == PW_MODE_OFF) return drv_after(pw_drv.name args);                                   \
-    pw_elide_stream = NULL;                                                                        \
-    if (mode == PW_MODE_OBSERVE) {                                                                 \
-      uint64_t t0 = pw_ticks();                                                                    \
-      CUresult r = drv_after(pw_drv.name args);                                                    \
-      pw_add(&pw_st.hook_ticks[PW_H_##name], pw_ticks() - t0);                                     \
-      pw_count_call(PW_H_##name, 0);                                                               \
-      return r;                                                                                    \
-    }                                                                                              \
-    pw_count_call(PW_H_##name, 0);                                                                 \
-    return drv_after(pw_drv.name args);                                                            \
+    PW_FRONT_LAUNCH_BODY(CUresult, DRV_REAL(name), drv_missing(#name), PW_H_##name, args)          \
   }
-
 #define DRV_SYNC(name, params, args, stream_expr)                                                  \
   CUresult name params {                                                                           \
-    int mode = pw_enter();                                                                         \
-    if (!DRV_REAL(name)) return drv_missing(#name);                                                \
-    if (mode == PW_MODE_OFF) return drv_after(pw_drv.name args);                                   \
-    if (pw_front_sync_elided(PW_H_##name, (void *)(stream_expr))) return CUDA_SUCCESS;             \
-    uint64_t t0 = pw_now_ns();                                                                     \
-    CUresult r = pw_drv.name args;                                                                 \
-    pw_count_sync(PW_H_##name, pw_now_ns() - t0);                                                  \
-    return r;                                                                                      \
+    PW_FRONT_SYNC_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), drv_missing(#name), PW_H_##name,    \
+                       args, stream_expr)                                                          \
   }
 
 /* The real call, then the region recorded (or forgotten) when it succeeded; not in mode off, nor
@@ -211,7 +175,8 @@ static inline CUresult drv_after(CUresult r) {
   CUresult name params {                                                                           \
     int mode = pw_enter();                                                                         \
     if (!DRV_REAL(name)) return drv_missing(#name);                                                \
-    CUresult r = drv_after(pw_drv.name args);                                                      \
+    CUresult r = pw_drv.name args;                                                                 \
+    pw_after_real();                                                                               \
     if (mode == PW_MODE_OFF) return r;                                                             \
     pw_count_call(PW_H_##name, 0);                                                                 \
     if (r == CUDA_SUCCESS) {                                                                       \
@@ -287,10 +252,7 @@ static void *wrapper_of(void *p) {
  * functions the runtime front end wraps already. */
 static int from_shared_runtime(const void *addr) {
   Dl_info info;
-  if (!dladdr(addr, &info) || !info.dli_fname) return 0;
-  const char *b = strrchr(info.dli_fname, '/');
-  b = b ? b + 1 : info.dli_fname;
-  return !strncmp(b, "libcudart.so", 12);
+  return dladdr(addr, &info) && file_starts(info.dli_fname, "libcudart.so");
 }
 
 /* dlsym's and cuGetProcAddress's answer p for a caller at `caller`: the wrapper when p is a real

@@ -94,13 +94,18 @@ static int op_stream_device(void *s, int *device) {
   if (!rc) rc = CALL(cuCtxGetCurrent, &cur);
   if (rc) return rc;
   if (!sc || sc != cur) return *device = -1, 0;
-  return op_get_device(device);
+  CUdevice d = -1;
+  rc = CALL(cuCtxGetDevice, &d); /* the current context's, which is the stream's */
+  *device = (int)d;
+  return rc;
 }
 
+/* After stream_device found the stream in the current context: is that context the device's
+ * primary one? */
 static int op_context_ok(void *s, int device) {
-  CUcontext cur = NULL, sc = NULL, p = primary_of(device);
-  if (!p || CALL(cuCtxGetCurrent, &cur) || CALL(cuStreamGetCtx, (CUstream)s, &sc)) return 0;
-  return cur == p && sc == p;
+  (void)s;
+  CUcontext cur = NULL, p = primary_of(device);
+  return p && !CALL(cuCtxGetCurrent, &cur) && cur == p;
 }
 
 /* The setup thread's context: the device's primary one (context_ok retained it). */

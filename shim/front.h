@@ -70,6 +70,62 @@ static inline void pw_after_real(void) {
     pw_trace_after_call();
 }
 
+/* ---- the wrappers' bodies, one per class, shared by the two front ends ----
+ * T is the status type (cudaError_t, CUresult) and OK its success value; real is the real function
+ * (looked up on the spot if need be; NULL when there is none, and then the wrapper returns
+ * missing); id the hook's PW_H_* id; args the call's arguments.  In mode off (or for the shim's
+ * own calls) the real call goes straight through.  The engine's work and the real call of a copy
+ * run with pw_depth raised, so whatever they reach (the other front end included) passes
+ * straight through.  A copy's pw_copy fields come last, as designated initializers. */
+#define PW_FRONT_OFF(T, f, args)                                                                   \
+  do {                                                                                             \
+    T r_ = f args;                                                                                 \
+    pw_after_real();                                                                               \
+    return r_;                                                                                     \
+  } while (0)
+
+#define PW_FRONT_COPY_BODY(T, OK, real, missing, ops, id, name, args, ...)                         \
+  int mode = pw_enter();                                                                           \
+  __typeof__(real) f_ = (real);                                                                    \
+  if (!f_) return missing;                                                                         \
+  if (mode == PW_MODE_OFF) PW_FRONT_OFF(T, f_, args);                                              \
+  pw_elide_stream = NULL;                                                                          \
+  pw_depth++;                                                                                      \
+  pw_copy c = {__VA_ARGS__};                                                                       \
+  uint64_t t0;                                                                                     \
+  int path = pw_front_copy(ops, mode, &c, name, &t0);                                              \
+  T r = path >= 0 ? OK : f_ args;                                                                  \
+  pw_after_real();                                                                                 \
+  pw_count_copy(id, &c, pw_now_ns() - t0);                                                         \
+  pw_front_copy_done(mode, r == OK, &c);                                                           \
+  return r;
+
+/* Launches: counted; in observe mode also timed, with the cheap counter (launches are µs calls). */
+#define PW_FRONT_LAUNCH_BODY(T, real, missing, id, args)                                           \
+  int mode = pw_enter();                                                                           \
+  __typeof__(real) f_ = (real);                                                                    \
+  if (!f_) return missing;                                                                         \
+  if (mode == PW_MODE_OFF) PW_FRONT_OFF(T, f_, args);                                              \
+  pw_elide_stream = NULL;                                                                          \
+  uint64_t t0 = mode == PW_MODE_OBSERVE ? pw_ticks() : 0;                                          \
+  T r = f_ args;                                                                                   \
+  pw_after_real();                                                                                 \
+  if (mode == PW_MODE_OBSERVE) pw_add(&pw_st.hook_ticks[id], pw_ticks() - t0);                     \
+  pw_count_call(id, 0);                                                                            \
+  return r;
+
+/* Host syncs: timed; one that an elided sync makes unnecessary returns OK at once. */
+#define PW_FRONT_SYNC_BODY(T, OK, real, missing, id, args, stream_expr)                            \
+  int mode = pw_enter();                                                                           \
+  __typeof__(real) f_ = (real);                                                                    \
+  if (!f_) return missing;                                                                         \
+  if (mode == PW_MODE_OFF) PW_FRONT_OFF(T, f_, args);                                              \
+  if (pw_front_sync_elided(id, (void *)(stream_expr))) return OK;                                  \
+  uint64_t t0 = pw_now_ns();                                                                       \
+  T r = f_ args;                                                                                   \
+  pw_count_sync(id, pw_now_ns() - t0);                                                             \
+  return r;
+
 /* The front ends' common path for a copy (pw_depth already raised): describe it with the front
  * end's backend, stage it in stage mode.  Returns PW_PATH_* when staged (the caller reports
  * success), else < 0 (the caller makes the real call).  *t0 is set to the start of the call's

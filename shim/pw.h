@@ -114,8 +114,10 @@ typedef struct pw_ops {
   int (*error_pending)(void);
   /* Relax this thread's capture mode around engine calls; returns the mode to restore. */
   int (*relax_capture)(int restore, int mode);
-  /* Optional (NULL: always): 1 when the calling thread's context and the stream's are `device`'s
-   * primary context, the only one the engine stages in for the driver front end. */
+  /* Optional (NULL: always), called once get_device and stream_device both reported `device`:
+   * 1 when the stream's context is `device`'s primary one, the only one the engine stages in for
+   * the driver front end (whose stream_device reports a device only for a stream of the calling
+   * thread's current context, so checking that context suffices). */
   int (*context_ok)(void *stream, int device);
 } pw_ops;
 

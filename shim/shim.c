@@ -73,65 +73,24 @@ static int dir_of_kind(enum cudaMemcpyKind k) {
 
 /* ---- the wrappers ---- */
 
-/* A real call's status, after the trace's exit-flush registration (front.h). */
-static inline cudaError_t pw_trace_after(cudaError_t r) {
-  pw_after_real();
-  return r;
-}
-
 #define PW_HOOK(name, class, params, args, stream) PW_EXPORT cudaError_t name params;
 #include "hooks.def"
 
-/* The engine's work and the real call of a copy run with pw_depth raised, so whatever they reach
- * (the driver front end included) passes straight through. */
 #define WRAP_COPY(name, params, args, stream_expr, is_sync)                                        \
   cudaError_t name params {                                                                        \
-    int mode = pw_enter();                                                                         \
-    if (!REAL(name)) return missing(#name);                                                        \
-    if (mode == PW_MODE_OFF) return pw_trace_after(pw_real.name args);                             \
-    pw_elide_stream = NULL;                                                                        \
-    pw_depth++;                                                                                    \
-    pw_copy c = {.dst = dst,                                                                       \
-                 .src = src,                                                                       \
-                 .n = count,                                                                       \
-                 .dir = dir_of_kind(kind),                                                         \
-                 .stream = (void *)(stream_expr),                                                  \
-                 .sync_api = is_sync};                                                             \
-    uint64_t t0;                                                                                   \
-    int path = pw_front_copy(&pw_real_ops, mode, &c, #name, &t0);                                  \
-    cudaError_t r = pw_trace_after(path >= 0 ? cudaSuccess : pw_real.name args);                   \
-    pw_count_copy(PW_H_##name, &c, pw_now_ns() - t0);                                              \
-    pw_front_copy_done(mode, r == cudaSuccess, &c);                                                \
-    return r;                                                                                      \
+    PW_FRONT_COPY_BODY(cudaError_t, cudaSuccess, REAL(name), missing(#name), &pw_real_ops,         \
+                       PW_H_##name, #name, args, .dst = dst, .src = src, .n = count,               \
+                       .dir = dir_of_kind(kind), .stream = (void *)(stream_expr),                  \
+                       .sync_api = is_sync)                                                        \
   }
-
 #define WRAP_LAUNCH(name, params, args)                                                            \
   cudaError_t name params {                                                                        \
-    int mode = pw_enter();                                                                         \
-    if (!REAL(name)) return missing(#name);                                                        \
-    if (mode == PW_MODE_OFF) return pw_trace_after(pw_real.name args);                             \
-    pw_elide_stream = NULL;                                                                        \
-    if (mode == PW_MODE_OBSERVE) { /* timed with the cheap counter: launches are µs calls */      \
-      uint64_t t0 = pw_ticks();                                                                    \
-      cudaError_t r = pw_trace_after(pw_real.name args);                                           \
-      pw_add(&pw_st.hook_ticks[PW_H_##name], pw_ticks() - t0);                                     \
-      pw_count_call(PW_H_##name, 0);                                                               \
-      return r;                                                                                    \
-    }                                                                                              \
-    pw_count_call(PW_H_##name, 0);                                                                 \
-    return pw_trace_after(pw_real.name args);                                                      \
+    PW_FRONT_LAUNCH_BODY(cudaError_t, REAL(name), missing(#name), PW_H_##name, args)               \
   }
-
 #define WRAP_SYNC(name, params, args, stream_expr)                                                 \
   cudaError_t name params {                                                                        \
-    int mode = pw_enter();                                                                         \
-    if (!REAL(name)) return missing(#name);                                                        \
-    if (mode == PW_MODE_OFF) return pw_trace_after(pw_real.name args);                             \
-    if (pw_front_sync_elided(PW_H_##name, (void *)(stream_expr))) return cudaSuccess;              \
-    uint64_t t0 = pw_now_ns();                                                                     \
-    cudaError_t r = pw_real.name args;                                                             \
-    pw_count_sync(PW_H_##name, pw_now_ns() - t0);                                                  \
-    return r;                                                                                      \
+    PW_FRONT_SYNC_BODY(cudaError_t, cudaSuccess, REAL(name), missing(#name), PW_H_##name, args,    \
+                       stream_expr)                                                                \
   }
 
 /* One wrapper-generating macro per class of hooks.def, named PW_WRAP_<class>. */

@@ -411,12 +411,20 @@ int pw_trace_path(const char *tmpl, char *out, size_t n) {
 }
 
 /* libcupti: one already in the process, PINWHEEL_CUPTI, the usual search, the toolkit's. */
-static void *open_cupti(char *why, size_t n) {
-  static const char *const names[] = {"libcupti.so.13", "libcupti.so"};
+static const char *const cupti_names[] = {"libcupti.so.13", "libcupti.so"};
+
+/* A libcupti already in the process (in any scope), or NULL. */
+static void *loaded_cupti(void) {
   for (size_t i = 0; i < 2; i++) {
-    void *h = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD);
+    void *h = dlopen(cupti_names[i], RTLD_NOW | RTLD_NOLOAD);
     if (h) return h;
   }
+  return NULL;
+}
+
+static void *open_cupti(char *why, size_t n) {
+  void *loaded = loaded_cupti();
+  if (loaded) return loaded;
   const char *env = pw_option_str(PW_OPT_CUPTI);
   if (env && *env) {
     void *h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
@@ -425,7 +433,7 @@ static void *open_cupti(char *why, size_t n) {
     return NULL;
   }
   for (size_t i = 0; i < 2; i++) {
-    void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(cupti_names[i], RTLD_NOW | RTLD_LOCAL);
     if (h) return h;
   }
   if (PW_CUPTI_DIR[0]) {
@@ -584,9 +592,9 @@ static void *program_cupti(const char *name) {
   void *p = dlsym(RTLD_NEXT, name);
   if (p && p != self) return p;
   /* PINWHEEL_CUPTI read here directly: this can come before the first CUDA call */
-  const char *names[] = {"libcupti.so.13", "libcupti.so", getenv("PINWHEEL_CUPTI")};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-    void *h = names[i] ? dlopen(names[i], RTLD_NOW | RTLD_NOLOAD) : NULL;
+  const char *env = getenv("PINWHEEL_CUPTI");
+  for (int i = 0; i < 2; i++) {
+    void *h = i ? (env ? dlopen(env, RTLD_NOW | RTLD_NOLOAD) : NULL) : loaded_cupti();
     if (!h) continue;
     p = dlsym(h, name);
     dlclose(h);

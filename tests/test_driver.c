@@ -33,6 +33,24 @@ static result run_ok(const char *const *argv, const char *const *env, const char
   return r;
 }
 
+/* run_ok with the JSON summary asked for (PINWHEEL_STATS, its format and file added to env);
+ * stderr must be empty when quiet.  Returns the summary. */
+static yajl_val run_summary(const char *const *argv, const char *const *env, const char *want,
+                            int quiet) {
+  const char *all[24];
+  int n = 0;
+  for (; env[n] && n < 20; n++)
+    all[n] = env[n];
+  all[n++] = "PINWHEEL_STATS=1";
+  all[n++] = "PINWHEEL_STATS_FORMAT=json";
+  all[n++] = stats_env;
+  all[n] = NULL;
+  result r = run_ok(argv, all, want);
+  if (quiet) assert_string_equal(r.err, "");
+  free_result(&r);
+  return parse_file(stats_path);
+}
+
 /* Arguments and statuses intact, every way, every mode, and without the shim. */
 static void test_calls_intact(void **state) {
   const char *modes[] = {"PINWHEEL_MODE=off", "PINWHEEL_MODE=observe", "PINWHEEL_MODE=stage"};
@@ -78,34 +96,23 @@ static void test_observe_counts_exact(void **state) {
   for (size_t w = 0; w <= N_WAYS + 1; w++) {
     const char *way = w < N_WAYS ? ways[w] : "gpa";
     const char *argv[] = {PW_DRV_PROG, "counts", way, "7", NULL};
-    const char *env[] = {PRELOAD,
-                         "PINWHEEL_MODE=observe",
-                         "PINWHEEL_STATS=1",
-                         "PINWHEEL_STATS_FORMAT=json",
-                         stats_env,
+    const char *env[] = {PRELOAD, "PINWHEEL_MODE=observe",
                          w < N_WAYS    ? NULL
                          : w == N_WAYS ? "FAKE_GPA_THUNKS=1"
                                        : "FAKE_GPA_DLSYM=1", /* the driver calls dlsym itself */
                          NULL};
-    result r = run_ok(argv, env, "counts 7");
-    assert_string_equal(r.err, "");
-    yajl_val v = parse_file(stats_path);
+    yajl_val v = run_summary(argv, env, "counts 7", 1);
     check_counts(v, 7);
     yajl_tree_free(v);
-    free_result(&r);
   }
 }
 
 static void test_off_counts_nothing(void **state) {
   const char *argv[] = {PW_DRV_PROG, "counts", "gpa", "3", NULL};
-  const char *env[] = {
-      PRELOAD, "PINWHEEL_MODE=off", "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json", stats_env,
-      NULL};
-  result r = run_ok(argv, env, "counts 3");
-  yajl_val v = parse_file(stats_path);
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=off", NULL};
+  yajl_val v = run_summary(argv, env, "counts 3", 0);
   assert_int_equal(jget(v, "intercepted", NULL), 0);
   yajl_tree_free(v);
-  free_result(&r);
 }
 
 /* Stage mode: every size and API, every way; bytes intact with the source reused at once; the
@@ -118,21 +125,15 @@ static void test_stage_bytes(void **state) {
                            "PINWHEEL_MODE=stage",
                            "PINWHEEL_SETUP=inline",
                            "PINWHEEL_D2H=1",
-                           "PINWHEEL_STATS=1",
-                           "PINWHEEL_STATS_FORMAT=json",
-                           stats_env,
                            ring ? "PINWHEEL_DEVICE_RING=4M" : "PINWHEEL_DEVICE_RING=0",
                            NULL};
-      result r = run_ok(argv, env, "stage ok");
-      assert_string_equal(r.err, "");
-      yajl_val v = parse_file(stats_path);
+      yajl_val v = run_summary(argv, env, "stage ok", 1);
       /* 3 of 5 sizes >= 64 KiB, 6 H2D APIs and 6 D2H calls each */
       long long h2d = jget(v, "staging", ring ? "ring" : "pinned_only", "calls", NULL);
       assert_int_equal(h2d, 18);
       assert_int_equal(jget(v, "staging", "d2h", "calls", NULL), 18);
       assert_int_equal(jget(v, "staging", "internal_errors", NULL), 0);
       yajl_tree_free(v);
-      free_result(&r);
     }
   }
   /* observe mode: the same bytes, nothing staged (and the check of the pinned source fails) */
@@ -150,69 +151,41 @@ static void test_host_copies(void **state) {
   for (size_t w = 0; w < N_WAYS; w++) {
     for (int stage = 0; stage < 2; stage++) {
       const char *argv[] = {PW_DRV_PROG, "hostcopy", ways[w], NULL};
-      const char *env[] = {PRELOAD,
-                           stage ? "PINWHEEL_MODE=stage" : "PINWHEEL_MODE=observe",
-                           "PINWHEEL_THREADS=4",
-                           "PINWHEEL_STATS=1",
-                           "PINWHEEL_STATS_FORMAT=json",
-                           stats_env,
-                           NULL};
-      result r = run_ok(argv, env, "hostcopy ok");
-      assert_string_equal(r.err, "");
-      yajl_val v = parse_file(stats_path);
+      const char *env[] = {PRELOAD, stage ? "PINWHEEL_MODE=stage" : "PINWHEEL_MODE=observe",
+                           "PINWHEEL_THREADS=4", NULL};
+      yajl_val v = run_summary(argv, env, "hostcopy ok", 1);
       assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), stage ? 2 : 0);
       assert_int_equal(jget(v, "staging", "host_copies_out_of_pinned", "calls", NULL),
                        stage ? 1 : 0);
       assert_int_equal(jget(v, "calls", "cuMemHostAlloc", "calls", NULL), 1);
       assert_int_equal(jget(v, "calls", "cuMemHostUnregister", "calls", NULL), 1);
       yajl_tree_free(v);
-      free_result(&r);
     }
   }
   /* PINWHEEL_HOST_COPIES=0: glibc's memcpy for all of them */
   const char *argv[] = {PW_DRV_PROG, "hostcopy", "gpa", NULL};
-  const char *env[] = {PRELOAD,
-                       "PINWHEEL_MODE=stage",
-                       "PINWHEEL_HOST_COPIES=0",
-                       "PINWHEEL_STATS=1",
-                       "PINWHEEL_STATS_FORMAT=json",
-                       stats_env,
-                       NULL};
-  result r = run_ok(argv, env, "hostcopy ok");
-  yajl_val v = parse_file(stats_path);
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_HOST_COPIES=0", NULL};
+  yajl_val v = run_summary(argv, env, "hostcopy ok", 0);
   assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), 0);
   yajl_tree_free(v);
-  free_result(&r);
 }
 
 /* A copy in a context that is not the device's primary one goes to the driver unchanged. */
 static void test_other_context_not_staged(void **state) {
   const char *argv[] = {PW_DRV_PROG, "context", "dlsym", NULL};
-  const char *env[] = {PRELOAD,
-                       "PINWHEEL_MODE=stage",
-                       "PINWHEEL_SETUP=inline",
-                       "PINWHEEL_STATS=1",
-                       "PINWHEEL_STATS_FORMAT=json",
-                       stats_env,
-                       NULL};
-  result r = run_ok(argv, env, "context ok");
-  yajl_val v = parse_file(stats_path);
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_SETUP=inline", NULL};
+  yajl_val v = run_summary(argv, env, "context ok", 0);
   assert_int_equal(jget(v, "fallbacks", "other_context", "calls", NULL), 1);
   yajl_tree_free(v);
-  free_result(&r);
 }
 
 /* An older ABI (CUDA 3.0's 32-bit cuMemcpyHtoD) is handed out untouched: not counted. */
 static void test_old_abi_untouched(void **state) {
   const char *argv[] = {PW_DRV_PROG, "oldabi", NULL};
-  const char *env[] = {
-      PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json", stats_env,
-      NULL};
-  result r = run_ok(argv, env, "oldabi ok");
-  yajl_val v = parse_file(stats_path);
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", NULL};
+  yajl_val v = run_summary(argv, env, "oldabi ok", 0);
   assert_int_equal(jget(v, "intercepted", NULL), 0);
   yajl_tree_free(v);
-  free_result(&r);
 }
 
 /* For every handle and every symbol pinwheel does not wrap, dlsym answers as glibc's does. */

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "fake_cuda_api.h"
+#include "fake_common.h"
 
 #define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt) CUresult name params;
 #define PW_DRV_REAL(name, params) CUresult name params;
@@ -29,13 +30,7 @@
 CUresult cuMemcpyHtoD(unsigned int dst, const void *src, size_t count); /* CUDA < 3.2 */
 CUresult cuInit(unsigned int flags);
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static fake_drv_call last;
-static struct {
-  char name[64];
-  long n;
-} counts[96];
-static CUresult fail_next = CUDA_SUCCESS;
 
 typedef struct fake_ctx {
   int magic, device, primary;
@@ -50,27 +45,11 @@ typedef struct fake_stream {
   fake_ctx *ctx;
 } fake_stream;
 
-typedef struct region {
-  uintptr_t p;
-  size_t n;
-  unsigned type; /* CU_MEMORYTYPE_* */
-} region;
-static region regions[4096];
-static int nregions;
-
 static CUresult record(const fake_drv_call *c) {
-  pthread_mutex_lock(&mu);
+  pthread_mutex_lock(&fake_mu);
   last = *c;
-  int i = 0;
-  while (i < 96 && counts[i].name[0] && strcmp(counts[i].name, c->name))
-    i++;
-  if (i < 96) {
-    strcpy(counts[i].name, c->name);
-    counts[i].n++;
-  }
-  CUresult e = fail_next;
-  fail_next = CUDA_SUCCESS;
-  pthread_mutex_unlock(&mu);
+  CUresult e = (CUresult)fake_count_call(c->name);
+  pthread_mutex_unlock(&fake_mu);
   return e;
 }
 
@@ -80,25 +59,18 @@ static CUresult record(const fake_drv_call *c) {
   CUresult e = record(&c)
 
 fake_drv_call fake_drv_last(void) {
-  pthread_mutex_lock(&mu);
+  pthread_mutex_lock(&fake_mu);
   fake_drv_call c = last;
-  pthread_mutex_unlock(&mu);
+  pthread_mutex_unlock(&fake_mu);
   return c;
 }
 
 long fake_drv_count(const char *name) {
-  long n = 0;
-  pthread_mutex_lock(&mu);
-  for (int i = 0; i < 96 && counts[i].name[0]; i++)
-    if (!strcmp(counts[i].name, name)) n = counts[i].n;
-  pthread_mutex_unlock(&mu);
-  return n;
+  return fake_count_of(name);
 }
 
 void fake_drv_fail_next(CUresult err) {
-  pthread_mutex_lock(&mu);
-  fail_next = err;
-  pthread_mutex_unlock(&mu);
+  fake_set_fail((int)err);
 }
 
 CUcontext fake_drv_new_context(void) {
@@ -111,37 +83,17 @@ void fake_drv_set_capturing(CUstream s, int on) {
   ((fake_stream *)s)->capturing = on;
 }
 
-static void add_region(uintptr_t p, size_t n, unsigned t) {
-  pthread_mutex_lock(&mu);
-  if (nregions < 4096) regions[nregions++] = (region){p, n, t};
-  pthread_mutex_unlock(&mu);
-}
-
-static void drop_region(uintptr_t p) {
-  pthread_mutex_lock(&mu);
-  for (int i = 0; i < nregions; i++)
-    if (regions[i].p == p) {
-      regions[i] = regions[--nregions];
-      break;
-    }
-  pthread_mutex_unlock(&mu);
-}
-
+/* the memory type (CU_MEMORYTYPE_*) of an address; 0: not allocated here */
 static unsigned type_of(uintptr_t p) {
-  unsigned t = 0;
-  pthread_mutex_lock(&mu);
-  for (int i = 0; i < nregions; i++)
-    if (p >= regions[i].p && p < regions[i].p + regions[i].n) t = regions[i].type;
-  pthread_mutex_unlock(&mu);
-  return t;
+  return (unsigned)fake_region_type((const void *)p);
 }
 
 static long pinned_copies, pageable_copies;
 void fake_drv_copies(long *pinned, long *pageable) {
-  pthread_mutex_lock(&mu);
+  pthread_mutex_lock(&fake_mu);
   *pinned = pinned_copies;
   *pageable = pageable_copies;
-  pthread_mutex_unlock(&mu);
+  pthread_mutex_unlock(&fake_mu);
 }
 
 int fake_drv_is_pinned(const void *p) {
@@ -155,10 +107,10 @@ static CUresult do_copy(const char *fn, uintptr_t dst, uintptr_t src, size_t cou
   fake_drv_call c = {.dst = dst, .src = src, .count = count, .stream = stream};
   strncpy(c.name, fn, sizeof c.name - 1);
   unsigned td = type_of(dst), ts = type_of(src);
-  pthread_mutex_lock(&mu);
+  pthread_mutex_lock(&fake_mu);
   if (td == CU_MEMORYTYPE_HOST || ts == CU_MEMORYTYPE_HOST) pinned_copies++;
   if (!td || !ts) pageable_copies++;
-  pthread_mutex_unlock(&mu);
+  pthread_mutex_unlock(&fake_mu);
   CUresult e = record(&c);
   if (e == CUDA_SUCCESS && count && dst && src) memmove((void *)dst, (const void *)src, count);
   return e;
@@ -328,11 +280,11 @@ CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
 CUresult cuMemHostAlloc(void **p, size_t n, unsigned int flags) {
   if (getenv("FAKE_HOSTALLOC_FAIL")) return CUDA_ERROR_OUT_OF_MEMORY;
   if (!(*p = aligned_alloc(4096, (n + 4095) & ~(size_t)4095))) return CUDA_ERROR_OUT_OF_MEMORY;
-  add_region((uintptr_t)*p, n, CU_MEMORYTYPE_HOST);
+  fake_region_add(*p, n, CU_MEMORYTYPE_HOST);
   return CUDA_SUCCESS;
 }
 CUresult cuMemFreeHost(void *p) {
-  drop_region((uintptr_t)p);
+  fake_region_drop(p);
   free(p);
   return CUDA_SUCCESS;
 }
@@ -341,12 +293,12 @@ CUresult cuMemAllocHost_v2(void **p, size_t n) {
 }
 CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned int flags) {
   if (type_of((uintptr_t)p)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-  add_region((uintptr_t)p, n, CU_MEMORYTYPE_HOST);
+  fake_region_add(p, n, CU_MEMORYTYPE_HOST);
   return CUDA_SUCCESS;
 }
 CUresult cuMemHostUnregister(void *p) {
   if (type_of((uintptr_t)p) != CU_MEMORYTYPE_HOST) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-  drop_region((uintptr_t)p);
+  fake_region_drop(p);
   return CUDA_SUCCESS;
 }
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) {
@@ -354,11 +306,11 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) {
   void *p = aligned_alloc(256, (n + 255) & ~(size_t)255);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
   *dptr = (CUdeviceptr)(uintptr_t)p;
-  add_region(*dptr, n, CU_MEMORYTYPE_DEVICE);
+  fake_region_add((void *)(uintptr_t)*dptr, n, CU_MEMORYTYPE_DEVICE);
   return CUDA_SUCCESS;
 }
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
-  drop_region(dptr);
+  fake_region_drop((void *)(uintptr_t)dptr);
   free((void *)(uintptr_t)dptr);
   return CUDA_SUCCESS;
 }

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "fake_api.h"
+#include "fake_common.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -21,23 +22,9 @@
 #define PW_REAL(name, params) cudaError_t name params;
 #include "hooks.def"
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static fake_call last;
-static struct {
-  char name[64];
-  long n;
-} counts[64];
-static cudaError_t fail_next = cudaSuccess;
 static __thread cudaError_t last_error = cudaSuccess;
 static __thread enum cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
-
-typedef struct region {
-  char *p;
-  size_t n;
-  enum cudaMemoryType type;
-} region;
-static region regions[4096];
-static int nregions;
 
 typedef struct fake_stream {
   int magic, capturing;
@@ -45,62 +32,31 @@ typedef struct fake_stream {
 
 /* Record a call; returns the error to report (one injected by fake_fail_next, else success). */
 static cudaError_t record(const fake_call *c) {
-  pthread_mutex_lock(&mu);
+  pthread_mutex_lock(&fake_mu);
   last = *c;
-  int i = 0;
-  while (i < 64 && counts[i].name[0] && strcmp(counts[i].name, c->name))
-    i++;
-  if (i < 64) {
-    strcpy(counts[i].name, c->name);
-    counts[i].n++;
-  }
-  cudaError_t e = fail_next;
-  fail_next = cudaSuccess;
-  pthread_mutex_unlock(&mu);
+  cudaError_t e = (cudaError_t)fake_count_call(c->name);
+  pthread_mutex_unlock(&fake_mu);
   if (e != cudaSuccess) last_error = e;
   return e;
 }
 
 fake_call fake_last(void) {
-  pthread_mutex_lock(&mu);
+  pthread_mutex_lock(&fake_mu);
   fake_call c = last;
-  pthread_mutex_unlock(&mu);
+  pthread_mutex_unlock(&fake_mu);
   return c;
 }
 
 long fake_count(const char *name) {
-  long n = 0;
-  pthread_mutex_lock(&mu);
-  for (int i = 0; i < 64 && counts[i].name[0]; i++)
-    if (!strcmp(counts[i].name, name)) n = counts[i].n;
-  pthread_mutex_unlock(&mu);
-  return n;
+  return fake_count_of(name);
 }
 
 void fake_fail_next(cudaError_t err) {
-  pthread_mutex_lock(&mu);
-  fail_next = err;
-  pthread_mutex_unlock(&mu);
+  fake_set_fail((int)err);
 }
 
 void fake_set_capturing(cudaStream_t s, int on) {
   ((fake_stream *)s)->capturing = on;
-}
-
-static void add_region(void *p, size_t n, enum cudaMemoryType t) {
-  pthread_mutex_lock(&mu);
-  if (nregions < 4096) regions[nregions++] = (region){p, n, t};
-  pthread_mutex_unlock(&mu);
-}
-
-static void drop_region(void *p) {
-  pthread_mutex_lock(&mu);
-  for (int i = 0; i < nregions; i++)
-    if (regions[i].p == p) {
-      regions[i] = regions[--nregions];
-      break;
-    }
-  pthread_mutex_unlock(&mu);
 }
 
 #define CALL_RECORD(...)                                                                           \
@@ -175,19 +131,9 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *ptr) {
   if (getenv("FAKE_POINTER_ATTR_FAIL")) return last_error = cudaErrorInvalidValue;
   memset(attr, 0, sizeof *attr);
-  attr->type = cudaMemoryTypeUnregistered;
-  attr->device = -2;
-  pthread_mutex_lock(&mu);
-  for (int i = 0; i < nregions; i++) {
-    const char *p = ptr;
-    if (p >= regions[i].p && p < regions[i].p + regions[i].n) {
-      attr->type = regions[i].type;
-      attr->device = 0;
-      attr->devicePointer = (void *)ptr;
-      break;
-    }
-  }
-  pthread_mutex_unlock(&mu);
+  attr->type = (enum cudaMemoryType)fake_region_type(ptr); /* 0: cudaMemoryTypeUnregistered */
+  attr->device = attr->type ? 0 : -2;
+  if (attr->type) attr->devicePointer = (void *)ptr;
   return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int *device) {
@@ -230,11 +176,11 @@ cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags) {
     nanosleep(&ts, NULL);
   }
   if (!(*p = aligned_alloc(4096, (n + 4095) & ~(size_t)4095))) return cudaErrorMemoryAllocation;
-  add_region(*p, n, cudaMemoryTypeHost);
+  fake_region_add(*p, n, cudaMemoryTypeHost);
   return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void *p) {
-  drop_region(p);
+  fake_region_drop(p);
   free(p);
   return cudaSuccess;
 }
@@ -242,11 +188,11 @@ cudaError_t cudaMalloc(void **p, size_t n) {
   const char *lim = getenv("FAKE_MALLOC_FAIL_ABOVE");
   if (lim && n > strtoull(lim, NULL, 0)) return last_error = cudaErrorMemoryAllocation;
   if (!(*p = aligned_alloc(256, (n + 255) & ~(size_t)255))) return cudaErrorMemoryAllocation;
-  add_region(*p, n, cudaMemoryTypeDevice);
+  fake_region_add(*p, n, cudaMemoryTypeDevice);
   return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {
-  drop_region(p);
+  fake_region_drop(p);
   free(p);
   return cudaSuccess;
 }
