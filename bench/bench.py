@@ -120,7 +120,9 @@ def main():
 
     if "jax" in only:  # the driver front end: JAX reaches CUDA without the runtime
         put = [py, "samples/jax_put.py", "--mib", "256"]
-        variants = [("JAX", put, {}), ("JAX + pinwheel", put, shim)]
+        xla = dict(shim, PINWHEEL_XLA_STAGING="xla")
+        variants = [("JAX", put, {}), ("JAX + pinwheel", put, shim),
+                    ("JAX + pinwheel, XLA's own staging (PINWHEEL_XLA_STAGING=xla)", put, xla)]
         print("jax.device_put of a 256 MiB numpy array:", flush=True)
         r = interleave(variants, a.reps, r"device_put ([\d.]+) GB/s .*device_get ([\d.]+) GB/s, bytes ok", log)
         table("jax.device_put / device_get of a 256 MiB numpy array (GB/s, median of %d runs of median-of-7)"
@@ -128,6 +130,7 @@ def main():
               [[n, f"{med(v, 0):.1f}", f"{med(v, 1):.1f}"] for n, v in r.items()])
         jc = [py, "samples/jax_copybound.py", "--iters", "20"]
         variants = [("JAX, numpy batches", jc, {}), ("JAX, numpy batches + pinwheel", jc, shim),
+                    ("JAX, numpy batches + pinwheel, XLA's own staging", jc, xla),
                     ("JAX, batches already on the GPU (limit)", jc + ["--data", "device"], {})]
         print("JAX copy-bound loop (256 MiB float32 batch per step, small MLP):", flush=True)
         r = interleave(variants, a.reps, r"([\d.]+) ms/iter", log)

@@ -275,6 +275,7 @@ static int listed_name(const char *name) {
  * __builtin_return_address(0) is the program's call site). */
 __attribute__((visibility("hidden"), noinline)) void *pw_dlsym_handle(void *h, const char *name) {
   void *p = real_dlsym(h, name);
+  if (p && name && name[0] == 'G' && !strcmp(name, "GetPjrtApi")) return pw_pjrt_offer(p);
   if (!p || !name || name[0] != 'c' || name[1] != 'u' || !listed_name(name)) return p;
   return offer(p, __builtin_return_address(0));
 }

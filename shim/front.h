@@ -32,6 +32,10 @@ void pw_pinned_remove(const void *p);
 int pw_pinned_contains(const void *p, size_t n);
 void pw_pinned_after_fork_child(void);
 
+/* ---- pjrt.c: JAX's CUDA plugin ---- */
+/* What dlsym answers for a library's GetPjrtApi at p: a wrapper for the CUDA plugin's, else p. */
+void *pw_pjrt_offer(void *p);
+
 /* The mode in force for this call: PW_MODE_OFF when the call must go straight through (init not
  * possible yet, or the shim's own call on this thread). */
 static inline int pw_enter(void) {

@@ -30,6 +30,7 @@ static const char *const fmt_choices[] = {"text", "json", NULL};
 static const char *const sync_choices[] = {"keep", "elide", NULL};
 static const char *const fresh_choices[] = {"touch", "populate", "hugepages", NULL};
 static const char *const setup_choices[] = {"background", "inline", NULL};
+static const char *const xla_choices[] = {"pinwheel", "xla", NULL};
 
 #define KiB 1024LL
 #define MiB (1024LL * 1024)
@@ -99,6 +100,11 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
     [PW_OPT_CUPTI] = {"PINWHEEL_CUPTI", T_STRING, 0, NULL,
                       "libcupti to trace with, when none is loaded and the usual search (then "
                       "the toolkit's directory known at build time) finds none"},
+    [PW_OPT_XLA_STAGING] = {"PINWHEEL_XLA_STAGING", T_ENUM, PW_XLA_PINWHEEL, xla_choices,
+                            "pinwheel: in stage mode, JAX's CUDA client is created with XLA's own "
+                            "staging of host-to-device copies off, so they reach the driver "
+                            "pageable and pinwheel stages them, pipelined; xla: XLA stages them "
+                            "(a memcpy into its pinned buffer, then the DMA; see README)"},
 };
 
 static long long values[PW_OPT_COUNT];

@@ -55,6 +55,7 @@ typedef enum pw_option_e {
   PW_OPT_SETUP,        /* background | inline */
   PW_OPT_TRACE,        /* CUPTI trace destination, %p = pid, %r = rank */
   PW_OPT_CUPTI,        /* path of libcupti, when the usual search does not find it */
+  PW_OPT_XLA_STAGING,  /* pinwheel | xla: who stages JAX's host-to-device copies */
   PW_OPT_COUNT
 } pw_option_t;
 
@@ -63,6 +64,7 @@ enum { PW_FMT_TEXT = 0, PW_FMT_JSON = 1 };
 enum { PW_SYNC_KEEP = 0, PW_SYNC_ELIDE = 1 };
 enum { PW_FRESH_TOUCH = 0, PW_FRESH_POPULATE = 1, PW_FRESH_HUGEPAGES = 2 };
 enum { PW_SETUP_BACKGROUND = 0, PW_SETUP_INLINE = 1 };
+enum { PW_XLA_PINWHEEL = 0, PW_XLA_XLA = 1 };
 
 void pw_options_init(void);  /* reads the environment; warns on bad values */
 void pw_options_reset(void); /* back to defaults, unread (tests) */
@@ -189,11 +191,12 @@ typedef struct pw_stats {
   _Atomic uint64_t fallback_bytes[PW_FB_N];
   _Atomic uint64_t sync_elided;
   _Atomic uint64_t pinned_bytes_allocated, ring_bytes_allocated;
-  _Atomic uint64_t internal_errors; /* broken engine invariants: must stay 0 */
-  _Atomic uint64_t setup_ns;        /* allocating pinned pools, rings, side streams */
-  _Atomic uint64_t d2h_fresh;       /* D2H copies into untouched destinations, prefaulted */
-  _Atomic uint64_t d2h_advised;     /* of those, advised for huge pages */
-  _Atomic uint64_t threads;         /* staging threads configured (caller included) */
+  _Atomic uint64_t internal_errors;      /* broken engine invariants: must stay 0 */
+  _Atomic uint64_t setup_ns;             /* allocating pinned pools, rings, side streams */
+  _Atomic uint64_t d2h_fresh;            /* D2H copies into untouched destinations, prefaulted */
+  _Atomic uint64_t d2h_advised;          /* of those, advised for huge pages */
+  _Atomic uint64_t threads;              /* staging threads configured (caller included) */
+  _Atomic uint64_t xla_unstaged_clients; /* XLA CUDA clients created without XLA's staging */
   pw_counter3 host_copies[2]; /* the program's memcpy into [0] / out of [1] its pinned memory */
 } pw_stats;
 

@@ -198,6 +198,9 @@ static void write_text(buf_t *b) {
           (unsigned long long)pw_get(&pw_st.host_copies[1].calls),
           human_bytes(pw_get(&pw_st.host_copies[1].bytes), h2, sizeof h2),
           ms(pw_get(&pw_st.host_copies[0].ns) + pw_get(&pw_st.host_copies[1].ns)));
+    if (pw_get(&pw_st.xla_unstaged_clients))
+      bprintf(b, "  XLA's CUDA clients created with XLA's own staging off: %llu\n",
+              (unsigned long long)pw_get(&pw_st.xla_unstaged_clients));
     if (pw_get(&pw_st.internal_errors))
       bprintf(b, "  INTERNAL ERRORS: %llu (please report)\n",
               (unsigned long long)pw_get(&pw_st.internal_errors));
@@ -269,7 +272,7 @@ static void write_json(buf_t *b) {
           "\"wait_lock_ns\":%llu,\"ring_pieces\":%llu,\"sync_elided\":%llu,"
           "\"pinned_bytes\":%llu,\"ring_bytes\":%llu,\"internal_errors\":%llu,"
           "\"threads\":%llu,\"copy_routine\":\"%s\",\"setup_ns\":%llu,\"d2h_fresh\":%llu,\"d2h_"
-          "advised\":%llu},"
+          "advised\":%llu,\"xla_unstaged_clients\":%llu},"
           "\"fallbacks\":{",
           (unsigned long long)pw_get(&pw_st.staging_memcpy_ns),
           (unsigned long long)pw_get(&pw_st.wait_space_ns),
@@ -282,7 +285,8 @@ static void write_json(buf_t *b) {
           (unsigned long long)pw_get(&pw_st.internal_errors),
           (unsigned long long)pw_get(&pw_st.threads), copy_routine(),
           (unsigned long long)pw_get(&pw_st.setup_ns), (unsigned long long)pw_get(&pw_st.d2h_fresh),
-          (unsigned long long)pw_get(&pw_st.d2h_advised));
+          (unsigned long long)pw_get(&pw_st.d2h_advised),
+          (unsigned long long)pw_get(&pw_st.xla_unstaged_clients));
   for (int f = 0; f < PW_FB_N; f++)
     bprintf(b, "%s\"%s\":{\"calls\":%llu,\"bytes\":%llu}", f ? "," : "", pw_fallback_names[f],
             (unsigned long long)pw_get(&pw_st.fallbacks[f]),

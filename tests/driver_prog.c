@@ -23,6 +23,11 @@
  *   dlsym-caller     RTLD_NEXT and RTLD_DEFAULT answered for the calling library
  *   runtime-asks     where the program's and the CUDA runtime's dlsym of a wrapped entry point
  *                    lead, as "who object" lines
+ *   pjrt LIB PLATFORM [set]
+ *                    as JAX creates its GPU client: dlopen the PJRT plugin LIB, dlsym GetPjrtApi,
+ *                    PJRT_Client_Create with platform_name=PLATFORM, preallocate=false (and
+ *                    should_stage_host_to_device_transfers=true with "set"); prints the options
+ *                    the plugin saw and checks the client and the program's arguments
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -428,9 +433,95 @@ static int cmd_runtime_asks(void) {
   return 0;
 }
 
+/* PJRT's C API, the parts a client's creation uses (xla/pjrt/c/pjrt_c_api.h). */
+typedef struct pj_nv {
+  size_t struct_size;
+  void *priv;
+  const char *name;
+  size_t name_size;
+  int type;
+  union {
+    const char *s;
+    int64_t i;
+    _Bool b;
+  };
+  size_t value_size;
+} pj_nv;
+
+static int cmd_pjrt(const char *lib, const char *platform, int set) {
+  void *lh = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (!lh) {
+    fprintf(stderr, "driver_prog: %s\n", dlerror());
+    return 2;
+  }
+  const void *(*get)(void) = NULL;
+  const char *(*seen)(void) = NULL;
+  int (*creates)(void) = NULL, (*destroyed)(void) = NULL, (*is_client)(void *) = NULL;
+  *(void **)&get = dlsym(lh, "GetPjrtApi");
+  *(void **)&seen = dlsym(lh, "fake_pjrt_seen");
+  *(void **)&creates = dlsym(lh, "fake_pjrt_creates");
+  *(void **)&destroyed = dlsym(lh, "fake_pjrt_destroyed");
+  *(void **)&is_client = dlsym(lh, "fake_pjrt_is_client");
+  if (!get || !seen || !creates || !destroyed || !is_client) return 2;
+  typedef void *(*pj_fn)(void *);
+  const struct {
+    size_t struct_size;
+    void *extension_start;
+    struct {
+      size_t struct_size;
+      void *priv;
+      int major, minor;
+    } version;
+    pj_fn fns[16];
+  } *api = get();
+  CHECK(api && get() == (const void *)api); /* one table, however often it is asked for */
+  CHECK(api->version.minor == 33 && api->fns[1] && api->fns[11]);
+  pj_nv opts[3] = {
+      {.struct_size = sizeof(pj_nv),
+       .name = "platform_name",
+       .name_size = 13,
+       .type = 0,
+       .s = platform,
+       .value_size = strlen(platform)},
+      {.struct_size = sizeof(pj_nv),
+       .name = "preallocate",
+       .name_size = 11,
+       .type = 4,
+       .b = 0,
+       .value_size = 1},
+      {.struct_size = sizeof(pj_nv),
+       .name = "should_stage_host_to_device_transfers",
+       .name_size = 37,
+       .type = 4,
+       .b = 1,
+       .value_size = 1},
+  };
+  struct {
+    size_t struct_size;
+    void *priv;
+    pj_nv *create_options;
+    size_t num_options;
+    void *kv[4];
+    void *client;
+  } args = {.struct_size = sizeof args, .create_options = opts, .num_options = set ? 3 : 2};
+  void *err = api->fns[10](&args);
+  CHECK(err == NULL);
+  CHECK(is_client(args.client));
+  CHECK(args.create_options == opts && args.num_options == (set ? 3u : 2u));
+  Dl_info info;
+  const char *where = dladdr(api, &info) && info.dli_fname ? strrchr(info.dli_fname, '/') : NULL;
+  printf("pjrt seen: %s\n", seen());
+  printf("pjrt creates %d, errors destroyed %d, table %s\n", creates(), destroyed(),
+         where ? where + 1 : "(a copy)");
+  printf("pjrt %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return 2;
   const char *cmd = argv[1];
+  if (!strcmp(cmd, "pjrt") && argc > 3)
+    return cmd_pjrt(argv[2], argv[3], argc > 4 && !strcmp(argv[4], "set"));
   if (!strcmp(cmd, "dlsym-same")) return cmd_dlsym_same();
   if (!strcmp(cmd, "dlsym-caller")) return cmd_dlsym_caller();
   if (!strcmp(cmd, "runtime-asks")) return cmd_runtime_asks();

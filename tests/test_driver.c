@@ -228,6 +228,56 @@ static void test_runtime_gets_real_driver(void **state) {
   free_result(&r);
 }
 
+/* JAX's CUDA client: in stage mode pinwheel adds should_stage_host_to_device_transfers=false to
+ * its creation, so XLA hands the driver its pageable arrays; nothing else changes, and nothing at
+ * all in the other cases. */
+static void pjrt_case(const char *lib, const char *platform, const char *set,
+                      const char *const *env, const char *want_seen, int want_unstaged,
+                      const char *want_tail) {
+  const char *argv[] = {PW_DRV_PROG, "pjrt", lib, platform, set, NULL};
+  yajl_val v = run_summary(argv, env, "pjrt ok", want_tail == NULL);
+  result r = run_ok(argv, env, "pjrt ok"); /* the same again, for the output */
+  char line[512];
+  snprintf(line, sizeof line, "pjrt seen: %s\n", want_seen);
+  if (!strstr(r.out, line)) fail_msg("want %s\ngot %s", line, r.out);
+  if (want_tail && !strstr(r.out, want_tail)) fail_msg("want %s\ngot %s", want_tail, r.out);
+  assert_int_equal(jget(v, "staging", "xla_unstaged_clients", NULL), want_unstaged);
+  free_result(&r);
+  yajl_tree_free(v);
+}
+
+static void test_pjrt_client_options(void **state) {
+  const char *stage[] = {PRELOAD, "PINWHEEL_MODE=stage", NULL};
+  const char *observe[] = {PRELOAD, "PINWHEEL_MODE=observe", NULL};
+  const char *xla[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_XLA_STAGING=xla", NULL};
+  const char *reject[] = {PRELOAD, "PINWHEEL_MODE=stage", "FAKE_PJRT_REJECT=1", NULL};
+  const char *major1[] = {PRELOAD, "PINWHEEL_MODE=stage", "FAKE_PJRT_MAJOR=1", NULL};
+  const char *none[] = {"PINWHEEL_MODE=stage", NULL};
+  const char *plain = "platform_name=cuda preallocate=false";
+  pjrt_case(PW_PJRT_CUDA, "cuda", NULL, stage,
+            "platform_name=cuda preallocate=false should_stage_host_to_device_transfers=false", 1,
+            "table (a copy)");
+  pjrt_case(PW_PJRT_CUDA, "CUDA", NULL, stage,
+            "platform_name=CUDA preallocate=false should_stage_host_to_device_transfers=false", 1,
+            NULL);
+  pjrt_case(PW_PJRT_CUDA, "cuda", NULL, observe, plain, 0, "table libxla_cuda_plugin.so");
+  pjrt_case(PW_PJRT_CUDA, "cuda", NULL, xla, plain, 0, "table libxla_cuda_plugin.so");
+  pjrt_case(PW_PJRT_CUDA, "cuda", "set", stage,
+            "platform_name=cuda preallocate=false should_stage_host_to_device_transfers=true", 0,
+            NULL);
+  pjrt_case(PW_PJRT_CUDA, "rocm", NULL, stage, "platform_name=rocm preallocate=false", 0, NULL);
+  pjrt_case(PW_PJRT_OTHER, "cuda", NULL, stage, plain, 0, "table libxla_other_plugin.so");
+  pjrt_case(PW_PJRT_CUDA, "cuda", NULL, major1, plain, 0, "table libxla_cuda_plugin.so");
+  /* refused: the client is created again with the program's options, the error destroyed */
+  pjrt_case(PW_PJRT_CUDA, "cuda", NULL, reject, plain, 0, "creates 2, errors destroyed 1");
+  /* without the shim, for reference */
+  const char *argv[] = {PW_DRV_PROG, "pjrt", PW_PJRT_CUDA, "cuda", NULL};
+  result r = run_ok(argv, none, "pjrt ok");
+  assert_non_null(strstr(r.out, "pjrt seen: platform_name=cuda preallocate=false\n"));
+  assert_non_null(strstr(r.out, "creates 1, errors destroyed 0, table libxla_cuda_plugin.so"));
+  free_result(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_calls_intact),
@@ -240,6 +290,7 @@ int main(void) {
       cmocka_unit_test(test_dlsym_same_answers),
       cmocka_unit_test(test_dlsym_caller_kept),
       cmocka_unit_test(test_runtime_gets_real_driver),
+      cmocka_unit_test(test_pjrt_client_options),
   };
   int rc = cmocka_run_group_tests(tests, setup, NULL);
   unlink(stats_path);

@@ -1,9 +1,8 @@
 """JAX and PyTorch in one process under pinwheel: each framework's copies keep their bytes, and the
 summary counts every copy once, whichever front end saw it (the runtime's for PyTorch, the
 driver's for JAX).
-    python3 tests/gpu/jax_torch.py SUMMARY.json    (run with PINWHEEL_STATS_FORMAT=json and
-                                                    PINWHEEL_STATS_FILE=SUMMARY.json)
-The summary is read by a second invocation: python3 tests/gpu/jax_torch.py --check SUMMARY.json
+    python3 tests/gpu/jax_torch.py run     (with PINWHEEL_STATS_FORMAT=json, PINWHEEL_STATS_FILE=S)
+    python3 tests/gpu/jax_torch.py --check S pinwheel|xla    (PINWHEEL_XLA_STAGING of the run)
 """
 import json
 import os
@@ -12,21 +11,30 @@ import sys
 N, MIB = 5, 64
 
 if sys.argv[1] == "--check":
-    # PyTorch hands CUDA its pageable tensors (the runtime front end stages them); XLA copies each
-    # numpy array into pinned memory of its own first (pinwheel's memcpy does that copy on its
-    # threads) and hands the driver that.  Each of the 2 x N copies is counted once.
+    # PyTorch hands CUDA its pageable tensors (the runtime front end stages them).  XLA, with its
+    # own staging off (pinwheel), hands the driver its pageable numpy arrays too; with its own
+    # staging (xla), it copies each into pinned memory of its own first (pinwheel's memcpy does
+    # that copy on its threads) and hands the driver that.  Each of the 2 x N copies is counted
+    # once.
     s = json.load(open(sys.argv[2]))
+    who = sys.argv[3]
     rows = {(r["direction"], r["src"], r["dst"]): r for r in s["copies"]}
     one = N * (MIB << 20)
     pageable = rows.get(("H2D", "pageable", "device"), {"bytes": 0})["bytes"]
     pinned = rows.get(("H2D", "pinned", "device"), {"bytes": 0})["bytes"]
     into = s["staging"]["host_copies_into_pinned"]["bytes"]
+    unstaged = s["staging"]["xla_unstaged_clients"]
     rt = sum(v["calls"] for k, v in s["calls"].items() if k.startswith("cudaMemcpy"))
     drv = sum(v["calls"] for k, v in s["calls"].items() if k.startswith("cuMemcpy"))
     print(f"H2D pageable bytes {pageable}, pinned bytes {pinned}, XLA's staging memcpy on pinwheel's "
-          f"threads {into} (each want {one}); runtime copy calls {rt}, driver copy calls {drv}")
+          f"threads {into} (one framework's: {one}); XLA clients without XLA's staging {unstaged}; "
+          f"runtime copy calls {rt}, driver copy calls {drv}")
     print("calls:", {k: v["calls"] for k, v in s["calls"].items() if v["calls"]})
-    ok = pageable == one and one <= pinned <= one + (1 << 20) and into == one and rt >= N and drv >= N
+    if who == "pinwheel":
+        ok = 2 * one <= pageable <= 2 * one + (1 << 20) and pinned < (1 << 20) and into == 0 and unstaged == 1
+    else:
+        ok = pageable == one and one <= pinned <= one + (1 << 20) and into == one and unstaged == 0
+    ok = ok and rt >= N and drv >= N
     print("jax+torch summary", "ok" if ok else "WRONG")
     sys.exit(0 if ok else 1)
 

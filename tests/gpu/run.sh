@@ -120,13 +120,21 @@ t static_sanitizer_memcheck bash -c "
   env PINWHEEL_MODE=stage LD_PRELOAD=$LIB compute-sanitizer --tool memcheck --error-exitcode 9 \
     $B/naive_copy_static 8 4 1 2>&1 | tee /dev/stderr | grep -q 'ERROR SUMMARY: 0 errors'"
 if python3 -c "import jax" 2>/dev/null; then
+  # pinwheel stages JAX's copies (XLA's own staging off, PINWHEEL_XLA_STAGING=pinwheel), and XLA
+  # stages them with its memcpy on pinwheel's threads (PINWHEEL_XLA_STAGING=xla)
   t jax_bytes staged python3 samples/jax_put.py --sizes
+  t jax_bytes_xla_staging staged env PINWHEEL_XLA_STAGING=xla python3 samples/jax_put.py --sizes
   t jax_put_bytes staged python3 samples/jax_put.py --mib 256 --reps 3
+  t jax_put_bytes_xla_staging staged env PINWHEEL_XLA_STAGING=xla \
+    python3 samples/jax_put.py --mib 256 --reps 3
   t jax_copybound_bytes staged python3 samples/jax_copybound.py --iters 6 --check
-  t jax_torch_one_process bash -c "
-    env PINWHEEL_STATS_FORMAT=json PINWHEEL_STATS_FILE=$OUT/jax_torch.json PINWHEEL_MODE=stage \
-      PINWHEEL_STATS=1 LD_PRELOAD=$LIB python3 tests/gpu/jax_torch.py run &&
-    python3 tests/gpu/jax_torch.py --check $OUT/jax_torch.json"
+  for who in pinwheel xla; do
+    t jax_torch_one_process_$who bash -c "
+      env PINWHEEL_STATS_FORMAT=json PINWHEEL_STATS_FILE=$OUT/jax_torch_$who.json \
+        PINWHEEL_MODE=stage PINWHEEL_XLA_STAGING=$who PINWHEEL_STATS=1 LD_PRELOAD=$LIB \
+        python3 tests/gpu/jax_torch.py run &&
+      python3 tests/gpu/jax_torch.py --check $OUT/jax_torch_$who.json $who"
+  done
 else
   echo "SKIP jax_* (jax is not installed)"
 fi

@@ -1,0 +1,205 @@
+/* pjrt.c — JAX's CUDA plugin: ask XLA not to stage its host-to-device copies, so they reach the
+ * driver from pageable memory and pinwheel's pipelined engine stages them.
+ *
+ * XLA's GPU client copies every numpy array into pinned memory of its own (one memcpy, on one
+ * thread), then starts the DMA and waits for it: copy-in and DMA one after the other, never
+ * overlapped (see README, "JAX").  Its PJRT plugin takes a client option that turns that off,
+ * `should_stage_host_to_device_transfers`; JAX never sets it (no environment variable reaches it).
+ * JAX loads the plugin with dlopen and takes `GetPjrtApi` with dlsym, which the shim defines
+ * (drv.c): for a library whose path names CUDA, dlsym answers with pw_pjrt_get_api below, which
+ * hands out a copy of the plugin's PJRT_Api table whose PJRT_Client_Create adds the option
+ * (false) — in stage mode, with PINWHEEL_XLA_STAGING=pinwheel (the default), for a client whose
+ * platform is CUDA, when the program did not set the option itself.  In any other mode, or with
+ * PINWHEEL_XLA_STAGING=xla, dlsym hands out the plugin's own GetPjrtApi.  Should the plugin refuse
+ * it, the client is created again with the program's options unchanged (one warning).
+ *
+ * The layout below is PJRT's C API (xla/pjrt/c/pjrt_c_api.h), major version 0, whose fields are
+ * only ever appended: PJRT_Client_Create is the eleventh function of PJRT_Api.  A table of any
+ * other major version, or too short, is handed out untouched.
+ *
+ * Must never: change anything but that one option; touch a table or client of another platform;
+ * initialise pinwheel before the client is created (the first CUDA use).
+ */
+#define _GNU_SOURCE
+#include "front.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct pj_version {
+  size_t struct_size;
+  void *priv;
+  int major_version, minor_version;
+} pj_version;
+
+enum { PJ_STRING = 0, PJ_INT64 = 1, PJ_INT64_LIST = 2, PJ_FLOAT = 3, PJ_BOOL = 4 };
+
+typedef struct pj_named_value {
+  size_t struct_size;
+  void *priv;
+  const char *name;
+  size_t name_size;
+  int type;
+  union {
+    const char *string_value;
+    int64_t int64_value;
+    const int64_t *int64_array_value;
+    float float_value;
+    bool bool_value;
+  };
+  size_t value_size;
+} pj_named_value;
+
+typedef struct pj_create_args {
+  size_t struct_size;
+  void *priv;
+  pj_named_value *create_options;
+  size_t num_options;
+  /* key-value callbacks, and the client (out), follow: untouched */
+} pj_create_args;
+
+typedef struct pj_error_destroy_args {
+  size_t struct_size;
+  void *priv;
+  void *error;
+} pj_error_destroy_args;
+
+typedef void *(*pj_fn)(void *args);
+
+typedef struct pj_api {
+  size_t struct_size;
+  void *extension_start;
+  pj_version pjrt_api_version;
+  pj_fn fns[]; /* PJRT_Error_Destroy, PJRT_Error_Message, ... */
+} pj_api;
+
+enum { FN_ERROR_DESTROY = 0, FN_CLIENT_CREATE = 10 };
+_Static_assert(offsetof(pj_api, fns) == 40, "PJRT_Api: functions start after the version");
+_Static_assert(sizeof(pj_named_value) == 56 || sizeof(void *) != 8, "PJRT_NamedValue's size");
+
+static const char k_option[] = "should_stage_host_to_device_transfers";
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static void *(*real_get_api)(void); /* the CUDA plugin's GetPjrtApi */
+static const pj_api *real_api;      /* its table */
+static pj_api *our_api;             /* our copy of it */
+static pj_fn real_create;
+
+/* Whether the option list names the option, or a platform other than CUDA. */
+static int has_name(const pj_named_value *v, const char *name) {
+  size_t n = strlen(name);
+  return v->name && v->name_size == n && !memcmp(v->name, name, n);
+}
+
+static int not_cuda(const pj_create_args *a) {
+  for (size_t i = 0; i < a->num_options; i++) {
+    const pj_named_value *v = &a->create_options[i];
+    if (has_name(v, "platform_name") && v->type == PJ_STRING && v->string_value &&
+        !(v->value_size == 4 && !strncasecmp(v->string_value, "cuda", 4)))
+      return 1;
+  }
+  return 0;
+}
+
+static void *pjrt_client_create(void *argp) {
+  pj_create_args *a = argp;
+  pw_init(); /* the client's creation is the program's first CUDA use */
+  if (pw_mode != PW_MODE_STAGE || pw_option_get(PW_OPT_XLA_STAGING) != PW_XLA_PINWHEEL || !a ||
+      a->struct_size < offsetof(pj_create_args, num_options) + sizeof a->num_options ||
+      (a->num_options && !a->create_options) || a->num_options > 4096 || not_cuda(a))
+    return real_create(argp);
+  for (size_t i = 0; i < a->num_options; i++)
+    if (has_name(&a->create_options[i], k_option)) {
+      pw_log(PW_LOG_INFO, "the program sets %s itself: left as it is", k_option);
+      return real_create(argp);
+    }
+  pj_named_value *opts = calloc(a->num_options + 1, sizeof *opts);
+  if (!opts) return real_create(argp);
+  if (a->num_options) memcpy(opts, a->create_options, a->num_options * sizeof *opts);
+  pj_named_value *v = &opts[a->num_options];
+  v->struct_size = sizeof *v;
+  v->name = k_option;
+  v->name_size = sizeof k_option - 1;
+  v->type = PJ_BOOL;
+  v->bool_value = false;
+  v->value_size = 1;
+  pj_named_value *saved = a->create_options;
+  size_t saved_n = a->num_options;
+  a->create_options = opts;
+  a->num_options = saved_n + 1;
+  void *err = real_create(argp);
+  a->create_options = saved;
+  a->num_options = saved_n;
+  free(opts);
+  if (!err) {
+    pw_add(&pw_st.xla_unstaged_clients, 1);
+    pw_log(PW_LOG_INFO, "XLA's CUDA client asked not to stage host-to-device copies");
+    return NULL;
+  }
+  pj_error_destroy_args d = {.struct_size = sizeof d, .error = err};
+  real_api->fns[FN_ERROR_DESTROY](&d);
+  pw_log(PW_LOG_WARN,
+         "XLA's CUDA plugin refused %s=false; it stages its copies itself "
+         "(PINWHEEL_HOST_COPIES still threads its memcpy)",
+         k_option);
+  return real_create(argp);
+}
+
+/* What dlsym hands out for the CUDA plugin's GetPjrtApi. */
+static const void *pw_pjrt_get_api(void) {
+  void *(*get)(void) = __atomic_load_n(&real_get_api, __ATOMIC_ACQUIRE);
+  const pj_api *api = get ? get() : NULL;
+  if (!api) return api;
+  pthread_mutex_lock(&mu);
+  const void *out = api;
+  if (real_api == api && our_api) {
+    out = our_api;
+  } else if (!real_api && api->pjrt_api_version.major_version == 0 &&
+             api->struct_size >= offsetof(pj_api, fns) + (FN_CLIENT_CREATE + 1) * sizeof(pj_fn) &&
+             api->struct_size <= 1 << 16 && api->fns[FN_CLIENT_CREATE] &&
+             api->fns[FN_ERROR_DESTROY]) {
+    pj_api *copy = malloc(api->struct_size);
+    if (copy) {
+      memcpy(copy, api, api->struct_size);
+      real_create = api->fns[FN_CLIENT_CREATE];
+      copy->fns[FN_CLIENT_CREATE] = pjrt_client_create;
+      real_api = api;
+      our_api = copy;
+      out = copy;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return out;
+}
+
+/* Whether the environment leaves opt at `want` (both defaults are what the wrapper needs); read
+ * without initialising pinwheel, which waits for the first CUDA use. */
+static int env_is(pw_option_t opt, long long want) {
+  const char *s = getenv(pw_option_name(opt));
+  long long v;
+  return !s || pw_option_parse(opt, s, &v) != 0 || v == want;
+}
+
+void *pw_pjrt_offer(void *p) {
+  Dl_info info;
+  if (!env_is(PW_OPT_MODE, PW_MODE_STAGE) || !env_is(PW_OPT_XLA_STAGING, PW_XLA_PINWHEEL))
+    return p; /* off, observe, or XLA's own staging asked for: the plugin's own table */
+  if (!p || !dladdr(p, &info) || !info.dli_fname) return p;
+  const char *base = strrchr(info.dli_fname, '/');
+  base = base ? base + 1 : info.dli_fname;
+  if (!strstr(base, "cuda")) return p; /* JAX's xla_cuda_plugin.so; not ROCm's, TPU's, CPU's */
+  void *(*want)(void) = NULL;
+  *(void **)&want = p;
+  pthread_mutex_lock(&mu);
+  void *(*have)(void) = real_get_api;
+  if (!have) __atomic_store_n(&real_get_api, want, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&mu);
+  if (have && have != want) return p; /* a second CUDA plugin: left alone */
+  return (void *)pw_pjrt_get_api;
+}
