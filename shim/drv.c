@@ -7,7 +7,8 @@
  *   - the exported symbols themselves (programs linked with -lcuda);
  *   - dlsym: the shim defines it; for a real handle it asks glibc's dlsym and, when the answer is
  *     one of the real driver functions of drv_hooks.def, returns the wrapper instead;
- *   - cuGetProcAddress (_v2 and the CUDA 11.3 version): the same for what the driver hands out.
+ *   - cuGetProcAddress (_v2 and the CUDA 11.3 version): the same for what the driver hands out;
+ *     and the shared runtime's cudaGetDriverEntryPoint* (shim.c), through pw_drv_offer.
  * A function is recognised by its address, never by the name asked for: whatever version or
  * per-thread flag the program passed, it gets the wrapper of exactly the function the driver
  * chose, with that function's ABI, or the driver's answer untouched (an older ABI, anything not
@@ -261,6 +262,10 @@ static void *offer(void *p, const void *caller) {
   if (!atomic_load_explicit(&resolved, memory_order_acquire) && !resolve_from(p)) return p;
   void *w = wrapper_of(p);
   return w && !from_shared_runtime(caller) ? w : p;
+}
+
+void *pw_drv_offer(void *p, const void *caller) {
+  return p ? offer(p, caller) : p;
 }
 
 /* Names dlsym could be asked for that lead to a wrapper (a cheap filter before the address). */

@@ -93,6 +93,37 @@ static int dir_of_kind(enum cudaMemcpyKind k) {
                        stream_expr)                                                                \
   }
 
+/* The runtime's driver entry-point lookups: the driver's functions of drv_hooks.def they hand
+ * out become the driver front end's wrappers, as cuGetProcAddress's answers do (drv.c), so a
+ * program that takes cuMemcpyHtoD from the shared runtime is seen too.  (The runtime asks the
+ * driver itself, and its own lookups get the driver's functions: drv.c answers libcudart so.) */
+#define WRAP_ENTRY_POINT(name, params, args)                                                       \
+  PW_EXPORT cudaError_t name params {                                                              \
+    if (!REAL(name)) return missing(#name);                                                        \
+    cudaError_t r = pw_real.name args;                                                             \
+    if (r == cudaSuccess && funcPtr && *funcPtr)                                                   \
+      *funcPtr = pw_drv_offer(*funcPtr, __builtin_return_address(0));                              \
+    return r;                                                                                      \
+  }
+#undef cudaGetDriverEntryPoint
+#undef cudaGetDriverEntryPointByVersion
+WRAP_ENTRY_POINT(cudaGetDriverEntryPoint,
+                 (const char *symbol, void **funcPtr, unsigned long long flags,
+                  enum cudaDriverEntryPointQueryResult *driverStatus),
+                 (symbol, funcPtr, flags, driverStatus))
+WRAP_ENTRY_POINT(cudaGetDriverEntryPoint_ptsz,
+                 (const char *symbol, void **funcPtr, unsigned long long flags,
+                  enum cudaDriverEntryPointQueryResult *driverStatus),
+                 (symbol, funcPtr, flags, driverStatus))
+WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion,
+                 (const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                  unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus),
+                 (symbol, funcPtr, cudaVersion, flags, driverStatus))
+WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
+                 (const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                  unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus),
+                 (symbol, funcPtr, cudaVersion, flags, driverStatus))
+
 /* One wrapper-generating macro per class of hooks.def, named PW_WRAP_<class>. */
 #define PW_WRAP_COPY_BLOCKING(name, params, args, stream) WRAP_COPY(name, params, args, stream, 1)
 #define PW_WRAP_COPY_ASYNC(name, params, args, stream) WRAP_COPY(name, params, args, stream, 0)

@@ -5,6 +5,7 @@
  *   dlsym    dlopen("libcuda.so.1") + dlsym, as JAX's CUDA plugin does
  *   gpa      cuGetProcAddress_v2 taken with dlsym, as the static CUDA runtime does
  *   gpa1     the CUDA 11.3 cuGetProcAddress
+ *   rt       the shared runtime's cudaGetDriverEntryPointByVersion
  * Commands:
  *   calls WAY        every hooked entry point twice (success, injected error): arguments arrive
  *                    intact, statuses come back unchanged
@@ -21,6 +22,8 @@
  *   dlsym-same       dlsym's answers for handles and symbols pinwheel does not wrap, as
  *                    "handle symbol object+offset" lines (compared with a run without the shim)
  *   dlsym-caller     RTLD_NEXT and RTLD_DEFAULT answered for the calling library
+ *   rt-entry         where the runtime's four driver entry-point lookups lead for cuMemcpyHtoD,
+ *                    as "lookupN object" lines
  *   runtime-asks     where the program's and the CUDA runtime's dlsym of a wrapped entry point
  *                    lead, as "who object" lines
  *   pjrt LIB PLATFORM [set]
@@ -38,6 +41,17 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cuda_runtime_api.h>
+/* the runtime's per-thread-stream lookups (cuda_runtime_api.h declares them only under
+ * CUDA_API_PER_THREAD_DEFAULT_STREAM, as the names the plain ones map to) */
+cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr,
+                                         unsigned long long flags,
+                                         enum cudaDriverEntryPointQueryResult *driverStatus);
+cudaError_t
+cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                                      unsigned long long flags,
+                                      enum cudaDriverEntryPointQueryResult *driverStatus);
 
 #include "fake/fake_api.h"
 #include "fake/fake_cuda_api.h"
@@ -84,6 +98,18 @@ static void get_fns(const char *way) {
   if (!strcmp(way, "dlsym")) {
 #define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
   *(void **)&F.name = dlsym(h, #name);
+#include "drv_hooks.def"
+    return;
+  }
+  if (!strcmp(way, "rt")) { /* the shared runtime's lookup, asked as for cuGetProcAddress */
+#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
+  {                                                                                                \
+    enum cudaDriverEntryPointQueryResult st;                                                       \
+    cudaError_t r = cudaGetDriverEntryPointByVersion(                                              \
+        #base, (void **)&F.name, version >= 13000 ? 13000 : 12080,                                 \
+        pt ? cudaEnablePerThreadDefaultStream : cudaEnableDefault, &st);                           \
+    CHECK(r == cudaSuccess && F.name && st == cudaDriverEntryPointSuccess);                        \
+  }
 #include "drv_hooks.def"
     return;
   }
@@ -425,6 +451,27 @@ static const char *object_of(void *p) {
   return b ? b + 1 : info.dli_fname;
 }
 
+/* cudaGetDriverEntryPoint is deprecated in CUDA 13, still exported, and wrapped. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+/* The runtime's four driver entry-point lookups, asked for cuMemcpyHtoD: where each leads. */
+static int cmd_rt_entry(void) {
+  void *p[4] = {0};
+  enum cudaDriverEntryPointQueryResult st;
+  CHECK(cudaGetDriverEntryPoint("cuMemcpyHtoD", &p[0], cudaEnableDefault, &st) == cudaSuccess);
+  CHECK(cudaGetDriverEntryPoint_ptsz("cuMemcpyHtoD", &p[1], cudaEnableDefault, &st) == cudaSuccess);
+  CHECK(cudaGetDriverEntryPointByVersion("cuMemcpyHtoD", &p[2], 12080, cudaEnableDefault, &st) ==
+        cudaSuccess);
+  CHECK(cudaGetDriverEntryPointByVersion_ptsz("cuMemcpyHtoD", &p[3], 12080, cudaEnableDefault,
+                                              &st) == cudaSuccess);
+  for (int i = 0; i < 4; i++)
+    printf("lookup%d %s\n", i, object_of(p[i]));
+  void *none = (void *)1;
+  CHECK(cudaGetDriverEntryPointByVersion("cuNoSuchFunction", &none, 12080, 0, &st) != cudaSuccess);
+  CHECK(st == cudaDriverEntryPointSymbolNotFound);
+  printf("rt-entry %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
 static int cmd_runtime_asks(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   printf("program %s\n", object_of(dlsym(h, "cuMemcpyHtoDAsync_v2")));
@@ -525,6 +572,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "dlsym-same")) return cmd_dlsym_same();
   if (!strcmp(cmd, "dlsym-caller")) return cmd_dlsym_caller();
   if (!strcmp(cmd, "runtime-asks")) return cmd_runtime_asks();
+  if (!strcmp(cmd, "rt-entry")) return cmd_rt_entry();
   setup_context();
   if (!strcmp(cmd, "oldabi")) return cmd_oldabi();
   get_fns(argc > 2 ? argv[2] : "direct");

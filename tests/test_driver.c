@@ -13,7 +13,7 @@
 
 #define PRELOAD "LD_PRELOAD=" PW_SHIM
 
-static const char *const ways[] = {"direct", "dlsym", "gpa", "gpa1"};
+static const char *const ways[] = {"direct", "dlsym", "gpa", "gpa1", "rt"};
 #define N_WAYS (sizeof ways / sizeof *ways)
 
 static char stats_path[256];
@@ -215,6 +215,24 @@ static void test_dlsym_caller_kept(void **state) {
 
 /* The program gets the wrapper; the shared CUDA runtime gets the driver's own function, so a copy
  * through cudaMemcpy* is counted once (by the runtime front end). */
+/* The shared runtime's driver entry-point lookups lead to the wrappers (the program's own
+ * lookups), to the driver without the shim. */
+static void test_runtime_lookups(void **state) {
+  const char *argv[] = {PW_DRV_PROG, "rt-entry", NULL};
+  const char *env[] = {PRELOAD, NULL};
+  result r = run_ok(argv, env, "rt-entry ok");
+  for (int i = 0; i < 4; i++) {
+    char want[64];
+    snprintf(want, sizeof want, "lookup%d libpinwheel.so\n", i);
+    if (!strstr(r.out, want)) fail_msg("want %s\ngot %s", want, r.out);
+  }
+  free_result(&r);
+  r = run_ok(argv, NULL, "rt-entry ok");
+  assert_non_null(strstr(r.out, "lookup0 libcuda.so.1\n"));
+  assert_non_null(strstr(r.out, "lookup3 libcuda.so.1\n"));
+  free_result(&r);
+}
+
 static void test_runtime_gets_real_driver(void **state) {
   const char *argv[] = {PW_DRV_PROG, "runtime-asks", NULL};
   const char *env[] = {PRELOAD, NULL};
@@ -290,6 +308,7 @@ int main(void) {
       cmocka_unit_test(test_dlsym_same_answers),
       cmocka_unit_test(test_dlsym_caller_kept),
       cmocka_unit_test(test_runtime_gets_real_driver),
+      cmocka_unit_test(test_runtime_lookups),
       cmocka_unit_test(test_pjrt_client_options),
   };
   int rc = cmocka_run_group_tests(tests, setup, NULL);

@@ -224,6 +224,44 @@ void *fake_cudart_driver_entry(const char *name) {
   return p;
 }
 
+/* The driver entry-point lookups: as the real runtime, they ask the driver's cuGetProcAddress
+ * (taken with dlsym from this library, so the shim answers with the driver's own). */
+typedef int (*fake_gpa_fn)(const char *, void **, int, unsigned long long, int *);
+static cudaError_t entry_point(const char *symbol, void **funcPtr, unsigned int version,
+                               unsigned long long flags,
+                               enum cudaDriverEntryPointQueryResult *status) {
+  fake_gpa_fn gpa = NULL;
+  *(void **)&gpa = fake_cudart_driver_entry("cuGetProcAddress_v2");
+  int st = 0;
+  if (!gpa || !funcPtr) return cudaErrorInvalidValue;
+  int r = gpa(symbol, funcPtr, (int)version, flags, &st);
+  if (status)
+    *status = r == 0 && *funcPtr ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+  return r == 0 ? cudaSuccess : cudaErrorSymbolNotFound;
+}
+cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
+                                    enum cudaDriverEntryPointQueryResult *driverStatus) {
+  return entry_point(symbol, funcPtr, 13000, flags, driverStatus);
+}
+cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr,
+                                         unsigned long long flags,
+                                         enum cudaDriverEntryPointQueryResult *driverStatus) {
+  return entry_point(symbol, funcPtr, 13000, flags | 2 /* per-thread */, driverStatus);
+}
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
+                                             unsigned int cudaVersion, unsigned long long flags,
+                                             enum cudaDriverEntryPointQueryResult *driverStatus) {
+  return entry_point(symbol, funcPtr, cudaVersion, flags, driverStatus);
+}
+cudaError_t
+cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                                      unsigned long long flags,
+                                      enum cudaDriverEntryPointQueryResult *driverStatus) {
+  return entry_point(symbol, funcPtr, cudaVersion, flags | 2, driverStatus);
+}
+
+/* cudaGetDriverEntryPoint is deprecated in CUDA 13, still exported, and wrapped. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 /* Every function of hooks.def is defined above (the link fails otherwise). */
 const void *const fake_hooked[] = {
 #define PW_HOOK(name, class, params, args, stream) (const void *)name,

@@ -119,6 +119,8 @@ t static_bw_bytes staged "$B/copy_bw_static" 256
 t static_sanitizer_memcheck bash -c "
   env PINWHEEL_MODE=stage LD_PRELOAD=$LIB compute-sanitizer --tool memcheck --error-exitcode 9 \
     $B/naive_copy_static 8 4 1 2>&1 | tee /dev/stderr | grep -q 'ERROR SUMMARY: 0 errors'"
+# the driver's copy functions taken from the shared runtime (cudaGetDriverEntryPointByVersion)
+t entry_point_copy staged $B/entry_point_copy 64
 if python3 -c "import jax" 2>/dev/null; then
   # pinwheel stages JAX's copies (XLA's own staging off, PINWHEEL_XLA_STAGING=pinwheel), and XLA
   # stages them with its memcpy on pinwheel's threads (PINWHEEL_XLA_STAGING=xla)
