@@ -119,6 +119,16 @@ t static_bw_bytes staged "$B/copy_bw_static" 256
 t static_sanitizer_memcheck bash -c "
   env PINWHEEL_MODE=stage LD_PRELOAD=$LIB compute-sanitizer --tool memcheck --error-exitcode 9 \
     $B/naive_copy_static 8 4 1 2>&1 | tee /dev/stderr | grep -q 'ERROR SUMMARY: 0 errors'"
+# traces in every mode (pinwheel run --trace): naive_copy (23 copies of 64 MiB) and a short
+# PyTorch loop (train_small.py), each file complete and valid, staged copies marked in stage mode
+for m in off observe stage; do
+  t trace_naive_copy_$m bash -c "$B/pinwheel run --mode $m --trace $OUT/trace_naive_copy_$m.json.gz \
+      -- $B/naive_copy 64 20 2 && python3 tests/gpu/check_trace.py $OUT/trace_naive_copy_$m.json.gz $m 20"
+  t trace_torch_$m bash -c "$B/pinwheel run --mode $m --trace $OUT/trace_torch_$m.json \
+      -- python3 samples/train_small.py --iters 10 &&
+    python3 tests/gpu/check_trace.py $OUT/trace_torch_$m.json $m 10"
+done
+
 # the driver's copy functions taken from the shared runtime (cudaGetDriverEntryPointByVersion)
 t entry_point_copy staged $B/entry_point_copy 64
 if python3 -c "import jax" 2>/dev/null; then
