@@ -229,7 +229,8 @@ static int finish_event(st *s) {
                  .tid = (int32_t)e->tid,
                  .name = an_intern(t, e->name, e->name_len),
                  .api = an_api_of(e->name, e->name_len),
-                 .staged = (uint8_t)e->staged};
+                 .staged = (uint8_t)e->staged,
+                 .pw = (uint8_t)e->pw};
     rc = an_add_call(t, &c);
   } else if (e->cat == C_ANNOT) {
     /* the CPU-side range only: Kineto's gpu_user_annotation covers one stream of the main

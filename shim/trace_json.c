@@ -293,7 +293,9 @@ void pw_tw_record(pw_tw *w, const CUpti_Activity *rec) {
     putf(w, "{\"ph\":\"X\",\"cat\":\"cuda_sync\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,",
          s->type < 5 ? names[s->type] : "Sync", w->pid, w->pid);
     put_time(w, s->start, s->end);
-    putf(w, ",\"args\":{\"correlation\":%u,\"stream\":%u}}", s->correlationId, s->streamId);
+    putf(w, ",\"args\":{\"correlation\":%u,\"stream\":%u", s->correlationId, s->streamId);
+    if (w->is_pinwheel_corr && w->is_pinwheel_corr(w, s->correlationId)) PUTS(w, ",\"pinwheel\":1");
+    PUTS(w, "}}");
     break;
   }
   case CUPTI_ACTIVITY_KIND_MARKER:

@@ -36,7 +36,10 @@ static void to_memory(pw_tw *w) {
 }
 
 static const char *names(pw_tw *w, int driver, uint32_t cbid) {
-  return cbid == 41 ? "cudaMemcpyAsync" : cbid == 211 ? "cudaLaunchKernel" : NULL;
+  return cbid == 41    ? "cudaMemcpyAsync"
+         : cbid == 211 ? "cudaLaunchKernel"
+         : cbid == 131 ? "cudaEventSynchronize"
+                       : NULL;
 }
 static int own(pw_tw *w, uint32_t corr) {
   return corr == 77;
@@ -89,6 +92,16 @@ static void memcpy_rec(pw_tw *w, uint8_t kind, uint8_t src, uint8_t dst, uint64_
   pw_tw_record(w, (CUpti_Activity *)&m);
 }
 
+static void sync_rec(pw_tw *w, uint64_t s, uint64_t e, uint32_t corr) {
+  CUpti_ActivitySynchronization2 y;
+  memset(&y, 0, sizeof y);
+  y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  y.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE;
+  y.start = s, y.end = e;
+  y.correlationId = corr;
+  pw_tw_record(w, (CUpti_Activity *)&y);
+}
+
 static void marker(pw_tw *w, int start, uint32_t id, uint64_t ts, const char *name) {
   CUpti_ActivityMarker2 m;
   memset(&m, 0, sizeof m);
@@ -124,6 +137,11 @@ static void test_records_read_back(void **state) {
   api(w, 41, t0 + 90 * US, t0 + 250 * US, 7, 1);
   api(w, 211, t0 + 260 * US, t0 + 265 * US, 8, 2); /* launched from another thread */
   api(w, 41, t0 + 270 * US, t0 + 280 * US, 7, 77); /* a call pinwheel made */
+  /* an event sync pinwheel made (waiting for staging space), then one of the program's */
+  api(w, 131, t0 + 281 * US, t0 + 290 * US, 7, 77);
+  sync_rec(w, t0 + 282 * US, t0 + 289 * US, 77);
+  api(w, 131, t0 + 300 * US, t0 + 320 * US, 7, 5);
+  sync_rec(w, t0 + 301 * US, t0 + 319 * US, 5);
   marker(w, 0, 9, t0 + 500 * US, NULL);
   w->side[w->nside++] = (pw_tw_lane){0, 13};
   pw_tw_end(w);
@@ -132,6 +150,9 @@ static void test_records_read_back(void **state) {
   assert_non_null(strstr(out, "\"name\":\"cudaMemcpyAsync\""));
   assert_non_null(strstr(out, "gemm<\\\"x\\\">"));
   assert_non_null(strstr(out, "\"correlation\":77,\"cbid\":41,\"pinwheel\":1"));
+  assert_non_null(strstr(out, "\"name\":\"Event Sync\""));
+  assert_non_null(strstr(out, "\"correlation\":77,\"stream\":0,\"pinwheel\":1}"));
+  assert_non_null(strstr(out, "\"correlation\":5,\"stream\":0}"));
   assert_non_null(strstr(out, "\"name\":\"pinwheel side stream 13\""));
   assert_non_null(strstr(out, "\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\""));
   char err[512];
@@ -148,6 +169,9 @@ static void test_records_read_back(void **state) {
   assert_int_equal(r->steps[0].num, 1);
   assert_true(r->steps[0].devs[0].has && r->steps[0].devs[0].kernels == 1);
   assert_true(r->steps[0].devs[0].gpu == 300 * US); /* [100, 400) */
+  /* the program's sync only: pinwheel's own is part of its staged copy */
+  assert_int_equal(r->sync_calls, 1);
+  assert_true(r->sync_time == 20 * US);
   an_report_free(r);
   an_free(t);
 }
