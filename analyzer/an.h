@@ -282,12 +282,16 @@ typedef struct an_report {
   /* pinwheel's staged copies (an_pinwheel.c); opflag NULL before that pass */
   uint8_t *opflag;   /* [nops] AN_PW_* */
   uint32_t *opgroup; /* [nops] index into pw */
+  uint8_t *callflag; /* [ncalls] 1: a call pinwheel made for a staged copy, by pattern (calls
+                        the collector marked carry an_call.pw instead) */
   an_pwgroup *pw;
   size_t npw, cappw;
   uint64_t pw_h2d, pw_d2h, pw_h2d_bytes, pw_d2h_bytes;
   int64_t pw_h2d_dma, pw_h2d_hidden; /* the staged H2D copies' DMA time and its part under
                                         compute (the figures pass) */
-  size_t pw_marked; /* of npw, found by the collector's marks (the rest: by pattern) */
+  size_t pw_marked;       /* of npw, found by the collector's marks (the rest: by pattern) */
+  uint64_t pw_sync_calls; /* pinwheel's own host syncs while staging (the figures pass) */
+  int64_t pw_sync_time;
   an_finding findings[16];
   int nfindings;
   an_whatif *whatif; /* [ndevs] */

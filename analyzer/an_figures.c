@@ -291,14 +291,22 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
     const an_call *k = &t->calls[i];
     if (k->e <= w0 || k->s >= w1) continue;
     /* pinwheel's own calls (its event syncs while it waits for staging space, the DMA chunks'
-     * copies) run inside the program's staged copy, whose host time already holds them */
-    if (k->pw) continue;
+     * copies) run inside the program's staged copy, whose host time already holds them.  Found
+     * by pattern (no program call in the trace: pinwheel replaced it), its copies stand for the
+     * program's, but its syncs are still not the program's. */
+    int sync =
+        k->api == AN_API_STREAM_SYNC || k->api == AN_API_DEVICE_SYNC || k->api == AN_API_EVENT_SYNC;
+    int ours = k->pw || (r->callflag && r->callflag[i]);
+    if (sync && ours) { /* host time of the staged copy: its own line */
+      r->pw_sync_calls++;
+      an_sat_add(&r->pw_sync_time, k->e - k->s);
+    }
+    if (k->pw || (sync && ours)) continue;
     int64_t d = k->e - k->s;
     r->api_calls[k->api]++;
     an_sat_add(&r->api_time[k->api], d);
     if (k->api == AN_API_MEMCPY) mc[nmc++] = (an_iv){k->s, k->e};
-    if (k->api == AN_API_STREAM_SYNC || k->api == AN_API_DEVICE_SYNC ||
-        k->api == AN_API_EVENT_SYNC) {
+    if (sync) {
       r->sync_calls++;
       an_sat_add(&r->sync_time, d);
       if (d > r->sync_longest) r->sync_longest = d;
@@ -446,6 +454,7 @@ void an_report_free(an_report *r) {
   free(r->whatif);
   free(r->opflag);
   free(r->opgroup);
+  free(r->callflag);
   free(r->pw);
   free(r->devs);
   free(r->gaps);

@@ -65,8 +65,14 @@ static int rule_staged(const an_report *r, char *m, size_t n) {
                          r->pw_h2d, (double)r->pw_h2d_bytes / 1048576.0,
                          dt ? 100.0 * (double)hid / (double)dt : 0.0);
   if (r->pw_d2h && l < n)
-    snprintf(m + l, n - l, "%spinwheel staged %" PRIu64 " D2H copies (%.1f MiB)", l ? "; " : "",
-             r->pw_d2h, (double)r->pw_d2h_bytes / 1048576.0);
+    l += (size_t)snprintf(m + l, n - l, "%spinwheel staged %" PRIu64 " D2H copies (%.1f MiB)",
+                          l ? "; " : "", r->pw_d2h, (double)r->pw_d2h_bytes / 1048576.0);
+  if (r->pw_sync_calls && l < n)
+    snprintf(m + l, n - l,
+             "; its own syncs (waiting for staging space, or for D2H chunks to land) blocked the "
+             "host %.3f ms in %" PRIu64 " calls, part of the staged copies' time, not the "
+             "program's syncs",
+             ms(r->pw_sync_time), r->pw_sync_calls);
   return 1;
 }
 

@@ -107,6 +107,11 @@ void an_headline(FILE *f, const an_report *r) {
               an_pct(r->pw_h2d_hidden, r->pw_h2d_dma));
     if (r->pw_d2h)
       fprintf(f, "; %" PRIu64 " of them D2H (%s)", r->pw_d2h, an_bytes_h(r->pw_d2h_bytes, b2));
+    if (r->pw_sync_calls)
+      fprintf(f,
+              "; waiting for staging space or chunks, the host blocked %.3f ms in %" PRIu64
+              " of pinwheel's syncs",
+              an_ms(r->pw_sync_time), r->pw_sync_calls);
     fprintf(f, "\n  (found in the trace: %s)\n", an_pw_how(r));
   }
   for (int i = 0; i < r->ndevs; i++) {

@@ -230,6 +230,8 @@ static void json_report(FILE *f, const an_report *r) {
     fprintf(f, "%.6f", (double)dh / (double)dt);
   else
     fprintf(f, "null");
+  fprintf(f, ",\"own_syncs\":%" PRIu64 ",\"own_sync_ms\":%.6f", r->pw_sync_calls,
+          an_ms(r->pw_sync_time));
   fprintf(f, ",\"found_by\":%s}",
           !r->npw                  ? "null"
           : r->pw_marked == r->npw ? "\"collector marks\""

@@ -17,6 +17,10 @@
  * pinwheel's own collector says it outright: every operation it issued for a staged copy is
  * marked (args.pinwheel) and carries the correlation id of the program's call; those are
  * grouped by that id first, ring or not.
+ * A pattern found also names the calls pinwheel made on that thread while staging the copy, from
+ * its first DMA (or chunk) to its ring copy (or its last chunk's event calls): its event syncs
+ * while it waited for staging space or for a chunk to land are not the program's syncs
+ * (callflag).  Those it made before its first DMA cannot be told from the program's.
  */
 #define _GNU_SOURCE
 #include "an.h"
@@ -71,6 +75,8 @@ typedef struct thr { /* per host thread, while walking its calls */
   size_t *chunk;
   size_t nchunk, capchunk;
   int want_record; /* the last call was a chunk: an event record must follow */
+  size_t call0;    /* the run's first call (its first DMA or chunk) */
+  size_t last;     /* the run's last call so far (D2H) */
 } thr;
 
 static thr *thread_of(thr **ts, size_t *n, size_t *cap, int32_t tid) {
@@ -135,6 +141,13 @@ static void close_group(an_report *r, an_pwgroup *g, const size_t *dma, size_t n
   free(iv);
 }
 
+/* The calls of thread tid from call a to call b (indices; calls are sorted by start): pinwheel's,
+ * found by pattern. */
+static void flag_calls(an_report *r, int32_t tid, size_t a, size_t b) {
+  for (size_t k = a; k <= b && k < r->t->ncalls; k++)
+    if (r->t->calls[k].tid == tid) r->callflag[k] = 1;
+}
+
 /* The collector's marked operations: one staged copy per (device, correlation id). */
 static void marked_groups(an_report *r, const cix *byc, size_t nc) {
   const an_trace *t = r->t;
@@ -189,6 +202,7 @@ void an_pass_pinwheel(an_report *r) {
   const an_trace *t = r->t;
   r->opflag = calloc(t->nops + 1, 1);
   r->opgroup = calloc(t->nops + 1, sizeof *r->opgroup);
+  r->callflag = calloc(t->ncalls + 1, 1);
   cix *byc = malloc((t->nops + 1) * sizeof *byc);
   side *sides = malloc((t->nops + 1) * sizeof *sides);
   size_t nc = 0, ns = 0, m = 0;
@@ -239,16 +253,20 @@ void an_pass_pinwheel(an_report *r) {
         g->stream = t->ops[th->chunk[0]].stream;
         close_group(r, g, th->chunk, th->nchunk, AN_PW_DMA);
         g->count_op = g->first;
+        flag_calls(r, th->tid, th->call0, th->last);
       }
       th->nchunk = 0;
     }
+    if (chunk && !th->nchunk) th->call0 = k;
     if (chunk) push(&th->chunk, &th->nchunk, &th->capchunk, (size_t)oi);
+    if (th->nchunk) th->last = k;
     th->want_record = chunk;
     if (!o || o->type != AN_MEMCPY) continue;
     if (r->opflag[oi]) continue; /* the collector marked it: grouped above */
     /* H2D through the ring */
     if (o->ckind == AN_CK_H2D && o->srck == AN_MK_PINNED && o->dstk == AN_MK_DEVICE &&
         is_side(sides, m, o->dev, o->stream)) {
+      if (!th->ndma) th->call0 = k;
       push(&th->dma, &th->ndma, &th->capdma, (size_t)oi);
       th->dma_bytes += o->bytes;
     } else if (o->ckind == AN_CK_D2D && th->ndma) {
@@ -267,6 +285,7 @@ void an_pass_pinwheel(an_report *r) {
             r->opflag[th->ring1] = AN_PW_RING;
             r->opgroup[th->ring1] = (uint32_t)(g - r->pw);
           }
+          flag_calls(r, th->tid, th->call0, k);
         }
         th->ndma = 0, th->dma_bytes = 0, th->ring1 = -1;
       } else if (want < th->dma_bytes && th->ring1 < 0) {

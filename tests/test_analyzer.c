@@ -697,9 +697,10 @@ static void test_collector_traces(void **state) {
   assert_int_equal(r->pw_h2d, 11);
   assert_int_equal(r->pw_marked, r->npw); /* every one by the marks, none by pattern */
   /* the program's 7 syncs, as without pinwheel: not the 112 event syncs pinwheel made inside
-   * the staged copies while it waited for staging space (they were counted once) */
+   * the staged copies while it waited for staging space (they were counted as the program's) */
   assert_int_equal(r->sync_calls, 7);
   assert_int_equal(r->api_calls[AN_API_EVENT_SYNC], 4);
+  assert_int_equal(r->pw_sync_calls, 112); /* its own, counted apart */
   assert_int_equal(r->pw_h2d_bytes, 11ull * 64 << 20);
   assert_int_equal(r->devs[0].h2d.copies, 13);
   int64_t dt = 0, hid = 0;

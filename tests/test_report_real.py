@@ -6,7 +6,10 @@
    and the reference with the old, wrong step window (the main thread's calls only) differs on
    the ResNet trace, so this comparison can fail;
 2. the what-if, run on each program's trace without pinwheel, predicts the median GPU step of the
-   same program's trace under pinwheel within +-15 %.
+   same program's trace under pinwheel within +-15 %;
+3. each program's host syncs are the same with and without pinwheel: the event syncs pinwheel
+   makes inside a staged copy (waiting for staging space, or for D2H chunks) are its own, counted
+   apart (pinwheel.own_syncs), not the program's.
 
     test_report_real.py PINWHEEL_CLI FIXTURE_DIR"""
 import json
@@ -98,4 +101,17 @@ for p in PAIRS:
     failed += not ok
     print(f"{p:10} {w['baseline_step_us'] / 1e3:12.3f} {w['predicted_step_us'] / 1e3:13.3f} "
           f"{m / 1e3:12.3f} {100 * err:+7.1f}% {'ok' if ok else 'FAIL (beyond +-15 %)'}")
+print()
+for p in PAIRS:
+    a = report(os.path.join(fixtures, f"{p}_naive.json.gz"))
+    b = report(os.path.join(fixtures, f"{p}_pinwheel.json.gz"))
+    ok = a["host"]["sync_calls"] == b["host"]["sync_calls"]
+    failed += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} {p}: host syncs {a['host']['sync_calls']} without pinwheel, "
+          f"{b['host']['sync_calls']} under it (+ pinwheel's own {b['pinwheel']['own_syncs']}, "
+          f"{b['pinwheel']['own_sync_ms']:.3f} ms)")
+own = report(os.path.join(fixtures, "d2h_pinwheel.json.gz"))["pinwheel"]["own_syncs"]
+if own < 6 * 2:  # 6 staged D2H copies of 128 MiB, several chunks each
+    print(f"FAIL d2h: pinwheel's own syncs {own}, want its chunk waits counted there")
+    failed += 1
 sys.exit(1 if failed else 0)
