@@ -13,8 +13,8 @@
  * PINWHEEL_XLA_STAGING=xla, dlsym hands out the plugin's own GetPjrtApi.  Should the plugin refuse
  * it, the client is created again with the program's options unchanged (one warning).
  *
- * The layout below is PJRT's C API (xla/pjrt/c/pjrt_c_api.h), major version 0, whose fields are
- * only ever appended: PJRT_Client_Create is the eleventh function of PJRT_Api.  A table of any
+ * The layout is PJRT's C API (pjrt_abi.h: xla/pjrt/c/pjrt_c_api.h, major version 0), whose fields
+ * are only ever appended: PJRT_Client_Create is the eleventh function of PJRT_Api.  A table of any
  * other major version, or too short, is handed out untouched.
  *
  * Must never: change anything but that one option; touch a table or client of another platform;
@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include "front.h"
+#include "pjrt_abi.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -31,57 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-typedef struct pj_version {
-  size_t struct_size;
-  void *priv;
-  int major_version, minor_version;
-} pj_version;
-
-enum { PJ_STRING = 0, PJ_INT64 = 1, PJ_INT64_LIST = 2, PJ_FLOAT = 3, PJ_BOOL = 4 };
-
-typedef struct pj_named_value {
-  size_t struct_size;
-  void *priv;
-  const char *name;
-  size_t name_size;
-  int type;
-  union {
-    const char *string_value;
-    int64_t int64_value;
-    const int64_t *int64_array_value;
-    float float_value;
-    bool bool_value;
-  };
-  size_t value_size;
-} pj_named_value;
-
-typedef struct pj_create_args {
-  size_t struct_size;
-  void *priv;
-  pj_named_value *create_options;
-  size_t num_options;
-  /* key-value callbacks, and the client (out), follow: untouched */
-} pj_create_args;
-
-typedef struct pj_error_destroy_args {
-  size_t struct_size;
-  void *priv;
-  void *error;
-} pj_error_destroy_args;
-
-typedef void *(*pj_fn)(void *args);
-
-typedef struct pj_api {
-  size_t struct_size;
-  void *extension_start;
-  pj_version pjrt_api_version;
-  pj_fn fns[]; /* PJRT_Error_Destroy, PJRT_Error_Message, ... */
-} pj_api;
-
-enum { FN_ERROR_DESTROY = 0, FN_CLIENT_CREATE = 10 };
-_Static_assert(offsetof(pj_api, fns) == 40, "PJRT_Api: functions start after the version");
-_Static_assert(sizeof(pj_named_value) == 56 || sizeof(void *) != 8, "PJRT_NamedValue's size");
 
 static const char k_option[] = "should_stage_host_to_device_transfers";
 
@@ -143,7 +93,7 @@ static void *pjrt_client_create(void *argp) {
     return NULL;
   }
   pj_error_destroy_args d = {.struct_size = sizeof d, .error = err};
-  real_api->fns[FN_ERROR_DESTROY](&d);
+  real_api->fns[PJ_FN_ERROR_DESTROY](&d);
   pw_log(PW_LOG_WARN,
          "XLA's CUDA plugin refused %s=false; it stages its copies itself "
          "(PINWHEEL_HOST_COPIES still threads its memcpy)",
@@ -161,14 +111,15 @@ static const void *pw_pjrt_get_api(void) {
   if (real_api == api && our_api) {
     out = our_api;
   } else if (!real_api && api->pjrt_api_version.major_version == 0 &&
-             api->struct_size >= offsetof(pj_api, fns) + (FN_CLIENT_CREATE + 1) * sizeof(pj_fn) &&
-             api->struct_size <= 1 << 16 && api->fns[FN_CLIENT_CREATE] &&
-             api->fns[FN_ERROR_DESTROY]) {
+             api->struct_size >=
+                 offsetof(pj_api, fns) + (PJ_FN_CLIENT_CREATE + 1) * sizeof(pj_fn) &&
+             api->struct_size <= 1 << 16 && api->fns[PJ_FN_CLIENT_CREATE] &&
+             api->fns[PJ_FN_ERROR_DESTROY]) {
     pj_api *copy = malloc(api->struct_size);
     if (copy) {
       memcpy(copy, api, api->struct_size);
-      real_create = api->fns[FN_CLIENT_CREATE];
-      copy->fns[FN_CLIENT_CREATE] = pjrt_client_create;
+      real_create = api->fns[PJ_FN_CLIENT_CREATE];
+      copy->fns[PJ_FN_CLIENT_CREATE] = pjrt_client_create;
       real_api = api;
       our_api = copy;
       out = copy;

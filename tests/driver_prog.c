@@ -54,6 +54,7 @@ cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsign
                                       enum cudaDriverEntryPointQueryResult *driverStatus);
 
 #include "fake/fake_api.h"
+#include "pjrt_abi.h"
 #include "fake/fake_cuda_api.h"
 #undef cuGetProcAddress
 #undef cuMemcpyHtoD
@@ -480,21 +481,6 @@ static int cmd_runtime_asks(void) {
   return 0;
 }
 
-/* PJRT's C API, the parts a client's creation uses (xla/pjrt/c/pjrt_c_api.h). */
-typedef struct pj_nv {
-  size_t struct_size;
-  void *priv;
-  const char *name;
-  size_t name_size;
-  int type;
-  union {
-    const char *s;
-    int64_t i;
-    _Bool b;
-  };
-  size_t value_size;
-} pj_nv;
-
 static int cmd_pjrt(const char *lib, const char *platform, int set) {
   void *lh = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
   if (!lh) {
@@ -510,48 +496,32 @@ static int cmd_pjrt(const char *lib, const char *platform, int set) {
   *(void **)&destroyed = dlsym(lh, "fake_pjrt_destroyed");
   *(void **)&is_client = dlsym(lh, "fake_pjrt_is_client");
   if (!get || !seen || !creates || !destroyed || !is_client) return 2;
-  typedef void *(*pj_fn)(void *);
-  const struct {
-    size_t struct_size;
-    void *extension_start;
-    struct {
-      size_t struct_size;
-      void *priv;
-      int major, minor;
-    } version;
-    pj_fn fns[16];
-  } *api = get();
+  const pj_api *api = get();
   CHECK(api && get() == (const void *)api); /* one table, however often it is asked for */
-  CHECK(api->version.minor == 33 && api->fns[1] && api->fns[11]);
-  pj_nv opts[3] = {
-      {.struct_size = sizeof(pj_nv),
+  CHECK(api->pjrt_api_version.minor_version == 33 && api->fns[1] && api->fns[11]);
+  pj_named_value opts[3] = {
+      {.struct_size = sizeof(pj_named_value),
        .name = "platform_name",
        .name_size = 13,
-       .type = 0,
-       .s = platform,
+       .type = PJ_STRING,
+       .string_value = platform,
        .value_size = strlen(platform)},
-      {.struct_size = sizeof(pj_nv),
+      {.struct_size = sizeof(pj_named_value),
        .name = "preallocate",
        .name_size = 11,
-       .type = 4,
-       .b = 0,
+       .type = PJ_BOOL,
+       .bool_value = false,
        .value_size = 1},
-      {.struct_size = sizeof(pj_nv),
+      {.struct_size = sizeof(pj_named_value),
        .name = "should_stage_host_to_device_transfers",
        .name_size = 37,
-       .type = 4,
-       .b = 1,
+       .type = PJ_BOOL,
+       .bool_value = true,
        .value_size = 1},
   };
-  struct {
-    size_t struct_size;
-    void *priv;
-    pj_nv *create_options;
-    size_t num_options;
-    void *kv[4];
-    void *client;
-  } args = {.struct_size = sizeof args, .create_options = opts, .num_options = set ? 3 : 2};
-  void *err = api->fns[10](&args);
+  pj_create_args args = {
+      .struct_size = sizeof args, .create_options = opts, .num_options = set ? 3 : 2};
+  void *err = api->fns[PJ_FN_CLIENT_CREATE](&args);
   CHECK(err == NULL);
   CHECK(is_client(args.client));
   CHECK(args.create_options == opts && args.num_options == (set ? 3u : 2u));
