@@ -25,7 +25,7 @@
 #include "pjrt_abi.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,11 +35,15 @@
 
 static const char k_option[] = "should_stage_host_to_device_transfers";
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static void *(*real_get_api)(void); /* the CUDA plugin's GetPjrtApi */
-static const pj_api *real_api;      /* its table */
-static pj_api *our_api;             /* our copy of it */
-static pj_fn real_create;
+/* No locks (a forked child could inherit one held): each piece is published once, by a
+ * compare-and-swap, and never changes after. */
+static void *_Atomic real_get_api; /* the CUDA plugin's GetPjrtApi */
+typedef struct pj_copy {
+  const pj_api *from; /* the plugin's table */
+  pj_fn create;       /* its PJRT_Client_Create */
+  pj_api *table;      /* the copy handed out */
+} pj_copy;
+static pj_copy *_Atomic copied;
 
 /* Whether the option list names the option, or a platform other than CUDA. */
 static int has_name(const pj_named_value *v, const char *name) {
@@ -59,7 +63,9 @@ static int not_cuda(const pj_create_args *a) {
 
 static void *pjrt_client_create(void *argp) {
   pj_create_args *a = argp;
-  pw_init(); /* the client's creation is the program's first CUDA use */
+  const pj_copy *c = atomic_load_explicit(&copied, memory_order_acquire);
+  pj_fn real_create = c->create; /* set before the copy that leads here was handed out */
+  pw_init();                     /* the client's creation is the program's first CUDA use */
   if (pw_mode != PW_MODE_STAGE || pw_option_get(PW_OPT_XLA_STAGING) != PW_XLA_PINWHEEL || !a ||
       a->struct_size < offsetof(pj_create_args, num_options) + sizeof a->num_options ||
       (a->num_options && !a->create_options) || a->num_options > 4096 || not_cuda(a))
@@ -93,7 +99,7 @@ static void *pjrt_client_create(void *argp) {
     return NULL;
   }
   pj_error_destroy_args d = {.struct_size = sizeof d, .error = err};
-  real_api->fns[PJ_FN_ERROR_DESTROY](&d);
+  c->from->fns[PJ_FN_ERROR_DESTROY](&d);
   pw_log(PW_LOG_WARN,
          "XLA's CUDA plugin refused %s=false; it stages its copies itself "
          "(PINWHEEL_HOST_COPIES still threads its memcpy)",
@@ -101,32 +107,36 @@ static void *pjrt_client_create(void *argp) {
   return real_create(argp);
 }
 
-/* What dlsym hands out for the CUDA plugin's GetPjrtApi. */
+/* What dlsym hands out for the CUDA plugin's GetPjrtApi: a copy of its table with our
+ * PJRT_Client_Create, made at the first call; the plugin's own table when it is not one this file
+ * knows (another major version, too short) or when the plugin answers with another table. */
 static const void *pw_pjrt_get_api(void) {
-  void *(*get)(void) = __atomic_load_n(&real_get_api, __ATOMIC_ACQUIRE);
+  void *(*get)(void) = NULL;
+  *(void **)&get = atomic_load_explicit(&real_get_api, memory_order_acquire);
   const pj_api *api = get ? get() : NULL;
   if (!api) return api;
-  pthread_mutex_lock(&mu);
-  const void *out = api;
-  if (real_api == api && our_api) {
-    out = our_api;
-  } else if (!real_api && api->pjrt_api_version.major_version == 0 &&
-             api->struct_size >=
-                 offsetof(pj_api, fns) + (PJ_FN_CLIENT_CREATE + 1) * sizeof(pj_fn) &&
-             api->struct_size <= 1 << 16 && api->fns[PJ_FN_CLIENT_CREATE] &&
-             api->fns[PJ_FN_ERROR_DESTROY]) {
-    pj_api *copy = malloc(api->struct_size);
-    if (copy) {
-      memcpy(copy, api, api->struct_size);
-      real_create = api->fns[PJ_FN_CLIENT_CREATE];
-      copy->fns[PJ_FN_CLIENT_CREATE] = pjrt_client_create;
-      real_api = api;
-      our_api = copy;
-      out = copy;
-    }
+  const pj_copy *c = atomic_load_explicit(&copied, memory_order_acquire);
+  if (c) return c->from == api ? c->table : api;
+  if (api->pjrt_api_version.major_version != 0 ||
+      api->struct_size < offsetof(pj_api, fns) + (PJ_FN_CLIENT_CREATE + 1) * sizeof(pj_fn) ||
+      api->struct_size > 1 << 16 || !api->fns[PJ_FN_CLIENT_CREATE] ||
+      !api->fns[PJ_FN_ERROR_DESTROY])
+    return api;
+  pj_copy *n = malloc(sizeof *n);
+  pj_api *table = malloc(api->struct_size);
+  if (!n || !table) {
+    free(n), free(table);
+    return api;
   }
-  pthread_mutex_unlock(&mu);
-  return out;
+  memcpy(table, api, api->struct_size);
+  table->fns[PJ_FN_CLIENT_CREATE] = pjrt_client_create;
+  *n = (pj_copy){.from = api, .create = api->fns[PJ_FN_CLIENT_CREATE], .table = table};
+  pj_copy *none = NULL;
+  if (atomic_compare_exchange_strong_explicit(&copied, &none, n, memory_order_acq_rel,
+                                              memory_order_acquire))
+    return table;
+  free(table), free(n); /* another thread made it first */
+  return none->from == api ? none->table : api;
 }
 
 /* Whether the environment leaves opt at `want` (both defaults are what the wrapper needs); read
@@ -145,12 +155,11 @@ void *pw_pjrt_offer(void *p) {
   const char *base = strrchr(info.dli_fname, '/');
   base = base ? base + 1 : info.dli_fname;
   if (!strstr(base, "cuda")) return p; /* JAX's xla_cuda_plugin.so; not ROCm's, TPU's, CPU's */
-  void *(*want)(void) = NULL;
-  *(void **)&want = p;
-  pthread_mutex_lock(&mu);
-  void *(*have)(void) = real_get_api;
-  if (!have) __atomic_store_n(&real_get_api, want, __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&mu);
-  if (have && have != want) return p; /* a second CUDA plugin: left alone */
-  return (void *)pw_pjrt_get_api;
+  void *have = NULL;
+  if (!atomic_compare_exchange_strong_explicit(&real_get_api, &have, p, memory_order_acq_rel,
+                                               memory_order_acquire) &&
+      have != p)
+    return p; /* a second CUDA plugin: left alone */
+  const void *(*w)(void) = pw_pjrt_get_api;
+  return *(void **)&w;
 }
