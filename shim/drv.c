@@ -265,7 +265,7 @@ static void *offer(void *p, const void *caller) {
 }
 
 void *pw_drv_offer(void *p, const void *caller) {
-  return p ? offer(p, caller) : p;
+  return offer(p, caller);
 }
 
 /* Names dlsym could be asked for that lead to a wrapper (a cheap filter before the address). */

@@ -24,8 +24,8 @@ void pw_init(void);
 extern int pw_host_copies; /* PINWHEEL_HOST_COPIES */
 /* drv.c: the driver front end's locks, in a forked child. */
 void pw_drv_fork_child(void);
-/* drv.c: what a lookup answering p to a caller at `caller` hands out: the wrapper when p is a
- * real driver function of drv_hooks.def and the caller is not the shared runtime, else p. */
+/* drv.c: what a lookup answering p (not NULL) to a caller at `caller` hands out: the wrapper when p
+ * is a real driver function of drv_hooks.def and the caller is not the shared runtime, else p. */
 void *pw_drv_offer(void *p, const void *caller);
 
 /* ---- hostcopy.c: the program's pinned host memory, and the shim's memcpy ---- */

@@ -45,20 +45,21 @@ typedef struct pj_copy {
 } pj_copy;
 static pj_copy *_Atomic copied;
 
-/* Whether the option list names the option, or a platform other than CUDA. */
-static int has_name(const pj_named_value *v, const char *name) {
+/* The program's option `name`, or NULL. */
+static const pj_named_value *option(const pj_create_args *a, const char *name) {
   size_t n = strlen(name);
-  return v->name && v->name_size == n && !memcmp(v->name, name, n);
-}
-
-static int not_cuda(const pj_create_args *a) {
   for (size_t i = 0; i < a->num_options; i++) {
     const pj_named_value *v = &a->create_options[i];
-    if (has_name(v, "platform_name") && v->type == PJ_STRING && v->string_value &&
-        !(v->value_size == 4 && !strncasecmp(v->string_value, "cuda", 4)))
-      return 1;
+    if (v->name && v->name_size == n && !memcmp(v->name, name, n)) return v;
   }
-  return 0;
+  return NULL;
+}
+
+/* Whether the program names a platform other than CUDA. */
+static int not_cuda(const pj_create_args *a) {
+  const pj_named_value *v = option(a, "platform_name");
+  return v && v->type == PJ_STRING && v->string_value &&
+         !(v->value_size == 4 && !strncasecmp(v->string_value, "cuda", 4));
 }
 
 static void *pjrt_client_create(void *argp) {
@@ -70,11 +71,10 @@ static void *pjrt_client_create(void *argp) {
       a->struct_size < offsetof(pj_create_args, num_options) + sizeof a->num_options ||
       (a->num_options && !a->create_options) || a->num_options > 4096 || not_cuda(a))
     return real_create(argp);
-  for (size_t i = 0; i < a->num_options; i++)
-    if (has_name(&a->create_options[i], k_option)) {
-      pw_log(PW_LOG_INFO, "the program sets %s itself: left as it is", k_option);
-      return real_create(argp);
-    }
+  if (option(a, k_option)) {
+    pw_log(PW_LOG_INFO, "the program sets %s itself: left as it is", k_option);
+    return real_create(argp);
+  }
   pj_named_value *opts = calloc(a->num_options + 1, sizeof *opts);
   if (!opts) return real_create(argp);
   if (a->num_options) memcpy(opts, a->create_options, a->num_options * sizeof *opts);

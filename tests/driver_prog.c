@@ -102,36 +102,41 @@ static void get_fns(const char *way) {
 #include "drv_hooks.def"
     return;
   }
-  if (!strcmp(way, "rt")) { /* the shared runtime's lookup, asked as for cuGetProcAddress */
-#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
-  {                                                                                                \
-    enum cudaDriverEntryPointQueryResult st;                                                       \
-    cudaError_t r = cudaGetDriverEntryPointByVersion(                                              \
-        #base, (void **)&F.name, version >= 13000 ? 13000 : 12080,                                 \
-        pt ? cudaEnablePerThreadDefaultStream : cudaEnableDefault, &st);                           \
-    CHECK(r == cudaSuccess && F.name && st == cudaDriverEntryPointSuccess);                        \
-  }
-#include "drv_hooks.def"
-    return;
+  enum {
+    GPA2,
+    GPA1,
+    RT
+  } kind = !strcmp(way, "gpa")    ? GPA2
+           : !strcmp(way, "gpa1") ? GPA1
+           : !strcmp(way, "rt")   ? RT
+                                  : -1;
+  if ((int)kind < 0) {
+    fprintf(stderr, "driver_prog: unknown way %s\n", way);
+    exit(2);
   }
   CUresult (*gpa2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
   CUresult (*gpa1)(const char *, void **, int, cuuint64_t);
   *(void **)&gpa2 = dlsym(h, "cuGetProcAddress_v2");
   *(void **)&gpa1 = dlsym(h, "cuGetProcAddress");
-  int v1 = !strcmp(way, "gpa1");
-  if (!v1 && strcmp(way, "gpa")) {
-    fprintf(stderr, "driver_prog: unknown way %s\n", way);
-    exit(2);
-  }
-  /* as a program built with CUDA 13 asks: its version, per-thread or not by the variant */
+  /* as a program built with CUDA 13 asks: its version, per-thread or not by the variant; through
+   * cuGetProcAddress (either version) or the shared runtime's cudaGetDriverEntryPointByVersion */
 #define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
   {                                                                                                \
-    cuuint64_t fl = pt ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0;                        \
-    int ver = version >= 13000 ? 13000 : 12080;                                                    \
-    CUdriverProcAddressQueryResult st;                                                             \
-    CUresult r =                                                                                   \
-        v1 ? gpa1(#base, (void **)&F.name, ver, fl) : gpa2(#base, (void **)&F.name, ver, fl, &st); \
-    CHECK(r == CUDA_SUCCESS && F.name);                                                            \
+    int ver = version >= 13000 ? 13000 : 12080, ok;                                                \
+    void **out = (void **)&F.name;                                                                 \
+    if (kind == RT) {                                                                              \
+      enum cudaDriverEntryPointQueryResult st;                                                     \
+      ok = cudaGetDriverEntryPointByVersion(                                                       \
+               #base, out, ver, pt ? cudaEnablePerThreadDefaultStream : cudaEnableDefault, &st) == \
+               cudaSuccess &&                                                                      \
+           st == cudaDriverEntryPointSuccess;                                                      \
+    } else {                                                                                       \
+      cuuint64_t fl = pt ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0;                      \
+      CUdriverProcAddressQueryResult st;                                                           \
+      ok = (kind == GPA1 ? gpa1(#base, out, ver, fl) : gpa2(#base, out, ver, fl, &st)) ==          \
+           CUDA_SUCCESS;                                                                           \
+    }                                                                                              \
+    CHECK(ok &&F.name);                                                                            \
   }
 #include "drv_hooks.def"
 }
