@@ -296,12 +296,12 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
      * program's, but its syncs are still not the program's. */
     int sync =
         k->api == AN_API_STREAM_SYNC || k->api == AN_API_DEVICE_SYNC || k->api == AN_API_EVENT_SYNC;
-    int ours = k->pw || (r->callflag && r->callflag[i]);
-    if (sync && ours) { /* host time of the staged copy: its own line */
+    if (sync && (k->pw || (r->callflag && r->callflag[i]))) { /* the staged copy's: own line */
       r->pw_sync_calls++;
       an_sat_add(&r->pw_sync_time, k->e - k->s);
+      continue;
     }
-    if (k->pw || (sync && ours)) continue;
+    if (k->pw) continue;
     int64_t d = k->e - k->s;
     r->api_calls[k->api]++;
     an_sat_add(&r->api_time[k->api], d);
