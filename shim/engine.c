@@ -449,9 +449,11 @@ static int stage_h2d_pinned(pw_engine *e, dev_state *d, const pw_copy *c) {
 }
 
 /* Device -> pageable: up to D2H_DEPTH chunks are between their DMA and the end of their copy-out;
- * the copy-out of chunk k (spread over the pool, and with it the destination's first-touch page
- * faults) runs while the DMA of chunk k+1.. fills the next ones.  Returns when every byte is in
- * dst.  A chunk is committed to the arena only once copied out. */
+ * the copy-out of chunk k (spread over the pool) runs while the DMA of chunk k+1.. fills the next
+ * ones.  An untouched destination is mapped ahead: once the first DMAs are queued, its pages are
+ * mapped by the pool and by the caller while the stream's earlier work (the kernels that produce
+ * the bytes) still runs, and the copy-out writes into mapped memory.  Returns when every byte is
+ * in dst.  A chunk is committed to the arena only once copied out. */
 static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
   const pw_ops *ops = c->ops;
   size_t chunk = chunk_size(e, d);
@@ -481,6 +483,9 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
   pw_batch b;
   uint64_t t0 = pw_now_ns();
   batch_begin(e, &b);
+  /* map: the destination still to be mapped ahead; map_seg: its segment once pushed */
+  int map = out_flags == PW_PART_PREFAULT;
+  uint64_t map_seg = UINT64_MAX;
   while (pos < c->n || nq > 0) {
     while (pos < c->n && nq < D2H_DEPTH) {
       size_t clen = c->n - pos < chunk ? c->n - pos : chunk, hoff;
@@ -501,8 +506,20 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
       nq++;
       pos += clen;
     }
+    if (map) { /* the first DMAs are queued: map the pages while they wait for the GPU */
+      map = 0;
+      map_seg = pw_batch_push(&b, c->dst, NULL, c->n, PW_PART_MAP);
+      out_flags = 0;
+      pw_add(&pw_st.d2h_mapped_ahead, 1);
+    }
     if (nout < nq) { /* the oldest chunk not yet handed to the pool: wait for its DMA */
       int i = (head + nout) % D2H_DEPTH;
+      if (map_seg != UINT64_MAX) { /* help map until the DMA is done or nothing is left */
+        while ((rc = ops->event_query(q[i].ev)) == 1 && pw_batch_help(&b, map_seg))
+          ;
+        if (rc != 0 && rc != 1) goto fail;
+        if (rc == 1) map_seg = UINT64_MAX; /* every part taken: just wait */
+      }
       if ((rc = ops->event_sync(q[i].ev))) goto fail;
       q[i].seg =
           pw_batch_push(&b, (char *)c->dst + q[i].pos, d->pinned + q[i].hoff, q[i].len, out_flags);

@@ -31,6 +31,7 @@
 #define SPIN_NS 200000 /* a worker spins this long after its last part before sleeping */
 #define MIN_PARALLEL (1u << 20)
 #define MIN_PART (256u << 10)
+#define MAP_PART ((size_t)2 << 20)
 #define SEG_MAX 8
 #define SEG_RING 16
 #define PART_MAX (2 * POOL_MAX + 2)
@@ -74,8 +75,10 @@ static int64_t claim(uint64_t max_seg) {
 
 static void run_part(uint64_t i) {
   const pool_part *p = &parts[i % PART_RING];
-  if (p->flags & PW_PART_PREFAULT) pw_prefault(p->dst, p->len);
-  if (p->flags & PW_PART_STREAM)
+  if (p->flags & (PW_PART_PREFAULT | PW_PART_MAP)) pw_prefault(p->dst, p->len);
+  if (p->flags & PW_PART_MAP)
+    ;
+  else if (p->flags & PW_PART_STREAM)
     stream_copy(p->dst, p->src, p->len);
   else
     memmove(p->dst, p->src, p->len); /* not memcpy: the shim's memcpy may hand work to this pool */
@@ -190,6 +193,14 @@ void pw_batch_wait(pw_batch *b, uint64_t seg) {
   b->wait_ns += pw_now_ns() - t0;
 }
 
+int pw_batch_help(pw_batch *b, uint64_t max_seg) {
+  if (!b->pooled || b->next_seg == 0) return 0;
+  int64_t i = claim(max_seg < b->next_seg ? max_seg : b->next_seg - 1);
+  if (i < 0) return 0;
+  run_part((uint64_t)i);
+  return 1;
+}
+
 uint64_t pw_batch_push(pw_batch *b, void *dst, const void *src, size_t n, int flags) {
   if (!b->nt) flags &= ~PW_PART_STREAM;
   uint64_t seg = b->next_seg++;
@@ -198,8 +209,10 @@ uint64_t pw_batch_push(pw_batch *b, void *dst, const void *src, size_t n, int fl
   if (!b->pooled || n < MIN_PARALLEL) {
     /* no pool, or too small to share: the caller copies it now */
     uint64_t t0 = pw_now_ns();
-    if (n && (flags & PW_PART_PREFAULT)) pw_prefault(dst, n);
-    if (n && (flags & PW_PART_STREAM))
+    if (n && (flags & (PW_PART_PREFAULT | PW_PART_MAP))) pw_prefault(dst, n);
+    if (!n || (flags & PW_PART_MAP))
+      ;
+    else if (flags & PW_PART_STREAM)
       b->copy(dst, src, n);
     else if (n)
       memmove(dst, src, n);
@@ -207,9 +220,15 @@ uint64_t pw_batch_push(pw_batch *b, void *dst, const void *src, size_t n, int fl
     if (b->pooled) atomic_store_explicit(&seg_left[seg % SEG_RING], 0, memory_order_release);
     return seg;
   }
-  size_t part = n / ((size_t)(b->helpers + 1) * 2);
-  if (part < MIN_PART) part = MIN_PART;
-  part = (part + 4095) & ~(size_t)4095;
+  size_t part;
+  if (flags & PW_PART_MAP) { /* one kernel call per part, each whole huge pages where advised */
+    part = (n / PART_MAX + MAP_PART - 1) / MAP_PART * MAP_PART;
+    if (part < MAP_PART) part = MAP_PART;
+  } else {
+    part = n / ((size_t)(b->helpers + 1) * 2);
+    if (part < MIN_PART) part = MIN_PART;
+    part = (part + 4095) & ~(size_t)4095;
+  }
   unsigned nparts = (unsigned)((n + part - 1) / part);
   if (nparts > PART_MAX) { /* cannot happen with the sizes above; kept as a guard */
     part = ((n + PART_MAX - 1) / PART_MAX + 4095) & ~(size_t)4095;

@@ -195,6 +195,7 @@ typedef struct pw_stats {
   _Atomic uint64_t setup_ns;             /* allocating pinned pools, rings, side streams */
   _Atomic uint64_t d2h_fresh;            /* D2H copies into untouched destinations, prefaulted */
   _Atomic uint64_t d2h_advised;          /* of those, advised for huge pages */
+  _Atomic uint64_t d2h_mapped_ahead;     /* of those, mapped while the GPU work before them ran */
   _Atomic uint64_t threads;              /* staging threads configured (caller included) */
   _Atomic uint64_t xla_unstaged_clients; /* XLA CUDA clients created without XLA's staging */
   pw_counter3 host_copies[2]; /* the program's memcpy into [0] / out of [1] its pinned memory */
@@ -280,9 +281,14 @@ typedef struct pw_batch {
   uint64_t wait_ns, inline_ns; /* caller time in wait, and copying alone */
 } pw_batch;
 void pw_batch_begin(pw_batch *b, int threads, int stream_stores);
-enum { PW_PART_STREAM = 1, PW_PART_PREFAULT = 2 };
+/* STREAM: non-temporal stores; PREFAULT: map dst's pages, then copy; MAP: only map dst's pages
+ * (src unused), in parts of whole 2 MiB units. */
+enum { PW_PART_STREAM = 1, PW_PART_PREFAULT = 2, PW_PART_MAP = 4 };
 uint64_t pw_batch_push(pw_batch *b, void *dst, const void *src, size_t n, int flags);
 int pw_batch_done(pw_batch *b, uint64_t seg);
+/* Run one part of a segment up to max_seg that no thread has claimed yet, on the caller's thread;
+ * 1 if there was one, 0 if not (or the batch has no pool). */
+int pw_batch_help(pw_batch *b, uint64_t max_seg);
 void pw_batch_wait(pw_batch *b, uint64_t seg);
 void pw_batch_end(pw_batch *b); /* waits for everything pushed */
 /* One copy with the pool (push + wait). */

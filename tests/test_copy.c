@@ -210,6 +210,44 @@ static void test_prefault_fresh_destination(void **state) {
   free(src);
 }
 
+/* A MAP part maps dst's pages and copies nothing (src is not read); the caller can take parts
+ * of a segment itself with pw_batch_help, never parts of a later segment. */
+static void test_map_parts_and_help(void **state) {
+  size_t n = (13u << 20) + 4096 * 3;
+  unsigned char *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(m != MAP_FAILED);
+  m[0] = 9; /* touched before: must stay */
+  unsigned char *src = malloc(1 << 20);
+  fill(src, 1 << 20, 3);
+  pw_batch b;
+  pw_batch_begin(&b, 4, 0);
+  uint64_t map = pw_batch_push(&b, m, NULL, n, PW_PART_MAP);
+  uint64_t cp = pw_batch_push(&b, m + 4096, src, 1 << 20, 0);
+  int helped = 0;
+  while (pw_batch_help(&b, map))
+    helped++;
+  pw_batch_wait(&b, map);
+  assert_true(pw_batch_done(&b, map));
+  pw_batch_wait(&b, cp);
+  pw_batch_end(&b);
+  assert_int_equal(pw_batch_help(&b, map), 0); /* ended: nothing to take */
+  assert_int_equal(m[0], 9);
+  assert_memory_equal(m + 4096, src, 1 << 20);
+  /* mapped (where the kernel maps on MADV_POPULATE_WRITE: not under qemu-user) before read */
+  unsigned char *probe =
+      mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  pw_prefault(probe, 8192);
+  if (!pw_untouched(probe))
+    for (size_t off = (2u << 20); off < n; off += 4096)
+      assert_false(pw_untouched(m + off));
+  munmap(probe, 8192);
+  for (size_t off = (2u << 20); off < n; off += 4096)
+    assert_int_equal(m[off], 0);
+  print_message("map: the caller took %d parts\n", helped);
+  munmap(m, n);
+  free(src);
+}
+
 /* Bug: the fresh-destination test looked at the first page, which glibc's header makes resident
  * in every new mapping, so populate/hugepages never applied to a `.cpu()` output. */
 static void test_fresh_dest_ignores_header_page(void **state) {
@@ -304,6 +342,7 @@ int main(void) {
       cmocka_unit_test(test_pool_two_submitters),
       cmocka_unit_test(test_prefault_fresh_destination),
       cmocka_unit_test(test_fresh_dest_ignores_header_page),
+      cmocka_unit_test(test_map_parts_and_help),
       cmocka_unit_test(test_fork_while_workers_exist),
       cmocka_unit_test(test_cpu_max_parsing),
       cmocka_unit_test(test_default_threads),

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <cmocka.h>
 
@@ -440,6 +441,85 @@ static void test_failure_mid_copy_falls_back(void **state) {
   pw_engine_destroy(e);
 }
 
+/* Whether this kernel (or emulator) maps pages on MADV_POPULATE_WRITE. */
+static int populate_works(void) {
+  size_t n = 1 << 20;
+  char *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return 0;
+  pw_prefault(m, n);
+  int ok = !pw_untouched(m + n / 2);
+  munmap(m, n);
+  return ok;
+}
+
+typedef struct mapped_probe {
+  const char *p;
+  size_t n;
+  int all_mapped;
+} mapped_probe;
+
+/* Queued on the stream before the copy: the "kernel" that produces the bytes still runs. */
+static void probe_mapped(void *arg) {
+  mapped_probe *m = arg;
+  m->all_mapped = 1;
+  for (size_t off = 4096; off + 4096 <= m->n; off += 4096)
+    if (pw_untouched(m->p + off)) m->all_mapped = 0;
+}
+
+/* An untouched destination (what `.cpu()` hands over every step) is mapped while the GPU work
+ * before the copy still runs, not after its DMA: on a lazy device the work before the copy runs
+ * only when the engine waits for the first DMA, and by then every page of dst must be mapped
+ * (one thread: deterministic).  With a pool, the bytes and the bytes around dst. */
+static void test_d2h_fresh_destination_mapped_ahead(void **state) {
+  if (!populate_works()) skip();
+  int modes[] = {PW_FRESH_HUGEPAGES, PW_FRESH_POPULATE, PW_FRESH_TOUCH};
+  for (int threads = 1; threads <= 4; threads += 3)
+    for (int k = 0; k < 3; k++) {
+      sim_reset(11, 1);
+      sim_set_lazy(threads == 1);
+      pw_stats_reset();
+      pw_engine_config cfg = small_cfg(8 << 20, 6 << 20, 1 << 20);
+      cfg.threads = threads;
+      cfg.d2h_fresh = modes[k];
+      pw_engine *e = pw_engine_create(&sim_ops, &cfg);
+      void *s = sim_stream_new(0);
+      size_t n = (9u << 20) + 12345, map = n + (4u << 20);
+      char *dev = sim_device_alloc(0, n);
+      unsigned char *want = malloc(n);
+      for (size_t i = 0; i < n; i++)
+        want[i] = (unsigned char)(i * 131 + 7);
+      unsigned char *m =
+          mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      assert_true(m != MAP_FAILED);
+      unsigned char *host = m + 100;
+      memset(m, 0x5a, 100); /* an allocator's header before dst */
+      sim_real_copy(dev, want, n, s);
+      mapped_probe mp = {(const char *)host, n, -1};
+      sim_enqueue_callback(s, probe_mapped, &mp);
+      pw_copy c = {.dst = host, .src = dev, .n = n, .dir = PW_DIR_D2H, .stream = s};
+      pw_describe(&sim_ops, &c);
+      assert_int_equal(pw_engine_copy(e, &c), PW_PATH_D2H);
+      assert_memory_equal(host, want, n);
+      for (int i = 0; i < 100; i++)
+        assert_int_equal(m[i], 0x5a);
+      for (size_t i = 100 + n; i < map; i += 4096)
+        assert_int_equal(m[i], 0); /* past dst: still zero */
+      assert_int_equal(pw_get(&pw_st.d2h_fresh), modes[k] != PW_FRESH_TOUCH);
+      assert_int_equal(pw_get(&pw_st.d2h_mapped_ahead),
+                       modes[k] == PW_FRESH_POPULATE ||
+                           (modes[k] == PW_FRESH_HUGEPAGES && pw_get(&pw_st.d2h_advised)));
+      if (threads == 1 && pw_get(&pw_st.d2h_mapped_ahead)) assert_int_equal(mp.all_mapped, 1);
+      if (threads == 1 && modes[k] == PW_FRESH_TOUCH)
+        assert_int_equal(mp.all_mapped, 0); /* the probe can tell: nothing maps dst early */
+      sim_drain();
+      sim_set_lazy(0);
+      pw_engine_destroy(e);
+      munmap(m, map);
+      free(want);
+      assert_int_equal(sim_deadlocks, 0);
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_many_seeds),
@@ -452,6 +532,7 @@ int main(void) {
       cmocka_unit_test(test_dropped_dependency_is_caught),
       cmocka_unit_test(test_back_pressure_counted),
       cmocka_unit_test(test_d2h_blocking_and_exact),
+      cmocka_unit_test(test_d2h_fresh_destination_mapped_ahead),
       cmocka_unit_test(test_many_small_copies_fill_slot_queue),
       cmocka_unit_test(test_eligibility_and_capture),
       cmocka_unit_test(test_allocation_failures),
