@@ -80,10 +80,10 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
         {"PINWHEEL_D2H_FRESH", T_ENUM, PW_FRESH_HUGEPAGES, fresh_choices,
          "a staged device-to-host copy into memory nothing has touched yet: "
          "touch: the copy threads take the page faults as they write; populate: "
-         "each copy thread first maps its part in one call "
-         "(MADV_POPULATE_WRITE); hugepages: for copies of 4 MiB and more, advise huge "
-         "pages (MADV_HUGEPAGE) for the 2 MiB-aligned interior, then populate; "
-         "smaller ones as touch (see README)"},
+         "the copy threads and the caller map its pages (MADV_POPULATE_WRITE) while the "
+         "GPU work before the copy still runs, then copy into them; hugepages: for "
+         "copies of 4 MiB and more, advise huge pages (MADV_HUGEPAGE) for the 2 MiB-aligned "
+         "interior, then populate; smaller ones as touch (see README)"},
     [PW_OPT_HOST_COPIES] = {"PINWHEEL_HOST_COPIES", T_BOOL, 1, NULL,
                             "in stage mode, a memcpy of 1 MiB or more into or out of pinned memory "
                             "the program allocated through the CUDA driver (frameworks that stage "
