@@ -248,6 +248,8 @@ typedef struct an_pwgroup {
   size_t first, count_op, ndma; /* first DMA; the op where the copy is counted once */
   int64_t s, e, dma_time;       /* span of the DMAs, |union| of their intervals */
   int64_t hidden;               /* of dma_time, under compute (the figures pass) */
+  int64_t hideable; /* of dma_time, the most that could be: kernel time from the call that
+                       issued the first DMA to the last DMA's end (the figures pass) */
   uint64_t bytes;
 } an_pwgroup;
 
@@ -289,6 +291,7 @@ typedef struct an_report {
   uint64_t pw_h2d, pw_d2h, pw_h2d_bytes, pw_d2h_bytes;
   int64_t pw_h2d_dma, pw_h2d_hidden; /* the staged H2D copies' DMA time and its part under
                                         compute (the figures pass) */
+  int64_t pw_h2d_hideable;           /* and the most of it that could be (an_pwgroup.hideable) */
   size_t pw_marked;       /* of npw, found by the collector's marks (the rest: by pattern) */
   uint64_t pw_sync_calls; /* pinwheel's own host syncs while staging (the figures pass) */
   int64_t pw_sync_time;

@@ -365,8 +365,18 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
           hid += an_cover(L.k, L.nk, t->ops[k].s, t->ops[k].e);
       if (hid > p->dma_time) hid = p->dma_time; /* DMAs of one copy may overlap each other */
       p->hidden = hid;
+      /* The DMAs cannot start before the call that issued the first of them (the program's
+       * call in a collector trace, pinwheel's first chunk call in another), nor end later than
+       * they did; kernel time in that window bounds what any placement could hide. */
+      const an_call *c0 = an_call_of(t, t->ops[p->first].corr);
+      int64_t from = c0 && c0->s < p->s ? c0->s : p->s;
+      int64_t can = an_cover(L.k, L.nk, from, p->e);
+      if (can > p->dma_time) can = p->dma_time;
+      if (can < hid) can = hid;
+      p->hideable = can;
       if (p->dir == AN_CK_H2D)
-        an_sat_add(&r->pw_h2d_dma, p->dma_time), an_sat_add(&r->pw_h2d_hidden, hid);
+        an_sat_add(&r->pw_h2d_dma, p->dma_time), an_sat_add(&r->pw_h2d_hidden, hid),
+            an_sat_add(&r->pw_h2d_hideable, can);
       double hf = p->dma_time > 0 ? (double)hid / (double)p->dma_time : 1.0;
       if (p->dma_time > exp_min && hf <= exp_hidden) {
         if (r->nexposed == cape) r->exposed = realloc(r->exposed, (cape *= 2) * sizeof *r->exposed);

@@ -61,9 +61,11 @@ static int rule_staged(const an_report *r, char *m, size_t n) {
   if (r->pw_h2d)
     l = (size_t)snprintf(m, n,
                          "pinwheel staged %" PRIu64 " H2D copies (%.1f MiB); %.1f %% of their DMA "
-                         "ran under compute",
+                         "ran under compute, %.1f %% at most could have (the GPU ran no kernel "
+                         "during the rest, from the copy's call to its end)",
                          r->pw_h2d, (double)r->pw_h2d_bytes / 1048576.0,
-                         dt ? 100.0 * (double)hid / (double)dt : 0.0);
+                         dt ? 100.0 * (double)hid / (double)dt : 0.0,
+                         dt ? 100.0 * (double)r->pw_h2d_hideable / (double)dt : 0.0);
   if (r->pw_d2h && l < n)
     l += (size_t)snprintf(m + l, n - l, "%spinwheel staged %" PRIu64 " D2H copies (%.1f MiB)",
                           l ? "; " : "", r->pw_d2h, (double)r->pw_d2h_bytes / 1048576.0);

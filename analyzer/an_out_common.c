@@ -102,9 +102,15 @@ void an_headline(FILE *f, const an_report *r) {
     char b1[32], b2[32];
     fprintf(f, "pinwheel staged %" PRIu64 " copies (%s)", r->pw_h2d + r->pw_d2h,
             an_bytes_h(r->pw_h2d_bytes + r->pw_d2h_bytes, b1));
-    if (r->pw_h2d)
+    if (r->pw_h2d) {
       fprintf(f, "; %.1f %% of their H2D DMA ran under compute",
               an_pct(r->pw_h2d_hidden, r->pw_h2d_dma));
+      if (an_pct(r->pw_h2d_hideable, r->pw_h2d_dma) < 99.95)
+        fprintf(f,
+                " (at most %.1f %% could have: for the rest the GPU ran no kernel between the "
+                "copy's call and its end)",
+                an_pct(r->pw_h2d_hideable, r->pw_h2d_dma));
+    }
     if (r->pw_d2h)
       fprintf(f, "; %" PRIu64 " of them D2H (%s)", r->pw_d2h, an_bytes_h(r->pw_d2h_bytes, b2));
     if (r->pw_sync_calls)

@@ -227,9 +227,10 @@ static void json_report(FILE *f, const an_report *r) {
           ",\"h2d_dma_hidden_fraction\":",
           r->pw_h2d, r->pw_h2d_bytes, r->pw_d2h, r->pw_d2h_bytes);
   if (dt > 0)
-    fprintf(f, "%.6f", (double)dh / (double)dt);
+    fprintf(f, "%.6f,\"h2d_dma_hideable_fraction\":%.6f", (double)dh / (double)dt,
+            (double)r->pw_h2d_hideable / (double)dt);
   else
-    fprintf(f, "null");
+    fprintf(f, "null,\"h2d_dma_hideable_fraction\":null");
   fprintf(f, ",\"own_syncs\":%" PRIu64 ",\"own_sync_ms\":%.6f", r->pw_sync_calls,
           an_ms(r->pw_sync_time));
   fprintf(f, ",\"found_by\":%s}",

@@ -614,6 +614,10 @@ static void test_pinwheel_attribution(void **state) {
   /* a kernel on stream 7 under the second DMA: half of the DMA time is hidden (100 of 300) */
   p = pw_event(p, "cuda_runtime", "cudaLaunchKernel", 0, 150, 2, c, 0, 1);
   p = pw_event(p, "kernel", "k", 7, 300, 100, c++, 0, 0);
+  /* a kernel after staged copy 2's first call (600) and before its first DMA (700): DMA time
+   * placed there could have been hidden (the bound), none of the DMA was */
+  p = pw_event(p, "cuda_runtime", "cudaLaunchKernel", 0, 590, 2, c, 0, 1);
+  p = pw_event(p, "kernel", "k", 7, 650, 40, c++, 0, 0);
   /* staged H2D 2, the ring wrapped: 2 DMAs (8 MiB), two ring pieces 5 + 3 MiB */
   for (int i = 0; i < 2; i++) {
     p = pw_event(p, "cuda_runtime", "cudaMemcpyAsync", 0, 600 + i * 10, 2, c, 0, 1);
@@ -666,6 +670,13 @@ static void test_pinwheel_attribution(void **state) {
   assert_int_equal(r->classes[0][0].count, 1); /* D2D: only the one that was not a ring copy */
   assert_int_equal(r->pw[0].hidden, 100 * US);
   assert_int_equal(r->pw[0].dma_time, 300 * US);
+  /* the most that could have been hidden: kernel time from the call of the first DMA to the
+   * last DMA's end — copy 1: the same 100; copy 2: the 40 before its DMAs */
+  assert_int_equal(r->pw[0].hideable, 100 * US);
+  assert_int_equal(r->pw[1].hidden, 0);
+  assert_int_equal(r->pw[1].hideable, 40 * US);
+  assert_int_equal(r->pw_h2d_hideable, 140 * US);
+  assert_int_equal(r->pw_h2d_hidden, 100 * US);
   /* the findings say what pinwheel did, not to run under it */
   int staged = 0;
   for (int k = 0; k < r->nfindings; k++) {
@@ -707,6 +718,10 @@ static void test_collector_traces(void **state) {
   for (size_t g = 0; g < r->npw; g++)
     dt += r->pw[g].dma_time, hid += r->pw[g].hidden;
   assert_true(hid * 10 > dt * 7); /* 76.9 % measured */
+  /* 89.6 % could have been: the rest ran while the GPU had no kernel from the copy's call on */
+  assert_true(r->pw_h2d_hideable * 10 > dt * 8 && r->pw_h2d_hideable * 10 < dt * 9);
+  for (size_t g = 0; g < r->npw; g++)
+    assert_true(r->pw[g].hideable >= r->pw[g].hidden && r->pw[g].hideable <= r->pw[g].dma_time);
   an_report_free(r);
   an_free(t);
   /* one report, a row per rank (file): the staged copies of each */
@@ -723,6 +738,7 @@ static void test_collector_traces(void **state) {
   res = run(js, NULL);
   assert_non_null(strstr(res.out, "\"pinwheel\":{\"staged_h2d\":11,"));
   assert_non_null(strstr(res.out, "\"found_by\":\"collector marks\"}"));
+  assert_non_null(strstr(res.out, ",\"h2d_dma_hideable_fraction\":0.89"));
   free_result(&res);
 }
 
