@@ -245,6 +245,8 @@ int an_diff_rows(const an_report *a, const an_report *b, int i, int j, diff_row 
       {"GPU step ms (p95)", an_ms(sx->step_p95), an_ms(sy->step_p95), 0},
       {"H2D ms per step (median)", an_ms(sx->h2d_med), an_ms(sy->h2d_med), 0},
       {"H2D exposed ms per step (median)", an_ms(sx->exposed_med), an_ms(sy->exposed_med), 0},
+      {"H2D hidden % per step (median)", sx->hidden_med > 0 ? 100 * sx->hidden_med : 0,
+       sy->hidden_med > 0 ? 100 * sy->hidden_med : 0, 0},
       {"busy %", an_pct(x->busy, x->span), an_pct(y->busy, y->span), 0},
       {"kernel %", an_pct(x->kernel, x->span), an_pct(y->kernel, y->span), 0},
       {"idle ms", an_ms(x->idle), an_ms(y->idle), 0},
@@ -258,8 +260,8 @@ int an_diff_rows(const an_report *a, const an_report *b, int i, int j, diff_row 
   };
   int n = (int)(sizeof v / sizeof v[0]);
   if (!sx->n || !sy->n) { /* no steps: the per-step rows say nothing */
-    memmove(&v[1], &v[5], (size_t)(n - 5) * sizeof v[0]);
-    n -= 4;
+    memmove(&v[1], &v[6], (size_t)(n - 6) * sizeof v[0]);
+    n -= 5;
   }
   memcpy(rows, v, (size_t)n * sizeof *v);
   return n;

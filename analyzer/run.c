@@ -21,8 +21,9 @@ static const char run_usage[] =
     "                    [--sync keep|elide] [--trace PATH] [--] CMD ARGS...\n"
     "Runs CMD with libpinwheel.so preloaded.  --trace PATH writes a CUPTI trace of the run\n"
     "(%p = pid, %r = rank) that `pinwheel report` reads, in every mode (--mode off: a\n"
-    "baseline).  Other PINWHEEL_* variables in the environment are passed through (see\n"
-    "`pinwheel options`).  The exit status is CMD's.\n";
+    "baseline), with the program's NVTX ranges (NVTX_INJECTION64_PATH is set to\n"
+    "libpinwheel_nvtx.so unless already set).  Other PINWHEEL_* variables in the environment\n"
+    "are passed through (see `pinwheel options`).  The exit status is CMD's.\n";
 
 /* Where libpinwheel.so is: $PINWHEEL_LIBRARY, else beside this program (build tree), else in
  * the library directory of the prefix this program is installed in. */
@@ -48,6 +49,18 @@ static int find_library(char *out, size_t n) {
   }
   fprintf(stderr, "pinwheel: cannot find libpinwheel.so beside %s (set PINWHEEL_LIBRARY)\n", dir);
   return -1;
+}
+
+/* A traced run: the program's NVTX ranges reach the trace through libpinwheel_nvtx.so (beside
+ * libpinwheel.so), which NVTX loads from NVTX_INJECTION64_PATH — unless something else (Nsight
+ * Systems) has set that variable already. */
+static void set_nvtx_injection(const char *lib) {
+  const char *trace = getenv("PINWHEEL_TRACE"), *cur = getenv("NVTX_INJECTION64_PATH");
+  if (!trace || !*trace || (cur && *cur)) return;
+  char dir[PATH_MAX], nvtx[PATH_MAX + 32];
+  snprintf(dir, sizeof dir, "%s", lib);
+  snprintf(nvtx, sizeof nvtx, "%s/libpinwheel_nvtx.so", dirname(dir));
+  if (access(nvtx, R_OK) == 0) setenv("NVTX_INJECTION64_PATH", nvtx, 1);
 }
 
 int pw_cmd_run(int argc, char **argv) {
@@ -103,6 +116,7 @@ int pw_cmd_run(int argc, char **argv) {
     snprintf(preload, need, "%s", lib);
   setenv("LD_PRELOAD", preload, 1);
   free(preload);
+  set_nvtx_injection(lib);
   /* exec keeps the pid: the command is the root process, the one whose summary always prints */
   char pid[32];
   snprintf(pid, sizeof pid, "%d", (int)getpid());

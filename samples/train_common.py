@@ -68,12 +68,14 @@ def run(args, name, get_batch):
         if i == args.warmup:
             torch.cuda.synchronize()
             t0 = time.perf_counter()
+        torch.cuda.nvtx.range_push(f"train_step#{i}")  # steps of a trace without the profiler
         x, y = get_batch(i, xs, ys)
         if args.sync_each_step:
             torch.cuda.synchronize()
         loss = step(model, opt, x, y)
         if args.deterministic:
             losses.append(loss.detach())
+        torch.cuda.nvtx.range_pop()
         prof.step()
     torch.cuda.synchronize()
     ms = (time.perf_counter() - t0) * 1e3 / args.iters

@@ -492,6 +492,33 @@ static int other_profiler(void) {
   return inj && *inj;
 }
 
+/* libpinwheel_nvtx.so's InitializeInjectionNvtx2 (a module's first NVTX call, NVTX_INJECTION64_PATH
+ * set by `pinwheel run --trace`) lands here: the module's NVTX table goes to the CUPTI the
+ * collector uses, which records the ranges as marker activity.  Only when a trace is asked for and
+ * no other profiler is attached; 1 on success, 0 makes NVTX a no-op for that module (as without a
+ * tool). This can come before the first CUDA call: it loads CUPTI, starts nothing. */
+__attribute__((visibility("default"))) int pw_trace_nvtx_init(void *export_table);
+int pw_trace_nvtx_init(void *export_table) {
+  const char *tmpl = pw_option_str(PW_OPT_TRACE);
+  if (!tmpl || !*tmpl || other_profiler() || !export_table) return 0;
+  char why[512] = "";
+  void *h = open_cupti(why, sizeof why);
+  if (!h) {
+    pw_log(PW_LOG_INFO, "NVTX ranges not traced: %s", why);
+    return 0;
+  }
+  CUptiResult (*init)(void *);
+  *(void **)&init = dlsym(h, "cuptiNvtxInitialize2");
+  CUptiResult r = init ? init(export_table) : CUPTI_ERROR_NOT_SUPPORTED;
+  if (r != CUPTI_SUCCESS) {
+    pw_log(PW_LOG_WARN, "NVTX ranges not traced: CUPTI's cuptiNvtxInitialize2 %s",
+           init ? "failed" : "is missing");
+    return 0;
+  }
+  pw_log(PW_LOG_INFO, "NVTX ranges of a module handed to CUPTI");
+  return 1;
+}
+
 void pw_trace_start(void) {
   const char *tmpl = pw_option_str(PW_OPT_TRACE);
   if (!tmpl || !*tmpl) return;
@@ -554,8 +581,9 @@ void pw_trace_start(void) {
                                              CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
   for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof kinds / sizeof kinds[0]; i++) {
     CUptiResult e = cu.enable(kinds[i]);
-    if (e != CUPTI_SUCCESS && kinds[i] != CUPTI_ACTIVITY_KIND_MARKER &&
-        kinds[i] != CUPTI_ACTIVITY_KIND_DRIVER)
+    if (e != CUPTI_SUCCESS && kinds[i] == CUPTI_ACTIVITY_KIND_MARKER)
+      pw_log(PW_LOG_INFO, "CUPTI records no NVTX ranges here (enabling them failed: %d)", (int)e);
+    else if (e != CUPTI_SUCCESS && kinds[i] != CUPTI_ACTIVITY_KIND_DRIVER)
       r = e;
   }
   if (r != CUPTI_SUCCESS) {

@@ -412,6 +412,13 @@ static void test_text_diff_and_ranks(void **state) {
   assert_non_null(strstr(r.out, "spread"));
   assert_null(strstr(r.out, "\033[")); /* not a terminal: no colour */
   free_result(&r);
+  /* the per-step hidden fraction of H2D, a row of the diff (the trace against itself) */
+  const char *self[] = {PW_CLI, "diff", p, p, NULL};
+  r = run(self, NULL);
+  assert_int_equal(r.status, 0);
+  assert_non_null(
+      strstr(r.out, "  H2D hidden % per step (median)           66.667         66.667"));
+  free_result(&r);
   const char *d[] = {PW_CLI, "diff", PW_FIXTURES "/kineto_naive.json.gz",
                      PW_FIXTURES "/kineto_naive_pinwheel.json.gz", NULL};
   r = run(d, NULL);
@@ -577,6 +584,8 @@ static void test_messages_and_command_line(void **state) {
   if (!v) fail_msg("diff JSON does not parse: %s", eb);
   assert_non_null(strstr(r.out, "{\"name\":\"H2D copies\",\"before\":6,\"after\":6,\"delta\":0"));
   assert_non_null(strstr(r.out, "\"GPU step ms (median)\""));
+  assert_non_null(
+      strstr(r.out, "{\"name\":\"H2D hidden % per step (median)\",\"before\":0.000000,"));
   yajl_tree_free(v);
   free_result(&r);
 }

@@ -25,6 +25,7 @@ dpkg -x "$deb" "$work/root"
 [ -x "$work/root/usr/bin/pinwheel" ] || { echo "no /usr/bin/pinwheel"; dpkg-deb -c "$deb"; exit 1; }
 lib=$(ls "$work"/root/usr/lib/libpinwheel.so "$work"/root/usr/lib/*/libpinwheel.so 2>/dev/null | head -n 1)
 [ -n "$lib" ] || { echo "no libpinwheel.so under /usr/lib"; dpkg-deb -c "$deb"; exit 1; }
+[ -f "$(dirname "$lib")/libpinwheel_nvtx.so" ] || { echo "no libpinwheel_nvtx.so beside $lib"; dpkg-deb -c "$deb"; exit 1; }
 v=$("$work/root/usr/bin/pinwheel" --version)
 [ "$v" = "pinwheel $version" ] || { echo "--version says '$v', expected 'pinwheel $version'"; exit 1; }
 out=$("$work/root/usr/bin/pinwheel" run --stats --mode stage -- env PINWHEEL_SETUP=inline "$prog" stage 2>&1)

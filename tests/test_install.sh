@@ -2,7 +2,7 @@
 # `pinwheel run` finds libpinwheel.so after `cmake --install` too (the build tree is tested by
 # test_interpose): install into a temporary prefix, check the preload it sets up and that it loads.
 # And the installed shim needs no CUDA library (a preload that did would break every process
-# that lacks one): readelf shows no CUDA or CUPTI NEEDED entry.
+# that lacks one): readelf shows no CUDA or CUPTI NEEDED entry; nor does libpinwheel_nvtx.so.
 set -eu
 build=$1
 prefix=$(mktemp -d)
@@ -18,3 +18,13 @@ case "$out" in
   "$prefix"/lib*/libpinwheel.so) echo "installed launcher preloads $out" ;;
   *) echo "unexpected LD_PRELOAD: $out"; exit 1 ;;
 esac
+# a traced run points NVTX at the installed libpinwheel_nvtx.so, beside the shim
+nvtx=$("$prefix/bin/pinwheel" run --trace "$prefix/t.json" -- sh -c 'echo "$NVTX_INJECTION64_PATH"' 2>&1)
+case "$nvtx" in
+  "$(dirname "$out")"/libpinwheel_nvtx.so) echo "installed launcher points NVTX at $nvtx" ;;
+  *) echo "unexpected NVTX_INJECTION64_PATH: $nvtx"; exit 1 ;;
+esac
+if readelf -d "$nvtx" | grep NEEDED | grep -iE 'cuda|cupti'; then
+  echo "libpinwheel_nvtx.so has a NEEDED entry on a CUDA library"
+  exit 1
+fi

@@ -205,6 +205,56 @@ static void test_observe_counts_exact(void **state) {
   free_result(&r);
 }
 
+/* NVTX ranges in a traced run: `pinwheel run --trace` points NVTX_INJECTION64_PATH at
+ * libpinwheel_nvtx.so, whose InitializeInjectionNvtx2 hands the module's table to the collector's
+ * CUPTI (the fake emits one range for it); the range is in the trace.  Not traced, no shim in the
+ * process, or the variable set by another tool: NVTX gets 0 (its calls become no-ops) or the
+ * other tool. */
+static void test_trace_nvtx(void **state) {
+  char tpath[128], tenv[160];
+  snprintf(tpath, sizeof tpath, "/tmp/pwtest-nvtx-%d.json", (int)getpid());
+  snprintf(tenv, sizeof tenv, "PINWHEEL_TRACE=%s", tpath);
+  const char *argv[] = {PW_CLI, "run", "--mode", "observe", "--trace",
+                        tpath,  "--",  PW_PROG,  "nvtx",    NULL};
+  const char *env[] = {"PINWHEEL_CUPTI=" PW_FAKE_CUPTI, NULL};
+  result r = run(argv, env);
+  if (r.status != 0) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
+  assert_non_null(strstr(r.out, "nvtx: libpinwheel_nvtx.so init 1"));
+  free_result(&r);
+  yajl_val v = parse_file(tpath);
+  assert_non_null(yajl_tree_get(v, (const char *[]){"traceEvents", NULL}, yajl_t_array));
+  yajl_tree_free(v);
+  char *text = slurp(tpath);
+  assert_non_null(strstr(text, "\"cat\":\"user_annotation\",\"name\":\"fake_range#1\""));
+  free(text);
+  unlink(tpath);
+  /* no trace asked for: the launcher sets nothing */
+  const char *plain[] = {PW_CLI, "run", "--", PW_PROG, "nvtx", NULL};
+  r = run(plain, env);
+  assert_non_null(strstr(r.out, "nvtx: no injection library"));
+  free_result(&r);
+  /* another tool's injection library is kept */
+  const char *other[] = {"PINWHEEL_CUPTI=" PW_FAKE_CUPTI,
+                         "NVTX_INJECTION64_PATH=/nonexistent/libtool.so", NULL};
+  r = run(argv, other);
+  assert_non_null(strstr(r.out, "nvtx: libtool.so init -1"));
+  free_result(&r);
+  unlink(tpath);
+  /* the injection library with the shim but no trace asked for, and with a trace asked for but
+   * no shim in the process: 0 */
+  const char *direct[] = {PW_PROG, "nvtx", NULL};
+  const char *untraced[] = {PRELOAD, "NVTX_INJECTION64_PATH=" PW_NVTX,
+                            "PINWHEEL_CUPTI=" PW_FAKE_CUPTI, NULL};
+  r = run(direct, untraced);
+  assert_non_null(strstr(r.out, "nvtx: libpinwheel_nvtx.so init 0"));
+  free_result(&r);
+  const char *noshim[] = {"NVTX_INJECTION64_PATH=" PW_NVTX, tenv, "PINWHEEL_CUPTI=" PW_FAKE_CUPTI,
+                          NULL};
+  r = run(direct, noshim);
+  assert_non_null(strstr(r.out, "nvtx: libpinwheel_nvtx.so init 0"));
+  free_result(&r);
+}
+
 /* A trace named *.gz is gzip (a bug once: plain JSON under a .gz name, which the analyzer read but
  * gzip-only tools did not), and decompresses to the same valid trace. */
 static void test_trace_gz(void **state) {
@@ -554,6 +604,7 @@ int main(void) {
       cmocka_unit_test(test_trace_without_cupti),
       cmocka_unit_test(test_trace_with_fake_cupti),
       cmocka_unit_test(test_trace_gz),
+      cmocka_unit_test(test_trace_nvtx),
       cmocka_unit_test(test_text_summary),
       cmocka_unit_test(test_off_counts_nothing),
       cmocka_unit_test(test_unrelated_program_unchanged),
