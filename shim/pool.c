@@ -73,15 +73,19 @@ static int64_t claim(uint64_t max_seg) {
   }
 }
 
+/* One part's work, on whichever thread runs it: map dst's pages, copy, or both (PW_PART_*). */
+static void part_work(char *dst, const char *src, size_t n, int flags, pw_copy_fn stream) {
+  if (flags & (PW_PART_PREFAULT | PW_PART_MAP)) pw_prefault(dst, n);
+  if (flags & PW_PART_MAP) return;
+  if (flags & PW_PART_STREAM)
+    stream(dst, src, n);
+  else
+    memmove(dst, src, n); /* not memcpy: the shim's memcpy may hand work to this pool */
+}
+
 static void run_part(uint64_t i) {
   const pool_part *p = &parts[i % PART_RING];
-  if (p->flags & (PW_PART_PREFAULT | PW_PART_MAP)) pw_prefault(p->dst, p->len);
-  if (p->flags & PW_PART_MAP)
-    ;
-  else if (p->flags & PW_PART_STREAM)
-    stream_copy(p->dst, p->src, p->len);
-  else
-    memmove(p->dst, p->src, p->len); /* not memcpy: the shim's memcpy may hand work to this pool */
+  part_work(p->dst, p->src, p->len, p->flags, stream_copy);
   atomic_fetch_sub_explicit(&seg_left[p->seg % SEG_RING], 1, memory_order_release);
 }
 
@@ -194,8 +198,8 @@ void pw_batch_wait(pw_batch *b, uint64_t seg) {
 }
 
 int pw_batch_help(pw_batch *b, uint64_t max_seg) {
-  if (!b->pooled || b->next_seg == 0) return 0;
-  int64_t i = claim(max_seg < b->next_seg ? max_seg : b->next_seg - 1);
+  if (!b->pooled) return 0;
+  int64_t i = claim(max_seg); /* only parts this batch published can be claimed */
   if (i < 0) return 0;
   run_part((uint64_t)i);
   return 1;
@@ -209,13 +213,7 @@ uint64_t pw_batch_push(pw_batch *b, void *dst, const void *src, size_t n, int fl
   if (!b->pooled || n < MIN_PARALLEL) {
     /* no pool, or too small to share: the caller copies it now */
     uint64_t t0 = pw_now_ns();
-    if (n && (flags & (PW_PART_PREFAULT | PW_PART_MAP))) pw_prefault(dst, n);
-    if (!n || (flags & PW_PART_MAP))
-      ;
-    else if (flags & PW_PART_STREAM)
-      b->copy(dst, src, n);
-    else if (n)
-      memmove(dst, src, n);
+    if (n) part_work(dst, src, n, flags, b->copy);
     b->inline_ns += pw_now_ns() - t0;
     if (b->pooled) atomic_store_explicit(&seg_left[seg % SEG_RING], 0, memory_order_release);
     return seg;
