@@ -1,8 +1,11 @@
 // naive_copy — the naive training-loop shape in C/CUDA: a pageable cudaMemcpy of a batch, then a
 // kernel of similar duration that reads it.  Prints ms/iter and whether the device checksum of
-// every batch matched the host's.
+// every batch matched the host's.  Each iteration is an NVTX range `train_step#N` (N from 0, the
+// warm-up iterations included), so a trace's report can give per-step figures
+// (`pinwheel report --step-range '^train_step'`); without a tool attached NVTX does nothing.
 //   naive_copy [MiB=64] [iters=40] [kernel_ms=6]
 #include "common.cuh"
+#include <nvtx3/nvToolsExt.h>
 
 int main(int argc, char **argv) {
   size_t mib = argc > 1 ? atol(argv[1]) : 64;
@@ -31,9 +34,13 @@ int main(int argc, char **argv) {
       t0 = now_ms();
     }
     int b = (i + 3) % NB;
+    char step[32];
+    snprintf(step, sizeof step, "train_step#%d", i + 3);
+    nvtxRangePushA(step);
     CK(cudaMemcpy(d, h[b], bytes, cudaMemcpyHostToDevice));
     consume<<<264, 256>>>(d, words, dsum, spin);
     CK(cudaGetLastError());
+    nvtxRangePop();
     want += expect[b];
   }
   CK(cudaDeviceSynchronize());
