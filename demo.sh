@@ -36,7 +36,7 @@ if nvidia-smi -L >/dev/null 2>&1 && [ -x $B/naive_copy ]; then
 fi
 if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "== no GPU here: the report of a real torch.profiler trace (a copy-bound training loop on an H200)."
-  echo "   On a GPU machine this demo first runs samples/naive_copy under pinwheel."
+  echo "   On a GPU machine this demo first runs samples/naive_copy as is and under pinwheel, traced, and compares them step by step."
 fi
 P=tests/fixtures/pairs
 echo "== pinwheel report $P/copybound_naive.json.gz"
