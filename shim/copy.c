@@ -55,8 +55,8 @@ NT_COPY(copy_nt_avx, __attribute__((target("avx"))), __m256i, _mm256_loadu_si256
 #endif
 
 static void copy_portable(void *dst, const void *src, size_t n) {
-  memmove(dst, src,
-          n); /* not memcpy: the shim's memcpy may hand work to the pool that calls this */
+  /* not memcpy: the shim's memcpy may hand work to the pool that calls this */
+  memmove(dst, src, n);
 }
 
 pw_copy_fn pw_copy_impl(int which) {
@@ -142,6 +142,14 @@ int pw_advise_fresh(void *p, size_t n) {
 #endif
   errno = saved;
   return ok;
+}
+
+int pw_fresh_plan(void *dst, size_t n, int mode) {
+  if (mode == PW_FRESH_TOUCH || !pw_fresh_dest(dst, n)) return 0;
+  if (mode == PW_FRESH_POPULATE) return PW_DEST_FRESH | PW_DEST_MAP;
+  if (n >= (4u << 20) && pw_advise_fresh(dst, n))
+    return PW_DEST_FRESH | PW_DEST_MAP | PW_DEST_ADVISED;
+  return PW_DEST_FRESH;
 }
 
 /* ---- how many threads the staging copy may use ---- */

@@ -256,16 +256,10 @@ static int from_shared_runtime(const void *addr) {
   return dladdr(addr, &info) && file_starts(info.dli_fname, "libcudart.so");
 }
 
-/* dlsym's and cuGetProcAddress's answer p for a caller at `caller`: the wrapper when p is a real
- * driver function of the list, else p. */
-static void *offer(void *p, const void *caller) {
+void *pw_drv_offer(void *p, const void *caller) {
   if (!atomic_load_explicit(&resolved, memory_order_acquire) && !resolve_from(p)) return p;
   void *w = wrapper_of(p);
   return w && !from_shared_runtime(caller) ? w : p;
-}
-
-void *pw_drv_offer(void *p, const void *caller) {
-  return offer(p, caller);
 }
 
 /* Names dlsym could be asked for that lead to a wrapper (a cheap filter before the address). */
@@ -282,21 +276,21 @@ __attribute__((visibility("hidden"), noinline)) void *pw_dlsym_handle(void *h, c
   void *p = real_dlsym(h, name);
   if (p && name && name[0] == 'G' && !strcmp(name, "GetPjrtApi")) return pw_pjrt_offer(p);
   if (!p || !name || name[0] != 'c' || name[1] != 'u' || !listed_name(name)) return p;
-  return offer(p, __builtin_return_address(0));
+  return pw_drv_offer(p, __builtin_return_address(0));
 }
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status) {
   if (!DRV_REAL(cuGetProcAddress_v2)) return drv_missing("cuGetProcAddress_v2");
   CUresult r = pw_drv.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, status);
-  if (r == CUDA_SUCCESS && pfn && *pfn) *pfn = offer(*pfn, __builtin_return_address(0));
+  if (r == CUDA_SUCCESS && pfn && *pfn) *pfn = pw_drv_offer(*pfn, __builtin_return_address(0));
   return r;
 }
 
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
   if (!DRV_REAL(cuGetProcAddress)) return drv_missing("cuGetProcAddress");
   CUresult r = pw_drv.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
-  if (r == CUDA_SUCCESS && pfn && *pfn) *pfn = offer(*pfn, __builtin_return_address(0));
+  if (r == CUDA_SUCCESS && pfn && *pfn) *pfn = pw_drv_offer(*pfn, __builtin_return_address(0));
   return r;
 }
 

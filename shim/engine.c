@@ -469,16 +469,10 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
    * later free unmaps 2 MiB pages (measured: 134 MB freed in 0.8 ms instead of 8.8) — and maps it
    * ahead, in whole huge pages; populate maps 4 KiB pages ahead; touch lets the copy-out fault
    * them.  Measured in docs/RESULTS.md: hugepages fastest, touch slowest. */
-  int map = 0; /* the destination is still to be mapped ahead */
-  if (e->cfg.d2h_fresh != PW_FRESH_TOUCH && pw_fresh_dest(c->dst, c->n)) {
-    pw_add(&pw_st.d2h_fresh, 1);
-    if (e->cfg.d2h_fresh == PW_FRESH_POPULATE)
-      map = 1;
-    else if (c->n >= (4u << 20) && pw_advise_fresh(c->dst, c->n)) {
-      map = 1;
-      pw_add(&pw_st.d2h_advised, 1);
-    }
-  }
+  int plan = pw_fresh_plan(c->dst, c->n, e->cfg.d2h_fresh);
+  if (plan & PW_DEST_FRESH) pw_add(&pw_st.d2h_fresh, 1);
+  if (plan & PW_DEST_ADVISED) pw_add(&pw_st.d2h_advised, 1);
+  int map = (plan & PW_DEST_MAP) != 0; /* the destination is still to be mapped ahead */
   pw_batch b;
   uint64_t t0 = pw_now_ns();
   batch_begin(e, &b);

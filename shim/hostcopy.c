@@ -82,12 +82,10 @@ static void *hostcopy(void *dst, const void *src, size_t n) {
   int nt = into && pw_option_get(PW_OPT_NT_STORES) != 0;
   if (into) {
     flags = PW_PART_STREAM; /* read only by the DMA engine */
-  } else if (pw_option_get(PW_OPT_D2H_FRESH) != PW_FRESH_TOUCH && pw_fresh_dest(dst, n)) {
+  } else if (pw_fresh_plan(dst, n, (int)pw_option_get(PW_OPT_D2H_FRESH)) & PW_DEST_MAP) {
     /* out of pinned memory into a fresh array (np.asarray of a device array): the page faults
      * spread over the threads, with huge pages where asked for, as D2H staging does */
-    if (pw_option_get(PW_OPT_D2H_FRESH) == PW_FRESH_POPULATE ||
-        (n >= (4u << 20) && pw_advise_fresh(dst, n)))
-      flags = PW_PART_PREFAULT;
+    flags = PW_PART_PREFAULT;
   }
   pw_batch b;
   pw_batch_begin(&b, threads, nt);

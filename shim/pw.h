@@ -249,6 +249,12 @@ int pw_untouched(const void *p);
 /* 1 when the destination [p, p+n) looks freshly mapped: its middle and last pages were never
  * touched (the first page may hold the allocator's header).  Needs n >= 3 pages. */
 int pw_fresh_dest(const void *p, size_t n);
+/* What to do with dst[0, n), the destination of a copy out of pinned memory, under
+ * PINWHEEL_D2H_FRESH=mode (PW_FRESH_*): 0 when mode is touch or dst is not freshly mapped; else
+ * PW_DEST_FRESH, with PW_DEST_MAP when its pages are to be mapped before the copy writes them
+ * (populate; hugepages for 4 MiB and more once advised, which adds PW_DEST_ADVISED). */
+enum { PW_DEST_FRESH = 1, PW_DEST_MAP = 2, PW_DEST_ADVISED = 4 };
+int pw_fresh_plan(void *dst, size_t n, int mode);
 /* Map the whole pages inside [p, p+n) for writing in one call (MADV_POPULATE_WRITE, Linux 5.14);
  * does nothing where the kernel lacks it.  The copy that follows then takes no page fault. */
 void pw_prefault(void *p, size_t n);
