@@ -2,9 +2,10 @@
 (gzip by the name), as Kineto writes it, with what the mode implies.
     python3 tests/gpu/check_trace.py TRACE MODE H2D_COPIES [STEPS]
 MODE off|observe: at least H2D_COPIES host-to-device copies from pageable memory, none issued by
-pinwheel; stage: at least H2D_COPIES staged copies (pinwheel's marker on the operations it issued,
-each joined to the program's call by its correlation id), DMA chunks from pinned memory on
-pinwheel's side stream, and nothing dropped.  STEPS: the program marks each step with an NVTX range
+pinwheel; stage: at least H2D_COPIES copies, each staged (pinwheel's marker on the operations it
+issued, each joined to the program's call by its correlation id) or sent to CUDA unchanged before
+staging began (while the pool was set up), at least half of them staged, DMA chunks from pinned
+memory on pinwheel's side stream, and nothing dropped.  STEPS: the program marks each step with an NVTX range
 `train_step#N` (N = 0 .. STEPS-1), and every one of them is in the trace as an annotation."""
 import gzip
 import json
@@ -33,8 +34,17 @@ if missing:
 if mode in ("off", "observe"):
     ok = len(h2d_pageable) >= want and not ours and not staged_calls
 else:
-    ok = len(staged_calls) >= want and len(chunks) >= want and bool(side) and all(
-        e["args"].get("correlation") for e in ours)
+    # copies that came while the pool was set up in the background go to CUDA unchanged (how many
+    # depends on the machine): every copy is staged or one of those, and none comes after staging
+    # began (the small ones below PINWHEEL_MIN_BYTES always go to CUDA)
+    first = min((e["ts"] for e in ev if e.get("args", {}).get("pinwheel_staged")), default=None)
+    large = [e for e in h2d_pageable if e.get("args", {}).get("bytes", 0) >= 65536]
+    late = [e for e in large if first is not None and e["ts"] > first]
+    if late:
+        print(f"{len(late)} large pageable copies went to CUDA after staging began")
+    ok = (len(staged_calls) + len(large) >= want and len(staged_calls) >= want // 2 and not late
+          and len(chunks) >= len(staged_calls) and bool(side)
+          and all(e["args"].get("correlation") for e in ours))
 ok = ok and dropped == 0 and not missing
 print("trace", "ok" if ok else "WRONG")
 sys.exit(0 if ok else 1)
