@@ -1,8 +1,8 @@
 /* gpa_probe.c — does the driver's cuGetProcAddress hand out the exported symbols' addresses?  For
- * the copies, launches and syncs of shim/drv_hooks.def (each ABI asked for as the static runtime
- * asks: name, version, per-thread flag) and CUDA 3.0's 32-bit cuMemcpyHtoD, it prints dlsym's and
- * cuGetProcAddress's answers.  On a GPU machine (docs/RESULTS.md, "The static runtime and JAX"):
- *   gcc -O2 bench/gpa_probe.c -o gpa_probe -ldl && ./gpa_probe */
+ * the copies, launches and syncs of shim/front/drv_hooks.def (each ABI asked for as the static
+ * runtime asks: name, version, per-thread flag) and CUDA 3.0's 32-bit cuMemcpyHtoD, it prints
+ * dlsym's and cuGetProcAddress's answers.  On a GPU machine (docs/RESULTS.md, "The static runtime
+ * and JAX"): gcc -O2 bench/gpa_probe.c -o gpa_probe -ldl && ./gpa_probe */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
 set -eu
 cd "$1"
 command -v clang-format >/dev/null || { echo "clang-format is not installed (apt-get install clang-format)"; exit 1; }
-files=$(git ls-files '*.c' '*.h' 2>/dev/null || find shim analyzer tests fuzz -name '*.[ch]')
+files=$(git ls-files '*.c' '*.h' 2>/dev/null || find shim report cmd tests fuzz -name '*.[ch]')
 # shellcheck disable=SC2086
 clang-format --dry-run --Werror $files
 echo "$(echo "$files" | wc -w) files formatted as .clang-format says"

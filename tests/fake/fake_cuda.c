@@ -1,9 +1,9 @@
 /* fake_cuda.c — a small stand-in for libcuda.so.1, for the driver front end's tests.
  *
  * The real library has no symbol versions, so neither has this one.  It defines every function
- * of shim/drv_hooks.def (prototypes from that list: a definition whose types differ is a compile
- * error), the 32-bit-pointer cuMemcpyHtoD of CUDA < 3.2, and a cuGetProcAddress (_v2 and the
- * CUDA 11.3 one) that answers by name, version and per-thread flag as the driver does.  With
+ * of shim/front/drv_hooks.def (prototypes from that list: a definition whose types differ is a
+ * compile error), the 32-bit-pointer cuMemcpyHtoD of CUDA < 3.2, and a cuGetProcAddress (_v2 and
+ * the CUDA 11.3 one) that answers by name, version and per-thread flag as the driver does.  With
  * FAKE_GPA_THUNKS set, cuGetProcAddress hands out other addresses than the exported symbols'
  * (thunks), as a driver may.  Copies run at once (device memory is host memory); pointers are
  * classified from its own allocation table; each call is recorded so the test program can check

@@ -1,6 +1,6 @@
 /* fake_cudart.c — a small stand-in for libcudart.so.13, for the interposition tests.
  *
- * It defines every function of shim/hooks.def with the real library's version node, executes
+ * It defines every function of shim/front/hooks.def with the real library's version node, executes
  * copies at once (every "device" is host memory, so any stream order is trivially respected),
  * classifies pointers from its own allocation table, and records each call so the test program
  * can check that the arguments arrived intact and the status came back unchanged.

@@ -1,5 +1,5 @@
-/* front.h — what the two front ends share: the runtime's (shim.c, the cuda* entry points) and the
- * driver's (drv.c, the cu* entry points, dlsym and cuGetProcAddress).  One engine, one set of
+/* front.h — what the two front ends share: the runtime's (runtime.c, the cuda* entry points) and
+ * the driver's (drv.c, the cu* entry points, dlsym and cuGetProcAddress).  One engine, one set of
  * counters, one mode and one summary per process, owned by core.c, whichever front end a call
  * came through.  No CUDA header here: each front end brings its own.
  */

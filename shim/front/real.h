@@ -1,5 +1,6 @@
 /* real.h — the table of real CUDA runtime functions, generated from hooks.def.
- * Only shim.c and ops.c include the CUDA headers; the rest of the shim never sees them. */
+ * Only runtime.c and runtime_ops.c include the CUDA headers; the rest of the shim never sees them.
+ */
 #ifndef PW_REAL_H
 #define PW_REAL_H
 

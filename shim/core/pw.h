@@ -1,15 +1,24 @@
 /* pw.h — internal interfaces of libpinwheel shared by its subsystems.
  *
- * Subsystems and what each owns:
- *   log.c      the one log function (level from PINWHEEL_LOG); never calls CUDA, never mallocs.
- *   options.c  the options table, parsed once from PINWHEEL_* variables.
- *   stats.c    counters (atomics only) and the exit summary (text / JSON).
- *   copy.c     the copy routines (non-temporal stores, portable fallback), fresh-page handling, the
- *              default thread count.
- *   pool.c     the lazily started copy worker pool; batches of chunks streamed to it.
- *   engine.c   the staging engine; reaches CUDA only through a pw_ops table.
- *   ops.c      the pw_ops table over the real CUDA runtime functions.
- *   shim.c     the exported wrappers, symbol lookup, init, fork and exit handling.
+ * Subsystems and what each owns (shim/README.md says the same by folder):
+ *   core/log.c          the one log function (level from PINWHEEL_LOG); never calls CUDA, never
+ *                       mallocs.
+ *   core/options.c      the options table, parsed once from PINWHEEL_* variables.
+ *   core/stats.c        counters (atomics only) and the exit summary (text / JSON).
+ *   core/core.c         the lifecycle both front ends share: init at the first hooked call, the one
+ *                       engine, the mode, the per-thread guard, fork and the exit summary.
+ *   engine/copy.c       the copy routines (non-temporal stores, portable fallback), fresh-page
+ *                       handling, the default thread count.
+ *   engine/pool.c       the lazily started copy worker pool; batches of chunks streamed to it.
+ *   engine/engine.c     the staging engine; reaches CUDA only through a pw_ops table.
+ *   front/runtime.c     the runtime front end: the exported cuda* wrappers (hooks.def), pw_real.
+ *   front/runtime_ops.c the pw_ops table over the real CUDA runtime functions.
+ *   front/drv.c         the driver front end: cu* wrappers (drv_hooks.def), dlsym,
+ * cuGetProcAddress. front/drv_ops.c     the pw_ops table over the real CUDA driver functions.
+ *   front/hostcopy.c    the program's own large memcpy into or out of its pinned memory.
+ *   front/pjrt.c        JAX's CUDA plugin: XLA's own host-to-device staging turned off.
+ *   collector/trace.c   the CUPTI collector (PINWHEEL_TRACE); trace_json.c its JSON writer;
+ *                       nvtx_inject.c the NVTX injection library of a traced run.
  * The engine, pool, options, log and stats files know nothing of the CUDA headers, so the tests
  * can run them against a simulated backend.
  */
@@ -221,7 +230,7 @@ static inline uint64_t pw_ticks(void) {
 }
 void pw_ticks_anchor(void);
 
-/* Hook descriptions, for the summary: filled by shim.c from hooks.def. */
+/* Hook descriptions, for the summary: filled by runtime.c from hooks.def. */
 typedef struct pw_hook_info {
   const char *name;
   int klass; /* PW_CLASS_* */

@@ -1,6 +1,6 @@
-/* core.c — the lifecycle of libpinwheel, shared by its two front ends (shim.c: the CUDA runtime's
- * entry points; drv.c: the driver's): init at the first CUDA call, the one engine, the mode, the
- * per-thread guard and sync-elision state, fork and the exit summary.
+/* core.c — the lifecycle of libpinwheel, shared by its two front ends (runtime.c: the CUDA
+ * runtime's entry points; drv.c: the driver's): init at the first CUDA call, the one engine, the
+ * mode, the per-thread guard and sync-elision state, fork and the exit summary.
  *
  * Must never: do anything before the first hooked call (there is no constructor; the destructor
  * only reads PINWHEEL_STATS), print unless asked (errors aside), or exit/abort the host process.

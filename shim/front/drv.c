@@ -8,7 +8,7 @@
  *   - dlsym: the shim defines it; for a real handle it asks glibc's dlsym and, when the answer is
  *     one of the real driver functions of drv_hooks.def, returns the wrapper instead;
  *   - cuGetProcAddress (_v2 and the CUDA 11.3 version): the same for what the driver hands out;
- *     and the shared runtime's cudaGetDriverEntryPoint* (shim.c), through pw_drv_offer.
+ *     and the shared runtime's cudaGetDriverEntryPoint* (runtime.c), through pw_drv_offer.
  * A function is recognised by its address, never by the name asked for: whatever version or
  * per-thread flag the program passed, it gets the wrapper of exactly the function the driver
  * chose, with that function's ABI, or the driver's answer untouched (an older ABI, anything not
@@ -22,7 +22,7 @@
  * Elsewhere the shim does not define dlsym (the exported symbols and cuGetProcAddress still work).
  * glibc's dlsym is found with dlvsym, never with the private _dl_sym (gone in glibc 2.34).
  *
- * The shared CUDA runtime (libcudart.so) is the runtime front end's (shim.c): asked by it, dlsym
+ * The shared CUDA runtime (libcudart.so) is the runtime front end's (runtime.c): asked by it, dlsym
  * and cuGetProcAddress answer as the driver does, so a copy that came through cudaMemcpy* is
  * counted and staged once, and the runtime's own driver calls never cross the shim twice.
  *

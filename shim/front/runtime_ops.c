@@ -1,4 +1,4 @@
-/* ops.c — the engine's pw_ops table over the real CUDA runtime.
+/* runtime_ops.c — the engine's pw_ops table over the real CUDA runtime.
  *
  * Owns: the translation between the engine's opaque handles / PW_* constants and CUDA.
  * Must never: call an exported wrapper of the shim (everything goes through pw_real).

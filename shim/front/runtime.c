@@ -1,4 +1,4 @@
-/* shim.c — the runtime front end: the exported cuda* wrappers generated from hooks.def and the
+/* runtime.c — the runtime front end: the exported cuda* wrappers generated from hooks.def and the
  * lookup of the real runtime functions.
  *
  * Owns: the wrappers of hooks.def; pw_real.  The lifecycle (init, mode, engine, fork, exit) is
