@@ -13,7 +13,7 @@
 #include "an_out.h"
 #include "cli.h"
 
-static void print_rules(FILE *f) {
+static void print_thresholds(FILE *f) {
   for (int i = 0; i < an_nrules; i++)
     fprintf(f, "  %-24s %8g %-5s %s\n", an_rules[i].name, an_rules[i].value, an_rules[i].unit,
             an_rules[i].meaning);
@@ -120,7 +120,7 @@ int pw_cmd_report(int argc, char **argv) {
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       fputs(pw_help_report, stdout);
       fputs(pw_help_thresholds, stdout);
-      print_rules(stdout);
+      print_thresholds(stdout);
       free(files);
       return 0;
     } else if (!strcmp(a, "--format") && has_val) {
@@ -160,7 +160,7 @@ int pw_cmd_report(int argc, char **argv) {
     } else if (!strcmp(a, "--threshold") && has_val) {
       if (an_rule_set(argv[++i])) {
         fprintf(stderr, "pinwheel report: bad threshold '%s'; the thresholds are:\n", argv[i]);
-        print_rules(stderr);
+        print_thresholds(stderr);
         free(files);
         return 2;
       }
