@@ -13,18 +13,7 @@
 #include "an_out.h"
 #include "cli.h"
 
-static const char report_usage[] =
-    "usage: pinwheel report [--format text|json|html|svg] [-o FILE] [--step N] [--steps all]\n"
-    "                       [--step-range REGEX] [--threshold NAME=VALUE]... TRACE...\n"
-    "Reads torch.profiler (Kineto) Chrome trace JSON, plain or .gz, and Nsight Systems SQLite\n"
-    "exports (format found from the content); `-` reads standard input.  Several traces: one\n"
-    "report, a row per rank.  Steps are ProfilerStep#N ranges, or the annotations (NVTX ranges)\n"
-    "whose names match --step-range; a step's GPU work is what its runtime calls launched.\n"
-    "  --step N        figures of step N only (its GPU work, from the previous step's end)\n"
-    "  --steps all     list every step (by default when there are at most steps_shown)\n"
-    "Thresholds and what-if assumptions (--threshold NAME=VALUE):\n";
-
-static void print_rules(FILE *f) {
+static void print_thresholds(FILE *f) {
   for (int i = 0; i < an_nrules; i++)
     fprintf(f, "  %-24s %8g %-5s %s\n", an_rules[i].name, an_rules[i].value, an_rules[i].unit,
             an_rules[i].meaning);
@@ -129,8 +118,9 @@ int pw_cmd_report(int argc, char **argv) {
     } else if (!strcmp(a, "--")) {
       opts = 0;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      fputs(report_usage, stdout);
-      print_rules(stdout);
+      fputs(pw_help_report, stdout);
+      fputs(pw_help_thresholds, stdout);
+      print_thresholds(stdout);
       free(files);
       return 0;
     } else if (!strcmp(a, "--format") && has_val) {
@@ -170,7 +160,7 @@ int pw_cmd_report(int argc, char **argv) {
     } else if (!strcmp(a, "--threshold") && has_val) {
       if (an_rule_set(argv[++i])) {
         fprintf(stderr, "pinwheel report: bad threshold '%s'; the thresholds are:\n", argv[i]);
-        print_rules(stderr);
+        print_thresholds(stderr);
         free(files);
         return 2;
       }
@@ -181,14 +171,14 @@ int pw_cmd_report(int argc, char **argv) {
                           strcmp(a, "--threshold"))
                   ? "unknown"
                   : "a value is missing after the",
-              a, report_usage);
+              a, pw_help_report);
       free(files);
       return 2;
     }
   }
   int n = nfiles;
   if (n <= 0) {
-    fprintf(stderr, "pinwheel report: no trace given\n%s", report_usage);
+    fprintf(stderr, "pinwheel report: no trace given\n%s", pw_help_report);
     free(files);
     return 2;
   }
@@ -254,11 +244,6 @@ int pw_cmd_report(int argc, char **argv) {
   return rc;
 }
 
-static const char diff_usage[] =
-    "usage: pinwheel diff [--format text|json] [--step-range REGEX] BEFORE AFTER\n"
-    "The figures of two traces side by side, per device, with deltas: GPU step median and p95,\n"
-    "H2D per step, hidden %, exposed, pageable host time.\n";
-
 int pw_cmd_diff(int argc, char **argv) {
   const char *files[2] = {NULL, NULL}, *format = "text";
   int nf = 0, opts = 1;
@@ -266,14 +251,14 @@ int pw_cmd_diff(int argc, char **argv) {
     const char *a = argv[i];
     if (!opts || !strcmp(a, "-") || a[0] != '-') {
       if (nf == 2) {
-        fprintf(stderr, "pinwheel diff: two traces, not more ('%s')\n%s", a, diff_usage);
+        fprintf(stderr, "pinwheel diff: two traces, not more ('%s')\n%s", a, pw_help_diff);
         return 2;
       }
       files[nf++] = a;
     } else if (!strcmp(a, "--")) {
       opts = 0;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      fputs(diff_usage, stdout);
+      fputs(pw_help_diff, stdout);
       return 0;
     } else if (!strcmp(a, "--format") && i + 1 < argc) {
       format = argv[++i];
@@ -284,12 +269,12 @@ int pw_cmd_diff(int argc, char **argv) {
     } else if (!strcmp(a, "--step-range") && i + 1 < argc) {
       if (step_range(argv[++i])) return 2;
     } else {
-      fprintf(stderr, "pinwheel diff: unknown option %s\n%s", a, diff_usage);
+      fprintf(stderr, "pinwheel diff: unknown option %s\n%s", a, pw_help_diff);
       return 2;
     }
   }
   if (nf != 2) {
-    fprintf(stderr, "%s", diff_usage);
+    fprintf(stderr, "%s", pw_help_diff);
     return 2;
   }
   if (!strcmp(files[0], "-") && !strcmp(files[1], "-")) {
@@ -317,10 +302,6 @@ int pw_cmd_diff(int argc, char **argv) {
 int pw_cmd_export(int argc, char **argv) {
   const char *out = NULL, *in = NULL;
   int opts = 1;
-  static const char usage[] =
-      "usage: pinwheel export --format chrome -o OUT TRACE\nChrome trace JSON that Perfetto "
-      "opens: one process per device, one thread per stream, a steps track; the host's runtime "
-      "calls under their own names, one track per thread; launch -> operation flows.\n";
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!opts || !strcmp(a, "-") || a[0] != '-') {
@@ -341,15 +322,15 @@ int pw_cmd_export(int argc, char **argv) {
     } else if (!strcmp(a, "--step-range") && i + 1 < argc) {
       if (step_range(argv[++i])) return 2;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      fputs(usage, stdout);
+      fputs(pw_help_export, stdout);
       return 0;
     } else {
-      fprintf(stderr, "pinwheel export: unknown option %s\n%s", a, usage);
+      fprintf(stderr, "pinwheel export: unknown option %s\n%s", a, pw_help_export);
       return 2;
     }
   }
   if (!in || !out) {
-    fputs(usage, stderr);
+    fputs(pw_help_export, stderr);
     return 2;
   }
   an_trace *t = load_or_say(in);

@@ -1,7 +1,7 @@
 /* pinwheel.c — the pinwheel command: dispatch to run / options / report / diff / export.
  *
- * Owns: the top-level --help and --version.  Must never: print usage to stdout on an error
- * (usage errors go to stderr with exit status 2).
+ * Owns: the top-level --help (its texts are help.c's) and --version.  Must never: print usage to
+ * stdout on an error (usage errors go to stderr with exit status 2).
  */
 #include <stdio.h>
 #include <string.h>
@@ -9,36 +9,15 @@
 #include "cli.h"
 #include "pw.h"
 
-static const char usage[] =
-    "usage: pinwheel <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  run [--stats] [--json] [--stats-file F] [--mode M] [--sync elide] [--trace PATH]\n"
-    "      [--] CMD ARGS...\n"
-    "                 run CMD with libpinwheel.so preloaded (exit status: CMD's)\n"
-    "  options        print the PINWHEEL_* options table (name, default, meaning)\n"
-#ifdef PW_HAVE_ANALYZER
-    "  report [--format text|json|html|svg] [-o FILE] [--step N] [--steps all]\n"
-    "         [--step-range REGEX] [--threshold NAME=VALUE] TRACE...\n"
-    "                 overlap report from CUPTI traces (torch.profiler JSON[.gz], nsys SQLite;\n"
-    "                 - = standard input): per device and per step, idle split, kernels, what-if\n"
-    "  diff [--format text|json] BEFORE AFTER\n"
-    "                 the figures of two traces side by side, per-step medians included\n"
-    "  export --format chrome -o OUT TRACE\n"
-    "                 Chrome trace JSON for Perfetto: a track per device stream and host thread\n"
-#endif
-    "\n"
-    "  --help         this text\n"
-    "  --version      the version\n";
-
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fputs(usage, stderr);
+    fputs(pw_help_usage, stderr);
     return 2;
   }
   const char *cmd = argv[1];
   if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-    fputs(usage, stdout);
+    printf("pinwheel - %s\n\n%s\n%s\nexit status:\n%s\nmore:\n%s", pw_help_summary, pw_help_about,
+           pw_help_usage, pw_help_exit, pw_help_more);
     return 0;
   }
   if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
@@ -47,6 +26,10 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "run")) return pw_cmd_run(argc - 1, argv + 1);
   if (!strcmp(cmd, "options")) {
+    if (argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+      fputs(pw_help_options, stdout);
+      return 0;
+    }
     fflush(stdout);
     pw_options_print(1);
     return 0;
@@ -56,6 +39,6 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "diff")) return pw_cmd_diff(argc - 1, argv + 1);
   if (!strcmp(cmd, "export")) return pw_cmd_export(argc - 1, argv + 1);
 #endif
-  fprintf(stderr, "pinwheel: unknown command '%s'\n\n%s", cmd, usage);
+  fprintf(stderr, "pinwheel: unknown command '%s'\n\n%s", cmd, pw_help_usage);
   return 2;
 }

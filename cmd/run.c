@@ -16,15 +16,6 @@
 #include "cli.h"
 #include "pw.h"
 
-static const char run_usage[] =
-    "usage: pinwheel run [--stats] [--json] [--stats-file F] [--mode off|observe|stage]\n"
-    "                    [--sync keep|elide] [--trace PATH] [--] CMD ARGS...\n"
-    "Runs CMD with libpinwheel.so preloaded.  --trace PATH writes a CUPTI trace of the run\n"
-    "(%p = pid, %r = rank) that `pinwheel report` reads, in every mode (--mode off: a\n"
-    "baseline), with the program's NVTX ranges (NVTX_INJECTION64_PATH is set to\n"
-    "libpinwheel_nvtx.so unless already set).  Other PINWHEEL_* variables in the environment\n"
-    "are passed through (see `pinwheel options`).  The exit status is CMD's.\n";
-
 /* Where libpinwheel.so is: $PINWHEEL_LIBRARY, else beside this program (build tree), else in
  * the library directory of the prefix this program is installed in. */
 static int find_library(char *out, size_t n) {
@@ -71,7 +62,7 @@ int pw_cmd_run(int argc, char **argv) {
       i++;
       break;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      fputs(run_usage, stdout);
+      fputs(pw_help_run, stdout);
       return 0;
     } else if (!strcmp(a, "--stats")) {
       setenv("PINWHEEL_STATS", "1", 1);
@@ -88,20 +79,20 @@ int pw_cmd_run(int argc, char **argv) {
                                                      : PW_OPT_TRACE;
       long long parsed;
       if (pw_option_parse(opt, v, &parsed) != 0) {
-        fprintf(stderr, "pinwheel run: %s %s is not valid\n%s", a, v, run_usage);
+        fprintf(stderr, "pinwheel run: %s %s is not valid\n%s", a, v, pw_help_run);
         return 2;
       }
       setenv(pw_option_name(opt), v, 1);
       if (opt == PW_OPT_STATS_FILE) setenv("PINWHEEL_STATS", "1", 1);
     } else if (a[0] == '-') {
-      fprintf(stderr, "pinwheel run: unknown option %s\n%s", a, run_usage);
+      fprintf(stderr, "pinwheel run: unknown option %s\n%s", a, pw_help_run);
       return 2;
     } else {
       break;
     }
   }
   if (i >= argc) {
-    fprintf(stderr, "pinwheel run: no command given\n%s", run_usage);
+    fprintf(stderr, "pinwheel run: no command given\n%s", pw_help_run);
     return 2;
   }
   char lib[PATH_MAX];

@@ -2,7 +2,9 @@
 # The Debian package: `cpack -G DEB` from the build tree's install rules; unpacked into a scratch
 # root (dpkg -x): pinwheel and libpinwheel.so in the usual places, the analyzer's libraries
 # declared as dependencies and no CUDA package, `pinwheel --version` the package's version, and
-# `pinwheel run --stats` from there stages the copies of a program in front of the fake runtime.
+# `pinwheel run --stats` from there stages the copies of a program in front of the fake runtime;
+# the man page is installed and says what the packaged --help says; the copyright file is Debian's
+# machine-readable format.
 #   test_deb.sh BUILD_DIR VERSION PROG
 set -eu
 build=$1
@@ -26,6 +28,16 @@ dpkg -x "$deb" "$work/root"
 lib=$(ls "$work"/root/usr/lib/libpinwheel.so "$work"/root/usr/lib/*/libpinwheel.so 2>/dev/null | head -n 1)
 [ -n "$lib" ] || { echo "no libpinwheel.so under /usr/lib"; dpkg-deb -c "$deb"; exit 1; }
 [ -f "$(dirname "$lib")/libpinwheel_nvtx.so" ] || { echo "no libpinwheel_nvtx.so beside $lib"; dpkg-deb -c "$deb"; exit 1; }
+man="$work/root/usr/share/man/man1/pinwheel.1.gz"
+[ -f "$man" ] || { echo "no /usr/share/man/man1/pinwheel.1.gz"; dpkg-deb -c "$deb"; exit 1; }
+python3 "$(dirname "$0")/test_man.py" "$work/root/usr/bin/pinwheel" "$man"
+copyright="$work/root/usr/share/doc/pinwheel/copyright"
+[ -f "$copyright" ] || { echo "no /usr/share/doc/pinwheel/copyright"; dpkg-deb -c "$deb"; exit 1; }
+head -n 1 "$copyright" | grep -qx 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' ||
+  { echo "the copyright file is not in Debian's machine-readable format"; exit 1; }
+for field in Upstream-Name Files Copyright License; do
+  grep -q "^$field: " "$copyright" || { echo "the copyright file lacks $field"; exit 1; }
+done
 v=$("$work/root/usr/bin/pinwheel" --version)
 [ "$v" = "pinwheel $version" ] || { echo "--version says '$v', expected 'pinwheel $version'"; exit 1; }
 out=$("$work/root/usr/bin/pinwheel" run --stats --mode stage -- env PINWHEEL_SETUP=inline "$prog" stage 2>&1)

@@ -28,3 +28,8 @@ if readelf -d "$nvtx" | grep NEEDED | grep -iE 'cuda|cupti'; then
   echo "libpinwheel_nvtx.so has a NEEDED entry on a CUDA library"
   exit 1
 fi
+# the man page and the copyright file are installed too
+for f in share/man/man1/pinwheel.1.gz share/doc/pinwheel/copyright share/doc/pinwheel/DESIGN.md; do
+  [ -f "$prefix/$f" ] || { echo "cmake --install did not install $f"; exit 1; }
+done
+echo "installed: the man page, the copyright file and the documentation"

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""The analyzer's output shown in the README is what the analyzer prints today.
+"""The analyzer's output shown in the README (and in docs/) is what the analyzer prints today.
 
-Every fenced block of README.md that starts with a report or diff header naming a trace under
+Every fenced block of README.md and of the other documents given that starts with a report or diff header naming a trace under
 tests/fixtures/ is re-run: `pinwheel report: PATH (...)` -> `pinwheel report PATH`, and
 `pinwheel diff` / `before: A` / `after: B` -> `pinwheel diff A B`.  A block may leave lines
 out (the README says so where it does), so its lines must appear in the live output in the
 same order, each whole; any line that does not is reported with the live line nearest to it.
 
-usage: test_readme_outputs.py PINWHEEL_CLI README.md
+usage: test_readme_outputs.py PINWHEEL_CLI README.md [DOC.md...]
+(fixture paths are relative to README.md's directory, the repository's root)
 """
 import difflib
 import os
@@ -62,19 +63,21 @@ def main():
     cli, readme = os.path.abspath(sys.argv[1]), sys.argv[2]
     root = os.path.dirname(os.path.abspath(readme))
     checked, failed = 0, 0
-    for block in blocks(open(readme).read()):
-        cmd = block and command(block)
-        if not cmd:
-            continue
-        checked += 1
-        bad = check(cli, root, block, cmd)
-        if bad:
-            failed += 1
-            print(f"README block `pinwheel {' '.join(cmd)}` differs from the analyzer's output:")
-            print("\n".join(bad))
-    print(f"{checked} README output blocks checked, {failed} differ")
+    for doc in sys.argv[2:]:
+        for block in blocks(open(doc).read()):
+            cmd = block and command(block)
+            if not cmd:
+                continue
+            checked += 1
+            bad = check(cli, root, block, cmd)
+            if bad:
+                failed += 1
+                print(f"{os.path.basename(doc)} block `pinwheel {' '.join(cmd)}` differs from the "
+                      "analyzer's output:")
+                print("\n".join(bad))
+    print(f"{checked} output blocks of {len(sys.argv) - 2} documents checked, {failed} differ")
     if checked == 0:
-        print("no README block names a fixture: the parser no longer finds them")
+        print("no block names a fixture: the parser no longer finds them")
         return 1
     return 1 if failed else 0
 
