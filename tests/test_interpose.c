@@ -531,6 +531,12 @@ static void test_runtime_host_copies(void **state) {
   assert_int_equal(jget(v, "calls", "cudaHostUnregister", "calls", NULL), 1);
   assert_int_equal(jget(v, "calls", "cudaFreeHost", "calls", NULL), 2);
   yajl_tree_free(v);
+  /* plain stores (the threads copy with glibc's memmove): the same copies, counted once each */
+  const char *plain[] = {"PINWHEEL_THREADS=4", "PINWHEEL_NT_STORES=0", NULL};
+  v = run_staged(argv, plain, 0);
+  assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), 5);
+  assert_int_equal(jget(v, "staging", "host_copies_out_of_pinned", "calls", NULL), 1);
+  yajl_tree_free(v);
   const char *off[] = {"PINWHEEL_THREADS=4", "PINWHEEL_HOST_COPIES=0", NULL};
   v = run_staged(argv, off, 0);
   assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), 0);
