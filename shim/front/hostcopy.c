@@ -38,6 +38,9 @@
  * chooses how to copy.
  */
 #define _GNU_SOURCE
+/* This file defines memcpy and memmove: the fortified inline wrappers of <string.h> for those very
+ * names (on by default in some distributions' compilers) must not be in its way. */
+#undef _FORTIFY_SOURCE
 #include "front.h"
 
 #include <pthread.h>
