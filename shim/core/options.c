@@ -88,7 +88,7 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                             "in stage mode, a memcpy or memmove of 1 MiB or more into or out of "
                             "pinned memory the program allocated or registered through CUDA "
                             "(frameworks that stage copies themselves: XLA, CuPy) runs on the "
-                            "staging threads"},
+                            "staging threads, into it with non-temporal stores"},
     [PW_OPT_SETUP] = {"PINWHEEL_SETUP", T_ENUM, PW_SETUP_BACKGROUND, setup_choices,
                       "background: a device's pinned pool and ring are allocated by a helper "
                       "thread, and copies that come before they are ready go to CUDA unchanged; "

@@ -11,7 +11,8 @@
  * runtime.c; forgotten again at their frees; pinwheel's own pool is not among it), and the shim's
  * memcpy and memmove, for a copy of at least PW_HOSTCOPY_MIN bytes with one side in that memory
  * and no overlap, in stage mode, do it with the staging threads: non-temporal stores into pinned
- * memory, and the fresh-destination handling of D2H staging (PINWHEEL_D2H_FRESH) out of it.
+ * memory (whatever PINWHEEL_NT_STORES says: that option is about pinwheel's own pool), and the
+ * fresh-destination handling of D2H staging (PINWHEEL_D2H_FRESH) out of it.
  * Every other call is glibc's memmove (memcpy's semantics for the non-overlapping buffers memcpy
  * is defined for), after one comparison; overlapping ranges always are, so memmove keeps glibc's
  * semantics.
@@ -106,7 +107,11 @@ static void *hostcopy(void *dst, const void *src, size_t n) {
   pw_depth++; /* whatever the copy reaches passes through */
   uint64_t t0 = pw_now_ns();
   int threads = (int)pw_get(&pw_st.threads), flags = 0;
-  int nt = into && pw_option_get(PW_OPT_NT_STORES) != 0;
+  /* Into the program's pinned memory always with non-temporal stores where the CPU has them: the
+   * buffer is written for the DMA engine, and a fill that passes through the cache ran slower at
+   * every size measured (cp.asarray, 16 to 256 MiB: 18-24 against 25-26 GB/s; docs/RESULTS.md).
+   * PINWHEEL_NT_STORES is about pinwheel's own pool, which is reused while it sits in the cache. */
+  int nt = into;
   if (into) {
     flags = PW_PART_STREAM; /* read only by the DMA engine */
   } else if (pw_fresh_plan(dst, n, (int)pw_option_get(PW_OPT_D2H_FRESH)) & PW_DEST_MAP) {
