@@ -4,6 +4,9 @@
 the same run.  Absolute times move between machines; the ratios in one run are what we quote.
 
     python3 bench/bench.py --build build [--reps 3] [--only train,copy,bw,copybound,d2h,launch,threads,jax] [--md OUT.md]
+
+Real libraries nobody here wrote, each skipped with a message when its package is missing:
+    --only libs      (= cupy,numba,pin,hf,lightning)
 """
 import argparse
 import os
@@ -40,6 +43,14 @@ def interleave(variants, reps, pattern, log):
     return res
 
 
+def have(py, module):
+    """Whether `module` imports under this Python; says so when it does not."""
+    ok = subprocess.run([py, "-c", f"import {module}"], capture_output=True).returncode == 0
+    if not ok:
+        print(f"SKIP: {module} is not installed for {py}", flush=True)
+    return ok
+
+
 def med(samples, i=0):
     return statistics.median(s[i] for s in samples)
 
@@ -60,7 +71,7 @@ def main():
     shim = {"LD_PRELOAD": lib, "PINWHEEL_MODE": "stage"}
     elide = dict(shim, PINWHEEL_SYNC="elide")
     py = sys.executable
-    only = a.only.split(",")
+    only = a.only.replace("libs", "cupy,numba,pin,hf,lightning").split(",")
     md = []
     log = open(a.log, "w")
 
@@ -205,6 +216,66 @@ def main():
         table("Hook overhead: 200,000 empty kernel launches, median of %d" % a.reps,
               ["variant", "ns/launch", "vs no shim"],
               [[n, f"{med(v):.1f}", f"{med(v) / base:.3f} x"] for n, v in r.items()])
+
+    if "cupy" in only and have(py, "cupy"):  # CuPy stages cp.asarray itself, through the runtime
+        put = [py, "samples/cupy_put.py", "--mib", "256"]
+        variants = [("CuPy", put, {}), ("CuPy + pinwheel", put, shim),
+                    ("CuPy + pinwheel, PINWHEEL_HOST_COPIES=0", put, dict(shim, PINWHEEL_HOST_COPIES="0"))]
+        print("CuPy asarray / asnumpy of a 256 MiB numpy array:", flush=True)
+        r = interleave(variants, a.reps, r"asarray ([\d.]+) GB/s, asarray burst of \d+ ([\d.]+) GB/s, "
+                       r"asnumpy ([\d.]+) GB/s, bytes ok", log)
+        table("CuPy: cp.asarray / cp.asnumpy of a 256 MiB numpy array (GB/s, median of %d runs of median-of-7)"
+              % a.reps, ["path", "asarray + synchronize", "asarray, 4 back to back", "asnumpy"],
+              [[n, f"{med(v, 0):.1f}", f"{med(v, 1):.1f}", f"{med(v, 2):.1f}"] for n, v in r.items()])
+
+    if "numba" in only and have(py, "numba.cuda"):  # the driver API (cuMemcpyHtoD / DtoH)
+        put = [py, "samples/numba_put.py", "--mib", "256"]
+        variants = [("numba", put, {}), ("numba + pinwheel", put, shim)]
+        print("numba to_device / copy_to_host of a 256 MiB numpy array:", flush=True)
+        r = interleave(variants, a.reps, r"to_device ([\d.]+) GB/s, copy_to_host ([\d.]+) GB/s, bytes ok", log)
+        table("numba: cuda.to_device / copy_to_host of a 256 MiB numpy array (GB/s, median of %d runs of "
+              "median-of-7)" % a.reps, ["path", "to_device", "copy_to_host"],
+              [[n, f"{med(v, 0):.1f}", f"{med(v, 1):.1f}"] for n, v in r.items()])
+
+    if "pin" in only:  # PyTorch's own pinned paths: recorded as the program's, must get no slower
+        pin = [py, "samples/torch_pin.py", "--mib", "256"]
+        variants = [("PyTorch", pin, {}), ("PyTorch + pinwheel", pin, shim),
+                    ("PyTorch + pinwheel, PINWHEEL_HOST_COPIES=0", pin, dict(shim, PINWHEEL_HOST_COPIES="0"))]
+        print("PyTorch pin_memory() of a 256 MiB tensor, DataLoader(pin_memory=True):", flush=True)
+        r = interleave(variants, a.reps, r"pin_memory ([\d.]+) GB/s, pin_memory \+ to\(cuda\) ([\d.]+) GB/s, "
+                       r"DataLoader pin_memory ([\d.]+) batches/s, bytes ok", log)
+        base = r["PyTorch"]
+        table("PyTorch's pinned paths: pin_memory() of a 256 MiB tensor (GB/s, median of %d runs of median-of-7), "
+              "DataLoader pin thread (64 MiB batches/s)" % a.reps,
+              ["variant", "pin_memory()", "vs without", "pin_memory() + to(cuda)", "DataLoader batches/s",
+               "vs without"],
+              [[n, f"{med(v, 0):.1f}", f"{med(v, 0) / med(base, 0):.3f} x", f"{med(v, 1):.1f}",
+                f"{med(v, 2):.1f}", f"{med(v, 2) / med(base, 2):.3f} x"] for n, v in r.items()])
+
+    # training with real libraries: ms/step, and the final loss, which must be the same bits
+    def loss_table(title, r, base_name):
+        base = r[base_name]
+        table(title, ["variant", "ms/step", "time vs without", "final loss identical in every run"],
+              [[n, f"{med(v, 0):.2f}", f"{med(v, 0) / med(base, 0):.3f} x",
+                "yes" if all(s[1] == base[0][1] for s in v) else "NO"] for n, v in r.items()])
+
+    if "hf" in only and have(py, "transformers"):
+        hf = [py, "samples/hf_finetune.py", "--steps", "40", "--warmup", "10"]
+        variants = [("transformers BERT", hf, {}), ("transformers BERT + pinwheel", hf, shim),
+                    ("transformers BERT + pinwheel, sync elide", hf, elide)]
+        print("transformers: BERT (6 layers, from a config) fine-tuning:", flush=True)
+        r = interleave(variants, a.reps, r"([\d.]+) ms/step, final loss ([-\d.e+]+)", log)
+        loss_table("transformers: BERT, 6 layers, built from a config, fine-tuning (batch 64 x 512), median of %d"
+                   % a.reps, r, "transformers BERT")
+
+    if "lightning" in only and have(py, "lightning"):
+        lf = [py, "samples/lightning_fit.py", "--steps", "300", "--warmup", "30"]
+        variants = [("Lightning", lf, {}), ("Lightning + pinwheel", lf, shim),
+                    ("Lightning + pinwheel, sync elide", lf, elide)]
+        print("Lightning Trainer.fit, DataLoader of 64 MiB batches, small MLP:", flush=True)
+        r = interleave(variants, a.reps, r"([\d.]+) ms/step, final loss ([-\d.e+]+)", log)
+        loss_table("Lightning Trainer.fit: DataLoader of 64 MiB pageable batches, small MLP, 270 timed steps, "
+                   "median of %d" % a.reps, r, "Lightning")
 
     if a.md:
         with open(a.md, "w") as f:

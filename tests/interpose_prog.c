@@ -1,12 +1,15 @@
 /* interpose_prog.c — a CUDA "application" linked against the fake libcudart.so.13, run by
- * test_interpose under the real LD_PRELOAD of libpinwheel.so.
- *
- *   calls         every hooked entry point: arguments arrive intact, statuses come back unchanged
- *   counts N      a fixed mix of copies, launches and syncs, N times (the driver checks the
- * summary) threads T N   T threads, each N launches and N small copies stage         pageable H2D /
- * D2H copies of many sizes; source overwritten and freed at once; bytes compared capture       an
- * H2D copy on a capturing stream (must reach CUDA unchanged) fork          calls, fork, calls in
- * the child, wait none          no CUDA call at all
+ * test_interpose under the real LD_PRELOAD of libpinwheel.so.  Its first argument picks:
+ *   calls: every hooked entry point; arguments arrive intact, statuses come back unchanged.
+ *   counts N: a fixed mix of copies, launches and syncs, N times (the driver checks the summary).
+ *   threads T N: T threads, each N launches and N small copies.
+ *   stage: pageable H2D / D2H copies of many sizes; source overwritten and freed at once; bytes
+ *   compared.
+ *   hostcopy: memmove and memcpy into and out of pinned memory allocated or registered through
+ *   the runtime, overlapping ones too, and into the same addresses once freed; bytes compared.
+ *   capture: an H2D copy on a capturing stream (must reach CUDA unchanged).
+ *   fork: calls, fork, calls in the child, wait.
+ *   none: no CUDA call at all.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -15,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +48,8 @@ static void check_last(const char *name) {
     failures++;
   }
 }
+
+static char page_calls[8192];
 
 static int mode_calls(void) {
   char a[64], b[64];
@@ -98,6 +104,15 @@ static int mode_calls(void) {
     EXPECT(cudaStreamSynchronize_ptsz(0), "cudaStreamSynchronize_ptsz", c.stream == 0);
     EXPECT(cudaDeviceSynchronize(), "cudaDeviceSynchronize", 1);
     EXPECT(cudaEventSynchronize(ev), "cudaEventSynchronize", c.event == ev);
+    void *h = NULL, *m = NULL;
+    EXPECT(cudaHostAlloc(&h, 4100, 3), "cudaHostAlloc",
+           c.args == &h && c.count == 4100 && c.kind == 3 && (h == NULL) == fail);
+    EXPECT(cudaFreeHost(h), "cudaFreeHost", c.dst == h);
+    EXPECT(cudaMallocHost(&m, 5000), "cudaMallocHost", c.args == &m && c.count == 5000);
+    EXPECT(cudaFreeHost(m), "cudaFreeHost", c.dst == m);
+    EXPECT(cudaHostRegister(page_calls, sizeof page_calls, 1), "cudaHostRegister",
+           c.dst == page_calls && c.count == sizeof page_calls && c.kind == 1);
+    EXPECT(cudaHostUnregister(page_calls), "cudaHostUnregister", c.dst == page_calls);
   }
   printf("calls %s\n", failures ? "FAILED" : "ok");
   return failures != 0;
@@ -313,12 +328,80 @@ static int mode_nvtx(void) {
   return 0;
 }
 
+/* A pattern of n bytes that differs with seed. */
+static void fill(unsigned char *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++)
+    p[i] = (unsigned char)(i * 7 + seed + (i >> 12));
+}
+static int same(const unsigned char *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != (unsigned char)(i * 7 + seed + (i >> 12))) return 0;
+  return 1;
+}
+
+/* The program's own staging through the runtime, as CuPy and PyTorch do it: copies into and out
+ * of pinned memory it allocated or registered, by memmove and by memcpy.  Which of them reach the
+ * staging threads is the summary's to say (test_interpose); the bytes are checked here. */
+static int mode_hostcopy(void) {
+  size_t n = (8 << 20) + 3, sh = 4096;
+  unsigned char *src = malloc(n), *reg = malloc(n + 4096);
+  fill(src, n, 1);
+  void *pin = NULL, *mh = NULL;
+  CHECK(cudaHostAlloc(&pin, n + 64, 0) == cudaSuccess && pin);
+  CHECK(cudaMallocHost(&mh, n) == cudaSuccess && mh);
+  CHECK(cudaHostRegister(reg, n + 4096, 0) == cudaSuccess);
+  unsigned char *p = (unsigned char *)pin + 1;
+  memmove(p, src, n); /* 1: into pinned memory by memmove, unaligned (NumPy's assignment) */
+  CHECK(same(p, n, 1));
+  memset(p, 0, n);
+  memcpy(p, src, n); /* 2: by memcpy */
+  CHECK(same(p, n, 1));
+  unsigned char *fresh = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  memmove(fresh, p, n); /* out of it into fresh pages */
+  CHECK(same(fresh, n, 1));
+  memcpy(mh, src, n); /* 3: into cudaMallocHost memory */
+  CHECK(same(mh, n, 1));
+  memmove(reg + 5, src, n - 5); /* 4: into registered memory */
+  CHECK(same(reg + 5, n - 5, 1));
+  /* Overlapping ranges inside pinned memory, both ways: glibc's memmove, whose result is defined
+   * (a forward copy in parts would read bytes it had already overwritten). */
+  memmove(p + sh, p, n - sh);
+  CHECK(same(p + sh, n - sh, 1) && same(p, sh, 1));
+  memcpy(p, src, n); /* 5 */
+  memmove(p, p + sh, n - sh);
+  CHECK(memcmp(p, src + sh, n - sh) == 0 && memcmp(p + n - sh, src + n - sh, sh) == 0);
+  memmove(p, src, 1000); /* small: glibc's */
+  CHECK(same(p, 1000, 1));
+  CHECK(cudaHostUnregister(reg) == cudaSuccess);
+  memmove(reg, src, n); /* no longer pinned: glibc's */
+  CHECK(same(reg, n, 1));
+  /* Freed: the same addresses, mapped again as plain memory, are not pinned. */
+  CHECK(cudaFreeHost(pin) == cudaSuccess);
+  uintptr_t base = (uintptr_t)pin & ~(uintptr_t)4095;
+  size_t len = (uintptr_t)pin + n + 64 - base;
+  void *again = mmap((void *)base, len, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  CHECK(again == (void *)base);
+  if (again == (void *)base) {
+    memcpy(pin, src, n);
+    CHECK(same(pin, n, 1));
+    munmap(again, len);
+  }
+  CHECK(cudaFreeHost(mh) == cudaSuccess);
+  munmap(fresh, n);
+  free(reg);
+  free(src);
+  printf("hostcopy %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
 int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "none";
   if (!strcmp(m, "calls")) return mode_calls();
   if (!strcmp(m, "counts")) return mode_counts(argc > 2 ? atoi(argv[2]) : 1);
   if (!strcmp(m, "threads")) return mode_threads(atoi(argv[2]), atoi(argv[3]));
   if (!strcmp(m, "stage")) return mode_stage();
+  if (!strcmp(m, "hostcopy")) return mode_hostcopy();
   if (!strcmp(m, "capture")) return mode_capture();
   if (!strcmp(m, "fork")) return mode_fork();
   if (!strcmp(m, "elide")) return mode_elide();

@@ -511,6 +511,53 @@ static void test_stage_bytes_and_paths(void **state) {
   yajl_tree_free(v);
 }
 
+/* The program's own staging through the runtime (CuPy's asarray, PyTorch's pin_memory): pinned
+ * memory from cudaHostAlloc, cudaMallocHost and cudaHostRegister is recorded, and in stage mode
+ * its large memmove and memcpy into (5) and out of (1) it run on the staging threads; overlapping,
+ * small, and copies into memory unregistered or freed (the same addresses mapped again) are
+ * glibc's; the program's byte checks pass throughout.  Observe mode, and PINWHEEL_HOST_COPIES=0,
+ * thread none of them. */
+static void test_runtime_host_copies(void **state) {
+  const char *argv[] = {PW_PROG, "hostcopy", NULL};
+  const char *four[] = {"PINWHEEL_THREADS=4", NULL};
+  yajl_val v = run_staged(argv, four, 0);
+  assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), 5);
+  assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "bytes", NULL),
+                   4LL * ((8 << 20) + 3) + (8 << 20) - 2);
+  assert_int_equal(jget(v, "staging", "host_copies_out_of_pinned", "calls", NULL), 1);
+  assert_int_equal(jget(v, "calls", "cudaHostAlloc", "calls", NULL), 1);
+  assert_int_equal(jget(v, "calls", "cudaMallocHost", "calls", NULL), 1);
+  assert_int_equal(jget(v, "calls", "cudaHostRegister", "calls", NULL), 1);
+  assert_int_equal(jget(v, "calls", "cudaHostUnregister", "calls", NULL), 1);
+  assert_int_equal(jget(v, "calls", "cudaFreeHost", "calls", NULL), 2);
+  yajl_tree_free(v);
+  /* plain stores (the threads copy with glibc's memmove): the same copies, counted once each */
+  const char *plain[] = {"PINWHEEL_THREADS=4", "PINWHEEL_NT_STORES=0", NULL};
+  v = run_staged(argv, plain, 0);
+  assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), 5);
+  assert_int_equal(jget(v, "staging", "host_copies_out_of_pinned", "calls", NULL), 1);
+  yajl_tree_free(v);
+  const char *off[] = {"PINWHEEL_THREADS=4", "PINWHEEL_HOST_COPIES=0", NULL};
+  v = run_staged(argv, off, 0);
+  assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), 0);
+  assert_int_equal(jget(v, "staging", "host_copies_out_of_pinned", "calls", NULL), 0);
+  yajl_tree_free(v);
+  const char *observe[] = {
+      PRELOAD, "PINWHEEL_MODE=observe", "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json", stats_env,
+      NULL};
+  result o = run(argv, observe);
+  if (o.status != 0) fail_msg("observe: status %d\n%s%s", o.status, o.out, o.err);
+  free_result(&o);
+  v = parse_file(stats_path);
+  assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), 0);
+  assert_int_equal(jget(v, "calls", "cudaHostAlloc", "calls", NULL), 1);
+  yajl_tree_free(v);
+  /* and without the shim the program's checks pass too */
+  result r = run(argv, NULL);
+  assert_int_equal(r.status, 0);
+  free_result(&r);
+}
+
 static void test_stage_sync_elision(void **state) {
   const char *elide[] = {"PINWHEEL_SYNC=elide", NULL};
   yajl_val v = run_stage("stage", elide, 0);
@@ -611,6 +658,7 @@ int main(void) {
       cmocka_unit_test(test_fork_child_reports_only_its_own),
       cmocka_unit_test(test_threads_counts_exact),
       cmocka_unit_test(test_stage_bytes_and_paths),
+      cmocka_unit_test(test_runtime_host_copies),
       cmocka_unit_test(test_stage_background_setup),
       cmocka_unit_test(test_failed_query_is_query_failed),
       cmocka_unit_test(test_default_threads_follow_cpus),

@@ -85,9 +85,10 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
          "copies of 4 MiB and more, advise huge pages (MADV_HUGEPAGE) for the 2 MiB-aligned "
          "interior, then populate; smaller ones as touch (see README)"},
     [PW_OPT_HOST_COPIES] = {"PINWHEEL_HOST_COPIES", T_BOOL, 1, NULL,
-                            "in stage mode, a memcpy of 1 MiB or more into or out of pinned memory "
-                            "the program allocated through the CUDA driver (frameworks that stage "
-                            "copies themselves: XLA) runs on the staging threads"},
+                            "in stage mode, a memcpy or memmove of 1 MiB or more into or out of "
+                            "pinned memory the program allocated or registered through CUDA "
+                            "(frameworks that stage copies themselves: XLA, CuPy) runs on the "
+                            "staging threads, into it with non-temporal stores"},
     [PW_OPT_SETUP] = {"PINWHEEL_SETUP", T_ENUM, PW_SETUP_BACKGROUND, setup_choices,
                       "background: a device's pinned pool and ring are allocated by a helper "
                       "thread, and copies that come before they are ready go to CUDA unchanged; "

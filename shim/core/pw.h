@@ -248,6 +248,9 @@ enum { PW_COPY_PORTABLE = 0, PW_COPY_NT_SSE2, PW_COPY_NT_AVX };
  * with a store fence. */
 pw_copy_fn pw_copy_impl(int which);
 int pw_copy_best(void); /* the fastest routine into DMA-only memory this CPU has */
+/* glibc's memmove.  The shim exports memcpy and memmove (hostcopy.c), so a plain call from inside
+ * the shim comes back to them; the engine's copies and the exported ones' fallback use this. */
+void *pw_libc_memmove(void *dst, const void *src, size_t n);
 const char *pw_copy_name(int which);
 /* Advise huge pages for the 2 MiB-aligned interior of [p, p+n) when nothing has touched it yet
  * (mincore); returns 1 when advised.  Only the page-table granularity changes: contents, size and

@@ -80,7 +80,7 @@ static void part_work(char *dst, const char *src, size_t n, int flags, pw_copy_f
   if (flags & PW_PART_STREAM)
     stream(dst, src, n);
   else
-    memmove(dst, src, n); /* not memcpy: the shim's memcpy may hand work to this pool */
+    pw_libc_memmove(dst, src, n); /* the shim's memcpy and memmove may hand work to this pool */
 }
 
 static void run_part(uint64_t i) {

@@ -28,8 +28,8 @@ void pw_drv_fork_child(void);
  * is a real driver function of drv_hooks.def and the caller is not the shared runtime, else p. */
 void *pw_drv_offer(void *p, const void *caller);
 
-/* ---- hostcopy.c: the program's pinned host memory, and the shim's memcpy ---- */
-#define PW_HOSTCOPY_MIN (1u << 20) /* smaller memcpy calls are glibc's, at once */
+/* ---- hostcopy.c: the program's pinned host memory, and the shim's memcpy and memmove ---- */
+#define PW_HOSTCOPY_MIN (1u << 20) /* smaller copies are glibc's, at once */
 void pw_pinned_add(const void *p, size_t n);
 void pw_pinned_remove(const void *p);
 int pw_pinned_contains(const void *p, size_t n);

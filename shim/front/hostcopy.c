@@ -1,23 +1,47 @@
-/* hostcopy.c — frameworks that stage copies themselves: their large memcpy into or out of pinned
+/* hostcopy.c — frameworks that stage copies themselves: their large copies into or out of pinned
  * memory, spread over pinwheel's copy threads.
  *
  * XLA (JAX) never hands CUDA a pageable pointer: it copies a numpy array into a pinned buffer of
  * its own with one std::memcpy on one thread, then DMAs from there (and the reverse for a device
- * array read back).  The driver sees only pinned copies, and the host-side memcpy is the limit.
- * The driver front end records the pinned host memory the program allocates or registers
- * (cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister; pinwheel's own pool is not among it), and
- * the shim's memcpy, for a copy of at least PW_HOSTCOPY_MIN bytes with one side in that memory,
- * in stage mode, does it with the staging threads: non-temporal stores into pinned memory, and
- * the fresh-destination handling of D2H staging (PINWHEEL_D2H_FRESH) out of it.  Every other
- * memcpy is glibc's (memmove: memcpy's semantics for the non-overlapping buffers memcpy is
- * defined for), after one comparison.
+ * array read back).  CuPy's cp.asarray does the same through the runtime: a buffer from its pinned
+ * pool (cudaHostAlloc), filled by a NumPy assignment, then cudaMemcpyAsync from it.  The driver
+ * and the runtime see only pinned copies, and the host-side copy is the limit.  Both front ends
+ * record the pinned host memory the program allocates or registers (cuMemHostAlloc,
+ * cuMemAllocHost, cuMemHostRegister in drv.c; cudaHostAlloc, cudaMallocHost, cudaHostRegister in
+ * runtime.c; forgotten again at their frees; pinwheel's own pool is not among it), and the shim's
+ * memcpy and memmove, for a copy of at least PW_HOSTCOPY_MIN bytes with one side in that memory
+ * and no overlap, in stage mode, do it with the staging threads: non-temporal stores into pinned
+ * memory (whatever PINWHEEL_NT_STORES says: that option is about pinwheel's own pool), and the
+ * fresh-destination handling of D2H staging (PINWHEEL_D2H_FRESH) out of it.
+ * Every other call is glibc's memmove (memcpy's semantics for the non-overlapping buffers memcpy
+ * is defined for), after one comparison; overlapping ranges always are, so memmove keeps glibc's
+ * semantics.
  *
- * Owns: the registry of the program's pinned host memory, the exported memcpy.
+ * What reaches these two functions, and what does not:
+ *   - NumPy's copy of a contiguous array into one of the same dtype (arr[...] = other,
+ *     np.copyto, CuPy's fill of its transfer buffer) is one memmove of the whole array
+ *     (_contig_to_contig): reached.  A copy whose rows are contiguous but apart (a slice of
+ *     columns) is one memmove per row: reached only for rows of PW_HOSTCOPY_MIN bytes or more.
+ *   - NumPy's strided, casting (another dtype) and byte-swapping copies run its own element
+ *     loops, in buffers of a few thousand elements: never reached.  CuPy converts such an array
+ *     first, into a new pageable array (not reached), then fills its pinned buffer from that with
+ *     the reached memmove.
+ *   - glibc's fortified entries (__memcpy_chk, __memmove_chk: a program built with
+ *     _FORTIFY_SOURCE where the destination's size is known), and copies inside glibc itself:
+ *     never reached.
+ *   - PyTorch's CPU copy_ (pin_memory(), the DataLoader's pin thread) runs its own vectorised loop
+ *     when the tensors are contiguous: that loop is not reached, and pays only for the recorded
+ *     allocation; any memcpy it makes of 1 MiB or more into pinned memory is.
+ *
+ * Owns: the registry of the program's pinned host memory, the exported memcpy and memmove.
  * Must never: call CUDA, allocate, or take a lock a CUDA call may hold (the registry's lock is
  * taken only around a table lookup); a copy's bytes never depend on the registry, which only
  * chooses how to copy.
  */
 #define _GNU_SOURCE
+/* This file defines memcpy and memmove: the fortified inline wrappers of <string.h> for those very
+ * names (on by default in some distributions' compilers) must not be in its way. */
+#undef _FORTIFY_SOURCE
 #include "front.h"
 
 #include <pthread.h>
@@ -70,16 +94,24 @@ void pw_pinned_after_fork_child(void) {
   pthread_rwlock_init(&lock, NULL);
 }
 
-/* glibc's memmove, through a pointer the compiler cannot turn back into a memcpy call. */
-static void *(*volatile real_memmove)(void *, const void *, size_t) = memmove;
+/* Whether [a, a+n) and [b, b+n) share a byte: such a copy is glibc's, which is defined for it. */
+static int overlap(const void *a, const void *b, size_t n) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x - y < n || y - x < n;
+}
 
 static void *hostcopy(void *dst, const void *src, size_t n) {
+  if (overlap(dst, src, n)) return pw_libc_memmove(dst, src, n);
   int into = pw_pinned_contains(dst, n), out = !into && pw_pinned_contains(src, n);
-  if (!into && !out) return real_memmove(dst, src, n);
+  if (!into && !out) return pw_libc_memmove(dst, src, n);
   pw_depth++; /* whatever the copy reaches passes through */
   uint64_t t0 = pw_now_ns();
   int threads = (int)pw_get(&pw_st.threads), flags = 0;
-  int nt = into && pw_option_get(PW_OPT_NT_STORES) != 0;
+  /* Into the program's pinned memory always with non-temporal stores where the CPU has them: the
+   * buffer is written for the DMA engine, and a fill that passes through the cache ran slower at
+   * every size measured (cp.asarray, 16 to 256 MiB: 18-24 against 25-26 GB/s; docs/RESULTS.md).
+   * PINWHEEL_NT_STORES is about pinwheel's own pool, which is reused while it sits in the cache. */
+  int nt = into;
   if (into) {
     flags = PW_PART_STREAM; /* read only by the DMA engine */
   } else if (pw_fresh_plan(dst, n, (int)pw_option_get(PW_OPT_D2H_FRESH)) & PW_DEST_MAP) {
@@ -99,10 +131,19 @@ static void *hostcopy(void *dst, const void *src, size_t n) {
   return dst;
 }
 
+/* One test for both: a large copy, some pinned memory recorded, not the shim's own, stage mode. */
+#define HOSTCOPY_WANTED(n)                                                                         \
+  (PW_UNLIKELY((n) >= PW_HOSTCOPY_MIN) &&                                                          \
+   atomic_load_explicit(&any_region, memory_order_acquire) && !pw_depth &&                         \
+   pw_mode == PW_MODE_STAGE && pw_host_copies)
+
 PW_EXPORT void *memcpy(void *dst, const void *src, size_t n) {
-  if (PW_UNLIKELY(n >= PW_HOSTCOPY_MIN) &&
-      atomic_load_explicit(&any_region, memory_order_acquire) && !pw_depth &&
-      pw_mode == PW_MODE_STAGE && pw_host_copies)
-    return hostcopy(dst, src, n);
-  return real_memmove(dst, src, n);
+  if (HOSTCOPY_WANTED(n)) return hostcopy(dst, src, n);
+  return pw_libc_memmove(dst, src, n);
+}
+
+/* NumPy's contiguous assignment ends here, not in memcpy. */
+PW_EXPORT void *memmove(void *dst, const void *src, size_t n) {
+  if (HOSTCOPY_WANTED(n)) return hostcopy(dst, src, n);
+  return pw_libc_memmove(dst, src, n);
 }

@@ -1,7 +1,8 @@
 /* runtime.c — the runtime front end: the exported cuda* wrappers generated from hooks.def and the
  * lookup of the real runtime functions.
  *
- * Owns: the wrappers of hooks.def; pw_real.  The lifecycle (init, mode, engine, fork, exit) is
+ * Owns: the wrappers of hooks.def (the pinned memory the program allocates through the runtime is
+ * recorded here for hostcopy.c); pw_real.  The lifecycle (init, mode, engine, fork, exit) is
  * core.c's, shared with the driver front end (drv.c).
  * Must never: change a real call's arguments or status, print unless asked (errors aside), or
  * exit/abort the host process.
@@ -93,6 +94,31 @@ static int dir_of_kind(enum cudaMemcpyKind k) {
                        stream_expr)                                                                \
   }
 
+/* The program's pinned host memory (HOST_MEM in hooks.def): the real call, then the region
+ * recorded or forgotten when it succeeded, as the driver front end does; not in mode off, nor for
+ * the shim's own calls.  The real call runs with pw_depth raised, so the driver call it makes is
+ * never recorded a second time. */
+#define PW_REGION(start, size) ((const void *)(start), (size_t)(size))
+static void host_mem_done(const void *start, size_t size) {
+  if (size)
+    pw_pinned_add(start, size);
+  else
+    pw_pinned_remove(start);
+}
+#define WRAP_HOST_MEM(name, params, args, region)                                                  \
+  cudaError_t name params {                                                                        \
+    int mode = pw_enter();                                                                         \
+    if (!REAL(name)) return missing(#name);                                                        \
+    if (mode == PW_MODE_OFF) PW_FRONT_OFF(cudaError_t, pw_real.name, args);                        \
+    pw_depth++;                                                                                    \
+    cudaError_t r = pw_real.name args;                                                             \
+    pw_depth--;                                                                                    \
+    pw_after_real();                                                                               \
+    pw_count_call(PW_H_##name, 0);                                                                 \
+    if (r == cudaSuccess) host_mem_done region;                                                    \
+    return r;                                                                                      \
+  }
+
 /* The runtime's driver entry-point lookups: the driver's functions of drv_hooks.def they hand
  * out become the driver front end's wrappers, as cuGetProcAddress's answers do (drv.c), so a
  * program that takes cuMemcpyHtoD from the shared runtime is seen too.  (The runtime asks the
@@ -129,5 +155,6 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
 #define PW_WRAP_COPY_ASYNC(name, params, args, stream) WRAP_COPY(name, params, args, stream, 0)
 #define PW_WRAP_LAUNCH(name, params, args, stream) WRAP_LAUNCH(name, params, args)
 #define PW_WRAP_HOST_SYNC(name, params, args, stream) WRAP_SYNC(name, params, args, stream)
+#define PW_WRAP_HOST_MEM(name, params, args, region) WRAP_HOST_MEM(name, params, args, region)
 #define PW_HOOK(name, class, params, args, stream) PW_WRAP_##class(name, params, args, stream)
 #include "hooks.def"

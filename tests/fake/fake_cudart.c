@@ -85,6 +85,7 @@ static cudaError_t do_copy(const char *fn, void *dst, const void *src, size_t co
   }
 #define FAKE_LAUNCH(name, params)    /* below: each records its own arguments */
 #define FAKE_HOST_SYNC(name, params) /* below */
+#define FAKE_HOST_MEM(name, params)  /* below, with the functions the shim only calls */
 #define PW_HOOK(name, class, params, args, stream) FAKE_##class(name, params)
 #include "hooks.def"
 
@@ -168,7 +169,9 @@ cudaError_t cudaGetLastError(void) {
   last_error = cudaSuccess;
   return e;
 }
-cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags) {
+/* The host-memory calls record their arguments (the shim wraps them) and honour an injected error;
+ * the pinned allocations are host memory the pointer table calls pinned. */
+static cudaError_t pinned_alloc(void **p, size_t n) {
   if (getenv("FAKE_HOSTALLOC_FAIL")) return last_error = cudaErrorMemoryAllocation;
   const char *slow = getenv("FAKE_HOSTALLOC_SLEEP_MS"); /* pinning large pools takes a while */
   if (slow) {
@@ -179,10 +182,31 @@ cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags) {
   fake_region_add(*p, n, cudaMemoryTypeHost);
   return cudaSuccess;
 }
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags) {
+  CALL_RECORD(.args = p, .count = n, .kind = (int)flags);
+  return e != cudaSuccess ? e : pinned_alloc(p, n);
+}
+cudaError_t cudaMallocHost(void **p, size_t n) {
+  CALL_RECORD(.args = p, .count = n);
+  return e != cudaSuccess ? e : pinned_alloc(p, n);
+}
 cudaError_t cudaFreeHost(void *p) {
+  CALL_RECORD(.dst = p);
+  if (e != cudaSuccess) return e;
   fake_region_drop(p);
   free(p);
   return cudaSuccess;
+}
+/* Registered memory stays the program's: only the pointer table learns it is pinned. */
+cudaError_t cudaHostRegister(void *p, size_t n, unsigned flags) {
+  CALL_RECORD(.dst = p, .count = n, .kind = (int)flags);
+  if (e == cudaSuccess) fake_region_add(p, n, cudaMemoryTypeHost);
+  return e;
+}
+cudaError_t cudaHostUnregister(void *p) {
+  CALL_RECORD(.dst = p);
+  if (e == cudaSuccess) fake_region_drop(p);
+  return e;
 }
 cudaError_t cudaMalloc(void **p, size_t n) {
   const char *lim = getenv("FAKE_MALLOC_FAIL_ABOVE");

@@ -153,6 +153,39 @@ else
   echo "SKIP jax_* (jax is not installed)"
 fi
 
+# (h) real libraries nobody here wrote, each skipped when its package is missing.  CuPy stages
+# cp.asarray itself through the runtime (cudaHostAlloc'd pool, NumPy's memmove, then the DMA): its
+# memmove must run on pinwheel's threads; numba goes through the driver API; PyTorch's own pinned
+# paths are recorded as the program's pinned memory and must stay right; transformers and
+# Lightning must give the same losses with and without pinwheel
+have() { python3 -c "import $1" 2>/dev/null || { echo "SKIP $2 ($1 is not installed)"; return 1; }; }
+if have cupy 'cupy_*'; then
+  t cupy_bytes staged python3 samples/cupy_put.py --sizes
+  t cupy_put_host_copies bash -c "set -o pipefail
+    env PINWHEEL_MODE=stage PINWHEEL_STATS=1 LD_PRELOAD=$LIB python3 samples/cupy_put.py --reps 3 2>&1 |
+      tee /dev/stderr | grep -q 'memcpy into its pinned memory [1-9]'"
+fi
+if have numba.cuda 'numba_*'; then
+  t numba_bytes staged python3 samples/numba_put.py --sizes
+  t numba_put_bytes staged python3 samples/numba_put.py --mib 256 --reps 3
+fi
+t torch_pin_bytes stage python3 samples/torch_pin.py --mib 256 --reps 3
+if have transformers 'hf_*'; then
+  hf() { python3 samples/hf_finetune.py --steps 12 --warmup 2 "$@" | grep '^losses'; }
+  t hf_losses_identical bash -c "
+    $(declare -f hf)
+    a=\$(hf) && b=\$(PINWHEEL_MODE=stage PINWHEEL_MIN_BYTES=1 LD_PRELOAD=$LIB hf) &&
+    echo \"without: \$a\"; echo \"stage:   \$b\"; [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ]"
+fi
+if have lightning 'lightning_*'; then
+  t lightning_bytes staged python3 samples/lightning_fit.py --steps 20 --warmup 5 --check
+  lf() { python3 samples/lightning_fit.py --steps 30 --warmup 5 "$@" | grep -o 'final loss .*'; }
+  t lightning_loss_identical bash -c "
+    $(declare -f lf)
+    a=\$(lf) && b=\$(PINWHEEL_MODE=stage LD_PRELOAD=$LIB lf) &&
+    echo \"without: \$a\"; echo \"stage:   \$b\"; [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ]"
+fi
+
 # (g) with two GPUs: copies to both from threads
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   t two_gpus stage python3 -c "
