@@ -75,8 +75,11 @@ enum { PW_FRESH_TOUCH = 0, PW_FRESH_POPULATE = 1, PW_FRESH_HUGEPAGES = 2 };
 enum { PW_SETUP_BACKGROUND = 0, PW_SETUP_INLINE = 1 };
 enum { PW_XLA_PINWHEEL = 0, PW_XLA_XLA = 1 };
 
-void pw_options_init(void);  /* reads the environment; warns on bad values */
-void pw_options_reset(void); /* back to defaults, unread (tests) */
+/* Parses the environment once (later calls return at once); warns on bad values.  Every reader
+ * goes through it, so whichever thread comes first parses and the others wait for it. */
+void pw_options_init(void);
+void pw_options_reset(void); /* back to defaults, unread (tests, with no reader running) */
+void pw_options_after_fork_child(void); /* the parse lock, in a forked child */
 long long pw_option_get(pw_option_t opt);
 const char *pw_option_str(pw_option_t opt); /* string options; NULL if unset */
 const char *pw_option_name(pw_option_t opt);
