@@ -22,8 +22,10 @@ static const char run_usage[] =
     "Runs CMD with libpinwheel.so preloaded.  --trace PATH writes a CUPTI trace of the run\n"
     "(%p = pid, %r = rank) that `pinwheel report` reads, in every mode (--mode off: a\n"
     "baseline), with the program's NVTX ranges (NVTX_INJECTION64_PATH is set to\n"
-    "libpinwheel_nvtx.so unless already set).  Other PINWHEEL_* variables in the environment\n"
-    "are passed through (see `pinwheel options`).  The exit status is CMD's.\n";
+    "libpinwheel_nvtx.so unless already set).  --stats-file F starts F afresh; the summaries\n"
+    "of CMD's processes that use CUDA are appended to it (%p = pid).  Other PINWHEEL_*\n"
+    "variables in the environment are passed through (see `pinwheel options`).  The exit\n"
+    "status is CMD's.\n";
 
 /* Where libpinwheel.so is: $PINWHEEL_LIBRARY, else beside this program (build tree), else in
  * the library directory of the prefix this program is installed in. */
@@ -93,6 +95,9 @@ int pw_cmd_run(int argc, char **argv) {
       }
       setenv(pw_option_name(opt), v, 1);
       if (opt == PW_OPT_STATS_FILE) setenv("PINWHEEL_STATS", "1", 1);
+      /* summaries are appended (several processes may share the name): this run's file starts
+       * afresh.  unlink removes a symlink, never its target. */
+      if (opt == PW_OPT_STATS_FILE && !strstr(v, "%p")) unlink(v);
     } else if (a[0] == '-') {
       fprintf(stderr, "pinwheel run: unknown option %s\n%s", a, run_usage);
       return 2;

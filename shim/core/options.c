@@ -45,8 +45,10 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
     [PW_OPT_LOG] = {"PINWHEEL_LOG", T_ENUM, PW_LOG_WARN, log_choices,
                     "log level on stderr: error, warn, info, debug"},
     [PW_OPT_STATS] = {"PINWHEEL_STATS", T_BOOL, 0, NULL, "print a summary at exit"},
-    [PW_OPT_STATS_FILE] = {"PINWHEEL_STATS_FILE", T_STRING, 0, NULL,
-                           "write the summary to this file instead of stderr (%p = pid)"},
+    [PW_OPT_STATS_FILE] =
+        {"PINWHEEL_STATS_FILE", T_STRING, 0, NULL,
+         "append the summary to this file instead of stderr, one per process that "
+         "used CUDA, each in one write (json: one object a line; %p = pid)"},
     [PW_OPT_STATS_FORMAT] = {"PINWHEEL_STATS_FORMAT", T_ENUM, PW_FMT_TEXT, fmt_choices,
                              "summary format: text or json"},
     [PW_OPT_HELP] = {"PINWHEEL_HELP", T_BOOL, 0, NULL,

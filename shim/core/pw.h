@@ -39,7 +39,25 @@ void pw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 void pw_log_set_level(int level);
 int pw_log_level(void);
 /* Write all of buf to fd, retrying on EINTR and short writes. */
-void pw_write_all(int fd, const char *buf, size_t n);
+void pw_write_all(int fd, const char *buf, size_t n); /* fd < 0: nothing */
+/* Keep a copy of fd 2 as it is now (the shim calls it once, at load): from then on the log and the
+ * summary go to that copy, whatever fd 2 becomes. */
+void pw_log_keep_stderr(void);
+/* Where the log and the summary go: the kept copy of stderr (-1 when there is none, or the program
+ * has closed it since), or fd 2 where nothing was kept. */
+int pw_log_fd(void);
+
+/* ---- files.c: the files pinwheel writes ---- */
+enum {
+  PW_OUT_APPEND = 0, /* a summary: appended, the file created if need be */
+  PW_OUT_REPLACE,    /* a trace: the file emptied, unless another process is writing it */
+  PW_OUT_NEW,        /* a trace under a name of its own: created, never an existing file */
+};
+/* Open path for writing without following a symlink; only a regular file of this user's with one
+ * name is written.  REPLACE and NEW hold an flock on the file until it is closed.  Returns the
+ * descriptor (close-on-exec); -2 when REPLACE found another process writing the file; -1 otherwise,
+ * with why (n bytes) saying what was wrong. */
+int pw_open_output(const char *path, int how, char *why, size_t n);
 
 /* ---- options ---- */
 typedef enum pw_option_e {

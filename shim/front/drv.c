@@ -88,20 +88,9 @@ static void recognise_init(void);
  * object after the shim that defines cuGetProcAddress_v2). */
 static PW_TLS int resolving; /* this thread is inside resolve_from (the driver may call dlsym) */
 
-/* Resolution can come before the first CUDA call (a dlsym), so before core.c registers its fork
- * handlers: a child forked while another thread resolved must not inherit the lock held. */
-static void res_lock_child(void) {
-  pthread_mutex_init(&res_lock, NULL);
-}
-static void register_res_fork(void) {
-  pthread_atfork(NULL, NULL, res_lock_child);
-}
-
 static int resolve_from(void *addr) {
   if (atomic_load_explicit(&resolved, memory_order_acquire)) return 1;
   if (resolving) return 0; /* re-entered through dlsym from inside: answer as the driver does */
-  static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-  pthread_once(&fork_once, register_res_fork);
   resolving = 1;
   pthread_mutex_lock(&res_lock);
   if (!atomic_load_explicit(&resolved, memory_order_relaxed)) {
@@ -377,6 +366,9 @@ __asm__(".text\n"
         ".size dlsym, .-dlsym\n");
 #endif
 
+/* From core.c's fork handler (registered at load, so it covers a resolution that came before the
+ * first CUDA call, through dlsym): a child forked while another thread resolved must not inherit
+ * the lock held. */
 void pw_drv_fork_child(void) {
   pthread_mutex_init(&res_lock, NULL);
   pw_drv_ops_fork_child();
