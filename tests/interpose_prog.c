@@ -8,6 +8,7 @@
  * H2D copy on a capturing stream (must reach CUDA unchanged) fork          calls, fork, calls in
  * the child, wait none          no CUDA call at all
  *   reopen2 PATH  closes stderr, opens PATH as fd 2 (its data file), writes to it, uses CUDA
+ *   exit-early    one copy large enough to be staged (starting the background setup), then exit
  *   exec-traced   a traced run that fork-execs itself ("traced plain") with the same environment
  *                 while its own trace is open, then uses CUDA again
  */
@@ -346,6 +347,15 @@ static int mode_exec_traced(const char *self) {
   return failures != 0;
 }
 
+static int mode_exit_early(void) {
+  static char host[1 << 20];
+  void *dev;
+  CHECK(cudaMalloc(&dev, sizeof host) == cudaSuccess);
+  CHECK(cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice) == cudaSuccess);
+  printf("exit-early done\n");
+  return failures != 0;
+}
+
 int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "none";
   if (!strcmp(m, "calls")) return mode_calls();
@@ -358,6 +368,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "nvtx")) return mode_nvtx();
   if (!strcmp(m, "reopen2") && argc > 2) return mode_reopen2(argv[2]);
   if (!strcmp(m, "exec-traced")) return mode_exec_traced(argv[0]);
+  if (!strcmp(m, "exit-early")) return mode_exit_early();
   if (!strcmp(m, "traced")) return mode_traced(argc > 2 && !strcmp(argv[2], "profiler"));
   if (!strcmp(m, "exit")) { /* one CUDA call, then the given status */
     char b[8] = {0};

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -591,6 +592,31 @@ static void test_stage_background_setup(void **state) {
   yajl_tree_free(v);
 }
 
+/* Exit never waits long for a slow background setup, and no setup call runs while CUDA tears
+ * down: a program that exits right after its first copy, while the pool is being pinned (300 ms)
+ * and a slow ring allocation (3 s) is still to come, exits once the call in flight returns; the
+ * rest of the setup is cancelled (a bug once: exit waited for the whole setup, up to 10 s, then
+ * left it running inside cudaHostAlloc while CUDA tore down). */
+static void test_exit_does_not_wait_for_setup(void **state) {
+  const char *argv[] = {PW_PROG, "exit-early", NULL};
+  const char *env[] = {PRELOAD,
+                       "PINWHEEL_MODE=stage",
+                       "PINWHEEL_SETUP=background",
+                       "FAKE_HOSTALLOC_SLEEP_MS=300",
+                       "FAKE_RING_SLEEP_MS=3000",
+                       NULL};
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  result r = run(argv, env);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  if (r.status != 0) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
+  assert_non_null(strstr(r.out, "exit-early done"));
+  if (s > 2.0) fail_msg("exit took %.2f s", s);
+  assert_string_equal(r.err, ""); /* no call after teardown, no warning about the cancelled setup */
+  free_result(&r);
+}
+
 /* The staging threads' default follows the CPUs the process may use and the local ranks: under
  * `taskset -c 0` one thread; two CPUs shared by LOCAL_WORLD_SIZE=2 ranks, one each; an explicit
  * PINWHEEL_THREADS wins.  Reported as staging.threads. */
@@ -772,6 +798,7 @@ int main(void) {
       cmocka_unit_test(test_threads_counts_exact),
       cmocka_unit_test(test_stage_bytes_and_paths),
       cmocka_unit_test(test_stage_background_setup),
+      cmocka_unit_test(test_exit_does_not_wait_for_setup),
       cmocka_unit_test(test_failed_query_is_query_failed),
       cmocka_unit_test(test_default_threads_follow_cpus),
       cmocka_unit_test(test_stage_sync_elision),

@@ -8,11 +8,11 @@
  * its own:
  *   prepare:  trace (its queue lock is taken, so no child inherits a queue mid-change)
  *   parent:   trace (unlocked)
- *   child:    counters, clock anchor, options (parse lock), driver front end (resolution lock,
- *             primary contexts), pinned registry (writers' lock), copy pool, engine, trace (the
- *             child writes into no file of its parent's), this thread's elided stream.
- * The order matters where one reset reads another's state: the engine's reset comes after the
- * pool's (the engine's copies use the pool), and the trace's last (its reset may log).
+ *   child:    counters, clock anchor, options (parse lock), setup gate, driver front end
+ * (resolution lock, primary contexts), pinned registry (writers' lock), copy pool, engine, trace
+ * (the child writes into no file of its parent's), this thread's elided stream. The order matters
+ * where one reset reads another's state: the engine's reset comes after the pool's (the engine's
+ * copies use the pool), and the trace's last (its reset may log).
  *
  * Must never: do more before the first hooked call than the constructor's two things (the
  * destructor only reads PINWHEEL_STATS), print unless asked (errors aside), print a summary for a
@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 atomic_int pw_ready;
@@ -54,6 +55,7 @@ static void child_after_fork(void) {
   pw_stats_reset();
   pw_ticks_anchor();
   pw_options_after_fork_child();
+  pw_setup_after_fork_child();
   pw_drv_fork_child();
   pw_pinned_after_fork_child();
   pw_pool_after_fork_child();
@@ -110,6 +112,58 @@ void pw_init(void) {
   pw_in_init = 1;
   pthread_once(&pw_once, init_once);
   pw_in_init = 0;
+}
+
+/* ---- the setup gate (pw.h) ----
+ * Exit runs the atexit handlers newest first.  CUDA registers its teardown at its first call,
+ * before any setup; the engine registers its bounded wait for setups when it starts the first
+ * setup thread; close_gate is registered after that (pw_setup_arm, once a copy found a setup
+ * under way, and again by the setup thread's first gated call, in case exit began before the
+ * copy returned), so it runs first: no new setup call starts, the one inside CUDA is waited for,
+ * the setup ends at its next call, and the engine's wait then returns at once. */
+static atomic_int gate_closed, gate_inflight, gate_armed;
+static PW_TLS int on_setup_thread;
+
+static void close_gate(void) {
+  if (atomic_exchange(&gate_closed, 1)) return;
+  /* the setup's refused calls would warn about a pool nobody will use: exit says nothing more */
+  if (pw_log_level() > PW_LOG_ERROR) pw_log_set_level(PW_LOG_ERROR);
+  struct timespec ms = {0, 1000000};
+  while (atomic_load(&gate_inflight) > 0)
+    nanosleep(&ms, NULL);
+}
+
+void pw_setup_arm(void) {
+  if (atomic_load_explicit(&gate_armed, memory_order_relaxed) >= 2) return;
+  if (atomic_fetch_add(&gate_armed, 1) < 2) atexit(close_gate);
+}
+
+int pw_setup_enter(void) {
+  /* the setup thread's own registration: the copy that started it may not have returned yet */
+  if (on_setup_thread) pw_setup_arm();
+  atomic_fetch_add(&gate_inflight, 1);
+  if (atomic_load(&gate_closed)) {
+    atomic_fetch_sub(&gate_inflight, 1);
+    return 0;
+  }
+  return 1;
+}
+
+void pw_setup_leave(void) {
+  atomic_fetch_sub(&gate_inflight, 1);
+}
+
+void pw_setup_mark_thread(void) {
+  on_setup_thread = 1;
+}
+
+int pw_setup_on_thread(void) {
+  return on_setup_thread;
+}
+
+void pw_setup_after_fork_child(void) {
+  atomic_store(&gate_inflight, 0); /* the setup threads are the parent's */
+  atomic_store(&gate_closed, 0);
 }
 
 /* ---- exit ---- */

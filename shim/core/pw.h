@@ -59,6 +59,19 @@ enum {
  * with why (n bytes) saying what was wrong. */
 int pw_open_output(const char *path, int how, char *why, size_t n);
 
+/* ---- the setup gate (core.c) ----
+ * The engine's background setup (a device's pinned pool, ring, side stream) makes CUDA calls on a
+ * thread of its own, which may still be running when the program exits.  Its calls go through the
+ * gate: once exit has begun, each is refused at once (the backend returns its "unloading" error),
+ * and exit waits only for the one call already inside CUDA, never for the rest of the setup, so
+ * no setup call runs while CUDA tears down. */
+int pw_setup_enter(void);       /* 1: make the call, then pw_setup_leave(); 0: exit has begun */
+void pw_setup_leave(void);
+void pw_setup_mark_thread(void); /* this thread is a setup thread (its set_device call) */
+int pw_setup_on_thread(void);    /* 1 on a setup thread: its other calls are gated too */
+void pw_setup_arm(void);         /* a setup thread was started: exit must close the gate */
+void pw_setup_after_fork_child(void);
+
 /* ---- options ---- */
 typedef enum pw_option_e {
   PW_OPT_MODE,         /* off | observe | stage */

@@ -20,6 +20,17 @@
 
 #define MISSING CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND
 #define CALL(fn, ...) (pw_drv.fn ? (int)pw_drv.fn(__VA_ARGS__) : (int)MISSING)
+/* The setup's calls pass the gate (pw.h): refused with "deinitialized" once exit has begun.  Those
+ * made only for the setup always; the others when made on a setup thread. */
+#define GATED(always, call)                                                                        \
+  ({                                                                                               \
+    int g_ = (always) || pw_setup_on_thread(), r_ = CUDA_ERROR_DEINITIALIZED;                      \
+    if (!g_ || pw_setup_enter()) {                                                                 \
+      r_ = (call);                                                                                 \
+      if (g_) pw_setup_leave();                                                                    \
+    }                                                                                              \
+    r_;                                                                                            \
+  })
 #define MAX_DEVICES 64
 
 static CUcontext primary[MAX_DEVICES]; /* retained once, held for the engine's state */
@@ -110,26 +121,27 @@ static int op_context_ok(void *s, int device) {
 
 /* The setup thread's context: the device's primary one (context_ok retained it). */
 static int op_set_device(int device) {
+  pw_setup_mark_thread(); /* only the setup thread selects a device */
   CUcontext p = primary_of(device);
-  return p ? CALL(cuCtxSetCurrent, p) : CUDA_ERROR_INVALID_CONTEXT;
+  return p ? GATED(1, CALL(cuCtxSetCurrent, p)) : CUDA_ERROR_INVALID_CONTEXT;
 }
 static int op_host_alloc(void **p, size_t n) {
-  return CALL(cuMemHostAlloc, p, n, CU_MEMHOSTALLOC_PORTABLE);
+  return GATED(1, CALL(cuMemHostAlloc, p, n, CU_MEMHOSTALLOC_PORTABLE));
 }
 static void op_host_free(void *p) {
-  (void)CALL(cuMemFreeHost, p);
+  (void)GATED(0, CALL(cuMemFreeHost, p));
 }
 static int op_device_alloc(void **p, size_t n) {
   CUdeviceptr d = 0;
-  int rc = CALL(cuMemAlloc_v2, &d, n);
+  int rc = GATED(1, CALL(cuMemAlloc_v2, &d, n));
   *p = (void *)(uintptr_t)d;
   return rc;
 }
 static void op_device_free(void *p) {
-  (void)CALL(cuMemFree_v2, (CUdeviceptr)(uintptr_t)p);
+  (void)GATED(0, CALL(cuMemFree_v2, (CUdeviceptr)(uintptr_t)p));
 }
 static int op_stream_create(void **s) { /* only pinwheel's side stream is made here */
-  int rc = CALL(cuStreamCreate, (CUstream *)s, CU_STREAM_NON_BLOCKING);
+  int rc = GATED(1, CALL(cuStreamCreate, (CUstream *)s, CU_STREAM_NON_BLOCKING));
   int dev;
   if (!rc && pw_trace_active() && !op_get_device(&dev)) pw_trace_side_stream(dev, *s);
   return rc;
@@ -173,7 +185,7 @@ static int op_error_pending(void) {
 static int op_relax_capture(int restore, int mode) {
   if (restore && mode < 0) return -1;
   CUstreamCaptureMode m = restore ? (CUstreamCaptureMode)mode : CU_STREAM_CAPTURE_MODE_RELAXED;
-  if (CALL(cuThreadExchangeStreamCaptureMode, &m)) return -1;
+  if (GATED(0, CALL(cuThreadExchangeStreamCaptureMode, &m))) return -1;
   return (int)m;
 }
 

@@ -146,6 +146,7 @@ static inline int pw_front_copy(const pw_ops *ops, int mode, pw_copy *c, const c
     uint64_t app = pw_trace_own_begin();
     path = pw_engine_copy(pw_eng, c);
     pw_trace_own_end(path >= 0 ? app : 0, name);
+    if (PW_UNLIKELY(path == -1 - PW_FB_SETTING_UP)) pw_setup_arm(); /* a setup runs: gate at exit */
   }
   return path;
 }
