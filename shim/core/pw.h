@@ -65,7 +65,7 @@ int pw_open_output(const char *path, int how, char *why, size_t n);
  * gate: once exit has begun, each is refused at once (the backend returns its "unloading" error),
  * and exit waits only for the one call already inside CUDA, never for the rest of the setup, so
  * no setup call runs while CUDA tears down. */
-int pw_setup_enter(void);       /* 1: make the call, then pw_setup_leave(); 0: exit has begun */
+int pw_setup_enter(void); /* 1: make the call, then pw_setup_leave(); 0: exit has begun */
 void pw_setup_leave(void);
 void pw_setup_mark_thread(void); /* this thread is a setup thread (its set_device call) */
 int pw_setup_on_thread(void);    /* 1 on a setup thread: its other calls are gated too */
