@@ -372,6 +372,39 @@ static int cmd_context(void) {
   return failures != 0;
 }
 
+/* The program releases its primary context after a staged copy: pinwheel's reference goes with
+ * it (the context is freed, no reference left); retained again, copies go to CUDA unchanged with
+ * the right bytes, and it is released again. */
+static int cmd_release(void) {
+  size_t n = 4 << 20;
+  CUdeviceptr dev;
+  CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS);
+  unsigned char *src = malloc(n), *back = malloc(n);
+  for (int round = 0; round < 2; round++) {
+    for (size_t i = 0; i < n; i++)
+      src[i] = (unsigned char)(i * 7 + (size_t)round);
+    CHECK(F.cuMemcpyHtoD_v2(dev, src, n) == CUDA_SUCCESS);
+    memset(src, 0, n);
+    CHECK(F.cuMemcpyDtoH_v2(back, dev, n) == CUDA_SUCCESS);
+    for (size_t i = 0; i < n; i++)
+      if (back[i] != (unsigned char)(i * 7 + (size_t)round)) {
+        CHECK(!"bytes right");
+        break;
+      }
+    CHECK(cuCtxSetCurrent(NULL) == CUDA_SUCCESS);
+    CHECK(cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS);
+    printf("round %d: references left %d\n", round, fake_drv_primary_refs());
+    if (round == 0) {
+      CHECK(cuDevicePrimaryCtxRetain(&primary, 0) == CUDA_SUCCESS);
+      CHECK(cuCtxSetCurrent(primary) == CUDA_SUCCESS);
+    }
+  }
+  free(src);
+  free(back);
+  printf("release %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
 static int cmd_oldabi(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   CUresult (*gpa2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
@@ -555,6 +588,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "counts")) return cmd_counts(argc > 3 ? atoi(argv[3]) : 1);
   if (!strcmp(cmd, "stage")) return cmd_stage(argc > 3 && !strcmp(argv[3], "expect-staged"));
   if (!strcmp(cmd, "context")) return cmd_context();
+  if (!strcmp(cmd, "release")) return cmd_release();
   if (!strcmp(cmd, "hostcopy")) return cmd_hostcopy();
   fprintf(stderr, "driver_prog: unknown command %s\n", cmd);
   return 2;

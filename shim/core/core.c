@@ -153,6 +153,10 @@ void pw_setup_leave(void) {
   atomic_fetch_sub(&gate_inflight, 1);
 }
 
+int pw_setup_busy(void) {
+  return atomic_load(&gate_inflight) > 0;
+}
+
 void pw_setup_mark_thread(void) {
   on_setup_thread = 1;
 }

@@ -69,6 +69,7 @@ int pw_setup_enter(void); /* 1: make the call, then pw_setup_leave(); 0: exit ha
 void pw_setup_leave(void);
 void pw_setup_mark_thread(void); /* this thread is a setup thread (its set_device call) */
 int pw_setup_on_thread(void);    /* 1 on a setup thread: its other calls are gated too */
+int pw_setup_busy(void);         /* 1 while a setup call is inside CUDA */
 void pw_setup_arm(void);         /* a setup thread was started: exit must close the gate */
 void pw_setup_after_fork_child(void);
 
@@ -160,9 +161,11 @@ typedef struct pw_ops {
   /* Relax this thread's capture mode around engine calls; returns the mode to restore. */
   int (*relax_capture)(int restore, int mode);
   /* Optional (NULL: always), called once get_device and stream_device both reported `device`:
-   * 1 when the stream's context is `device`'s primary one, the only one the engine stages in for
-   * the driver front end (whose stream_device reports a device only for a stream of the calling
-   * thread's current context, so checking that context suffices). */
+   * 1 when the engine's state of `device` may be used for this copy.  The driver backend: the
+   * stream's context is `device`'s primary one, the only one the engine stages in for the driver
+   * front end (whose stream_device reports a device only for a stream of the calling thread's
+   * current context, so checking that context suffices).  Both backends: 0 once that state went
+   * with a primary context the program released (drv_ops.c). */
   int (*context_ok)(void *stream, int device);
 } pw_ops;
 
@@ -215,7 +218,8 @@ enum {
   PW_CLASS_COPY_ASYNC,
   PW_CLASS_LAUNCH,
   PW_CLASS_HOST_SYNC,
-  PW_CLASS_HOST_MEM
+  PW_CLASS_HOST_MEM,
+  PW_CLASS_PRIMARY_RELEASE
 };
 
 typedef struct pw_stats {

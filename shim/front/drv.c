@@ -178,8 +178,26 @@ static CUresult drv_missing(const char *name) {
     return r;                                                                                      \
   }
 
+/* The program releases dev's primary context: pinwheel's own reference goes first (drv_ops.c),
+ * then the program's, so its last release frees the context.  Counted; the status is the real
+ * call's. */
+#define DRV_PRIMARY_RELEASE(name, params, args, dev_expr)                                          \
+  CUresult name params {                                                                           \
+    int mode = pw_enter();                                                                         \
+    if (!DRV_REAL(name)) return drv_missing(#name);                                                \
+    if (mode != PW_MODE_OFF) {                                                                     \
+      pw_count_call(PW_H_##name, 0);                                                               \
+      pw_drv_primary_release((int)(dev_expr));                                                     \
+    }                                                                                              \
+    CUresult r = pw_drv.name args;                                                                 \
+    pw_after_real();                                                                               \
+    return r;                                                                                      \
+  }
+
 #define PW_DRV_HOST_MEM(name, params, args, stream, dir)                                           \
   DRV_HOST_MEM(name, params, args, stream, dir)
+#define PW_DRV_PRIMARY_RELEASE(name, params, args, stream, dir)                                    \
+  DRV_PRIMARY_RELEASE(name, params, args, stream)
 #define PW_DRV_COPY_BLOCKING(name, params, args, stream, dir)                                      \
   DRV_COPY(name, params, args, stream, dir, 1)
 #define PW_DRV_COPY_ASYNC(name, params, args, stream, dir)                                         \

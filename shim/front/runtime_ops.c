@@ -3,6 +3,7 @@
  * Owns: the translation between the engine's opaque handles / PW_* constants and CUDA.
  * Must never: call an exported wrapper of the shim (everything goes through pw_real).
  */
+#include "front.h"
 #include "real.h"
 #include "trace.h"
 
@@ -126,6 +127,13 @@ static int op_relax_capture(int restore, int mode) {
   return (int)m;
 }
 
+/* The runtime's copies share the engine's state of a device with the driver's: once that state
+ * went with a primary context the program released (drv_ops.c), neither stages there again. */
+static int op_context_ok(void *s, int device) {
+  (void)s;
+  return !pw_drv_state_gone(device);
+}
+
 const pw_ops pw_real_ops = {
     .pointer_info = op_pointer_info,
     .stream_capturing = op_stream_capturing,
@@ -147,4 +155,5 @@ const pw_ops pw_real_ops = {
     .clear_error = op_clear_error,
     .error_pending = op_error_pending,
     .relax_capture = op_relax_capture,
+    .context_ok = op_context_ok,
 };
