@@ -126,8 +126,6 @@ static PW_TLS int on_setup_thread;
 
 static void close_gate(void) {
   if (atomic_exchange(&gate_closed, 1)) return;
-  /* the setup's refused calls would warn about a pool nobody will use: exit says nothing more */
-  if (pw_log_level() > PW_LOG_ERROR) pw_log_set_level(PW_LOG_ERROR);
   struct timespec ms = {0, 1000000};
   while (atomic_load(&gate_inflight) > 0)
     nanosleep(&ms, NULL);
@@ -144,6 +142,8 @@ int pw_setup_enter(void) {
   atomic_fetch_add(&gate_inflight, 1);
   if (atomic_load(&gate_closed)) {
     atomic_fetch_sub(&gate_inflight, 1);
+    /* its refused calls would warn about a pool nobody will use */
+    if (on_setup_thread) pw_log_mute_thread();
     return 0;
   }
   return 1;

@@ -52,7 +52,9 @@ static atomic_int gone[MAX_DEVICES];       /* ... and the program released the c
 static PW_TLS int setup_device = -1;       /* a setup thread's device */
 
 static int setup_gone(void) {
-  return setup_device >= 0 && atomic_load(&gone[setup_device]);
+  if (setup_device < 0 || !atomic_load(&gone[setup_device])) return 0;
+  pw_log_mute_thread(); /* its refused calls would warn about a pool nobody will use */
+  return 1;
 }
 
 int pw_drv_state_gone(int device) {
