@@ -1,8 +1,9 @@
 /* pw.h — internal interfaces of libpinwheel shared by its subsystems.
  *
  * Subsystems and what each owns (shim/README.md says the same by folder):
- *   core/log.c          the one log function (level from PINWHEEL_LOG); never calls CUDA, never
- *                       mallocs.
+ *   core/log.c          the one log function (level from PINWHEEL_LOG) and the stderr kept at
+ *                       load; never calls CUDA, never mallocs.
+ *   core/files.c        opening the summary and trace files: no symlink, only the user's files.
  *   core/options.c      the options table, parsed once from PINWHEEL_* variables.
  *   core/stats.c        counters (atomics only) and the exit summary (text / JSON).
  *   core/core.c         the lifecycle both front ends share: init at the first hooked call, the one
