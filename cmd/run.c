@@ -84,6 +84,9 @@ int pw_cmd_run(int argc, char **argv) {
       }
       setenv(pw_option_name(opt), v, 1);
       if (opt == PW_OPT_STATS_FILE) setenv("PINWHEEL_STATS", "1", 1);
+      /* summaries are appended (several processes may share the name): this run's file starts
+       * afresh.  unlink removes a symlink, never its target. */
+      if (opt == PW_OPT_STATS_FILE && !strstr(v, "%p")) unlink(v);
     } else if (a[0] == '-') {
       fprintf(stderr, "pinwheel run: unknown option %s\n%s", a, pw_help_run);
       return 2;

@@ -18,6 +18,12 @@
  *                    (as XLA stages its copies), unaligned, into fresh pages, and in a forked
  *                    child; bytes compared
  *   context          a pageable copy in a context that is not the primary one
+ *   release          the program releases its primary context after a staged copy, retains it
+ *                    again and copies; "round N: references left R" lines
+ *   stress T N       T threads, each N rounds of pageable copies on streams of its own, through
+ *                    the runtime and the driver by turns, and a memcpy into pinned memory every
+ *                    fourth round; the main thread forks three times meanwhile (each child
+ *                    copies once); bytes compared (run under ThreadSanitizer in CI)
  *   oldabi           cuMemcpyHtoD asked for with CUDA 3.0: the 32-bit-pointer ABI, untouched
  *   dlsym-same       dlsym's answers for handles and symbols pinwheel does not wrap, as
  *                    "handle symbol object+offset" lines (compared with a run without the shim)
@@ -34,6 +40,8 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -372,6 +380,127 @@ static int cmd_context(void) {
   return failures != 0;
 }
 
+/* The program releases its primary context after a staged copy: pinwheel's reference goes with
+ * it (the context is freed, no reference left); retained again, copies go to CUDA unchanged with
+ * the right bytes, and it is released again. */
+static int cmd_release(void) {
+  size_t n = 4 << 20;
+  CUdeviceptr dev;
+  CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS);
+  unsigned char *src = malloc(n), *back = malloc(n);
+  for (int round = 0; round < 2; round++) {
+    for (size_t i = 0; i < n; i++)
+      src[i] = (unsigned char)(i * 7 + (size_t)round);
+    CHECK(F.cuMemcpyHtoD_v2(dev, src, n) == CUDA_SUCCESS);
+    memset(src, 0, n);
+    CHECK(F.cuMemcpyDtoH_v2(back, dev, n) == CUDA_SUCCESS);
+    for (size_t i = 0; i < n; i++)
+      if (back[i] != (unsigned char)(i * 7 + (size_t)round)) {
+        CHECK(!"bytes right");
+        break;
+      }
+    CHECK(cuCtxSetCurrent(NULL) == CUDA_SUCCESS);
+    CHECK(cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS);
+    printf("round %d: references left %d\n", round, fake_drv_primary_refs());
+    if (round == 0) {
+      CHECK(cuDevicePrimaryCtxRetain(&primary, 0) == CUDA_SUCCESS);
+      CHECK(cuCtxSetCurrent(primary) == CUDA_SUCCESS);
+    }
+  }
+  free(src);
+  free(back);
+  printf("release %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+static int stress_rounds;
+static unsigned char *stress_pinned; /* 2 MiB per thread, allocated through the driver */
+static atomic_int stress_bad;
+
+static void stress_fill(unsigned char *p, size_t n, int seed) {
+  for (size_t i = 0; i < n; i++)
+    p[i] = (unsigned char)(i * 31 + (size_t)seed * 7 + 1);
+}
+static int stress_same(const unsigned char *p, size_t n, int seed) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != (unsigned char)(i * 31 + (size_t)seed * 7 + 1)) return 0;
+  return 1;
+}
+
+static void *stress_thread(void *arg) {
+  int id = (int)(intptr_t)arg, bad = 0;
+  size_t n = (256 << 10) + (size_t)id * 4096;
+  bad += cuCtxSetCurrent(primary) != CUDA_SUCCESS;
+  CUstream s;
+  cudaStream_t rs;
+  CUdeviceptr dd;
+  void *rd = NULL;
+  bad += cuStreamCreate(&s, 0) != CUDA_SUCCESS;
+  bad += cudaStreamCreateWithFlags(&rs, 0) != cudaSuccess;
+  bad += cuMemAlloc_v2(&dd, n) != CUDA_SUCCESS;
+  bad += cudaMalloc(&rd, n) != cudaSuccess;
+  unsigned char *src = malloc(n), *back = malloc(n);
+  size_t hn = (1 << 20) + (size_t)id * 4096; /* above the size the shim's memcpy stages */
+  unsigned char *pin = stress_pinned + ((size_t)id << 21), *big = malloc(hn);
+  for (int it = 0; it < stress_rounds; it++) {
+    int seed = id * 1000 + it;
+    stress_fill(src, n, seed);
+    if (it & 1) {
+      bad += F.cuMemcpyHtoDAsync_v2(dd, src, n, s) != CUDA_SUCCESS;
+      memset(src, 0, n); /* the source is the program's again once the call returned */
+      bad += F.cuMemcpyDtoH_v2(back, dd, n) != CUDA_SUCCESS;
+    } else {
+      bad += cudaMemcpyAsync(rd, src, n, cudaMemcpyHostToDevice, rs) != cudaSuccess;
+      memset(src, 0, n);
+      bad += cudaMemcpy(back, rd, n, cudaMemcpyDeviceToHost) != cudaSuccess;
+    }
+    bad += !stress_same(back, n, seed);
+    if (it % 4 == 3) { /* the program's own staging: a large memcpy into its pinned memory */
+      stress_fill(big, hn, seed);
+      memcpy(pin, big, hn);
+      bad += !stress_same(pin, hn, seed);
+    }
+  }
+  free(big);
+  free(src);
+  free(back);
+  atomic_fetch_add(&stress_bad, bad);
+  return NULL;
+}
+
+static int cmd_stress(int threads, int rounds) {
+  if (threads < 1 || threads > 16) return 2;
+  stress_rounds = rounds;
+  void *pin = NULL;
+  CHECK(F.cuMemHostAlloc(&pin, (size_t)threads << 21, 0) == CUDA_SUCCESS && pin);
+  stress_pinned = pin;
+  pthread_t t[16];
+  for (int i = 0; i < threads; i++)
+    pthread_create(&t[i], NULL, stress_thread, (void *)(intptr_t)i);
+  for (int f = 0; f < 3; f++) { /* forks while the copies are in flight */
+    usleep(2000);
+    pid_t child = fork();
+    if (child == 0) {
+      size_t n = 1 << 20;
+      unsigned char *a = malloc(n), *b = malloc(n);
+      CUdeviceptr d;
+      int bad = cuCtxSetCurrent(primary) != CUDA_SUCCESS || cuMemAlloc_v2(&d, n) != CUDA_SUCCESS;
+      stress_fill(a, n, 99);
+      bad += F.cuMemcpyHtoD_v2(d, a, n) != CUDA_SUCCESS;
+      bad += F.cuMemcpyDtoH_v2(b, d, n) != CUDA_SUCCESS;
+      _exit(bad || !stress_same(b, n, 99));
+    }
+    int st = -1;
+    CHECK(child > 0 && waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  for (int i = 0; i < threads; i++)
+    pthread_join(t[i], NULL);
+  CHECK(atomic_load(&stress_bad) == 0);
+  CHECK(F.cuMemFreeHost(pin) == CUDA_SUCCESS);
+  printf("stress %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
 static int cmd_oldabi(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   CUresult (*gpa2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
@@ -555,6 +684,8 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "counts")) return cmd_counts(argc > 3 ? atoi(argv[3]) : 1);
   if (!strcmp(cmd, "stage")) return cmd_stage(argc > 3 && !strcmp(argv[3], "expect-staged"));
   if (!strcmp(cmd, "context")) return cmd_context();
+  if (!strcmp(cmd, "release")) return cmd_release();
+  if (!strcmp(cmd, "stress") && argc > 4) return cmd_stress(atoi(argv[3]), atoi(argv[4]));
   if (!strcmp(cmd, "hostcopy")) return cmd_hostcopy();
   fprintf(stderr, "driver_prog: unknown command %s\n", cmd);
   return 2;

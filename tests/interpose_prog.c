@@ -10,11 +10,16 @@
  *   capture: an H2D copy on a capturing stream (must reach CUDA unchanged).
  *   fork: calls, fork, calls in the child, wait.
  *   none: no CUDA call at all.
+ *   reopen2 PATH: closes stderr, opens PATH as fd 2 (its data file), writes to it, uses CUDA.
+ *   exit-early: one copy large enough to be staged (starting the background setup), then exit.
+ *   exec-traced: a traced run that fork-execs itself ("traced plain") with the same environment
+ *   while its own trace is open, then uses CUDA again.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <cupti.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -395,6 +400,44 @@ static int mode_hostcopy(void) {
   return failures != 0;
 }
 
+/* The program's fd 2 becomes its data file: nothing of pinwheel's may land in it. */
+static int mode_reopen2(const char *path) {
+  close(2);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  CHECK(fd == 2);
+  static const char data[] = "the program's data\n";
+  CHECK(write(2, data, sizeof data - 1) == (ssize_t)(sizeof data - 1));
+  mode_counts(1);
+  printf("reopen2 done\n");
+  return failures != 0;
+}
+
+static int mode_exec_traced(const char *self) {
+  char b[8] = {0};
+  CHECK(cudaMemcpy(b + 4, b, 4, cudaMemcpyHostToHost) == cudaSuccess); /* the trace starts */
+  fflush(stdout);
+  pid_t p = fork();
+  if (p == 0) {
+    execl(self, self, "traced", "plain", (char *)NULL);
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(p, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK(cudaMemcpy(b + 4, b, 4, cudaMemcpyHostToHost) == cudaSuccess);
+  printf("exec-traced %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+static int mode_exit_early(void) {
+  static char host[1 << 20];
+  void *dev;
+  CHECK(cudaMalloc(&dev, sizeof host) == cudaSuccess);
+  CHECK(cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice) == cudaSuccess);
+  printf("exit-early done\n");
+  return failures != 0;
+}
+
 int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "none";
   if (!strcmp(m, "calls")) return mode_calls();
@@ -406,6 +449,9 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "fork")) return mode_fork();
   if (!strcmp(m, "elide")) return mode_elide();
   if (!strcmp(m, "nvtx")) return mode_nvtx();
+  if (!strcmp(m, "reopen2") && argc > 2) return mode_reopen2(argv[2]);
+  if (!strcmp(m, "exec-traced")) return mode_exec_traced(argv[0]);
+  if (!strcmp(m, "exit-early")) return mode_exit_early();
   if (!strcmp(m, "traced")) return mode_traced(argc > 2 && !strcmp(argv[2], "profiler"));
   if (!strcmp(m, "exit")) { /* one CUDA call, then the given status */
     char b[8] = {0};

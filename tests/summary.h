@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <yajl/yajl_tree.h>
@@ -20,6 +21,14 @@ static inline yajl_val parse_file(const char *path) {
   yajl_val v = yajl_tree_parse(text, eb, sizeof eb);
   if (!v) fail_msg("summary %s is not JSON (%s): %s", path, eb, text);
   free(text);
+  return v;
+}
+
+/* A summary file holds one summary per process that appended to it (JSON lines): read the one
+ * summary of the run just made, and remove the file, so that the next run starts afresh. */
+static inline yajl_val parse_summary(const char *path) {
+  yajl_val v = parse_file(path);
+  unlink(path);
   return v;
 }
 

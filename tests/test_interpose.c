@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -184,7 +185,7 @@ static void test_observe_counts_exact(void **state) {
   result r = run(argv, env);
   assert_int_equal(r.status, 0);
   assert_string_equal(r.err, "");
-  yajl_val v = parse_file(stats_path);
+  yajl_val v = parse_summary(stats_path);
   assert_int_equal(jget(v, "calls", "cudaMemcpy", "calls", NULL), 10);
   assert_int_equal(jget(v, "calls", "cudaMemcpyAsync", "calls", NULL), 10);
   assert_int_equal(jget(v, "calls", "cudaLaunchKernel", "calls", NULL), 5);
@@ -308,7 +309,7 @@ static void test_off_counts_nothing(void **state) {
       NULL};
   result r = run(argv, env);
   assert_int_equal(r.status, 0);
-  yajl_val v = parse_file(stats_path);
+  yajl_val v = parse_summary(stats_path);
   assert_int_equal(jget(v, "intercepted", NULL), 0);
   const char *pm[] = {"mode", NULL};
   assert_true(str_is(yajl_tree_get(v, pm, yajl_t_string), "off"));
@@ -336,16 +337,171 @@ static void test_unrelated_program_unchanged(void **state) {
   assert_string_equal(b.err, "");
   free_result(&a);
   free_result(&b);
-  /* asked for stats, the root process says plainly that nothing was intercepted */
-  const char *env2[] = {PRELOAD, "PINWHEEL_STATS=1", NULL};
-  b = run(none, env2);
+  /* the command `pinwheel run --stats` started says plainly that nothing was intercepted */
+  const char *launched[] = {PW_CLI, "run", "--stats", "--", PW_PROG, "none", NULL};
+  b = run(launched, NULL);
   assert_non_null(strstr(b.err, "no CUDA call was intercepted"));
   free_result(&b);
-  /* a helper process that is not the root stays quiet */
+  /* a helper process that is not the launched command stays quiet */
   const char *env3[] = {PRELOAD, "PINWHEEL_STATS=1", "PINWHEEL_ROOT_PID=1", NULL};
   b = run(none, env3);
   assert_string_equal(b.err, "");
   free_result(&b);
+}
+
+/* Stray summaries: under the manual LD_PRELOAD=... PINWHEEL_STATS=1, a process that never
+ * intercepted a CUDA call prints nothing and writes no file (a bug once: every process printed
+ * "no CUDA call was intercepted", 33 of them for `python3 -c pass` through a version manager's
+ * scripts, and one landed in a subprocess's captured stderr). */
+static void test_no_cuda_no_summary(void **state) {
+  const char *none[] = {PW_PROG, "none", NULL};
+  const char *sh[] = {"/bin/sh", "-c", "echo hi", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_STATS=1", NULL};
+  result r = run(none, env);
+  assert_int_equal(r.status, 3);
+  assert_string_equal(r.err, "");
+  free_result(&r);
+  r = run(sh, env);
+  assert_string_equal(r.out, "hi\n");
+  assert_string_equal(r.err, "");
+  free_result(&r);
+  unlink(stats_path);
+  const char *envf[] = {PRELOAD, "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json", stats_env, NULL};
+  r = run(none, envf);
+  assert_int_equal(access(stats_path, F_OK), -1);
+  free_result(&r);
+}
+
+/* Two processes share one PINWHEEL_STATS_FILE without %p, a shell that never uses CUDA runs them:
+ * both summaries are there, whole, one JSON object a line, and the shell wrote none (a bug once:
+ * a later process that never used CUDA replaced the summary of one that did). */
+static void test_shared_summary_file(void **state) {
+  char script[600];
+  snprintf(script, sizeof script, "%s counts 1 & %s counts 2; wait; %s none; true", PW_PROG,
+           PW_PROG, PW_PROG);
+  const char *sh[] = {"/bin/sh", "-c", script, NULL};
+  const char *env[] = {
+      PRELOAD, "PINWHEEL_MODE=observe", "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json", stats_env,
+      NULL};
+  unlink(stats_path);
+  result r = run(sh, env);
+  assert_int_equal(r.status, 0);
+  free_result(&r);
+  char *text = slurp(stats_path);
+  assert_non_null(text);
+  long long memcpys = 0;
+  int lines = 0;
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), lines++) {
+    char eb[256];
+    yajl_val v = yajl_tree_parse(line, eb, sizeof eb);
+    if (!v) fail_msg("line %d is not JSON (%s): %s", lines, eb, line);
+    memcpys += jget(v, "calls", "cudaMemcpy", "calls", NULL);
+    yajl_tree_free(v);
+  }
+  free(text);
+  unlink(stats_path);
+  assert_int_equal(lines, 2);
+  assert_int_equal(memcpys, 2 * 1 + 2 * 2);
+}
+
+/* pinwheel writes to the stderr the program had when pinwheel loaded: a program that closed
+ * stderr and opened its data file as fd 2 finds nothing of pinwheel's in it (the warning and the
+ * summary go to the original stderr); coreutils close stderr at exit, and the summary of
+ * `pinwheel run --stats -- /bin/echo hi` still prints. */
+static void test_stderr_as_loaded(void **state) {
+  char data[128];
+  snprintf(data, sizeof data, "/tmp/pwtest-data-%d.txt", (int)getpid());
+  const char *argv[] = {PW_PROG, "reopen2", data, NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=observe", "PINWHEEL_STATS=1", "PINWHEEL_CHUNK=12Q",
+                       NULL};
+  result r = run(argv, env);
+  if (r.status != 0) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
+  char *text = slurp(data);
+  assert_non_null(text);
+  assert_string_equal(text, "the program's data\n");
+  free(text);
+  unlink(data);
+  assert_non_null(strstr(r.err, "PINWHEEL_CHUNK=12Q is not valid"));
+  assert_non_null(strstr(r.err, "summary (pinwheel"));
+  free_result(&r);
+  if (access("/bin/echo", X_OK) != 0) return;
+  const char *echo[] = {PW_CLI, "run", "--stats", "--", "/bin/echo", "hi", NULL};
+  r = run(echo, NULL);
+  assert_int_equal(r.status, 0);
+  assert_string_equal(r.out, "hi\n");
+  assert_non_null(strstr(r.err, "summary (pinwheel"));
+  free_result(&r);
+}
+
+/* The summary and trace files are never opened through a symlink (one planted at a predictable
+ * name would make pinwheel write into the file it points to): the target is untouched, the
+ * summary goes to stderr with an error, the run is untraced with a warning. */
+static void test_planted_symlinks(void **state) {
+  char target[128], tlink[160], tenv[200];
+  snprintf(target, sizeof target, "/tmp/pwtest-precious-%d", (int)getpid());
+  FILE *f = fopen(target, "w");
+  assert_non_null(f);
+  fputs("precious\n", f);
+  fclose(f);
+  unlink(stats_path);
+  assert_int_equal(symlink(target, stats_path), 0);
+  const char *argv[] = {PW_PROG, "counts", "1", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=observe", "PINWHEEL_STATS=1", stats_env, NULL};
+  result r = run(argv, env);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.err, "it is a symbolic link; summary goes to stderr"));
+  assert_non_null(strstr(r.err, "summary (pinwheel"));
+  free_result(&r);
+  unlink(stats_path);
+  snprintf(tlink, sizeof tlink, "/tmp/pwtest-tlink-%d.json", (int)getpid());
+  snprintf(tenv, sizeof tenv, "PINWHEEL_TRACE=%s", tlink);
+  assert_int_equal(symlink(target, tlink), 0);
+  const char *targv[] = {PW_PROG, "traced", "plain", NULL};
+  const char *tenvs[] = {PRELOAD, "PINWHEEL_MODE=observe", tenv, "PINWHEEL_CUPTI=" PW_FAKE_CUPTI,
+                         NULL};
+  r = run(targv, tenvs);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.err, "it is a symbolic link; the program runs untraced"));
+  free_result(&r);
+  char *text = slurp(target);
+  assert_string_equal(text, "precious\n");
+  free(text);
+  unlink(tlink);
+  unlink(target);
+}
+
+/* A child exec'd with its parent's PINWHEEL_TRACE (no %p) while the parent's trace is open does
+ * not truncate it: it writes NAME-pidN.json, says so, and both traces are whole. */
+static void test_exec_child_trace(void **state) {
+  char prefix[128], tpath[160], tenv[200];
+  snprintf(prefix, sizeof prefix, "/tmp/pwtest-xtrace-%d", (int)getpid());
+  snprintf(tpath, sizeof tpath, "%s.json", prefix);
+  snprintf(tenv, sizeof tenv, "PINWHEEL_TRACE=%s", tpath);
+  const char *argv[] = {PW_PROG, "exec-traced", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=observe", tenv, "PINWHEEL_CUPTI=" PW_FAKE_CUPTI,
+                       NULL};
+  result r = run(argv, env);
+  if (r.status != 0) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
+  assert_non_null(strstr(r.out, "exec-traced ok"));
+  assert_non_null(strstr(r.err, "is being written by another process; this one's goes to"));
+  free_result(&r);
+  assert_int_equal(count_files(prefix), 2);
+  char cmd[300], child[256] = "";
+  snprintf(cmd, sizeof cmd, "ls %s-pid*.json", prefix);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(fgets(child, sizeof child, p));
+  pclose(p);
+  child[strcspn(child, "\n")] = 0;
+  const char *files[] = {tpath, child};
+  for (int i = 0; i < 2; i++) {
+    yajl_val v = parse_file(files[i]);
+    assert_non_null(yajl_tree_get(v, (const char *[]){"traceEvents", NULL}, yajl_t_array));
+    yajl_tree_free(v);
+    char *text = slurp(files[i]);
+    assert_non_null(strstr(text, "\"name\":\"fake_kernel\""));
+    free(text);
+    unlink(files[i]);
+  }
 }
 
 static void test_fork_child_reports_only_its_own(void **state) {
@@ -389,7 +545,7 @@ static void test_threads_counts_exact(void **state) {
       NULL};
   result r = run(argv, env);
   assert_int_equal(r.status, 0);
-  yajl_val v = parse_file(stats_path);
+  yajl_val v = parse_summary(stats_path);
   assert_int_equal(jget(v, "calls", "__cudaLaunchKernel", "calls", NULL), 24000);
   assert_int_equal(jget(v, "calls", "cudaMemcpyAsync", "calls", NULL), 24000);
   assert_int_equal(copy_row(v, "H2D", "pageable", "device", "bytes"), 24000LL * 512);
@@ -409,7 +565,7 @@ static yajl_val run_staged(const char *const *argv, const char *const *extra, in
   result r = run(argv, env);
   if (r.status != expect_status) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
   free_result(&r);
-  return parse_file(stats_path);
+  return parse_summary(stats_path);
 }
 
 static yajl_val run_stage(const char *mode, const char *const *extra, int expect_status) {
@@ -434,6 +590,31 @@ static void test_stage_background_setup(void **state) {
   assert_int_equal(staged + waiting, inline_staged);
   assert_true(jget(v, "staging", "setup_ns", NULL) > 0);
   yajl_tree_free(v);
+}
+
+/* Exit never waits long for a slow background setup, and no setup call runs while CUDA tears
+ * down: a program that exits right after its first copy, while the pool is being pinned (300 ms)
+ * and a slow ring allocation (3 s) is still to come, exits once the call in flight returns; the
+ * rest of the setup is cancelled (a bug once: exit waited for the whole setup, up to 10 s, then
+ * left it running inside cudaHostAlloc while CUDA tore down). */
+static void test_exit_does_not_wait_for_setup(void **state) {
+  const char *argv[] = {PW_PROG, "exit-early", NULL};
+  const char *env[] = {PRELOAD,
+                       "PINWHEEL_MODE=stage",
+                       "PINWHEEL_SETUP=background",
+                       "FAKE_HOSTALLOC_SLEEP_MS=300",
+                       "FAKE_RING_SLEEP_MS=3000",
+                       NULL};
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  result r = run(argv, env);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  if (r.status != 0) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
+  assert_non_null(strstr(r.out, "exit-early done"));
+  if (s > 2.0) fail_msg("exit took %.2f s", s);
+  assert_string_equal(r.err, ""); /* no call after teardown, no warning about the cancelled setup */
+  free_result(&r);
 }
 
 /* The staging threads' default follows the CPUs the process may use and the local ranks: under
@@ -548,7 +729,7 @@ static void test_runtime_host_copies(void **state) {
   result o = run(argv, observe);
   if (o.status != 0) fail_msg("observe: status %d\n%s%s", o.status, o.out, o.err);
   free_result(&o);
-  v = parse_file(stats_path);
+  v = parse_summary(stats_path);
   assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), 0);
   assert_int_equal(jget(v, "calls", "cudaHostAlloc", "calls", NULL), 1);
   yajl_tree_free(v);
@@ -599,7 +780,7 @@ static void test_launcher(void **state) {
                         stats_path, "--",  PW_PROG,  "counts",  "2",      NULL};
   result r = run(argv, NULL);
   assert_int_equal(r.status, 0);
-  yajl_val v = parse_file(stats_path);
+  yajl_val v = parse_summary(stats_path);
   assert_int_equal(jget(v, "calls", "cudaMemcpy", "calls", NULL), 4);
   yajl_tree_free(v);
   free_result(&r);
@@ -655,11 +836,17 @@ int main(void) {
       cmocka_unit_test(test_text_summary),
       cmocka_unit_test(test_off_counts_nothing),
       cmocka_unit_test(test_unrelated_program_unchanged),
+      cmocka_unit_test(test_no_cuda_no_summary),
+      cmocka_unit_test(test_shared_summary_file),
+      cmocka_unit_test(test_stderr_as_loaded),
+      cmocka_unit_test(test_planted_symlinks),
+      cmocka_unit_test(test_exec_child_trace),
       cmocka_unit_test(test_fork_child_reports_only_its_own),
       cmocka_unit_test(test_threads_counts_exact),
       cmocka_unit_test(test_stage_bytes_and_paths),
       cmocka_unit_test(test_runtime_host_copies),
       cmocka_unit_test(test_stage_background_setup),
+      cmocka_unit_test(test_exit_does_not_wait_for_setup),
       cmocka_unit_test(test_failed_query_is_query_failed),
       cmocka_unit_test(test_default_threads_follow_cpus),
       cmocka_unit_test(test_stage_sync_elision),

@@ -1,8 +1,10 @@
 /* test_options.c — the options table: good and bad values, suffixes, env parsing, warnings. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +80,7 @@ static char *capture_stderr(void (*fn)(void)) {
 }
 
 static void init_opts(void) {
+  pw_options_reset();
   pw_options_init();
 }
 static void print_opts(void) {
@@ -106,6 +109,9 @@ static void test_environment(void **state) {
   unsetenv("PINWHEEL_HOST_POOL");
   unsetenv("PINWHEEL_CHUNK");
   unsetenv("PINWHEEL_STATS_FILE");
+  pw_options_init(); /* parsed once: a second call reads nothing new */
+  assert_int_equal(pw_option_get(PW_OPT_MODE), PW_MODE_OBSERVE);
+  pw_options_reset();
   pw_options_init();
   assert_int_equal(pw_option_get(PW_OPT_MODE), PW_MODE_STAGE);
 }
@@ -117,12 +123,49 @@ static void test_table_lists_every_option(void **state) {
   assert_non_null(strstr(out, "PINWHEEL_DEVICE_RING     512M"));
 }
 
+/* Options are parsed once, before anyone reads them: threads that read an option while init
+ * parses the environment see the parsed value, never the default (a bug once: init reset every
+ * option while a thread on the NVTX path read one lazily). */
+#define READERS 4
+static pthread_barrier_t start;
+static atomic_int wrong;
+static void *reader(void *arg) {
+  (void)arg;
+  pthread_barrier_wait(&start);
+  for (int i = 0; i < 200; i++)
+    if (pw_option_get(PW_OPT_MIN_BYTES) != 12345 || pw_option_get(PW_OPT_MODE) != PW_MODE_OFF)
+      atomic_fetch_add(&wrong, 1);
+  return NULL;
+}
+
+static void test_parsed_once_before_any_read(void **state) {
+  setenv("PINWHEEL_MIN_BYTES", "12345", 1);
+  setenv("PINWHEEL_MODE", "off", 1);
+  for (int round = 0; round < 300; round++) {
+    pw_options_reset();
+    pthread_t t[READERS];
+    pthread_barrier_init(&start, NULL, READERS + 1);
+    for (int i = 0; i < READERS; i++)
+      pthread_create(&t[i], NULL, reader, NULL);
+    pthread_barrier_wait(&start);
+    pw_options_init(); /* init, racing the readers */
+    for (int i = 0; i < READERS; i++)
+      pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&start);
+  }
+  unsetenv("PINWHEEL_MIN_BYTES");
+  unsetenv("PINWHEEL_MODE");
+  pw_options_reset();
+  assert_int_equal(atomic_load(&wrong), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes),
       cmocka_unit_test(test_enums_bools_ints),
       cmocka_unit_test(test_environment),
       cmocka_unit_test(test_table_lists_every_option),
+      cmocka_unit_test(test_parsed_once_before_any_read),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,8 +3,10 @@
  * Owns: loading CUPTI with dlopen (only when tracing is asked for), the activity kinds, the
  * buffers (handed to a writer thread, off the application's threads), the exit flush and fork.
  * Must never: stop the program or change its exit status (CUPTI missing or unusable: one warning,
- * the program runs untraced), print unless something is wrong, or write into a file a forked
- * child shares with its parent.
+ * the program runs untraced), print unless something is wrong, write into a file a forked
+ * child shares with its parent, or truncate a trace another process is writing (files.c: an
+ * exec'd child given its parent's name writes NAME-pidN.json instead, and says so), or write
+ * through a symlink.
  *
  * Order at exit: the flush is registered with atexit right after the first real CUDA call
  * returned, so it runs before the CUDA runtime's own exit handler (registered during that call)
@@ -360,6 +362,24 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
+/* Put suffix before the extension of the file name in out (before ".json.gz" for a .gz);
+ * -1 when it does not fit. */
+static int insert_before_ext(char *out, size_t n, const char *suffix) {
+  size_t o = strlen(out);
+  char *slash = strrchr(out, '/'), *dot = strrchr(out, '.');
+  if (!dot || (slash && dot < slash) || dot == out || (slash && dot == slash + 1)) dot = out + o;
+  if (!strcmp(dot, ".gz") && dot > out) { /* trace.json.gz: before ".json.gz" */
+    char *d2 = dot - 1;
+    while (d2 > out && *d2 != '.' && *d2 != '/')
+      d2--;
+    if (*d2 == '.' && d2 > out) dot = d2;
+  }
+  char tail[4096];
+  snprintf(tail, sizeof tail, "%s", dot);
+  int w = snprintf(dot, n - (size_t)(dot - out), "%s%s", suffix, tail);
+  return w < 0 || (size_t)w >= n - (size_t)(dot - out) ? -1 : 0;
+}
+
 int pw_trace_path(const char *tmpl, char *out, size_t n) {
   const char *rank = getenv("RANK");
   if (!rank || !*rank) rank = getenv("LOCAL_RANK");
@@ -394,18 +414,9 @@ int pw_trace_path(const char *tmpl, char *out, size_t n) {
   /* ranks of one job share the environment: without %p or %r they would all write one file;
    * each gets "-rankN" before the extension instead */
   if (distributed && !personal) {
-    char *slash = strrchr(out, '/'), *dot = strrchr(out, '.');
-    if (!dot || (slash && dot < slash) || dot == out || (slash && dot == slash + 1)) dot = out + o;
-    if (!strcmp(dot, ".gz") && dot > out) { /* trace.json.gz: before ".json.gz" */
-      char *d2 = dot - 1;
-      while (d2 > out && *d2 != '.' && *d2 != '/')
-        d2--;
-      if (*d2 == '.' && d2 > out) dot = d2;
-    }
-    char tail[4096];
-    snprintf(tail, sizeof tail, "%s", dot);
-    int w = snprintf(dot, n - (size_t)(dot - out), "-rank%s%s", rank, tail);
-    if (w < 0 || (size_t)w >= n - (size_t)(dot - out)) return -1;
+    char suffix[64];
+    snprintf(suffix, sizeof suffix, "-rank%s", rank);
+    return insert_before_ext(out, n, suffix);
   }
   return 0;
 }
@@ -464,7 +475,8 @@ static void finish(void) {
            (unsigned long long)tw->dropped);
 }
 
-static void child_after_fork(void) {
+void pw_trace_fork_child(void) {
+  pthread_mutex_unlock(&qlock); /* taken by pw_trace_fork_prepare */
   /* the child must not write into its parent's file: it is untraced (a CUDA program may not use
    * CUDA across fork anyway); the writer thread does not exist here */
   if (!atomic_exchange(&active, 0)) return;
@@ -475,15 +487,11 @@ static void child_after_fork(void) {
   pthread_cond_init(&qcond, NULL);
 }
 
-static void prepare_fork(void) {
+void pw_trace_fork_prepare(void) {
   pthread_mutex_lock(&qlock); /* no child inherits a queue in the middle of a change */
 }
-static void parent_after_fork(void) {
+void pw_trace_fork_parent(void) {
   pthread_mutex_unlock(&qlock);
-}
-static void child_unlock(void) {
-  pthread_mutex_unlock(&qlock);
-  child_after_fork();
 }
 
 static int other_profiler(void) {
@@ -556,9 +564,20 @@ void pw_trace_start(void) {
   }
   tw = calloc(1, sizeof *tw);
   if (!tw) return;
-  fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd = pw_open_output(path, PW_OUT_REPLACE, why, sizeof why);
+  if (fd == -2) { /* an ancestor's trace, still being written (an exec'd child): one of its own */
+    char taken[sizeof path], pid[32];
+    snprintf(taken, sizeof taken, "%s", path);
+    snprintf(pid, sizeof pid, "-pid%d", (int)getpid());
+    fd = insert_before_ext(path, sizeof path, pid)
+             ? -1
+             : pw_open_output(path, PW_OUT_NEW, why, sizeof why);
+    if (fd >= 0)
+      pw_log(PW_LOG_WARN, "trace %s is being written by another process; this one's goes to %s",
+             taken, path);
+  }
   if (fd < 0) {
-    pw_log(PW_LOG_WARN, "cannot write the trace %s: %m; the program runs untraced", path);
+    pw_log(PW_LOG_WARN, "cannot write the trace %s: %s; the program runs untraced", path, why);
     free(tw);
     tw = NULL;
     return;
@@ -606,7 +625,6 @@ void pw_trace_start(void) {
     unlink(path);
     return;
   }
-  pthread_atfork(prepare_fork, parent_after_fork, child_unlock);
   atomic_store(&active, 1);
   atomic_store(&pw_trace_want_atexit, 1);
   pw_log(PW_LOG_INFO, "tracing to %s", path);

@@ -59,6 +59,11 @@ void pw_tw_end(pw_tw *w); /* names, the frame's end; flushes */
 int pw_trace_path(const char *tmpl, char *out, size_t n);
 /* Start tracing if PINWHEEL_TRACE asks for it: called once, at the first CUDA call. */
 void pw_trace_start(void);
+/* Fork, called from core.c's one set of handlers: the queue lock across fork; the child is
+ * untraced and writes nothing into its parent's file. */
+void pw_trace_fork_prepare(void);
+void pw_trace_fork_parent(void);
+void pw_trace_fork_child(void);
 /* After a real CUDA call returned: registers the exit flush once CUDA has registered its own.
  * The wrappers test pw_trace_want_atexit first (a relaxed load). */
 extern _Atomic int pw_trace_want_atexit;

@@ -2,8 +2,22 @@
  * runtime's entry points; drv.c: the driver's): init at the first CUDA call, the one engine, the
  * mode, the per-thread guard and sync-elision state, fork and the exit summary.
  *
- * Must never: do anything before the first hooked call (there is no constructor; the destructor
- * only reads PINWHEEL_STATS), print unless asked (errors aside), or exit/abort the host process.
+ * At load, the constructor does two things only: it keeps a copy of the program's stderr (log.c:
+ * the log and the summary go there, whatever fd 2 becomes), and it registers the one set of fork
+ * handlers.  Every subsystem's fork reset is called from here, in this order, and none registers
+ * its own:
+ *   prepare:  trace (its queue lock is taken, so no child inherits a queue mid-change)
+ *   parent:   trace (unlocked)
+ *   child:    counters, clock anchor, options (parse lock), setup gate, driver front end
+ * (resolution lock, primary contexts), pinned registry (writers' lock), copy pool, engine, trace
+ * (the child writes into no file of its parent's), this thread's elided stream. The order matters
+ * where one reset reads another's state: the engine's reset comes after the pool's (the engine's
+ * copies use the pool), and the trace's last (its reset may log).
+ *
+ * Must never: do more before the first hooked call than the constructor's two things (the
+ * destructor only reads PINWHEEL_STATS), print unless asked (errors aside), print a summary for a
+ * process that never intercepted a CUDA call (unless it is the command `pinwheel run` started,
+ * whose user asked for its summary), or exit/abort the host process.
  */
 #define _GNU_SOURCE
 #include "real.h"
@@ -14,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 atomic_int pw_ready;
@@ -29,15 +44,29 @@ static PW_TLS int pw_in_init; /* init running on this thread: fall through */
 
 /* ---- init, fork ---- */
 
-static void after_fork_child(void) {
+static void before_fork(void) {
+  pw_trace_fork_prepare();
+}
+static void parent_after_fork(void) {
+  pw_trace_fork_parent();
+}
+static void child_after_fork(void) {
   atomic_store(&pw_forked, 1);
   pw_stats_reset();
   pw_ticks_anchor();
-  pw_pool_after_fork_child();
-  pw_engine_after_fork_child(pw_eng);
+  pw_options_after_fork_child();
+  pw_setup_after_fork_child();
   pw_drv_fork_child();
   pw_pinned_after_fork_child();
+  pw_pool_after_fork_child();
+  pw_engine_after_fork_child(pw_eng);
+  pw_trace_fork_child();
   pw_elide_stream = NULL;
+}
+
+__attribute__((constructor)) static void pw_load(void) {
+  pw_log_keep_stderr();
+  pthread_atfork(before_fork, parent_after_fork, child_after_fork);
 }
 
 static void init_once(void) {
@@ -48,7 +77,7 @@ static void init_once(void) {
   pw_trace_start(); /* PINWHEEL_TRACE, in every mode: the first CUDA call is now */
   pw_sync_mode = (int)pw_option_get(PW_OPT_SYNC);
   pw_host_copies = (int)pw_option_get(PW_OPT_HOST_COPIES);
-  if (pw_option_get(PW_OPT_HELP)) pw_options_print(2);
+  if (pw_option_get(PW_OPT_HELP)) pw_options_print(pw_log_fd());
   if (pw_mode == PW_MODE_STAGE) {
     long long threads = pw_option_get(PW_OPT_THREADS);
     if (threads <= 0) threads = pw_default_threads();
@@ -74,7 +103,6 @@ static void init_once(void) {
       pw_mode = PW_MODE_OBSERVE;
     }
   }
-  pthread_atfork(NULL, NULL, after_fork_child);
   pw_log(PW_LOG_INFO, "pinwheel %s active, mode %d", PW_VERSION, pw_mode);
   atomic_store_explicit(&pw_ready, 1, memory_order_release);
 }
@@ -86,11 +114,68 @@ void pw_init(void) {
   pw_in_init = 0;
 }
 
+/* ---- the setup gate (pw.h) ----
+ * Exit runs the atexit handlers newest first.  CUDA registers its teardown at its first call,
+ * before any setup; the engine registers its bounded wait for setups when it starts the first
+ * setup thread; close_gate is registered after that (pw_setup_arm, once a copy found a setup
+ * under way, and again by the setup thread's first gated call, in case exit began before the
+ * copy returned), so it runs first: no new setup call starts, the one inside CUDA is waited for,
+ * the setup ends at its next call, and the engine's wait then returns at once. */
+static atomic_int gate_closed, gate_inflight, gate_armed;
+static PW_TLS int on_setup_thread;
+
+static void close_gate(void) {
+  if (atomic_exchange(&gate_closed, 1)) return;
+  struct timespec ms = {0, 1000000};
+  while (atomic_load(&gate_inflight) > 0)
+    nanosleep(&ms, NULL);
+}
+
+void pw_setup_arm(void) {
+  if (atomic_load_explicit(&gate_armed, memory_order_relaxed) >= 2) return;
+  if (atomic_fetch_add(&gate_armed, 1) < 2) atexit(close_gate);
+}
+
+int pw_setup_enter(void) {
+  /* the setup thread's own registration: the copy that started it may not have returned yet */
+  if (on_setup_thread) pw_setup_arm();
+  atomic_fetch_add(&gate_inflight, 1);
+  if (atomic_load(&gate_closed)) {
+    atomic_fetch_sub(&gate_inflight, 1);
+    /* its refused calls would warn about a pool nobody will use */
+    if (on_setup_thread) pw_log_mute_thread();
+    return 0;
+  }
+  return 1;
+}
+
+void pw_setup_leave(void) {
+  atomic_fetch_sub(&gate_inflight, 1);
+}
+
+int pw_setup_busy(void) {
+  return atomic_load(&gate_inflight) > 0;
+}
+
+void pw_setup_mark_thread(void) {
+  on_setup_thread = 1;
+}
+
+int pw_setup_on_thread(void) {
+  return on_setup_thread;
+}
+
+void pw_setup_after_fork_child(void) {
+  atomic_store(&gate_inflight, 0); /* the setup threads are the parent's */
+  atomic_store(&gate_closed, 0);
+}
+
 /* ---- exit ---- */
 
+/* The summary's destination: PINWHEEL_STATS_FILE (%p = pid), appended to, or the kept stderr. */
 static void open_stats_target(int *fd, int *close_it) {
   const char *tmpl = pw_option_str(PW_OPT_STATS_FILE);
-  *fd = 2;
+  *fd = pw_log_fd();
   *close_it = 0;
   if (!tmpl) return;
   char path[4096];
@@ -104,9 +189,11 @@ static void open_stats_target(int *fd, int *close_it) {
     }
   }
   path[o] = 0;
-  int f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  char why[160];
+  int f = pw_open_output(path, PW_OUT_APPEND, why, sizeof why);
   if (f < 0) {
-    pw_log(PW_LOG_ERROR, "cannot open PINWHEEL_STATS_FILE %s: %m; summary goes to stderr", path);
+    pw_log(PW_LOG_ERROR, "cannot write PINWHEEL_STATS_FILE %s: %s; summary goes to stderr", path,
+           why);
     return;
   }
   *fd = f;
@@ -117,14 +204,18 @@ __attribute__((destructor)) static void pw_fini(void) {
   static atomic_int done;
   const char *s = getenv("PINWHEEL_STATS");
   if (!s || atomic_exchange(&done, 1)) return;
-  /* Only the process the user started speaks when nothing was intercepted: forked workers and
-   * helper programs that inherited LD_PRELOAD stay quiet unless they used CUDA themselves. */
+  /* Only a process that intercepted a CUDA call speaks (init runs at the first one; in mode off
+   * nothing is counted, so init is the sign), and the command `pinwheel run` started, whose user
+   * asked for its summary.  Forked workers count from zero, so their own calls decide; helper
+   * programs, shells and interpreters that inherited LD_PRELOAD stay quiet. */
   uint64_t calls = 0;
   for (int i = 0; i < PW_HOOK_COUNT; i++)
     calls += pw_get(&pw_st.hook_calls[i]);
+  int forked = atomic_load(&pw_forked);
+  int used = calls || (!forked && atomic_load_explicit(&pw_ready, memory_order_acquire));
   const char *root = getenv("PINWHEEL_ROOT_PID");
-  int is_root = !atomic_load(&pw_forked) && (!root || atoi(root) == (int)getpid());
-  if (!calls && !is_root) return;
+  int launched = !forked && root && atoi(root) == (int)getpid();
+  if (!used && !launched) return;
   if (!pw_option_get(PW_OPT_STATS)) return;
   int fd, close_it;
   open_stats_target(&fd, &close_it);

@@ -1,7 +1,10 @@
 /* options.c — the one options table of libpinwheel (PINWHEEL_* environment variables).
  *
  * Owns: names, defaults, meanings and parsing; PINWHEEL_HELP's table; the README's options table
- * is this table.  Values are read once, at the first hooked call, and only through pw_option_get.
+ * is this table.  Values are parsed once, by whichever thread asks first (init at the first hooked
+ * call, or a thread that reads an option before it, as the NVTX path may), and only read through
+ * pw_option_get: a reader either parses them or waits until they are parsed, so no thread ever sees
+ * a value being reset or half-parsed.
  * Must never: abort on a bad value (it warns once, naming the variable and the default kept).
  */
 #define _GNU_SOURCE
@@ -9,6 +12,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +45,10 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
     [PW_OPT_LOG] = {"PINWHEEL_LOG", T_ENUM, PW_LOG_WARN, log_choices,
                     "log level on stderr: error, warn, info, debug"},
     [PW_OPT_STATS] = {"PINWHEEL_STATS", T_BOOL, 0, NULL, "print a summary at exit"},
-    [PW_OPT_STATS_FILE] = {"PINWHEEL_STATS_FILE", T_STRING, 0, NULL,
-                           "write the summary to this file instead of stderr (%p = pid)"},
+    [PW_OPT_STATS_FILE] =
+        {"PINWHEEL_STATS_FILE", T_STRING, 0, NULL,
+         "append the summary to this file instead of stderr, one per process that "
+         "used CUDA, each in one write (json: one object a line; %p = pid)"},
     [PW_OPT_STATS_FORMAT] = {"PINWHEEL_STATS_FORMAT", T_ENUM, PW_FMT_TEXT, fmt_choices,
                              "summary format: text or json"},
     [PW_OPT_HELP] = {"PINWHEEL_HELP", T_BOOL, 0, NULL,
@@ -110,7 +116,10 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
 
 static long long values[PW_OPT_COUNT];
 static const char *strings[PW_OPT_COUNT];
-static int initialized;
+/* 0 unread, 1 parsed.  Readers check it with acquire; the parse runs under parse_lock, so two
+ * threads asking at once parse once, and the release store publishes every value. */
+static atomic_int parsed;
+static pthread_mutex_t parse_lock = PTHREAD_MUTEX_INITIALIZER;
 
 const char *pw_option_name(pw_option_t opt) {
   return table[opt].name;
@@ -212,12 +221,13 @@ static void default_text(const pw_option_desc *d, char *buf, size_t n) {
 void pw_options_reset(void) {
   for (int i = 0; i < PW_OPT_COUNT; i++)
     values[i] = table[i].def, strings[i] = NULL;
-  initialized = 0;
+  atomic_store_explicit(&parsed, 0, memory_order_release);
 }
 
-void pw_options_init(void) {
-  pw_options_reset();
-  initialized = 1;
+/* Parse the environment into values[] and strings[] (parse_lock held, parsed still 0). */
+static void parse_env(void) {
+  for (int i = 0; i < PW_OPT_COUNT; i++)
+    values[i] = table[i].def, strings[i] = NULL;
   /* The log level first, so that warnings about other options obey it. */
   for (int pass = 0; pass < 2; pass++) {
     for (int i = 0; i < PW_OPT_COUNT; i++) {
@@ -238,13 +248,27 @@ void pw_options_init(void) {
   }
 }
 
+void pw_options_init(void) {
+  if (atomic_load_explicit(&parsed, memory_order_acquire)) return;
+  pthread_mutex_lock(&parse_lock);
+  if (!atomic_load_explicit(&parsed, memory_order_relaxed)) {
+    parse_env();
+    atomic_store_explicit(&parsed, 1, memory_order_release);
+  }
+  pthread_mutex_unlock(&parse_lock);
+}
+
+void pw_options_after_fork_child(void) {
+  pthread_mutex_init(&parse_lock, NULL);
+}
+
 long long pw_option_get(pw_option_t opt) {
-  if (!initialized) pw_options_init();
+  pw_options_init();
   return values[opt];
 }
 
 const char *pw_option_str(pw_option_t opt) {
-  if (!initialized) pw_options_init();
+  pw_options_init();
   return strings[opt];
 }
 

@@ -1,8 +1,9 @@
 /* pw.h — internal interfaces of libpinwheel shared by its subsystems.
  *
  * Subsystems and what each owns (shim/README.md says the same by folder):
- *   core/log.c          the one log function (level from PINWHEEL_LOG); never calls CUDA, never
- *                       mallocs.
+ *   core/log.c          the one log function (level from PINWHEEL_LOG) and the stderr kept at
+ *                       load; never calls CUDA, never mallocs.
+ *   core/files.c        opening the summary and trace files: no symlink, only the user's files.
  *   core/options.c      the options table, parsed once from PINWHEEL_* variables.
  *   core/stats.c        counters (atomics only) and the exit summary (text / JSON).
  *   core/core.c         the lifecycle both front ends share: init at the first hooked call, the one
@@ -37,9 +38,42 @@
 enum { PW_LOG_ERROR = 0, PW_LOG_WARN = 1, PW_LOG_INFO = 2, PW_LOG_DEBUG = 3 };
 void pw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void pw_log_set_level(int level);
+void pw_log_mute_thread(void); /* this thread logs nothing from now on */
 int pw_log_level(void);
 /* Write all of buf to fd, retrying on EINTR and short writes. */
-void pw_write_all(int fd, const char *buf, size_t n);
+void pw_write_all(int fd, const char *buf, size_t n); /* fd < 0: nothing */
+/* Keep a copy of fd 2 as it is now (the shim calls it once, at load): from then on the log and the
+ * summary go to that copy, whatever fd 2 becomes. */
+void pw_log_keep_stderr(void);
+/* Where the log and the summary go: the kept copy of stderr (-1 when there is none, or the program
+ * has closed it since), or fd 2 where nothing was kept. */
+int pw_log_fd(void);
+
+/* ---- files.c: the files pinwheel writes ---- */
+enum {
+  PW_OUT_APPEND = 0, /* a summary: appended, the file created if need be */
+  PW_OUT_REPLACE,    /* a trace: the file emptied, unless another process is writing it */
+  PW_OUT_NEW,        /* a trace under a name of its own: created, never an existing file */
+};
+/* Open path for writing without following a symlink; only a regular file of this user's with one
+ * name is written.  REPLACE and NEW hold an flock on the file until it is closed.  Returns the
+ * descriptor (close-on-exec); -2 when REPLACE found another process writing the file; -1 otherwise,
+ * with why (n bytes) saying what was wrong. */
+int pw_open_output(const char *path, int how, char *why, size_t n);
+
+/* ---- the setup gate (core.c) ----
+ * The engine's background setup (a device's pinned pool, ring, side stream) makes CUDA calls on a
+ * thread of its own, which may still be running when the program exits.  Its calls go through the
+ * gate: once exit has begun, each is refused at once (the backend returns its "unloading" error),
+ * and exit waits only for the one call already inside CUDA, never for the rest of the setup, so
+ * no setup call runs while CUDA tears down. */
+int pw_setup_enter(void); /* 1: make the call, then pw_setup_leave(); 0: exit has begun */
+void pw_setup_leave(void);
+void pw_setup_mark_thread(void); /* this thread is a setup thread (its set_device call) */
+int pw_setup_on_thread(void);    /* 1 on a setup thread: its other calls are gated too */
+int pw_setup_busy(void);         /* 1 while a setup call is inside CUDA */
+void pw_setup_arm(void);         /* a setup thread was started: exit must close the gate */
+void pw_setup_after_fork_child(void);
 
 /* ---- options ---- */
 typedef enum pw_option_e {
@@ -75,8 +109,11 @@ enum { PW_FRESH_TOUCH = 0, PW_FRESH_POPULATE = 1, PW_FRESH_HUGEPAGES = 2 };
 enum { PW_SETUP_BACKGROUND = 0, PW_SETUP_INLINE = 1 };
 enum { PW_XLA_PINWHEEL = 0, PW_XLA_XLA = 1 };
 
-void pw_options_init(void);  /* reads the environment; warns on bad values */
-void pw_options_reset(void); /* back to defaults, unread (tests) */
+/* Parses the environment once (later calls return at once); warns on bad values.  Every reader
+ * goes through it, so whichever thread comes first parses and the others wait for it. */
+void pw_options_init(void);
+void pw_options_reset(void); /* back to defaults, unread (tests, with no reader running) */
+void pw_options_after_fork_child(void); /* the parse lock, in a forked child */
 long long pw_option_get(pw_option_t opt);
 const char *pw_option_str(pw_option_t opt); /* string options; NULL if unset */
 const char *pw_option_name(pw_option_t opt);
@@ -126,9 +163,11 @@ typedef struct pw_ops {
   /* Relax this thread's capture mode around engine calls; returns the mode to restore. */
   int (*relax_capture)(int restore, int mode);
   /* Optional (NULL: always), called once get_device and stream_device both reported `device`:
-   * 1 when the stream's context is `device`'s primary one, the only one the engine stages in for
-   * the driver front end (whose stream_device reports a device only for a stream of the calling
-   * thread's current context, so checking that context suffices). */
+   * 1 when the engine's state of `device` may be used for this copy.  The driver backend: the
+   * stream's context is `device`'s primary one, the only one the engine stages in for the driver
+   * front end (whose stream_device reports a device only for a stream of the calling thread's
+   * current context, so checking that context suffices).  Both backends: 0 once that state went
+   * with a primary context the program released (drv_ops.c). */
   int (*context_ok)(void *stream, int device);
 } pw_ops;
 
@@ -181,7 +220,8 @@ enum {
   PW_CLASS_COPY_ASYNC,
   PW_CLASS_LAUNCH,
   PW_CLASS_HOST_SYNC,
-  PW_CLASS_HOST_MEM
+  PW_CLASS_HOST_MEM,
+  PW_CLASS_PRIMARY_RELEASE
 };
 
 typedef struct pw_stats {

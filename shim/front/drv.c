@@ -88,20 +88,9 @@ static void recognise_init(void);
  * object after the shim that defines cuGetProcAddress_v2). */
 static PW_TLS int resolving; /* this thread is inside resolve_from (the driver may call dlsym) */
 
-/* Resolution can come before the first CUDA call (a dlsym), so before core.c registers its fork
- * handlers: a child forked while another thread resolved must not inherit the lock held. */
-static void res_lock_child(void) {
-  pthread_mutex_init(&res_lock, NULL);
-}
-static void register_res_fork(void) {
-  pthread_atfork(NULL, NULL, res_lock_child);
-}
-
 static int resolve_from(void *addr) {
   if (atomic_load_explicit(&resolved, memory_order_acquire)) return 1;
   if (resolving) return 0; /* re-entered through dlsym from inside: answer as the driver does */
-  static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-  pthread_once(&fork_once, register_res_fork);
   resolving = 1;
   pthread_mutex_lock(&res_lock);
   if (!atomic_load_explicit(&resolved, memory_order_relaxed)) {
@@ -189,8 +178,26 @@ static CUresult drv_missing(const char *name) {
     return r;                                                                                      \
   }
 
+/* The program releases dev's primary context: pinwheel's own reference goes first (drv_ops.c),
+ * then the program's, so its last release frees the context.  Counted; the status is the real
+ * call's. */
+#define DRV_PRIMARY_RELEASE(name, params, args, dev_expr)                                          \
+  CUresult name params {                                                                           \
+    int mode = pw_enter();                                                                         \
+    if (!DRV_REAL(name)) return drv_missing(#name);                                                \
+    if (mode != PW_MODE_OFF) {                                                                     \
+      pw_count_call(PW_H_##name, 0);                                                               \
+      pw_drv_primary_release((int)(dev_expr));                                                     \
+    }                                                                                              \
+    CUresult r = pw_drv.name args;                                                                 \
+    pw_after_real();                                                                               \
+    return r;                                                                                      \
+  }
+
 #define PW_DRV_HOST_MEM(name, params, args, stream, dir)                                           \
   DRV_HOST_MEM(name, params, args, stream, dir)
+#define PW_DRV_PRIMARY_RELEASE(name, params, args, stream, dir)                                    \
+  DRV_PRIMARY_RELEASE(name, params, args, stream)
 #define PW_DRV_COPY_BLOCKING(name, params, args, stream, dir)                                      \
   DRV_COPY(name, params, args, stream, dir, 1)
 #define PW_DRV_COPY_ASYNC(name, params, args, stream, dir)                                         \
@@ -377,6 +384,9 @@ __asm__(".text\n"
         ".size dlsym, .-dlsym\n");
 #endif
 
+/* From core.c's fork handler (registered at load, so it covers a resolution that came before the
+ * first CUDA call, through dlsym): a child forked while another thread resolved must not inherit
+ * the lock held. */
 void pw_drv_fork_child(void) {
   pthread_mutex_init(&res_lock, NULL);
   pw_drv_ops_fork_child();

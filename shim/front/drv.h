@@ -26,5 +26,8 @@ extern const pw_ops pw_drv_ops;
 /* Fill pw_drv from the libcuda in the process (idempotent, thread-safe); 1 when it is filled. */
 int pw_drv_resolve(void);
 void pw_drv_ops_fork_child(void);
+/* The program is about to release dev's primary context (drv.c's wrapper): pinwheel releases the
+ * reference it holds, first. */
+void pw_drv_primary_release(int dev);
 
 #endif

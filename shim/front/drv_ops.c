@@ -10,20 +10,73 @@
  * driver copy is therefore staged only when the thread's current context and its stream's are
  * that primary context (context_ok).  The driver keeps no "last error", so clear_error and
  * error_pending have nothing to do.
+ *
+ * pinwheel retains a device's primary context once (primary_of), so that the context it stages in
+ * cannot vanish under a copy.  When the program releases that context (cuDevicePrimaryCtxRelease),
+ * pinwheel's reference goes first, so the program's last release frees it as it would without
+ * pinwheel.  If the engine's state of the device (pinned pool, ring, side stream) was made in it
+ * through this backend, that state goes with the context: the device is marked gone and nothing
+ * is staged there again (context_ok, and the runtime backend's), a setup still running there is
+ * refused its next call and its call in flight is waited for, and the engine's handles are never
+ * used again.  (Staging again would need the engine to forget the device's state: see
+ * pw_drv_primary_release.)
  */
 #include "drv.h"
+#include "front.h"
 #include "trace.h"
 
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #define MISSING CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND
 #define CALL(fn, ...) (pw_drv.fn ? (int)pw_drv.fn(__VA_ARGS__) : (int)MISSING)
+/* The setup's calls pass the gate (pw.h): refused with "deinitialized" once exit has begun.  Those
+ * made only for the setup always; the others when made on a setup thread. */
+#define GATED(always, call)                                                                        \
+  ({                                                                                               \
+    int g_ = (always) || pw_setup_on_thread(), r_ = CUDA_ERROR_DEINITIALIZED;                      \
+    if (!g_ || (!setup_gone() && pw_setup_enter())) {                                              \
+      r_ = (call);                                                                                 \
+      if (g_) pw_setup_leave();                                                                    \
+    }                                                                                              \
+    r_;                                                                                            \
+  })
 #define MAX_DEVICES 64
 
 static CUcontext primary[MAX_DEVICES]; /* retained once, held for the engine's state */
 static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int state_made[MAX_DEVICES]; /* the engine's setup began in dev's primary context */
+static atomic_int gone[MAX_DEVICES];       /* ... and the program released the context since */
+static PW_TLS int setup_device = -1;       /* a setup thread's device */
+
+static int setup_gone(void) {
+  if (setup_device < 0 || !atomic_load(&gone[setup_device])) return 0;
+  pw_log_mute_thread(); /* its refused calls would warn about a pool nobody will use */
+  return 1;
+}
+
+int pw_drv_state_gone(int device) {
+  return device >= 0 && device < MAX_DEVICES && atomic_load(&gone[device]);
+}
+
+void pw_drv_primary_release(int dev) {
+  if (dev < 0 || dev >= MAX_DEVICES) return;
+  pthread_mutex_lock(&primary_lock);
+  CUcontext c = primary[dev];
+  if (c) {
+    if (atomic_load(&state_made[dev])) {
+      atomic_store(&gone[dev], 1); /* a setup's next call is refused; the one in flight ends */
+      struct timespec ms = {0, 1000000};
+      while (pw_setup_busy())
+        nanosleep(&ms, NULL);
+    }
+    __atomic_store_n(&primary[dev], NULL, __ATOMIC_RELEASE);
+    (void)CALL(cuDevicePrimaryCtxRelease_v2, dev);
+  }
+  pthread_mutex_unlock(&primary_lock);
+}
 
 /* dev's primary context when it is active (the program uses it), else NULL.  Never creates one. */
 static CUcontext primary_of(int dev) {
@@ -34,7 +87,7 @@ static CUcontext primary_of(int dev) {
   int active = 0;
   if (CALL(cuDevicePrimaryCtxGetState, dev, &flags, &active) || !active) return NULL;
   pthread_mutex_lock(&primary_lock);
-  if (!primary[dev] && !CALL(cuDevicePrimaryCtxRetain, &c, dev))
+  if (!primary[dev] && !atomic_load(&gone[dev]) && !CALL(cuDevicePrimaryCtxRetain, &c, dev))
     __atomic_store_n(&primary[dev], c, __ATOMIC_RELEASE);
   c = primary[dev];
   pthread_mutex_unlock(&primary_lock);
@@ -104,32 +157,42 @@ static int op_stream_device(void *s, int *device) {
  * primary one? */
 static int op_context_ok(void *s, int device) {
   (void)s;
+  if (pw_drv_state_gone(device)) return 0;
   CUcontext cur = NULL, p = primary_of(device);
   return p && !CALL(cuCtxGetCurrent, &cur) && cur == p;
 }
 
+/* The engine's state is about to be made in the current context (dev's primary one). */
+static void note_state(void) {
+  int dev = -1;
+  if (op_get_device(&dev) == 0 && dev >= 0 && dev < MAX_DEVICES) atomic_store(&state_made[dev], 1);
+}
+
 /* The setup thread's context: the device's primary one (context_ok retained it). */
 static int op_set_device(int device) {
+  pw_setup_mark_thread(); /* only the setup thread selects a device */
+  setup_device = device;
   CUcontext p = primary_of(device);
-  return p ? CALL(cuCtxSetCurrent, p) : CUDA_ERROR_INVALID_CONTEXT;
+  return p ? GATED(1, CALL(cuCtxSetCurrent, p)) : CUDA_ERROR_INVALID_CONTEXT;
 }
 static int op_host_alloc(void **p, size_t n) {
-  return CALL(cuMemHostAlloc, p, n, CU_MEMHOSTALLOC_PORTABLE);
+  note_state();
+  return GATED(1, CALL(cuMemHostAlloc, p, n, CU_MEMHOSTALLOC_PORTABLE));
 }
 static void op_host_free(void *p) {
-  (void)CALL(cuMemFreeHost, p);
+  (void)GATED(0, CALL(cuMemFreeHost, p));
 }
 static int op_device_alloc(void **p, size_t n) {
   CUdeviceptr d = 0;
-  int rc = CALL(cuMemAlloc_v2, &d, n);
+  int rc = GATED(1, CALL(cuMemAlloc_v2, &d, n));
   *p = (void *)(uintptr_t)d;
   return rc;
 }
 static void op_device_free(void *p) {
-  (void)CALL(cuMemFree_v2, (CUdeviceptr)(uintptr_t)p);
+  (void)GATED(0, CALL(cuMemFree_v2, (CUdeviceptr)(uintptr_t)p));
 }
 static int op_stream_create(void **s) { /* only pinwheel's side stream is made here */
-  int rc = CALL(cuStreamCreate, (CUstream *)s, CU_STREAM_NON_BLOCKING);
+  int rc = GATED(1, CALL(cuStreamCreate, (CUstream *)s, CU_STREAM_NON_BLOCKING));
   int dev;
   if (!rc && pw_trace_active() && !op_get_device(&dev)) pw_trace_side_stream(dev, *s);
   return rc;
@@ -173,7 +236,7 @@ static int op_error_pending(void) {
 static int op_relax_capture(int restore, int mode) {
   if (restore && mode < 0) return -1;
   CUstreamCaptureMode m = restore ? (CUstreamCaptureMode)mode : CU_STREAM_CAPTURE_MODE_RELAXED;
-  if (CALL(cuThreadExchangeStreamCaptureMode, &m)) return -1;
+  if (GATED(0, CALL(cuThreadExchangeStreamCaptureMode, &m))) return -1;
   return (int)m;
 }
 

@@ -28,6 +28,10 @@ void pw_drv_fork_child(void);
  * is a real driver function of drv_hooks.def and the caller is not the shared runtime, else p. */
 void *pw_drv_offer(void *p, const void *caller);
 
+/* drv_ops.c: 1 once the engine's state of `device` was made in its primary context and the
+ * program released that context (the state went with it): nothing is staged there again. */
+int pw_drv_state_gone(int device);
+
 /* ---- hostcopy.c: the program's pinned host memory, and the shim's memcpy and memmove ---- */
 #define PW_HOSTCOPY_MIN (1u << 20) /* smaller copies are glibc's, at once */
 void pw_pinned_add(const void *p, size_t n);
@@ -146,6 +150,7 @@ static inline int pw_front_copy(const pw_ops *ops, int mode, pw_copy *c, const c
     uint64_t app = pw_trace_own_begin();
     path = pw_engine_copy(pw_eng, c);
     pw_trace_own_end(path >= 0 ? app : 0, name);
+    if (PW_UNLIKELY(path == -1 - PW_FB_SETTING_UP)) pw_setup_arm(); /* a setup runs: gate at exit */
   }
   return path;
 }

@@ -34,9 +34,9 @@
  *     allocation; any memcpy it makes of 1 MiB or more into pinned memory is.
  *
  * Owns: the registry of the program's pinned host memory, the exported memcpy and memmove.
- * Must never: call CUDA, allocate, or take a lock a CUDA call may hold (the registry's lock is
- * taken only around a table lookup); a copy's bytes never depend on the registry, which only
- * chooses how to copy.
+ * Must never: call CUDA, allocate, take a lock on the registry's read side (memcpy and memmove
+ * must stay async-signal-safe), or take a lock a CUDA call may hold; a copy's bytes never depend
+ * on the registry, which only chooses how to copy.
  */
 #define _GNU_SOURCE
 /* This file defines memcpy and memmove: the fortified inline wrappers of <string.h> for those very
@@ -49,49 +49,78 @@
 
 #define MAX_REGIONS 1024
 
+/* The registry is read by the exported memcpy, which may run in a signal handler that interrupted
+ * a thread inside pw_pinned_add or _remove (memcpy is async-signal-safe, and programs rely on
+ * it): its read side takes no lock and never waits.  Each slot carries a sequence number, odd
+ * while its writer changes it; a reader that finds it odd, or changed under it, skips the slot,
+ * since the answer only chooses how to copy, never which bytes arrive.  Writers serialise on
+ * write_lock among themselves. */
 typedef struct region {
-  uintptr_t start, end;
+  atomic_uint seq;
+  _Atomic uintptr_t start, end; /* start 0: a free slot */
 } region;
 
 static region regions[MAX_REGIONS];
-static int nregions;
-static atomic_int any_region; /* the memcpy fast path reads only this */
-static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
+static atomic_int used;       /* slots [0, used) have ever held a region */
+static atomic_int any_region; /* regions recorded now; the memcpy fast path reads only this */
+static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Sequentially consistent throughout (no separate fences, which ThreadSanitizer cannot follow):
+ * a reader that saw the same even number before and after reading start and end read no half of
+ * a change. */
+static void slot_set(region *r, uintptr_t start, uintptr_t end) {
+  atomic_fetch_add(&r->seq, 1); /* odd: being changed */
+  atomic_store(&r->start, start);
+  atomic_store(&r->end, end);
+  atomic_fetch_add(&r->seq, 1); /* even: stable */
+}
 
 void pw_pinned_add(const void *p, size_t n) {
-  if (!p || !n) return;
-  pthread_rwlock_wrlock(&lock);
-  if (nregions < MAX_REGIONS) {
-    regions[nregions++] = (region){(uintptr_t)p, (uintptr_t)p + n};
-    atomic_store_explicit(&any_region, 1, memory_order_release);
+  if (!p || !n || (uintptr_t)p + n < (uintptr_t)p) return;
+  pthread_mutex_lock(&write_lock);
+  int u = atomic_load_explicit(&used, memory_order_relaxed), i = 0;
+  while (i < u && atomic_load_explicit(&regions[i].start, memory_order_relaxed))
+    i++;
+  if (i < MAX_REGIONS) {
+    slot_set(&regions[i], (uintptr_t)p, (uintptr_t)p + n);
+    if (i == u) atomic_store_explicit(&used, u + 1, memory_order_release);
+    atomic_fetch_add_explicit(&any_region, 1, memory_order_release);
   }
-  pthread_rwlock_unlock(&lock);
+  pthread_mutex_unlock(&write_lock);
 }
 
 void pw_pinned_remove(const void *p) {
-  pthread_rwlock_wrlock(&lock);
-  for (int i = 0; i < nregions; i++)
-    if (regions[i].start == (uintptr_t)p) {
-      regions[i] = regions[--nregions];
+  if (!p) return;
+  pthread_mutex_lock(&write_lock);
+  int u = atomic_load_explicit(&used, memory_order_relaxed);
+  for (int i = 0; i < u; i++)
+    if (atomic_load_explicit(&regions[i].start, memory_order_relaxed) == (uintptr_t)p) {
+      slot_set(&regions[i], 0, 0);
+      atomic_fetch_sub_explicit(&any_region, 1, memory_order_release);
       break;
     }
-  atomic_store_explicit(&any_region, nregions > 0, memory_order_release);
-  pthread_rwlock_unlock(&lock);
+  pthread_mutex_unlock(&write_lock);
 }
 
-/* Whether [p, p+n) lies inside one recorded region. */
+/* Whether [p, p+n) lies inside one recorded region.  Lock-free and wait-free: safe in a signal
+ * handler, whatever the interrupted thread was doing. */
 int pw_pinned_contains(const void *p, size_t n) {
   uintptr_t a = (uintptr_t)p, b = a + n;
-  int found = 0;
-  pthread_rwlock_rdlock(&lock);
-  for (int i = 0; i < nregions && !found; i++)
-    found = a >= regions[i].start && b <= regions[i].end && b >= a;
-  pthread_rwlock_unlock(&lock);
-  return found;
+  if (b < a) return 0;
+  int u = atomic_load_explicit(&used, memory_order_acquire);
+  for (int i = 0; i < u; i++) {
+    region *r = &regions[i];
+    unsigned s1 = atomic_load(&r->seq);
+    if (s1 & 1) continue;
+    uintptr_t start = atomic_load(&r->start), end = atomic_load(&r->end);
+    if (atomic_load(&r->seq) != s1) continue;
+    if (start && a >= start && b <= end) return 1;
+  }
+  return 0;
 }
 
 void pw_pinned_after_fork_child(void) {
-  pthread_rwlock_init(&lock, NULL);
+  pthread_mutex_init(&write_lock, NULL);
 }
 
 /* Whether [a, a+n) and [b, b+n) share a byte: such a copy is glibc's, which is defined for it. */

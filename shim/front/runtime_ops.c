@@ -3,11 +3,23 @@
  * Owns: the translation between the engine's opaque handles / PW_* constants and CUDA.
  * Must never: call an exported wrapper of the shim (everything goes through pw_real).
  */
+#include "front.h"
 #include "real.h"
 #include "trace.h"
 
 #define MISSING cudaErrorSharedObjectSymbolNotFound
 #define CALL(fn, ...) (pw_real.fn ? (int)pw_real.fn(__VA_ARGS__) : (int)MISSING)
+/* The setup's calls pass the gate (pw.h): refused with "unloading" once exit has begun.  Those
+ * made only for the setup always; the others when made on a setup thread. */
+#define GATED(always, call)                                                                        \
+  ({                                                                                               \
+    int g_ = (always) || pw_setup_on_thread(), r_ = cudaErrorCudartUnloading;                      \
+    if (!g_ || pw_setup_enter()) {                                                                 \
+      r_ = (call);                                                                                 \
+      if (g_) pw_setup_leave();                                                                    \
+    }                                                                                              \
+    r_;                                                                                            \
+  })
 
 static int op_pointer_info(const void *p, int *kind, int *device) {
   struct cudaPointerAttributes a;
@@ -46,23 +58,24 @@ static int op_stream_device(void *s, int *device) {
 static int op_get_device(int *device) {
   return CALL(cudaGetDevice, device);
 }
-static int op_set_device(int device) {
-  return CALL(cudaSetDevice, device);
+static int op_set_device(int device) { /* only the setup thread selects a device */
+  pw_setup_mark_thread();
+  return GATED(1, CALL(cudaSetDevice, device));
 }
 static int op_host_alloc(void **p, size_t n) {
-  return CALL(cudaHostAlloc, p, n, cudaHostAllocPortable);
+  return GATED(1, CALL(cudaHostAlloc, p, n, cudaHostAllocPortable));
 }
 static void op_host_free(void *p) {
-  (void)CALL(cudaFreeHost, p);
+  (void)GATED(0, CALL(cudaFreeHost, p));
 }
 static int op_device_alloc(void **p, size_t n) {
-  return CALL(cudaMalloc, p, n);
+  return GATED(1, CALL(cudaMalloc, p, n));
 }
 static void op_device_free(void *p) {
-  (void)CALL(cudaFree, p);
+  (void)GATED(0, CALL(cudaFree, p));
 }
 static int op_stream_create(void **s) { /* only pinwheel's side stream is made here */
-  int rc = CALL(cudaStreamCreateWithFlags, (cudaStream_t *)s, cudaStreamNonBlocking);
+  int rc = GATED(1, CALL(cudaStreamCreateWithFlags, (cudaStream_t *)s, cudaStreamNonBlocking));
   int dev;
   if (!rc && pw_trace_active() && pw_real.cudaGetDevice && !pw_real.cudaGetDevice(&dev))
     pw_trace_side_stream(dev, *s);
@@ -96,7 +109,7 @@ static int op_stream_sync(void *s) {
   return CALL(cudaStreamSynchronize, (cudaStream_t)s);
 }
 static void op_clear_error(void) {
-  (void)CALL(cudaGetLastError);
+  (void)GATED(0, CALL(cudaGetLastError));
 }
 static int op_error_pending(void) {
   return CALL(cudaPeekAtLastError) != cudaSuccess;
@@ -107,11 +120,18 @@ static int op_relax_capture(int restore, int mode) {
   if (restore && mode < 0) return -1;
   enum cudaStreamCaptureMode m =
       restore ? (enum cudaStreamCaptureMode)mode : cudaStreamCaptureModeRelaxed;
-  if (CALL(cudaThreadExchangeStreamCaptureMode, &m)) {
+  if (GATED(0, CALL(cudaThreadExchangeStreamCaptureMode, &m))) {
     op_clear_error();
     return -1;
   }
   return (int)m;
+}
+
+/* The runtime's copies share the engine's state of a device with the driver's: once that state
+ * went with a primary context the program released (drv_ops.c), neither stages there again. */
+static int op_context_ok(void *s, int device) {
+  (void)s;
+  return !pw_drv_state_gone(device);
 }
 
 const pw_ops pw_real_ops = {
@@ -135,4 +155,5 @@ const pw_ops pw_real_ops = {
     .clear_error = op_clear_error,
     .error_pending = op_error_pending,
     .relax_capture = op_relax_capture,
+    .context_ok = op_context_ok,
 };

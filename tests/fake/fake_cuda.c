@@ -250,17 +250,31 @@ CUresult cuStreamGetCtx(CUstream s, CUcontext *pctx) {
   *pctx = (CUcontext)f->ctx;
   return CUDA_SUCCESS;
 }
+/* The primary context is counted as the driver counts it: active while retained at least once;
+ * the last release frees it (fake_drv_primary_refs says how many references are held). */
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
   if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
   *flags = 0;
-  *active = primary_active;
+  *active = __atomic_load_n(&primary_active, __ATOMIC_SEQ_CST) > 0;
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
-  primary_active = 1;
+  __atomic_add_fetch(&primary_active, 1, __ATOMIC_SEQ_CST);
   *pctx = (CUcontext)&primary_ctx;
   return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  int left = __atomic_sub_fetch(&primary_active, 1, __ATOMIC_SEQ_CST);
+  if (left < 0) {
+    __atomic_store_n(&primary_active, 0, __ATOMIC_SEQ_CST);
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return CUDA_SUCCESS;
+}
+int fake_drv_primary_refs(void) {
+  return __atomic_load_n(&primary_active, __ATOMIC_SEQ_CST);
 }
 CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st) {
   *st = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -390,6 +404,7 @@ static const proc procs[] = {
     {"cuMemHostRegister", 6050, 0, (void *)cuMemHostRegister_v2, NULL},
     {"cuMemFreeHost", 2000, 0, (void *)cuMemFreeHost, NULL},
     {"cuMemHostUnregister", 4000, 0, (void *)cuMemHostUnregister, NULL},
+    {"cuDevicePrimaryCtxRelease", 11000, 0, (void *)cuDevicePrimaryCtxRelease_v2, NULL},
 };
 
 /* The newest ABI of `symbol` not newer than version, the per-thread one when asked for. */

@@ -20,6 +20,8 @@ typedef struct fake_drv_call {
 
 /* The last call a recorded entry point received (copies the engine made included). */
 fake_drv_call fake_drv_last(void);
+/* References held on the primary context (retains less releases). */
+int fake_drv_primary_refs(void);
 /* How many times the named function was called. */
 long fake_drv_count(const char *name);
 /* The next call of any recorded function returns err (once). */

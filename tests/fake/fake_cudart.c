@@ -4,6 +4,9 @@
  * copies at once (every "device" is host memory, so any stream order is trivially respected),
  * classifies pointers from its own allocation table, and records each call so the test program
  * can check that the arguments arrived intact and the status came back unchanged.
+ * FAKE_HOSTALLOC_SLEEP_MS and FAKE_RING_SLEEP_MS make cudaHostAlloc and a cudaMalloc of 64 MiB or
+ * more slow; a call made after the fake's exit teardown (registered at its first call, as CUDA's
+ * is) says so on stderr.
  */
 #define _GNU_SOURCE
 #include "fake_api.h"
@@ -11,9 +14,12 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The hooked entry points' prototypes come from the shim's one list (hooks.def), so this fake
  * cannot drift from it: a definition below whose types differ is a compile error, and a missing
@@ -21,6 +27,33 @@
 #define PW_HOOK(name, class, params, args, stream) cudaError_t name params;
 #define PW_REAL(name, params) cudaError_t name params;
 #include "hooks.def"
+
+/* Like CUDA, the fake registers its teardown with atexit at its first call; a call that comes
+ * after it (or a call in flight across it) is what pinwheel must never make, and says so. */
+static atomic_int torn_down;
+static pthread_once_t teardown_once = PTHREAD_ONCE_INIT;
+static void teardown(void) {
+  atomic_store(&torn_down, 1);
+}
+static void register_teardown(void) {
+  atexit(teardown);
+}
+static void fake_enter(const char *name) {
+  pthread_once(&teardown_once, register_teardown);
+  if (!atomic_load(&torn_down)) return;
+  char b[160];
+  int n = snprintf(b, sizeof b, "fake cudart: %s runs after CUDA's teardown\n", name);
+  if (write(2, b, (size_t)n) < 0) return;
+}
+#define FAKE_ENTER() fake_enter(__func__)
+
+/* FAKE_..._SLEEP_MS: pinning a large pool, or allocating a large ring, takes a while. */
+static void nap(const char *var) {
+  const char *ms = getenv(var);
+  if (!ms) return;
+  struct timespec ts = {atoi(ms) / 1000, (atoi(ms) % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
 
 static fake_call last;
 static __thread cudaError_t last_error = cudaSuccess;
@@ -32,6 +65,7 @@ typedef struct fake_stream {
 
 /* Record a call; returns the error to report (one injected by fake_fail_next, else success). */
 static cudaError_t record(const fake_call *c) {
+  fake_enter(c->name);
   pthread_mutex_lock(&fake_mu);
   last = *c;
   cudaError_t e = (cudaError_t)fake_count_call(c->name);
@@ -141,6 +175,7 @@ cudaError_t cudaGetDevice(int *device) {
   return *device = 0, cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
+  FAKE_ENTER();
   return device == 0 ? cudaSuccess : cudaErrorInvalidDevice;
 }
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st) {
@@ -156,6 +191,7 @@ cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device) {
   return *device = 0, cudaSuccess;
 }
 cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode) {
+  FAKE_ENTER();
   enum cudaStreamCaptureMode old = capture_mode;
   capture_mode = *mode;
   *mode = old;
@@ -165,6 +201,7 @@ cudaError_t cudaPeekAtLastError(void) {
   return last_error;
 }
 cudaError_t cudaGetLastError(void) {
+  FAKE_ENTER();
   cudaError_t e = last_error;
   last_error = cudaSuccess;
   return e;
@@ -173,24 +210,24 @@ cudaError_t cudaGetLastError(void) {
  * the pinned allocations are host memory the pointer table calls pinned. */
 static cudaError_t pinned_alloc(void **p, size_t n) {
   if (getenv("FAKE_HOSTALLOC_FAIL")) return last_error = cudaErrorMemoryAllocation;
-  const char *slow = getenv("FAKE_HOSTALLOC_SLEEP_MS"); /* pinning large pools takes a while */
-  if (slow) {
-    struct timespec ts = {atoi(slow) / 1000, (atoi(slow) % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-  }
+  nap("FAKE_HOSTALLOC_SLEEP_MS");
+  FAKE_ENTER(); /* still inside when CUDA tore down */
   if (!(*p = aligned_alloc(4096, (n + 4095) & ~(size_t)4095))) return cudaErrorMemoryAllocation;
   fake_region_add(*p, n, cudaMemoryTypeHost);
   return cudaSuccess;
 }
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags) {
+  FAKE_ENTER();
   CALL_RECORD(.args = p, .count = n, .kind = (int)flags);
   return e != cudaSuccess ? e : pinned_alloc(p, n);
 }
 cudaError_t cudaMallocHost(void **p, size_t n) {
+  FAKE_ENTER();
   CALL_RECORD(.args = p, .count = n);
   return e != cudaSuccess ? e : pinned_alloc(p, n);
 }
 cudaError_t cudaFreeHost(void *p) {
+  FAKE_ENTER();
   CALL_RECORD(.dst = p);
   if (e != cudaSuccess) return e;
   fake_region_drop(p);
@@ -209,6 +246,11 @@ cudaError_t cudaHostUnregister(void *p) {
   return e;
 }
 cudaError_t cudaMalloc(void **p, size_t n) {
+  FAKE_ENTER();
+  if (n >= (64u << 20)) { /* a ring */
+    nap("FAKE_RING_SLEEP_MS");
+    FAKE_ENTER();
+  }
   const char *lim = getenv("FAKE_MALLOC_FAIL_ABOVE");
   if (lim && n > strtoull(lim, NULL, 0)) return last_error = cudaErrorMemoryAllocation;
   if (!(*p = aligned_alloc(256, (n + 255) & ~(size_t)255))) return cudaErrorMemoryAllocation;
@@ -216,17 +258,20 @@ cudaError_t cudaMalloc(void **p, size_t n) {
   return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {
+  FAKE_ENTER();
   fake_region_drop(p);
   free(p);
   return cudaSuccess;
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+  FAKE_ENTER();
   fake_stream *f = calloc(1, sizeof *f);
   f->magic = 0x5eed;
   *s = (cudaStream_t)f;
   return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
+  FAKE_ENTER();
   *e = (cudaEvent_t)calloc(1, 16);
   return cudaSuccess;
 }

@@ -131,6 +131,12 @@ for m in off observe stage; do
     python3 tests/gpu/check_trace.py $OUT/trace_torch_$m.json $m 10"
 done
 
+# a driver-API program that releases its primary context (freed: pinwheel holds no reference of
+# its own then) and copies under a context from cuCtxCreate (left to CUDA: other_context), bytes
+# compared by the program
+t ctx_release env PINWHEEL_SETUP=inline \
+  bash -c "$helpers; staged $B/ctx_release 64 | tee /dev/stderr | grep -q 'other_context'"
+
 # the driver's copy functions taken from the shared runtime (cudaGetDriverEntryPointByVersion)
 t entry_point_copy staged $B/entry_point_copy 64
 if python3 -c "import jax" 2>/dev/null; then
