@@ -15,13 +15,17 @@
 
 static const char report_usage[] =
     "usage: pinwheel report [--format text|json|html|svg] [-o FILE] [--step N] [--steps all]\n"
-    "                       [--step-range REGEX] [--threshold NAME=VALUE]... TRACE...\n"
+    "                       [--step-range REGEX] [--whole-trace] [--threshold NAME=VALUE]...\n"
+    "                       TRACE...\n"
     "Reads torch.profiler (Kineto) Chrome trace JSON, plain or .gz, and Nsight Systems SQLite\n"
     "exports (format found from the content); `-` reads standard input.  Several traces: one\n"
     "report, a row per rank.  Steps are ProfilerStep#N ranges, or the annotations (NVTX ranges)\n"
     "whose names match --step-range; a step's GPU work is what its runtime calls launched.\n"
+    "Without either, the steps are the loop's iterations found from its repeating GPU work.\n"
+    "The figures cover the steps; start-up and teardown are reported apart.\n"
     "  --step N        figures of step N only (its GPU work, from the previous step's end)\n"
     "  --steps all     list every step (by default when there are at most steps_shown)\n"
+    "  --whole-trace   figures over the whole trace, start-up and teardown included\n"
     "Thresholds and what-if assumptions (--threshold NAME=VALUE):\n";
 
 static void print_rules(FILE *f) {
@@ -167,6 +171,8 @@ int pw_cmd_report(int argc, char **argv) {
         free(files);
         return 2;
       }
+    } else if (!strcmp(a, "--whole-trace")) {
+      an_whole_trace = 1;
     } else if (!strcmp(a, "--threshold") && has_val) {
       if (an_rule_set(argv[++i])) {
         fprintf(stderr, "pinwheel report: bad threshold '%s'; the thresholds are:\n", argv[i]);
@@ -301,11 +307,18 @@ int pw_cmd_diff(int argc, char **argv) {
   if (a && b && usable(b, b->path)) {
     an_report *ra = an_analyze(a, -1), *rb = an_analyze(b, -1);
     an_out o = {.f = stdout};
-    if (!strcmp(format, "json"))
-      an_write_diff_json(&o, ra, rb);
-    else
-      an_write_diff(&o, ra, rb);
-    rc = close_out(stdout, NULL);
+    if (!an_diff_comparable(ra, rb)) {
+      fprintf(stderr,
+              "pinwheel diff: the traces ran on different devices (%s: %d, %s: %d "
+              "devices); no device of one maps to one of the other\n",
+              a->path, ra->ndevs, b->path, rb->ndevs);
+    } else {
+      if (!strcmp(format, "json"))
+        an_write_diff_json(&o, ra, rb);
+      else
+        an_write_diff(&o, ra, rb);
+      rc = close_out(stdout, NULL);
+    }
     an_report_free(ra);
     an_report_free(rb);
   }

@@ -201,8 +201,18 @@ static void check_figures(const char *path) {
   assert_int_equal(d->pg_copies, 1);
   assert_int_equal(d->pg_bytes, 1000);
   assert_true(d->pg_time == 150 * US && d->pg_host == 170 * US);
-  assert_int_equal(r->sync_calls, 2);
-  assert_true(r->sync_time == 40 * US && r->sync_longest == 30 * US);
+  /* the steady state, the steps' GPU window [0, 450), holds one sync: the one at 460 is after
+   * the last step's work (teardown); over the whole trace both count */
+  assert_true(r->steady && r->steady1 - r->steady0 == 450 * US && r->steady0 == d->t0);
+  assert_true(r->startup == 0 && r->teardown == 0);
+  assert_int_equal(r->sync_calls, 1);
+  assert_true(r->sync_time == 10 * US && r->sync_longest == 10 * US);
+  an_whole_trace = 1;
+  an_report *rw = an_analyze(t, -1);
+  an_whole_trace = 0;
+  assert_int_equal(rw->sync_calls, 2);
+  assert_true(rw->sync_time == 40 * US && rw->sync_longest == 30 * US && !rw->steady);
+  an_report_free(rw);
   /* per step (DESIGN.md §5): #1 holds k1, k2 (other thread) and the H2D: [0,300); the H2D is
    * hidden under all kernels of the device: 100 of 150.  #2 holds the memset and the D2H. */
   assert_int_equal(r->nsteps, 2);
@@ -340,7 +350,13 @@ static void test_json_schema_and_escaping(void **state) {
       fail_msg("pageable.%s", pk[i]);
   assert_string_equal(
       YAJL_GET_STRING(yajl_tree_get(v, (const char *[]){"schema", NULL}, yajl_t_string)),
-      "pinwheel-report/2");
+      "pinwheel-report/3");
+  assert_string_equal(
+      YAJL_GET_STRING(yajl_tree_get(v, (const char *[]){"steps_source", NULL}, yajl_t_string)),
+      "marked");
+  assert_string_equal(
+      YAJL_GET_STRING(yajl_tree_get(v, (const char *[]){"window", "over", NULL}, yajl_t_string)),
+      "steps");
   /* steps[i].devices[j]: gpu_step_us and h2d.overlap_fraction (DESIGN.md §5) */
   yajl_val st = yajl_tree_get(v, (const char *[]){"steps", NULL}, yajl_t_array);
   assert_int_equal(YAJL_GET_ARRAY(st)->len, 2);
@@ -408,7 +424,9 @@ static void test_text_diff_and_ranks(void **state) {
   assert_int_equal(r.status, 0);
   assert_non_null(strstr(
       r.out,
-      "H2D: 0.150 ms, 66.7 % hidden under compute; 1 pageable copies blocked the host 0.170 ms"));
+      "H2D: 0.150 ms, 66.7 % hidden under compute; 1 pageable copy blocked the host 0.170 ms"));
+  assert_non_null(strstr(r.out, "steps marked: 2 (ProfilerStep#N), median 0.2 ms; start-up "
+                                "0.0 ms and teardown 0.0 ms not counted\n"));
   assert_non_null(strstr(r.out, "spread"));
   assert_null(strstr(r.out, "\033[")); /* not a terminal: no colour */
   free_result(&r);
@@ -425,6 +443,36 @@ static void test_text_diff_and_ranks(void **state) {
   assert_int_equal(r.status, 0);
   assert_non_null(strstr(r.out, "pageable host blocked ms"));
   free_result(&r);
+  /* traces of different devices: as many devices, compared in order and said so; a different
+   * number of devices, an error (it printed no rows and exited 0) */
+  char *txt = slurp(p), *q;
+  while ((q = strstr(txt, "\"device\":0")))
+    q[9] = '3';
+  char p3[160];
+  snprintf(p3, sizeof p3, "%s.dev3.json", p);
+  FILE *f = fopen(p3, "w");
+  fputs(txt, f);
+  fclose(f);
+  free(txt);
+  const char *dd[] = {PW_CLI, "diff", p, p3, NULL};
+  r = run(dd, NULL);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.out, "before's device 0 is compared with after's device 3\n"));
+  assert_non_null(strstr(r.out, "\ndevice 0 -> 3 "));
+  free_result(&r);
+  char *p2 = strdup(write_kineto(
+      "t2dev", 0,
+      ",{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":1,\"tid\":7,\"ts\":1000000,"
+      "\"dur\":5,\"args\":{\"device\":1,\"stream\":7,\"correlation\":99}}"));
+  const char *d2[] = {PW_CLI, "diff", p, p2, NULL};
+  r = run(d2, NULL);
+  assert_int_equal(r.status, 2);
+  assert_non_null(strstr(r.err, "ran on different devices"));
+  assert_string_equal(r.out, "");
+  free_result(&r);
+  unlink(p3);
+  unlink(p2);
+  free(p2);
   free(p);
 }
 
@@ -582,10 +630,11 @@ static void test_messages_and_command_line(void **state) {
   char eb[256];
   yajl_val v = yajl_tree_parse(r.out, eb, sizeof eb);
   if (!v) fail_msg("diff JSON does not parse: %s", eb);
-  assert_non_null(strstr(r.out, "{\"name\":\"H2D copies\",\"before\":6,\"after\":6,\"delta\":0"));
-  assert_non_null(strstr(r.out, "\"GPU step ms (median)\""));
-  assert_non_null(
-      strstr(r.out, "{\"name\":\"H2D hidden % per step (median)\",\"before\":0.000000,"));
+  /* rows keyed by stable names, not the text's labels */
+  assert_non_null(strstr(r.out, "\"h2d_copies\":{\"before\":6,\"after\":6,\"delta\":0"));
+  assert_non_null(strstr(r.out, "\"gpu_step_ms_median\":{"));
+  assert_null(strstr(r.out, "GPU step ms"));
+  assert_non_null(strstr(r.out, "\"h2d_hidden_pct_per_step_median\":{\"before\":0.000000,"));
   yajl_tree_free(v);
   free_result(&r);
 }
@@ -713,7 +762,9 @@ static void test_collector_traces(void **state) {
   an_free(t);
   t = an_load(PW_FIXTURES "/collector/naive_copy_stage.json.gz", err, sizeof err);
   if (!t) fail_msg("%s", err);
+  an_whole_trace = 1; /* the whole program's syncs, start-up included */
   r = an_analyze(t, -1);
+  an_whole_trace = 0;
   assert_int_equal(r->pw_h2d, 11);
   assert_int_equal(r->pw_marked, r->npw); /* every one by the marks, none by pattern */
   /* the program's 7 syncs, as without pinwheel: not the 112 event syncs pinwheel made inside
@@ -741,13 +792,19 @@ static void test_collector_traces(void **state) {
   assert_non_null(strstr(res.out, "staged\n"));
   assert_non_null(strstr(res.out, "       11\n  spread"));
   free_result(&res);
-  const char *js[] = {
-      PW_CLI, "report", "--format", "json", PW_FIXTURES "/collector/naive_copy_stage.json.gz",
-      NULL};
+  const char *js[] = {PW_CLI,     "report", "--whole-trace",
+                      "--format", "json",   PW_FIXTURES "/collector/naive_copy_stage.json.gz",
+                      NULL};
   res = run(js, NULL);
   assert_non_null(strstr(res.out, "\"pinwheel\":{\"staged_h2d\":11,"));
   assert_non_null(strstr(res.out, "\"found_by\":\"collector marks\"}"));
+  assert_non_null(strstr(res.out, ",\"h2d_dma_hidden_fraction\":0.76"));
   assert_non_null(strstr(res.out, ",\"h2d_dma_hideable_fraction\":0.89"));
+  free_result(&res);
+  /* the steady state (the 10 iterations inferred: the trace marks none) leaves out the start-up,
+   * where pinwheel's pool was still being set up: more of the DMA is hidden there */
+  res = run((const char *[]){js[0], js[1], js[3], js[4], js[5], NULL}, NULL);
+  assert_non_null(strstr(res.out, ",\"h2d_dma_hidden_fraction\":0.87"));
   free_result(&res);
 }
 

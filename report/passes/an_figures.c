@@ -424,6 +424,38 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
   r->kstats = realloc(all, (r->nkstats + 1) * sizeof *all);
 }
 
+int an_whole_trace;
+
+/* The steady state: from the first step's GPU window to the last one's end.  The headline
+ * figures are computed over it (start-up — allocation, compilation, warm-up — and teardown are
+ * no part of the loop a user asks about); what lies before and after is reported apart. */
+static void steady_state(an_report *r, int64_t *w0, int64_t *w1) {
+  int64_t a = INT64_MAX, b = INT64_MIN, s, e;
+  for (size_t k = 0; k < r->nsteps; k++)
+    if (an_step_window(&r->steps[k], &s, &e)) {
+      if (s < a) a = s;
+      if (e > b) b = e;
+    }
+  if (a >= b || !r->t->nops) return;
+  int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+  for (size_t i = 0; i < r->t->nops; i++) {
+    if (r->t->ops[i].s < t0) t0 = r->t->ops[i].s;
+    if (r->t->ops[i].e > t1) t1 = r->t->ops[i].e;
+  }
+  r->steady = 1;
+  r->steady0 = *w0 = a, r->steady1 = *w1 = b;
+  r->startup = a > t0 ? a - t0 : 0;
+  r->teardown = t1 > b ? t1 - b : 0;
+  int64_t *k = malloc((r->nsteps + 1) * sizeof *k);
+  for (size_t j = 0; j < r->nsteps; j++) {
+    k[j] = 0;
+    for (int i = 0; i < r->steps[j].ndevs; i++)
+      k[j] += (int64_t)r->steps[j].devs[i].kernels;
+  }
+  r->step_kernels = an_median(k, r->nsteps);
+  free(k);
+}
+
 an_report *an_analyze(const an_trace *t, int only_step) {
   an_report *r = calloc(1, sizeof *r);
   r->t = t;
@@ -435,12 +467,14 @@ an_report *an_analyze(const an_trace *t, int only_step) {
     r->devs[i].dev = ids[i];
   free(ids);
   an_pass_pinwheel(r);
+  an_pass_infer(r);
   an_pass_steps(r);
   int64_t w0 = INT64_MIN, w1 = INT64_MAX;
   if (only_step >= 0 && an_steps_zoom(r, only_step, &w0, &w1)) {
     an_report_free(r);
     return NULL;
   }
+  if (only_step < 0 && !an_whole_trace) steady_state(r, &w0, &w1);
   an_pass_figures(r, w0, w1);
   an_pass_whatif(r);
   an_pass_findings(r);
@@ -462,6 +496,7 @@ void an_report_free(an_report *r) {
   free(r->classes);
   free(r->kstats);
   free(r->whatif);
+  free(r->isteps);
   free(r->opflag);
   free(r->opgroup);
   free(r->callflag);
