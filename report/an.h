@@ -327,6 +327,8 @@ enum { AN_STEPS_NONE = 0, AN_STEPS_MARKED, AN_STEPS_INFERRED };
   X(BUCKETS, "buckets", 20, "", "utilization buckets over the span")                               \
   X(PAGEABLE_MIN_KIB, "pageable_min_kib", 0, "KiB",                                                \
     "pageable copies at least this large are reported (nsys cuda_memcpy_async)")                   \
+  X(PAGEABLE_WARN_PCT, "pageable_warn_pct", 1, "%",                                                \
+    "pageable copies are a warning when their host or GPU time is this share of the span")         \
   X(ELIGIBLE_MIN_KIB, "eligible_min_kib", 64, "KiB",                                               \
     "what-if: pageable copies pinwheel stages (PINWHEEL_MIN_BYTES)")                               \
   X(H2D_GBPS, "h2d_gbps", 42, "GB/s",                                                              \

@@ -430,6 +430,22 @@ static void test_text_diff_and_ranks(void **state) {
   assert_non_null(strstr(r.out, "spread"));
   assert_null(strstr(r.out, "\033[")); /* not a terminal: no colour */
   free_result(&r);
+  /* pageable copies: a warning when they cost a share of the span (here 170 of 450 us of
+   * host time), else a line of information; one copy is "1 copy" */
+  const char *pw1[] = {PW_CLI, "report", p, NULL};
+  r = run(pw1, NULL);
+  assert_non_null(strstr(r.out, "[warning] pageable_copies: 1 copy from or to pageable host "
+                                "memory (0.0 MiB) blocked the host 0.170 ms;"));
+  free_result(&r);
+  const char *pw2[] = {PW_CLI, "report", "--threshold", "pageable_warn_pct=40", p, NULL};
+  r = run(pw2, NULL);
+  assert_non_null(strstr(r.out, "[info] pageable_copies: 1 copy "));
+  free_result(&r);
+  /* the real case: three tiny copies pinwheel left unstaged, 0.017 ms in a 33 ms span */
+  const char *pw3[] = {PW_CLI, "report", PW_FIXTURES "/kineto_naive_pinwheel.json.gz", NULL};
+  r = run(pw3, NULL);
+  assert_non_null(strstr(r.out, "[info] pageable_copies: pinwheel left 3 copies"));
+  free_result(&r);
   /* the per-step hidden fraction of H2D, a row of the diff (the trace against itself) */
   const char *self[] = {PW_CLI, "diff", p, p, NULL};
   r = run(self, NULL);
@@ -513,6 +529,38 @@ static void test_bad_inputs(void **state) {
       "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":1,"
       "\"ts\":10,\"dur\":-5}]}";
   expect_error(write_bytes("neg", neg, strlen(neg)), "negative duration");
+  /* numbers beyond their range: an error, not a saturated value (a byte count beyond 2^63 was
+   * read as 2^63 - 1 and reported as 8388608 TiB) */
+  static const struct {
+    const char *field, *what;
+  } wide[] = {{"\"args\":{\"bytes\":9223372036854775808}", "an args number is out of range"},
+              {"\"args\":{\"bytes\":99999999999999999999}", "an args number is out of range"},
+              {"\"args\":{\"stream\":4294967296}", "stream out of range"},
+              {"\"args\":{\"device\":9223372036854775808}", "an args number is out of range"},
+              {"\"args\":{\"device\":4294967296}", "device id out of range"},
+              {"\"args\":{\"correlation\":1e300}", "an args number is out of range"}};
+  for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++) {
+    char doc[512], nm[32];
+    snprintf(doc, sizeof doc,
+             "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy HtoD "
+             "(Pageable -> Device)\",\"pid\":0,\"tid\":7,\"ts\":1,\"dur\":1,%s}]}",
+             wide[i].field);
+    snprintf(nm, sizeof nm, "wide%zu", i);
+    expect_error(write_bytes(nm, doc, strlen(doc)), wide[i].what);
+  }
+  const char *widetid = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\","
+                        "\"pid\":0,\"tid\":4294967296,\"ts\":1,\"dur\":1}]}";
+  expect_error(write_bytes("widetid", widetid, strlen(widetid)), "tid out of range");
+  const char *widepid = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\","
+                        "\"pid\":-4294967296,\"tid\":1,\"ts\":1,\"dur\":1}]}";
+  expect_error(write_bytes("widepid", widepid, strlen(widepid)), "pid out of range");
+  /* the collector's thread ids go up to 2^32 - 1: still read */
+  const char *tid32 = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\","
+                      "\"pid\":0,\"tid\":4294967295,\"ts\":1,\"dur\":1}]}";
+  const char *ok32[] = {PW_CLI, "report", write_bytes("tid32", tid32, strlen(tid32)), NULL};
+  result r32 = run(ok32, NULL);
+  assert_int_equal(r32.status, 0);
+  free_result(&r32);
   const char *nogpu = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"k\",\"pid\":0,"
                       "\"tid\":1,\"ts\":1,\"dur\":1}]}";
   expect_error(write_bytes("nogpu", nogpu, strlen(nogpu)), "no GPU activity");

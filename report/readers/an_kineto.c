@@ -105,8 +105,10 @@ static int parse_int(const char *v, size_t n, int64_t *out) {
   memcpy(buf, v, n);
   buf[n] = 0;
   char *end;
+  errno = 0;
   long long x = strtoll(buf, &end, 10);
   if (end == buf || (*end && *end != '.' && *end != 'e' && *end != 'E')) return -1;
+  if (errno == ERANGE) return -1; /* beyond int64: not saturated into a wrong, huge value */
   if (*end) { /* a float where an integer was expected: accept whole values only */
     double d = strtod(buf, &end);
     if (*end || d > 9.2e18 || d < -9.2e18) return -1;
@@ -114,6 +116,12 @@ static int parse_int(const char *v, size_t n, int64_t *out) {
   }
   *out = x;
   return 0;
+}
+
+/* pid, tid and stream ids are 32-bit: signed in Kineto, unsigned in CUPTI (the collector writes
+ * thread ids up to 2^32); kept as int32, so a wider value would alias another. */
+static int fits32(int64_t x) {
+  return x >= INT32_MIN && x <= (int64_t)UINT32_MAX;
 }
 
 static int cb_number(void *ctx, const char *v, size_t n) {
@@ -135,10 +143,12 @@ static int cb_number(void *ctx, const char *v, size_t n) {
     case K_PID:
       if (parse_int(v, n, &s->e.pid))
         return fail(s, "event %ld: pid is not an integer", s->nevents);
+      if (!fits32(s->e.pid)) return fail(s, "event %ld: pid out of range", s->nevents);
       break;
     case K_TID:
       if (parse_int(v, n, &s->e.tid))
         return fail(s, "event %ld: tid is not an integer", s->nevents);
+      if (!fits32(s->e.tid)) return fail(s, "event %ld: tid out of range", s->nevents);
       break;
     }
   } else if (s->args_depth && s->depth == s->args_depth) {
@@ -151,6 +161,7 @@ static int cb_number(void *ctx, const char *v, size_t n) {
       s->e.device = x, s->e.has_device = 1;
       break;
     case A_STREAM:
+      if (!fits32(x)) return fail(s, "event %ld: stream out of range", s->nevents);
       s->e.stream = x, s->e.has_stream = 1;
       break;
     case A_CORR:
