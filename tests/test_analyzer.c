@@ -687,6 +687,71 @@ static void test_messages_and_command_line(void **state) {
   free_result(&r);
 }
 
+/* The HTML report: several ranks give one table with the spread (not reports one after
+ * another); each step's label is its own time, as the step table says; the step table has D2H
+ * columns; the utilization strip is drawn. */
+static void test_html_report(void **state) {
+  char *p = strdup(write_kineto("html2", 0, NULL));
+  const char *two[] = {PW_CLI, "report", "--format", "html", p, p, NULL};
+  result r = run(two, NULL);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.out, "<h1>pinwheel report: 2 ranks</h1>"));
+  char *sp = strstr(r.out, "<tr><th>spread</th>");
+  assert_non_null(sp);
+  assert_true(sp < strstr(r.out, "<details id=\"rank-0\">")); /* the table first */
+  assert_non_null(strstr(r.out, "<details id=\"rank-1\">"));
+  free_result(&r);
+  /* a prefetch: step 2's copy (on stream 9) runs before step 1's kernel ends, so step 2's
+   * timeline (from its first operation, 120 ms, to its last, 260) is longer than its time
+   * (from step 1's last end, 200, to 260: 60 ms); the label says 60 ms, as the table */
+  const char *doc =
+      "{\"traceEvents\":["
+      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"a\",\"pid\":0,\"tid\":7,\"ts\":10000,"
+      "\"dur\":190000,\"args\":{\"device\":0,\"stream\":7,\"correlation\":1}},"
+      "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy HtoD (Pinned -> Device)\","
+      "\"pid\":0,\"tid\":9,\"ts\":120000,\"dur\":60000,\"args\":{\"device\":0,\"stream\":9,"
+      "\"correlation\":2,\"bytes\":1048576}},"
+      "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy DtoH (Device -> Pageable)\","
+      "\"pid\":0,\"tid\":7,\"ts\":200000,\"dur\":10000,\"args\":{\"device\":0,\"stream\":7,"
+      "\"correlation\":4,\"bytes\":4096}},"
+      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"b\",\"pid\":0,\"tid\":7,\"ts\":210000,"
+      "\"dur\":50000,\"args\":{\"device\":0,\"stream\":7,\"correlation\":3}},"
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,"
+      "\"tid\":1,\"ts\":5000,\"dur\":1,\"args\":{\"correlation\":1}},"
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaMemcpyAsync\",\"pid\":1,"
+      "\"tid\":1,\"ts\":110000,\"dur\":1,\"args\":{\"correlation\":2}},"
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,"
+      "\"tid\":1,\"ts\":120000,\"dur\":1,\"args\":{\"correlation\":3}},"
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaMemcpyAsync\",\"pid\":1,"
+      "\"tid\":1,\"ts\":115000,\"dur\":96000,\"args\":{\"correlation\":4}},"
+      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"pid\":1,"
+      "\"tid\":1,\"ts\":0,\"dur\":100000},"
+      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#2\",\"pid\":1,"
+      "\"tid\":1,\"ts\":100000,\"dur\":200000}]}";
+  const char *pf[] = {PW_CLI, "report", "--format", "html", write_bytes("pf", doc, strlen(doc)),
+                      NULL};
+  r = run(pf, NULL);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.out, "<summary>step 2: 60.000 ms (timeline from its first operation: "
+                                "140.000 ms)</summary>"));
+  assert_non_null(strstr(r.out, "<summary>step 1: 190.000 ms</summary>"));
+  /* the table row of step 2: 60 ms; its prefetch copy hidden under step 1's kernel; its D2H
+   * (10 ms, not hidden) in the D2H columns */
+  assert_non_null(strstr(r.out, "<a href=\"#step-2\">2</a></td><td>0</td><td>60.000</td><td>1</td>"
+                                "<td>60.000</td><td>100.0 %</td><td>0.000</td><td>1</td><td>10.000"
+                                "</td><td>0.0 %</td>"));
+  /* D2H columns and the utilization strip (20 buckets) */
+  assert_non_null(strstr(r.out, "<th>D2H copies</th><th>D2H ms</th><th>D2H hidden</th>"));
+  char *u = strstr(r.out, "<svg class=\"util\"");
+  assert_non_null(u);
+  int cells = 0;
+  for (char *c = strstr(u, "<rect"); c && c < strstr(u, "</svg>"); c = strstr(c + 1, "<rect"))
+    cells++;
+  assert_int_equal(cells, 20);
+  free_result(&r);
+  free(p);
+}
+
 /* A torch.profiler trace of a run under pinwheel: its staged copies are recognised and counted
  * once (DESIGN.md §5), their hidden % measured on the DMAs.  Built event by event: */
 static char *pw_event(char *p, const char *cat, const char *name, int stream, double ts, double dur,
@@ -946,6 +1011,7 @@ int main(void) {
       cmocka_unit_test(test_nsys_step_range),
       cmocka_unit_test(test_pinwheel_attribution),
       cmocka_unit_test(test_collector_traces),
+      cmocka_unit_test(test_html_report),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[128];

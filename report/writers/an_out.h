@@ -29,6 +29,11 @@ typedef struct an_lane {
 } an_lane;
 an_lane *an_lanes(const an_trace *t, size_t *n);
 /* pinwheel diff: the device of b that device i of a is compared with, or -1. */
+/* The rank table of several traces (text and HTML): a row per file, its columns span ms,
+ * busy %, H2D exposed ms, sync ms, pageable host ms, step median ms (the slowest device's) and
+ * the copies pinwheel staged; lo and hi gather each column's spread. */
+enum { AN_RANK_COLS = 7 };
+void an_rank_row(const an_report *r, double *v, double *lo, double *hi);
 int an_diff_peer(const an_report *a, const an_report *b, int i);
 /* The two traces ran on as many devices, but not the same ones: compared in order of id. */
 int an_diff_by_order(const an_report *a, const an_report *b);

@@ -216,3 +216,21 @@ int an_diff_peer(const an_report *a, const an_report *b, int i) {
 int an_list_steps(const an_report *r) {
   return an_all_steps || r->nsteps <= (size_t)an_th(AN_R_STEPS_SHOWN);
 }
+
+void an_rank_row(const an_report *r, double *v, double *lo, double *hi) {
+  int64_t span = 0, busy = 0, exp = 0, pgh = 0, step = 0;
+  for (int d = 0; d < r->ndevs; d++) {
+    if (r->devs[d].span > span) span = r->devs[d].span;
+    an_sat_add(&busy, r->devs[d].busy), an_sat_add(&exp, r->devs[d].h2d.exposed);
+    an_sat_add(&pgh, r->devs[d].pg_host);
+    if (r->stepsum[d].step_med > step) step = r->stepsum[d].step_med;
+  }
+  double x[AN_RANK_COLS] = {an_ms(span),   an_pct(busy, span) / (r->ndevs ? r->ndevs : 1),
+                            an_ms(exp),    an_ms(r->sync_time),
+                            an_ms(pgh),    an_ms(step),
+                            (double)r->npw};
+  for (int k = 0; k < AN_RANK_COLS; k++) {
+    v[k] = x[k];
+    lo[k] = v[k] < lo[k] ? v[k] : lo[k], hi[k] = v[k] > hi[k] ? v[k] : hi[k];
+  }
+}

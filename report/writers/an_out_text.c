@@ -214,25 +214,14 @@ void an_write_text(an_out *o, an_report **r, int n) {
      * staged in that rank's run (0 when it ran without pinwheel) */
     fprintf(o->f, "\nranks (one per file):\n  %-5s %10s %8s %12s %10s %12s %12s %8s\n", "rank",
             "span ms", "busy", "H2D exp ms", "sync ms", "pg host ms", "step med ms", "staged");
-    double lo[7], hi[7];
-    for (int k = 0; k < 7; k++)
+    double lo[AN_RANK_COLS], hi[AN_RANK_COLS];
+    for (int k = 0; k < AN_RANK_COLS; k++)
       lo[k] = 1e300, hi[k] = -1;
     for (int i = 0; i < n; i++) {
-      int64_t span = 0, busy = 0, exp = 0, pgh = 0, step = 0;
-      for (int d = 0; d < r[i]->ndevs; d++) {
-        if (r[i]->devs[d].span > span) span = r[i]->devs[d].span;
-        an_sat_add(&busy, r[i]->devs[d].busy), an_sat_add(&exp, r[i]->devs[d].h2d.exposed);
-        an_sat_add(&pgh, r[i]->devs[d].pg_host);
-        if (r[i]->stepsum[d].step_med > step) step = r[i]->stepsum[d].step_med;
-      }
-      double v[7] = {an_ms(span),      an_pct(busy, span) / (r[i]->ndevs ? r[i]->ndevs : 1),
-                     an_ms(exp),       an_ms(r[i]->sync_time),
-                     an_ms(pgh),       an_ms(step),
-                     (double)r[i]->npw};
+      double v[AN_RANK_COLS];
+      an_rank_row(r[i], v, lo, hi);
       fprintf(o->f, "  %-5d %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f %8.0f\n", i, v[0], v[1],
               v[2], v[3], v[4], v[5], v[6]);
-      for (int k = 0; k < 7; k++)
-        lo[k] = v[k] < lo[k] ? v[k] : lo[k], hi[k] = v[k] > hi[k] ? v[k] : hi[k];
     }
     fprintf(o->f, "  %-5s %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f %8.0f\n", "spread",
             hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2], hi[3] - lo[3], hi[4] - lo[4],
