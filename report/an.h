@@ -75,6 +75,13 @@ typedef struct an_step {
   int num; /* -1 until numbered: the digits after the name's last '#', else its position */
 } an_step;
 
+/* A host thread's own work: a CPU operator (torch.profiler's cpu_op events), merged per thread
+ * once loaded (sorted by thread, then start; disjoint within a thread). */
+typedef struct an_busy {
+  int64_t s, e;
+  int32_t tid;
+} an_busy;
+
 /* Which annotations are steps: NULL = names starting with "ProfilerStep#"; else a POSIX
  * extended regex (set before an_load). */
 extern const char *an_step_regex;
@@ -92,6 +99,8 @@ typedef struct an_trace {
   size_t ncalls, capcalls;
   an_step *steps;
   size_t nsteps, capsteps;
+  an_busy *busy; /* empty when the trace has no CPU operators (trimmed, collector, nsys) */
+  size_t nbusy, capbusy;
   /* interned names */
   char **names;
   size_t nnames, capnames;
@@ -118,6 +127,7 @@ enum { AN_ADD_OK = 0, AN_ADD_NOMEM, AN_ADD_NEGATIVE, AN_ADD_RANGE, AN_ADD_DEVICE
 int an_add_op(an_trace *t, const an_op *op);
 int an_add_call(an_trace *t, const an_call *c);
 int an_add_step(an_trace *t, const an_step *st);
+int an_add_busy(an_trace *t, const an_busy *b);
 const char *an_add_error(int rc);
 /* start + duration, saturated (an out-of-range end is then refused by the add functions) */
 static inline int64_t an_end(int64_t s, int64_t dur) {

@@ -18,7 +18,7 @@
 #include <yajl/yajl_parse.h>
 #include <zlib.h>
 
-enum { C_OTHER, C_KERNEL, C_MEMCPY, C_MEMSET, C_RUNTIME, C_ANNOT };
+enum { C_OTHER, C_KERNEL, C_MEMCPY, C_MEMSET, C_RUNTIME, C_ANNOT, C_CPUOP };
 enum { K_NONE, K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ARGS, K_TRACE_EVENTS };
 enum { A_NONE, A_DEVICE, A_STREAM, A_CORR, A_BYTES, A_PW, A_STAGED };
 
@@ -196,8 +196,9 @@ static int cb_string(void *ctx, const unsigned char *v, size_t n) {
                : is(v, n, "gpu_memset") || is(v, n, "Memset") ? C_MEMSET
                : is(v, n, "cuda_runtime") || is(v, n, "Runtime") || is(v, n, "cuda_driver")
                    ? C_RUNTIME
-               : is(v, n, "user_annotation") || is(v, n, "cpu_op") ? C_ANNOT
-                                                                   : C_OTHER;
+               : is(v, n, "user_annotation") ? C_ANNOT
+               : is(v, n, "cpu_op")          ? C_CPUOP
+                                             : C_OTHER;
     break;
   case K_NAME:
     s->e.name_len = n < 4096 ? n : 4096;
@@ -243,13 +244,19 @@ static int finish_event(st *s) {
                  .staged = (uint8_t)e->staged,
                  .pw = (uint8_t)e->pw};
     rc = an_add_call(t, &c);
-  } else if (e->cat == C_ANNOT) {
+  } else if (e->cat == C_ANNOT || e->cat == C_CPUOP) {
+    /* a CPU operator is its thread's own work (the what-if's host part) */
+    if (e->cat == C_CPUOP) {
+      an_busy b = {.s = e->ts, .e = end, .tid = (int32_t)e->tid};
+      rc = an_add_busy(t, &b);
+    }
     /* the CPU-side range only: Kineto's gpu_user_annotation covers one stream of the main
      * thread's work (DESIGN.md §5), so it is not a step */
     int num;
-    if (!an_step_match(e->name, e->name_len, &num)) return 1;
-    an_step stp = {.s = e->ts, .e = end, .num = num};
-    rc = an_add_step(t, &stp);
+    if (!rc && an_step_match(e->name, e->name_len, &num)) {
+      an_step stp = {.s = e->ts, .e = end, .num = num};
+      rc = an_add_step(t, &stp);
+    }
   }
   if (rc) {
     snprintf(s->err, s->errn, "%s: event %ld: %s", t->path, s->nevents - 1, an_add_error(rc));
