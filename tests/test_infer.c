@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "an.h"
 #include "helpers.h"
@@ -196,6 +197,71 @@ static void test_layers_are_not_iterations(void **state) {
   done(&g, t, r);
 }
 
+/* An Nsight Systems export of a loop without NVTX ranges: start-up, 8 iterations of 20 ms (an
+ * input copy from pageable memory, 3 kernels), found as in a torch.profiler trace. */
+static void test_nsys_export(void **state) {
+  char path[128];
+  snprintf(path, sizeof path, "/tmp/pwinfer-nsys-%d.sqlite", (int)getpid());
+  unlink(path);
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  char *sql = NULL;
+  size_t len = 0;
+  FILE *q = open_memstream(&sql, &len);
+  fprintf(q, "CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT);"
+             "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INT, end INT, deviceId INT, streamId "
+             "INT, correlationId INT, shortName INT, demangledName INT);"
+             "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY(start INT, end INT, deviceId INT, streamId "
+             "INT, correlationId INT, copyKind INT, srcKind INT, dstKind INT, bytes INT);"
+             "CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME(start INT, end INT, nameId INT, "
+             "correlationId INT, globalTid INT);"
+             "INSERT INTO StringIds VALUES(1,'init'),(2,'ka'),(3,'kb'),(4,'kc'),"
+             "(5,'cudaLaunchKernel_v7000'),(6,'cudaMemcpy_v3020');");
+  int c = 1;
+  for (int i = 0; i < 3; i++, c++) /* start-up: one kernel every 7 ms */
+    fprintf(q,
+            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(%lld,%lld,0,7,%d,1,1);"
+            "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES(%lld,%lld,5,%d,1);",
+            i * 7 * MS, i * 7 * MS + MS, c, i * 7 * MS - 5000, i * 7 * MS - 3000, c);
+  for (int it = 0; it < 8; it++) {
+    int64_t s = 30 * MS + it * 20 * MS;
+    fprintf(q,
+            "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES(%lld,%lld,0,7,%d,1,0,2,%d);"
+            "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES(%lld,%lld,6,%d,1);",
+            (long long)s, (long long)(s + 2 * MS), c, 8 << 20, (long long)(s - 10000),
+            (long long)(s + 2 * MS + 10000), c);
+    c++;
+    for (int k = 0; k < 3; k++, c++) {
+      int64_t ks = s + 3 * MS + k * 5 * MS;
+      fprintf(q,
+              "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(%lld,%lld,0,7,%d,%d,%d);"
+              "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES(%lld,%lld,5,%d,1);",
+              (long long)ks, (long long)(ks + 4 * MS), c, k + 2, k + 2, (long long)(ks - 5000),
+              (long long)(ks - 3000), c);
+    }
+  }
+  fclose(q);
+  char *err = NULL;
+  if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) fail_msg("sqlite: %s", err);
+  sqlite3_close(db);
+  free(sql);
+  char e[512];
+  an_trace *t = an_load(path, e, sizeof e);
+  if (!t) fail_msg("%s", e);
+  assert_string_equal(t->format, "nsys");
+  assert_int_equal(t->nsteps, 0);
+  an_report *r = an_analyze(t, -1);
+  assert_int_equal(r->step_src, AN_STEPS_INFERRED);
+  assert_int_equal(r->nsteps, 8);
+  assert_true(r->iperiod == 20 * MS);
+  assert_int_equal(r->step_kernels, 3);
+  assert_true(r->stepsum[0].step_med == 20 * MS);
+  assert_true(r->startup == 30 * MS && r->devs[0].kernels == 24);
+  an_report_free(r);
+  an_free(t);
+  unlink(path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_loop_after_startup),
@@ -203,6 +269,7 @@ int main(void) {
       cmocka_unit_test(test_single_iteration),
       cmocka_unit_test(test_two_interleaved_loops),
       cmocka_unit_test(test_layers_are_not_iterations),
+      cmocka_unit_test(test_nsys_export),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
