@@ -298,7 +298,7 @@ typedef struct an_report {
                         the collector marked carry an_call.pw instead) */
   an_pwgroup *pw;
   size_t npw, cappw;
-  uint64_t pw_h2d, pw_d2h, pw_h2d_bytes, pw_d2h_bytes;
+  uint64_t pw_h2d, pw_d2h, pw_h2d_bytes, pw_d2h_bytes; /* staged in the window (figures pass) */
   int64_t pw_h2d_dma, pw_h2d_hidden; /* the staged H2D copies' DMA time and its part under
                                         compute (the figures pass) */
   int64_t pw_h2d_hideable;           /* and the most of it that could be (an_pwgroup.hideable) */

@@ -359,6 +359,11 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
     for (size_t g = 0; g < r->npw; g++) {
       an_pwgroup *p = &r->pw[g];
       if (p->dev != dev || p->e <= w0 || p->s >= w1) continue;
+      /* the staged copies of the window (the steady state: not those of the start-up) */
+      if (p->dir == AN_CK_H2D)
+        r->pw_h2d++, r->pw_h2d_bytes += p->bytes;
+      else
+        r->pw_d2h++, r->pw_d2h_bytes += p->bytes;
       int64_t hid = 0;
       for (size_t k = p->first; k < t->nops && t->ops[k].s <= p->e; k++)
         if (r->opflag[k] == AN_PW_DMA && r->opgroup[k] == g)
