@@ -1,7 +1,7 @@
 /* an_findings.c — the findings pass: one table of rules, each a check that may write a message.
  *
  * A rule reads only the report (the figures, steps, idle split and what-if passes ran before)
- * and its thresholds from the table in an_figures.c.  Messages give the figure, the threshold it
+ * and its thresholds from the table in an_analyze.c.  Messages give the figure, the threshold it
  * crossed and what to do, in the per-step unit when the trace has steps.
  */
 #define _GNU_SOURCE

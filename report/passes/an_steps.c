@@ -13,24 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-int64_t an_median(int64_t *v, size_t n) {
-  if (!n) return 0;
-  qsort(v, n, sizeof *v, cmp_i64);
-  return v[(n - 1) / 2] + (v[n / 2] - v[(n - 1) / 2]) / 2; /* sorted: no overflow */
-}
-
-int64_t an_p95(int64_t *v, size_t n) { /* nearest rank */
-  if (!n) return 0;
-  qsort(v, n, sizeof *v, cmp_i64);
-  size_t k = (n * 95 + 99) / 100;
-  return v[k ? k - 1 : 0];
-}
-
 /* The step whose CPU range holds time ts, or -1.  Steps are sorted by start. */
 static long step_at(const an_step *steps, size_t nst, int64_t ts) {
   size_t lo = 0, hi = nst; /* first step starting after ts */
