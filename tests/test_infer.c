@@ -197,6 +197,25 @@ static void test_layers_are_not_iterations(void **state) {
   done(&g, t, r);
 }
 
+/* No kernel recurs once per iteration: 10 kernels cycling through 3 names (k0 k1 k2 k0 ... k0),
+ * as identical blocks do.  A pair recurs once: the iteration's last k0 followed by the next one's
+ * first k0; from it, the 11 iterations after the first. */
+static void test_no_unique_kernel(void **state) {
+  gen g;
+  gen_open(&g, "blocks");
+  for (int it = 0; it < 12; it++)
+    for (int k = 0; k < 10; k++)
+      kern(&g, KN[k % 3], 7, 1, it * 12 * MS + k * MS, MS / 2);
+  an_trace *t;
+  an_report *r = gen_close(&g, &t);
+  assert_int_equal(r->step_src, AN_STEPS_INFERRED);
+  assert_true(r->iperiod == 12 * MS);
+  assert_int_equal(r->nsteps, 11);
+  assert_int_equal(r->step_kernels, 10);
+  assert_true(r->stepsum[0].step_med == 12 * MS);
+  done(&g, t, r);
+}
+
 /* An Nsight Systems export of a loop without NVTX ranges: start-up, 8 iterations of 20 ms (an
  * input copy from pageable memory, 3 kernels), found as in a torch.profiler trace. */
 static void test_nsys_export(void **state) {
@@ -270,6 +289,7 @@ int main(void) {
       cmocka_unit_test(test_two_interleaved_loops),
       cmocka_unit_test(test_layers_are_not_iterations),
       cmocka_unit_test(test_nsys_export),
+      cmocka_unit_test(test_no_unique_kernel),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,8 +38,8 @@ OLDER = ["kineto_naive", "kineto_naive_pinwheel", "kineto_prefetch"]
 failed = 0
 
 
-# kineto_prefetch: its loop's first operation on the GPU is the prefetch copy of the next batch,
-# issued 0.5 ms into the step; the kernels the host launched before it count to the previous
+# kineto_prefetch: its steps are anchored on the prefetch copy of the next batch, which the
+# program issues 0.5 ms into each step; what the host launched before it counts to the previous
 # step, which over 3 steps moves the median by 1.7 %.
 INFERRED_TOL = {"kineto_prefetch": 0.02}
 

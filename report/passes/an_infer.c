@@ -2,14 +2,18 @@
  *
  * Owns: when a trace has no step ranges (no ProfilerStep#N, nothing matched --step-range), the
  * CPU ranges of the program's iterations, found from its repeating GPU work.  An anchor is an
- * operation signature (device, stream, type, name, copy kind and bytes) that recurs once per
- * iteration: its occurrences come at a steady period (each within step_period_tol_pct of the
- * median), the run of steady periods holds at least half of its occurrences, and the operations
- * its stream runs between two occurrences repeat one sequence in at least step_match_pct of the
- * periods.  A step is then [the anchor's runtime call, the next one's); the steps pass joins GPU
- * work to it as it does to a marked step.
+ * operation signature (device, stream, type, name, copy kind and bytes) — or, when none will do,
+ * the signatures of two consecutive operations of one stream — that recurs once per iteration:
+ * its occurrences come at a steady period (each within step_period_tol_pct of the median), the
+ * run of steady periods holds at least half of its occurrences, and the operations its stream
+ * runs between two occurrences repeat one sequence in at least step_match_pct of the periods.
+ * A step is then [the anchor's runtime call, the next one's); the steps pass joins GPU work to
+ * it as it does to a marked step.
+ *
  * Why not gaps: pauses between inference requests, or inside one, are not iterations; a period
- * tolerance and a sequence match keep an irregular program from being cut into hundreds of steps.
+ * tolerance and a sequence match keep an irregular program from being cut into hundreds of
+ * steps.
+ *
  * Must never: change the trace (the steps are the report's), or run when the trace marks steps.
  */
 #define _GNU_SOURCE
@@ -45,10 +49,14 @@ static int cmp_u64idx(const void *a, const void *b) {
   return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : (x[1] > y[1]) - (x[1] < y[1]);
 }
 
-/* Signatures by sorting (key, op); streams likewise by (dev, stream), for the sequence hashes. */
-static int build_sigs(const an_trace *t, sigtab *S) {
+/* Signatures by sorting (key, op); streams likewise by (dev, stream), for the sequence hashes.
+ * gram 1: an operation's own signature; gram 2: with its stream's previous operation's (when no
+ * operation recurs once per iteration, a pair of them may: identical blocks, each kernel of which
+ * runs several times an iteration, join the next block or the loss in one place only). */
+static int build_sigs(const an_trace *t, sigtab *S, int gram) {
   size_t n = t->nops;
   uint64_t(*kv)[2] = malloc((n + 1) * sizeof *kv);
+  uint64_t *key = malloc((n + 1) * sizeof *key);
   S->sig = malloc((n + 1) * sizeof *S->sig);
   S->ops = malloc((n + 1) * sizeof *S->ops);
   S->first = malloc((n + 2) * sizeof *S->first);
@@ -56,33 +64,45 @@ static int build_sigs(const an_trace *t, sigtab *S) {
   S->pre = malloc((n + 1) * sizeof *S->pre);
   S->powb = malloc((n + 2) * sizeof *S->powb);
   S->dpre = malloc((n + 1) * sizeof *S->dpre);
-  if (!kv || !S->sig || !S->ops || !S->first || !S->pos || !S->pre || !S->powb || !S->dpre) {
-    free(kv);
+  if (!kv || !key || !S->sig || !S->ops || !S->first || !S->pos || !S->pre || !S->powb ||
+      !S->dpre) {
+    free(kv), free(key);
     return -1;
   }
-  for (size_t i = 0; i < n; i++)
-    kv[i][0] = op_key(&t->ops[i]), kv[i][1] = i;
-  qsort(kv, n, sizeof *kv, cmp_u64idx);
-  S->nsig = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (!i || kv[i][0] != kv[i - 1][0]) S->first[S->nsig++] = (uint32_t)i;
-    S->sig[kv[i][1]] = S->nsig - 1;
-    S->ops[i] = (uint32_t)kv[i][1];
-  }
-  S->first[S->nsig] = (uint32_t)n;
   for (size_t i = 0; i < n; i++) /* streams: ops sorted by (dev, stream), then time */
     kv[i][0] = (uint64_t)(uint32_t)t->ops[i].dev << 32 | (uint32_t)t->ops[i].stream, kv[i][1] = i;
   qsort(kv, n, sizeof *kv, cmp_u64idx);
+  for (size_t i = 0; i < n; i++) {
+    size_t op = kv[i][1];
+    S->pos[op] = (uint32_t)i;
+    key[op] = op_key(&t->ops[op]);
+    if (gram == 2)
+      key[op] = mix(key[op], i && kv[i - 1][0] == kv[i][0] ? op_key(&t->ops[kv[i - 1][1]]) : 0);
+  }
+  uint64_t(*sk)[2] = kv; /* reused: (key, op) */
+  for (size_t i = 0; i < n; i++)
+    sk[i][0] = key[i], sk[i][1] = i;
+  qsort(sk, n, sizeof *sk, cmp_u64idx);
+  S->nsig = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!i || sk[i][0] != sk[i - 1][0]) S->first[S->nsig++] = (uint32_t)i;
+    S->sig[sk[i][1]] = S->nsig - 1;
+    S->ops[i] = (uint32_t)sk[i][1];
+  }
+  S->first[S->nsig] = (uint32_t)n;
+  /* in stream order: the prefix hash of the signatures and the prefix sum of the durations */
+  uint32_t *byp = (uint32_t *)key; /* reused: the op at each stream position */
+  for (size_t i = 0; i < n; i++)
+    byp[S->pos[i]] = (uint32_t)i;
   const uint64_t B = 1000003;
   S->powb[0] = 1;
   for (size_t i = 0; i < n; i++) {
+    uint32_t op = byp[i];
     S->powb[i + 1] = S->powb[i] * B;
-    size_t op = kv[i][1];
-    S->pos[op] = (uint32_t)i;
     S->pre[i] = (i ? S->pre[i - 1] : 0) * B + S->sig[op] + 1;
     S->dpre[i] = (i ? S->dpre[i - 1] : 0) + (t->ops[op].e - t->ops[op].s);
   }
-  free(kv);
+  free(kv), free(key);
   return 0;
 }
 
@@ -224,33 +244,40 @@ static int64_t trailing_end(const an_trace *t, const sigtab *S, const cand *c) {
   return end;
 }
 
+/* The steps of the chosen anchor: from each occurrence's call to the next one's, and the
+ * trailing iteration when its stream repeats the period's sequence. */
+static int make_steps(an_report *r, const sigtab *S, const cand *c) {
+  const an_trace *t = r->t;
+  const uint32_t *oc = S->ops + S->first[c->sig];
+  int64_t tail = trailing_end(t, S, c);
+  size_t n = c->hi - c->lo + (tail != INT64_MIN);
+  if (n < (size_t)an_th(AN_R_STEP_MIN) || !(r->isteps = calloc(n + 1, sizeof *r->isteps))) return 0;
+  for (uint32_t j = c->lo; j < c->hi; j++)
+    r->isteps[j - c->lo] =
+        (an_step){host_start(r, oc[j]), host_start(r, oc[j + 1]), (int)(j - c->lo + 1)};
+  if (tail != INT64_MIN) r->isteps[n - 1] = (an_step){host_start(r, oc[c->hi]), tail, (int)n};
+  r->nisteps = n;
+  r->step_src = AN_STEPS_INFERRED;
+  r->iperiod = c->period;
+  return 1;
+}
+
 void an_pass_infer(an_report *r) {
   const an_trace *t = r->t;
   r->step_src = t->nsteps ? AN_STEPS_MARKED : AN_STEPS_NONE;
   if (t->nsteps || t->nops < 6 || t->nops > UINT32_MAX / 2) return;
-  sigtab S;
   int64_t *buf = malloc((2 * t->nops + 2) * sizeof *buf);
   uint64_t *hb = malloc((t->nops + 1) * sizeof *hb);
   cand *cs = malloc((t->nops + 1) * sizeof *cs);
-  size_t nc = 0;
-  if (buf && hb && cs && !build_sigs(t, &S)) {
+  int done = 0;
+  for (int gram = 1; gram <= 2 && !done && buf && hb && cs; gram++) {
+    sigtab S;
+    if (build_sigs(t, &S, gram)) break;
+    size_t nc = 0;
     for (uint32_t s = 0; s < S.nsig; s++)
       nc += try_anchor(r, &S, s, buf, hb, &cs[nc]);
     const cand *c = pick(r, &S, cs, nc);
-    if (c) {
-      const uint32_t *oc = S.ops + S.first[c->sig];
-      int64_t tail = trailing_end(t, &S, c);
-      size_t n = c->hi - c->lo + (tail != INT64_MIN);
-      if (n >= (size_t)an_th(AN_R_STEP_MIN) && (r->isteps = calloc(n + 1, sizeof *r->isteps))) {
-        for (uint32_t j = c->lo; j < c->hi; j++)
-          r->isteps[j - c->lo] =
-              (an_step){host_start(r, oc[j]), host_start(r, oc[j + 1]), (int)(j - c->lo + 1)};
-        if (tail != INT64_MIN) r->isteps[n - 1] = (an_step){host_start(r, oc[c->hi]), tail, (int)n};
-        r->nisteps = n;
-        r->step_src = AN_STEPS_INFERRED;
-        r->iperiod = c->period;
-      }
-    }
+    done = c && make_steps(r, &S, c);
     free_sigs(&S);
   }
   free(buf), free(hb), free(cs);
