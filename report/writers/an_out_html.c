@@ -276,6 +276,30 @@ static void util_strips(FILE *f, const an_report *x) {
   }
 }
 
+/* Zoom: each listed step on its own timeline, from the previous step's end to its own. */
+static void each_step(an_out *o, const an_report *x) {
+  FILE *f = o->f;
+  if (x->only_step < 0 && x->nsteps && an_list_steps(x)) {
+    fprintf(f, "<h3>Each step</h3>\n");
+    for (size_t k = 0; k < x->nsteps; k++) {
+      int64_t a, e;
+      if (!an_step_window(&x->steps[k], &a, &e) || a >= e) continue;
+      /* the label is the step's own time, as in the table (the slowest device's gpu_step);
+       * the timeline may start earlier, at a first operation that ran before the previous
+       * step's last (a prefetch copy) */
+      int64_t g = 0;
+      for (int i = 0; i < x->steps[k].ndevs; i++)
+        if (x->steps[k].devs[i].has && x->steps[k].devs[i].gpu > g) g = x->steps[k].devs[i].gpu;
+      fprintf(f, "<details id=\"step-%d\"><summary>step %d: %.3f ms", x->steps[k].num,
+              x->steps[k].num, an_ms(g));
+      if (e - a != g) fprintf(f, " (timeline from its first operation: %.3f ms)", an_ms(e - a));
+      fprintf(f, "</summary>\n");
+      an_write_svg(o, x, a, e, 0);
+      fprintf(f, "</details>\n");
+    }
+  }
+}
+
 static void html_report(an_out *o, const an_report *x) {
   FILE *f = o->f;
   char b[32];
@@ -446,26 +470,7 @@ static void html_report(an_out *o, const an_report *x) {
   int64_t w0 = INT64_MIN, w1 = INT64_MAX;
   if (x->only_step >= 0 && x->ndevs) w0 = x->devs[0].t0, w1 = x->devs[0].t1;
   an_write_svg(o, x, w0, w1, 0);
-  /* zoom: each listed step on its own timeline, from the previous step's end to its own */
-  if (x->only_step < 0 && x->nsteps && an_list_steps(x)) {
-    fprintf(f, "<h3>Each step</h3>\n");
-    for (size_t k = 0; k < x->nsteps; k++) {
-      int64_t a, e;
-      if (!an_step_window(&x->steps[k], &a, &e) || a >= e) continue;
-      /* the label is the step's own time, as in the table (the slowest device's gpu_step);
-       * the timeline may start earlier, at a first operation that ran before the previous
-       * step's last (a prefetch copy) */
-      int64_t g = 0;
-      for (int i = 0; i < x->steps[k].ndevs; i++)
-        if (x->steps[k].devs[i].has && x->steps[k].devs[i].gpu > g) g = x->steps[k].devs[i].gpu;
-      fprintf(f, "<details id=\"step-%d\"><summary>step %d: %.3f ms", x->steps[k].num,
-              x->steps[k].num, an_ms(g));
-      if (e - a != g) fprintf(f, " (timeline from its first operation: %.3f ms)", an_ms(e - a));
-      fprintf(f, "</summary>\n");
-      an_write_svg(o, x, a, e, 0);
-      fprintf(f, "</details>\n");
-    }
-  }
+  each_step(o, x);
 }
 
 /* Several ranks: one table, a row per file and the spread, as the text report has; each rank's
