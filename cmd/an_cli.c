@@ -121,6 +121,22 @@ static int step_range(const char *re) {
   return 0;
 }
 
+/* --step N named no step: say which steps there are (marked, or inferred from the loop). */
+static void no_step(const an_trace *t, int step) {
+  an_report *all = an_analyze(t, -1);
+  if (all && all->nsteps)
+    fprintf(stderr, "pinwheel: %s: no step %d in this trace (it has steps %d to %d%s)\n", t->path,
+            step, all->steps[0].num, all->steps[all->nsteps - 1].num,
+            all->step_src == AN_STEPS_INFERRED ? ", inferred from its repeating GPU work" : "");
+  else
+    fprintf(stderr,
+            "pinwheel: %s: --step %d, but this trace has no steps (%s, and no repeating GPU work "
+            "to infer them from)\n",
+            t->path, step,
+            an_step_regex ? "no annotation matches --step-range" : "no ProfilerStep#N");
+  an_report_free(all);
+}
+
 int pw_cmd_report(int argc, char **argv) {
   const char *format = "text", *out = NULL;
   int step = -1, nfiles = 0, opts = 1;
@@ -218,13 +234,7 @@ int pw_cmd_report(int argc, char **argv) {
     if (!(t[k] = load_or_say(files[k])) || !usable(t[k], t[k]->path))
       rc = 2;
     else if (!(r[k] = an_analyze(t[k], step))) {
-      if (t[k]->nsteps)
-        fprintf(stderr, "pinwheel: %s: no step %d in this trace (it has steps %d to %d)\n",
-                t[k]->path, step, t[k]->steps[0].num, t[k]->steps[t[k]->nsteps - 1].num);
-      else
-        fprintf(stderr, "pinwheel: %s: --step %d, but this trace has no step ranges (%s)\n",
-                t[k]->path, step,
-                an_step_regex ? "no annotation matches --step-range" : "no ProfilerStep#N");
+      no_step(t[k], step);
       rc = 2;
     }
   }

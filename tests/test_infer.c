@@ -107,6 +107,19 @@ static void test_loop_after_startup(void **state) {
   assert_true(r->teardown == 245 * MS + 1 * MS - (23 * 10 * MS + 1 * MS + 9 * 800000 + 700000));
   assert_true(r->devs[0].span == r->steady1 - r->steady0);
   assert_int_equal(r->devs[0].kernels, 240); /* the start-up's 5 are not counted */
+  /* --step N names an inferred step; a number past them says which there are */
+  const char *one[] = {PW_CLI, "report", "--step", "24", g.path, NULL};
+  result res = run(one, NULL);
+  assert_int_equal(res.status, 0);
+  assert_non_null(strstr(res.out, ", step 24 only\n"));
+  assert_non_null(strstr(res.out, "device 0: 1 step, GPU step median 10.000 ms"));
+  free_result(&res);
+  const char *past[] = {PW_CLI, "report", "--step", "25", g.path, NULL};
+  res = run(past, NULL);
+  assert_int_equal(res.status, 2);
+  assert_non_null(strstr(res.err, "no step 25 in this trace (it has steps 1 to 24, inferred from "
+                                  "its repeating GPU work)\n"));
+  free_result(&res);
   done(&g, t, r);
 }
 

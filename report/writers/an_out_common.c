@@ -153,8 +153,8 @@ void an_headline(FILE *f, const an_report *r) {
   for (int i = 0; i < r->ndevs; i++) {
     const an_stepsum *s = &r->stepsum[i];
     if (s->n < 1) continue;
-    fprintf(f, "device %d: %d steps, GPU step median %.3f ms (p95 %.3f)", s->dev, s->n,
-            an_ms(s->step_med), an_ms(s->step_p95));
+    fprintf(f, "device %d: %d step%s, GPU step median %.3f ms (p95 %.3f)", s->dev, s->n,
+            s->n == 1 ? "" : "s", an_ms(s->step_med), an_ms(s->step_p95));
     if (s->hidden_med >= 0)
       fprintf(f, ", H2D %.3f ms per step, %.1f %% hidden", an_ms(s->h2d_med), s->hidden_med * 100);
     fprintf(f, "\n");
