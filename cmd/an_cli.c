@@ -271,9 +271,12 @@ int pw_cmd_report(int argc, char **argv) {
 }
 
 static const char diff_usage[] =
-    "usage: pinwheel diff [--format text|json] [--step-range REGEX] BEFORE AFTER\n"
+    "usage: pinwheel diff [--format text|json] [--step-range REGEX] [--whole-trace] BEFORE AFTER\n"
     "The figures of two traces side by side, per device, with deltas: GPU step median and p95,\n"
-    "H2D per step, hidden %, exposed, pageable host time.\n";
+    "H2D per step, hidden %, exposed, pageable host time; over each trace's steps (marked, or\n"
+    "inferred from its repeating GPU work), start-up and teardown apart (--whole-trace: all).\n"
+    "Traces of different devices: as many devices are compared in order of id; a different\n"
+    "number is an error (exit 2).\n";
 
 int pw_cmd_diff(int argc, char **argv) {
   const char *files[2] = {NULL, NULL}, *format = "text";
@@ -299,6 +302,8 @@ int pw_cmd_diff(int argc, char **argv) {
       }
     } else if (!strcmp(a, "--step-range") && i + 1 < argc) {
       if (step_range(argv[++i])) return 2;
+    } else if (!strcmp(a, "--whole-trace")) {
+      an_whole_trace = 1;
     } else {
       fprintf(stderr, "pinwheel diff: unknown option %s\n%s", a, diff_usage);
       return 2;

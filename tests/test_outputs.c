@@ -163,6 +163,15 @@ static void test_text_diff_and_ranks(void **state) {
   assert_int_equal(r.status, 0);
   assert_non_null(strstr(r.out, "pageable host blocked ms"));
   free_result(&r);
+  /* --whole-trace: the sync after the last step (teardown) is counted too */
+  const char *dw[] = {PW_CLI, "diff", "--whole-trace", p, p, NULL};
+  r = run(dw, NULL);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.out, "\nhost sync calls 2 -> 2,"));
+  free_result(&r);
+  r = run(self, NULL);
+  assert_non_null(strstr(r.out, "\nhost sync calls 1 -> 1,"));
+  free_result(&r);
   /* traces of different devices: as many devices, compared in order and said so; a different
    * number of devices, an error (it printed no rows and exited 0) */
   char *txt = slurp(p), *q;
