@@ -184,10 +184,12 @@ static int try_anchor(const an_report *r, const sigtab *S, uint32_t s, int64_t *
   return 1;
 }
 
-/* Of the anchors: the loop doing the most GPU work (within 30 %: the anchors of one loop differ by
- * an iteration or so); of its anchors, the one with the longest period (a kernel that recurs once
- * per layer is no iteration), then an input copy (a loop iteration begins by copying its batch in),
- * then the earliest (the loop's first operation: its iterations then start where the program's do).
+/* Of the anchors: the loop doing the most GPU work on its stream (within 30 %: the anchors of one
+ * loop differ by an iteration or so); of that loop, the longest period (a kernel that recurs once
+ * per layer is no iteration).  Then any anchor of that period, on any stream (a prefetcher's copy
+ * on its side stream belongs to the loop too): an input copy (a loop iteration begins by copying
+ * its batch in), then the earliest (the loop's first operation: its iterations then start where
+ * the program's do).
  */
 static int is_h2d(const an_report *r, uint32_t i) {
   const an_op *o = &r->t->ops[i];
@@ -208,7 +210,7 @@ static const cand *pick(const an_report *r, const sigtab *S, const cand *c, size
     if (c[i].score >= best - best * 3 / 10 && c[i].period > per) per = c[i].period;
   const cand *p = NULL;
   for (size_t i = 0; i < n; i++)
-    if (c[i].score >= best - best * 3 / 10 && c[i].period >= per - per / 10 &&
+    if (c[i].period >= per - per / 10 && c[i].period <= per + per / 10 &&
         (!p || better(r, S, &c[i], p)))
       p = &c[i];
   return p;
@@ -244,18 +246,45 @@ static int64_t trailing_end(const an_trace *t, const sigtab *S, const cand *c) {
   return end;
 }
 
+/* How far into a step its runtime calls that issued GPU work reach, at most over the full steps
+ * [0, nfull): the last, trailing step (no next anchor closes it) reaches as far. */
+static int64_t step_reach(const an_report *r, const an_step *st, size_t nfull) {
+  const an_trace *t = r->t;
+  int64_t reach = 0;
+  for (size_t i = 0; i < t->nops && nfull; i++) {
+    const an_call *c = an_call_of(t, t->ops[i].corr);
+    if (!c || c->s < st[0].s || c->s >= st[nfull - 1].e) continue;
+    size_t lo = 0, hi = nfull; /* the step holding the call */
+    while (lo + 1 < hi) {
+      size_t mid = (lo + hi) / 2;
+      if (st[mid].s <= c->s)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    if (c->e - st[lo].s > reach) reach = c->e - st[lo].s;
+  }
+  return reach;
+}
+
 /* The steps of the chosen anchor: from each occurrence's call to the next one's, and the
  * trailing iteration when its stream repeats the period's sequence. */
 static int make_steps(an_report *r, const sigtab *S, const cand *c) {
   const an_trace *t = r->t;
   const uint32_t *oc = S->ops + S->first[c->sig];
   int64_t tail = trailing_end(t, S, c);
-  size_t n = c->hi - c->lo + (tail != INT64_MIN);
+  size_t nfull = c->hi - c->lo, n = nfull + (tail != INT64_MIN);
   if (n < (size_t)an_th(AN_R_STEP_MIN) || !(r->isteps = calloc(n + 1, sizeof *r->isteps))) return 0;
   for (uint32_t j = c->lo; j < c->hi; j++)
     r->isteps[j - c->lo] =
         (an_step){host_start(r, oc[j]), host_start(r, oc[j + 1]), (int)(j - c->lo + 1)};
-  if (tail != INT64_MIN) r->isteps[n - 1] = (an_step){host_start(r, oc[c->hi]), tail, (int)n};
+  if (tail != INT64_MIN) {
+    /* its calls on other streams than the anchor's (a prefetcher's copy is an anchor on its
+     * side stream) reach as far into it as they did into the others */
+    int64_t s0 = host_start(r, oc[c->hi]), reach = step_reach(r, r->isteps, nfull);
+    if (s0 + reach > tail) tail = s0 + reach;
+    r->isteps[n - 1] = (an_step){s0, tail + 1, (int)n};
+  }
   r->nisteps = n;
   r->step_src = AN_STEPS_INFERRED;
   r->iperiod = c->period;
