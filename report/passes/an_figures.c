@@ -169,14 +169,10 @@ static void idle_split(const an_trace *t, int dev, int64_t w0, int64_t w1, const
   }
 }
 
-void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
+/* Host calls in the window: the program's syncs and calls by API (pinwheel's own syncs apart),
+ * and the idle split, which needs the memcpy calls idle time may wait on. */
+static void host_calls(an_report *r, int64_t w0, int64_t w1) {
   const an_trace *t = r->t;
-  int windowed = w0 != INT64_MIN || w1 != INT64_MAX;
-  r->classes = calloc((size_t)r->ndevs + 1, sizeof *r->classes);
-  r->idle = calloc((size_t)r->ndevs + 1, sizeof *r->idle);
-  for (int i = 0; i < r->ndevs; i++)
-    device_figures(r, r->devs[i].dev, w0, w1, windowed, &r->devs[i], r->classes[i]);
-  /* host calls: syncs, and the memcpy calls that idle time may wait on */
   an_iv *mc = malloc((t->ncalls + 1) * sizeof *mc);
   size_t nmc = 0;
   for (size_t i = 0; i < t->ncalls; i++) {
@@ -208,6 +204,96 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
   for (int i = 0; i < r->ndevs; i++)
     idle_split(t, r->devs[i].dev, r->devs[i].t0, r->devs[i].t1, mc, nmc, &r->idle[i]);
   free(mc);
+}
+
+/* The copies pinwheel staged on a device in the window: counted, their DMA's hidden and hideable
+ * parts (against the window's kernels, L), each exposed as a whole when little of it hid. */
+static void staged_copies(an_report *r, int dev, int64_t w0, int64_t w1, const lists *L,
+                          size_t *cape) {
+  const an_trace *t = r->t;
+  int64_t exp_min = (int64_t)(an_th(AN_R_EXPOSED_MIN_US) * 1e3);
+  double exp_hidden = an_th(AN_R_EXPOSED_MAX_HIDDEN_PCT) / 100.0;
+  for (size_t g = 0; g < r->npw; g++) {
+    an_pwgroup *p = &r->pw[g];
+    if (p->dev != dev || p->e <= w0 || p->s >= w1) continue;
+    /* the staged copies of the window (the steady state: not those of the start-up) */
+    if (p->dir == AN_CK_H2D)
+      r->pw_h2d++, r->pw_h2d_bytes += p->bytes;
+    else
+      r->pw_d2h++, r->pw_d2h_bytes += p->bytes;
+    int64_t hid = 0;
+    for (size_t k = p->first; k < t->nops && t->ops[k].s <= p->e; k++)
+      if (r->opflag[k] == AN_PW_DMA && r->opgroup[k] == g)
+        hid += an_cover(L->k, L->nk, t->ops[k].s, t->ops[k].e);
+    if (hid > p->dma_time) hid = p->dma_time; /* DMAs of one copy may overlap each other */
+    p->hidden = hid;
+    /* The DMAs cannot start before the call that issued the first of them (the program's
+     * call in a collector trace, pinwheel's first chunk call in another), nor end later than
+     * they did; kernel time in that window bounds what any placement could hide. */
+    const an_call *c0 = an_call_of(t, t->ops[p->first].corr);
+    int64_t from = c0 && c0->s < p->s ? c0->s : p->s;
+    int64_t can = an_cover(L->k, L->nk, from, p->e);
+    if (can > p->dma_time) can = p->dma_time;
+    if (can < hid) can = hid;
+    p->hideable = can;
+    if (p->dir == AN_CK_H2D)
+      an_sat_add(&r->pw_h2d_dma, p->dma_time), an_sat_add(&r->pw_h2d_hidden, hid),
+          an_sat_add(&r->pw_h2d_hideable, can);
+    double hf = p->dma_time > 0 ? (double)hid / (double)p->dma_time : 1.0;
+    if (p->dma_time > exp_min && hf <= exp_hidden) {
+      if (r->nexposed == *cape) r->exposed = realloc(r->exposed, (*cape *= 2) * sizeof *r->exposed);
+      int h2d = p->dir == AN_CK_H2D;
+      an_exposed x = {.dev = dev,
+                      .stream = p->stream,
+                      .s = p->s,
+                      .dur = p->dma_time,
+                      .hidden = hf,
+                      .bytes = p->bytes,
+                      .ckind = p->dir,
+                      .srck = h2d ? AN_MK_PAGEABLE : AN_MK_DEVICE,
+                      .dstk = h2d ? AN_MK_DEVICE : AN_MK_PAGEABLE,
+                      .corr = t->ops[p->count_op].corr,
+                      .staged = 1};
+      r->exposed[r->nexposed++] = x;
+    }
+  }
+}
+
+/* The kernel table: totals per (device, name) in the window, the top ones kept. */
+static void kernel_table(an_report *r, int64_t w0, int64_t w1) {
+  const an_trace *t = r->t;
+  size_t nn = t->nnames, nd = (size_t)r->ndevs;
+  an_kstat *all = calloc(nn * nd + 1, sizeof *all);
+  size_t lo, hi;
+  an_op_range(t, w0, w1, &lo, &hi);
+  for (size_t k = lo; k < hi; k++) {
+    const an_op *o = &t->ops[k];
+    if ((o->type != AN_KERNEL && o->type != AN_COMM) || o->e <= w0 || o->s >= w1 || o->name >= nn)
+      continue;
+    int di = 0;
+    while (di < r->ndevs && r->devs[di].dev != o->dev)
+      di++;
+    an_kstat *ks = &all[(size_t)di * nn + o->name];
+    ks->dev = o->dev, ks->name = o->name, ks->type = o->type;
+    ks->count++;
+    an_sat_add(&ks->total, (o->e < w1 ? o->e : w1) - (o->s > w0 ? o->s : w0));
+  }
+  size_t m = 0;
+  for (size_t k = 0; k < nn * nd; k++)
+    if (all[k].count) all[m++] = all[k];
+  qsort(all, m, sizeof *all, cmp_kstat);
+  r->nkstats = m < 20 ? m : 20;
+  r->kstats = realloc(all, (r->nkstats + 1) * sizeof *all);
+}
+
+void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
+  const an_trace *t = r->t;
+  int windowed = w0 != INT64_MIN || w1 != INT64_MAX;
+  r->classes = calloc((size_t)r->ndevs + 1, sizeof *r->classes);
+  r->idle = calloc((size_t)r->ndevs + 1, sizeof *r->idle);
+  for (int i = 0; i < r->ndevs; i++)
+    device_figures(r, r->devs[i].dev, w0, w1, windowed, &r->devs[i], r->classes[i]);
+  host_calls(r, w0, w1);
   /* gaps and exposed copies, per device */
   int64_t gap_min = (int64_t)(an_th(AN_R_GAP_MS) * 1e6);
   int64_t exp_min = (int64_t)(an_th(AN_R_EXPOSED_MIN_US) * 1e3);
@@ -247,76 +333,10 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
                                                  .corr = o->corr};
       }
     }
-    /* a copy pinwheel staged: exposed as a whole, its hidden part measured on its DMAs */
-    for (size_t g = 0; g < r->npw; g++) {
-      an_pwgroup *p = &r->pw[g];
-      if (p->dev != dev || p->e <= w0 || p->s >= w1) continue;
-      /* the staged copies of the window (the steady state: not those of the start-up) */
-      if (p->dir == AN_CK_H2D)
-        r->pw_h2d++, r->pw_h2d_bytes += p->bytes;
-      else
-        r->pw_d2h++, r->pw_d2h_bytes += p->bytes;
-      int64_t hid = 0;
-      for (size_t k = p->first; k < t->nops && t->ops[k].s <= p->e; k++)
-        if (r->opflag[k] == AN_PW_DMA && r->opgroup[k] == g)
-          hid += an_cover(L.k, L.nk, t->ops[k].s, t->ops[k].e);
-      if (hid > p->dma_time) hid = p->dma_time; /* DMAs of one copy may overlap each other */
-      p->hidden = hid;
-      /* The DMAs cannot start before the call that issued the first of them (the program's
-       * call in a collector trace, pinwheel's first chunk call in another), nor end later than
-       * they did; kernel time in that window bounds what any placement could hide. */
-      const an_call *c0 = an_call_of(t, t->ops[p->first].corr);
-      int64_t from = c0 && c0->s < p->s ? c0->s : p->s;
-      int64_t can = an_cover(L.k, L.nk, from, p->e);
-      if (can > p->dma_time) can = p->dma_time;
-      if (can < hid) can = hid;
-      p->hideable = can;
-      if (p->dir == AN_CK_H2D)
-        an_sat_add(&r->pw_h2d_dma, p->dma_time), an_sat_add(&r->pw_h2d_hidden, hid),
-            an_sat_add(&r->pw_h2d_hideable, can);
-      double hf = p->dma_time > 0 ? (double)hid / (double)p->dma_time : 1.0;
-      if (p->dma_time > exp_min && hf <= exp_hidden) {
-        if (r->nexposed == cape) r->exposed = realloc(r->exposed, (cape *= 2) * sizeof *r->exposed);
-        int h2d = p->dir == AN_CK_H2D;
-        an_exposed x = {.dev = dev,
-                        .stream = p->stream,
-                        .s = p->s,
-                        .dur = p->dma_time,
-                        .hidden = hf,
-                        .bytes = p->bytes,
-                        .ckind = p->dir,
-                        .srck = h2d ? AN_MK_PAGEABLE : AN_MK_DEVICE,
-                        .dstk = h2d ? AN_MK_DEVICE : AN_MK_PAGEABLE,
-                        .corr = t->ops[p->count_op].corr,
-                        .staged = 1};
-        r->exposed[r->nexposed++] = x;
-      }
-    }
+    staged_copies(r, dev, w0, w1, &L, &cape);
     free_lists(&L);
   }
   qsort(r->gaps, r->ngaps, sizeof *r->gaps, cmp_gap);
   qsort(r->exposed, r->nexposed, sizeof *r->exposed, cmp_exposed);
-  /* kernel table: totals per (device, name), the top ones kept */
-  size_t nn = t->nnames, nd = (size_t)r->ndevs;
-  an_kstat *all = calloc(nn * nd + 1, sizeof *all);
-  size_t lo, hi;
-  an_op_range(t, w0, w1, &lo, &hi);
-  for (size_t k = lo; k < hi; k++) {
-    const an_op *o = &t->ops[k];
-    if ((o->type != AN_KERNEL && o->type != AN_COMM) || o->e <= w0 || o->s >= w1 || o->name >= nn)
-      continue;
-    int di = 0;
-    while (di < r->ndevs && r->devs[di].dev != o->dev)
-      di++;
-    an_kstat *ks = &all[(size_t)di * nn + o->name];
-    ks->dev = o->dev, ks->name = o->name, ks->type = o->type;
-    ks->count++;
-    an_sat_add(&ks->total, (o->e < w1 ? o->e : w1) - (o->s > w0 ? o->s : w0));
-  }
-  size_t m = 0;
-  for (size_t k = 0; k < nn * nd; k++)
-    if (all[k].count) all[m++] = all[k];
-  qsort(all, m, sizeof *all, cmp_kstat);
-  r->nkstats = m < 20 ? m : 20;
-  r->kstats = realloc(all, (r->nkstats + 1) * sizeof *all);
+  kernel_table(r, w0, w1);
 }
