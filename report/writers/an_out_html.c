@@ -256,6 +256,129 @@ static void html_steps(FILE *f, const an_report *x) {
   fprintf(f, "</table>\n");
 }
 
+/* The top kernels, the exposed copies and the GPU's idle gaps. */
+static void html_lists(FILE *f, const an_report *x) {
+  char b[32];
+  if (x->nkstats) {
+    fprintf(f, "<h2>Top kernels</h2><table><tr><th>device</th><th>name</th><th>count</th>"
+               "<th>total ms</th><th>mean us</th><th>share</th></tr>\n");
+    for (size_t k = 0; k < x->nkstats && k < 10; k++) {
+      const an_kstat *s = &x->kstats[k];
+      int64_t kt = 0;
+      for (int i = 0; i < x->ndevs; i++)
+        if (x->devs[i].dev == s->dev) kt = x->devs[i].kernel;
+      const char *nm = an_name(x->t, s->name);
+      char cut[121];
+      snprintf(cut, sizeof cut, "%s", nm);
+      fprintf(f, "<tr><td>%d</td><td style=\"text-align:left\"><code title=\"", s->dev);
+      an_xml_escape(f, nm);
+      fprintf(f, "\">");
+      an_xml_escape(f, cut);
+      fprintf(f,
+              "%s</code>%s</td><td>%" PRIu64
+              "</td><td>%.3f</td><td>%.3f</td><td>%.1f %%</td></tr>\n",
+              strlen(nm) > 120 ? "..." : "", s->type == AN_COMM ? " (communication)" : "", s->count,
+              an_ms(s->total), (double)s->total / (double)(s->count ? s->count : 1) / 1e3,
+              an_pct(s->total, kt));
+    }
+    fprintf(f, "</table>\n");
+  }
+  if (x->nexposed) {
+    fprintf(f,
+            "<h2>Exposed copies</h2><p>the longest %zu of %zu</p><table><tr><th>device</th>"
+            "<th>stream</th><th>kind</th><th>bytes</th><th>ms</th><th>hidden</th><th>host "
+            "ms</th></tr>\n",
+            x->nexposed < 20 ? x->nexposed : 20, x->nexposed);
+    for (size_t k = 0; k < x->nexposed && k < 20; k++) {
+      const an_exposed *e = &x->exposed[k];
+      char kind[64];
+      an_kind(kind, sizeof kind, e->ckind, e->srck, e->dstk);
+      const an_call *c = an_call_of(x->t, e->corr);
+      fprintf(f, "<tr><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%.3f</td><td>%.1f %%</td>",
+              e->dev, e->stream, kind, an_bytes_h(e->bytes, b), an_ms(e->dur), e->hidden * 100);
+      if (c)
+        fprintf(f, "<td>%.3f</td></tr>\n", an_ms(c->e - c->s));
+      else
+        fprintf(f, "<td>unknown</td></tr>\n");
+    }
+    fprintf(f, "</table>\n");
+  }
+  if (x->ngaps) {
+    fprintf(f,
+            "<h2>GPU idle gaps</h2><p>at least %.3g ms: %zu; the longest:</p><table><tr><th>"
+            "device</th><th>ms</th><th>at ms</th></tr>\n",
+            an_th(AN_R_GAP_MS), x->ngaps);
+    for (size_t k = 0; k < x->ngaps && k < 10; k++)
+      fprintf(f, "<tr><td>%d</td><td>%.3f</td><td>+%.3f</td></tr>\n", x->gaps[k].dev,
+              an_ms(x->gaps[k].e - x->gaps[k].s),
+              an_ms(x->gaps[k].s - (x->ndevs ? x->devs[0].t0 : 0)));
+    fprintf(f, "</table>\n");
+  }
+}
+
+/* The what-if table and its assumptions. */
+static void html_whatif(FILE *f, const an_report *x) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mf;
+  int wany = 0;
+  for (int i = 0; i < x->ndevs; i++)
+    wany |= x->whatif[i].steps > 0 && (x->whatif[i].copies || x->whatif[i].d2h_copies);
+  if (wany) {
+    fprintf(f,
+            "<h2>What-if under pinwheel</h2><table><tr><th>device</th><th>now ms per %s</th>"
+            "<th>under pinwheel</th><th>speedup</th><th>with PINWHEEL_SYNC=elide</th><th>host "
+            "ms</th><th>GPU busy ms</th><th>copies' host ms</th><th>bound</th></tr>\n",
+            x->nsteps ? "step" : "trace");
+    for (int i = 0; i < x->ndevs; i++) {
+      const an_whatif *w = &x->whatif[i];
+      if (!w->steps) continue;
+      fprintf(f,
+              "<tr><td>%d</td><td>%.3f</td><td>%.3f</td><td>%.2f x</td><td>%.3f</td><td>%.3f</td>"
+              "<td>%.3f</td><td>%.3f</td><td>%s</td></tr>\n",
+              w->dev, an_ms(w->baseline), an_ms(w->predicted),
+              w->predicted > 0 ? (double)w->baseline / (double)w->predicted : 0.0,
+              an_ms(w->predicted_elide), an_ms(w->host), an_ms(w->gpu), an_ms(w->copy_host),
+              w->bound ? "GPU" : "host");
+    }
+    fprintf(f, "</table>\n<p class=\"note\">");
+    mf = open_memstream(&buf, &len);
+    an_whatif_assumptions(mf, "");
+    fclose(mf);
+    an_xml_escape(f, buf);
+    free(buf);
+    fprintf(f, "</p>\n");
+  }
+}
+
+/* The devices table: each device's figures over the window. */
+static void html_devices(FILE *f, const an_report *x) {
+  fprintf(f, "<h2>Devices</h2><table><tr><th>device</th><th>span ms</th><th>busy</th>"
+             "<th>kernels</th><th>H2D copies</th><th>H2D ms</th><th>H2D hidden</th><th>H2D "
+             "exposed ms</th><th>D2H ms</th><th>D2H hidden</th><th>pageable copies</th><th>host "
+             "blocked ms</th></tr>\n");
+  for (int d = 0; d < x->ndevs; d++) {
+    const an_dev *dv = &x->devs[d];
+    fprintf(f,
+            "<tr><td>%d</td><td>%.3f</td><td>%.1f %%</td><td>%.1f %%</td><td>%" PRIu64
+            "</td><td>%.3f</td>",
+            dv->dev, an_ms(dv->span), an_pct(dv->busy, dv->span), an_pct(dv->kernel, dv->span),
+            dv->h2d.copies, an_ms(dv->h2d.time));
+    if (dv->h2d.has)
+      fprintf(f, "<td>%.1f %%</td>", an_pct(dv->h2d.hidden, dv->h2d.time));
+    else
+      fprintf(f, "<td>-</td>");
+    fprintf(f, "<td>%.3f</td><td>%.3f</td>", an_ms(dv->h2d.exposed), an_ms(dv->d2h.time));
+    if (dv->d2h.has)
+      fprintf(f, "<td>%.1f %%</td>", an_pct(dv->d2h.hidden, dv->d2h.time));
+    else
+      fprintf(f, "<td>-</td>");
+    fprintf(f, "<td>%" PRIu64 "</td>", dv->pg_copies);
+    cell_host(f, dv->pg_host, dv->pg_copies, dv->pg_unknown);
+    fprintf(f, "</tr>\n");
+  }
+}
+
 /* Each device's busy fraction over time, one cell per bucket (the text's "utilization over
  * time" bars); darker is busier. */
 static void util_strips(FILE *f, const an_report *x) {
@@ -319,30 +442,8 @@ static void html_report(an_out *o, const an_report *x) {
     fputs("<br>", f);
   }
   free(buf);
-  fprintf(f, "</b></p>\n<h2>Devices</h2><table><tr><th>device</th><th>span ms</th><th>busy</th>"
-             "<th>kernels</th><th>H2D copies</th><th>H2D ms</th><th>H2D hidden</th><th>H2D "
-             "exposed ms</th><th>D2H ms</th><th>D2H hidden</th><th>pageable copies</th><th>host "
-             "blocked ms</th></tr>\n");
-  for (int d = 0; d < x->ndevs; d++) {
-    const an_dev *dv = &x->devs[d];
-    fprintf(f,
-            "<tr><td>%d</td><td>%.3f</td><td>%.1f %%</td><td>%.1f %%</td><td>%" PRIu64
-            "</td><td>%.3f</td>",
-            dv->dev, an_ms(dv->span), an_pct(dv->busy, dv->span), an_pct(dv->kernel, dv->span),
-            dv->h2d.copies, an_ms(dv->h2d.time));
-    if (dv->h2d.has)
-      fprintf(f, "<td>%.1f %%</td>", an_pct(dv->h2d.hidden, dv->h2d.time));
-    else
-      fprintf(f, "<td>-</td>");
-    fprintf(f, "<td>%.3f</td><td>%.3f</td>", an_ms(dv->h2d.exposed), an_ms(dv->d2h.time));
-    if (dv->d2h.has)
-      fprintf(f, "<td>%.1f %%</td>", an_pct(dv->d2h.hidden, dv->d2h.time));
-    else
-      fprintf(f, "<td>-</td>");
-    fprintf(f, "<td>%" PRIu64 "</td>", dv->pg_copies);
-    cell_host(f, dv->pg_host, dv->pg_copies, dv->pg_unknown);
-    fprintf(f, "</tr>\n");
-  }
+  fprintf(f, "</b></p>\n");
+  html_devices(f, x);
   fprintf(f, "</table>\n");
   util_strips(f, x);
   fprintf(f, "<h3>Where idle time went</h3><table><tr><th>device</th><th>idle "
@@ -376,89 +477,8 @@ static void html_report(an_out *o, const an_report *x) {
   fprintf(f, "<tr><th>all</th><td>%" PRIu64 "</td><td>%.3f (longest %.3f)</td></tr></table>\n",
           x->sync_calls, an_ms(x->sync_time), an_ms(x->sync_longest));
   html_steps(f, x);
-  if (x->nkstats) {
-    fprintf(f, "<h2>Top kernels</h2><table><tr><th>device</th><th>name</th><th>count</th>"
-               "<th>total ms</th><th>mean us</th><th>share</th></tr>\n");
-    for (size_t k = 0; k < x->nkstats && k < 10; k++) {
-      const an_kstat *s = &x->kstats[k];
-      int64_t kt = 0;
-      for (int i = 0; i < x->ndevs; i++)
-        if (x->devs[i].dev == s->dev) kt = x->devs[i].kernel;
-      const char *nm = an_name(x->t, s->name);
-      char cut[121];
-      snprintf(cut, sizeof cut, "%s", nm);
-      fprintf(f, "<tr><td>%d</td><td style=\"text-align:left\"><code title=\"", s->dev);
-      an_xml_escape(f, nm);
-      fprintf(f, "\">");
-      an_xml_escape(f, cut);
-      fprintf(f,
-              "%s</code>%s</td><td>%" PRIu64
-              "</td><td>%.3f</td><td>%.3f</td><td>%.1f %%</td></tr>\n",
-              strlen(nm) > 120 ? "..." : "", s->type == AN_COMM ? " (communication)" : "", s->count,
-              an_ms(s->total), (double)s->total / (double)(s->count ? s->count : 1) / 1e3,
-              an_pct(s->total, kt));
-    }
-    fprintf(f, "</table>\n");
-  }
-  if (x->nexposed) {
-    fprintf(f,
-            "<h2>Exposed copies</h2><p>the longest %zu of %zu</p><table><tr><th>device</th>"
-            "<th>stream</th><th>kind</th><th>bytes</th><th>ms</th><th>hidden</th><th>host "
-            "ms</th></tr>\n",
-            x->nexposed < 20 ? x->nexposed : 20, x->nexposed);
-    for (size_t k = 0; k < x->nexposed && k < 20; k++) {
-      const an_exposed *e = &x->exposed[k];
-      char kind[64];
-      an_kind(kind, sizeof kind, e->ckind, e->srck, e->dstk);
-      const an_call *c = an_call_of(x->t, e->corr);
-      fprintf(f, "<tr><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%.3f</td><td>%.1f %%</td>",
-              e->dev, e->stream, kind, an_bytes_h(e->bytes, b), an_ms(e->dur), e->hidden * 100);
-      if (c)
-        fprintf(f, "<td>%.3f</td></tr>\n", an_ms(c->e - c->s));
-      else
-        fprintf(f, "<td>unknown</td></tr>\n");
-    }
-    fprintf(f, "</table>\n");
-  }
-  if (x->ngaps) {
-    fprintf(f,
-            "<h2>GPU idle gaps</h2><p>at least %.3g ms: %zu; the longest:</p><table><tr><th>"
-            "device</th><th>ms</th><th>at ms</th></tr>\n",
-            an_th(AN_R_GAP_MS), x->ngaps);
-    for (size_t k = 0; k < x->ngaps && k < 10; k++)
-      fprintf(f, "<tr><td>%d</td><td>%.3f</td><td>+%.3f</td></tr>\n", x->gaps[k].dev,
-              an_ms(x->gaps[k].e - x->gaps[k].s),
-              an_ms(x->gaps[k].s - (x->ndevs ? x->devs[0].t0 : 0)));
-    fprintf(f, "</table>\n");
-  }
-  int wany = 0;
-  for (int i = 0; i < x->ndevs; i++)
-    wany |= x->whatif[i].steps > 0 && (x->whatif[i].copies || x->whatif[i].d2h_copies);
-  if (wany) {
-    fprintf(f,
-            "<h2>What-if under pinwheel</h2><table><tr><th>device</th><th>now ms per %s</th>"
-            "<th>under pinwheel</th><th>speedup</th><th>with PINWHEEL_SYNC=elide</th><th>host "
-            "ms</th><th>GPU busy ms</th><th>copies' host ms</th><th>bound</th></tr>\n",
-            x->nsteps ? "step" : "trace");
-    for (int i = 0; i < x->ndevs; i++) {
-      const an_whatif *w = &x->whatif[i];
-      if (!w->steps) continue;
-      fprintf(f,
-              "<tr><td>%d</td><td>%.3f</td><td>%.3f</td><td>%.2f x</td><td>%.3f</td><td>%.3f</td>"
-              "<td>%.3f</td><td>%.3f</td><td>%s</td></tr>\n",
-              w->dev, an_ms(w->baseline), an_ms(w->predicted),
-              w->predicted > 0 ? (double)w->baseline / (double)w->predicted : 0.0,
-              an_ms(w->predicted_elide), an_ms(w->host), an_ms(w->gpu), an_ms(w->copy_host),
-              w->bound ? "GPU" : "host");
-    }
-    fprintf(f, "</table>\n<p class=\"note\">");
-    mf = open_memstream(&buf, &len);
-    an_whatif_assumptions(mf, "");
-    fclose(mf);
-    an_xml_escape(f, buf);
-    free(buf);
-    fprintf(f, "</p>\n");
-  }
+  html_lists(f, x);
+  html_whatif(f, x);
   fprintf(f, "<h2>Findings</h2><ul>\n");
   for (int k = 0; k < x->nfindings; k++) {
     fprintf(f, "<li class=\"%s\"><b>%s</b>: ", x->findings[k].severity, x->findings[k].rule);

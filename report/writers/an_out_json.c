@@ -141,15 +141,8 @@ static void json_whatif(FILE *f, const an_report *r) {
   fprintf(f, "]}");
 }
 
-static void json_report(FILE *f, const an_report *r) {
-  fprintf(f, "{\"schema\":\"pinwheel-report/3\",\"trace\":");
-  an_json_string(f, r->t->path);
-  fprintf(f, ",\"format\":\"%s\",\"step_filter\":", r->t->format);
-  if (r->only_step >= 0)
-    fprintf(f, "%d", r->only_step);
-  else
-    fprintf(f, "null");
-  /* where the steps came from, and the window the figures cover */
+/* Where the steps came from, and the window the figures cover. */
+static void json_window(FILE *f, const an_report *r) {
   static const char *src[] = {"none", "marked", "inferred"};
   fprintf(f, ",\"steps_source\":\"%s\",\"step_period_us\":", src[r->step_src]);
   if (r->step_src == AN_STEPS_INFERRED)
@@ -164,6 +157,17 @@ static void json_report(FILE *f, const an_report *r) {
             r->steady0 / 1e3, r->steady1 / 1e3, r->startup / 1e3, r->teardown / 1e3);
   else
     fprintf(f, "{\"over\":\"%s\"}", r->only_step >= 0 ? "step" : "trace");
+}
+
+static void json_report(FILE *f, const an_report *r) {
+  fprintf(f, "{\"schema\":\"pinwheel-report/3\",\"trace\":");
+  an_json_string(f, r->t->path);
+  fprintf(f, ",\"format\":\"%s\",\"step_filter\":", r->t->format);
+  if (r->only_step >= 0)
+    fprintf(f, "%d", r->only_step);
+  else
+    fprintf(f, "null");
+  json_window(f, r);
   fprintf(f, ",\"devices\":[");
   for (int i = 0; i < r->ndevs; i++) {
     if (i) fputc(',', f);
