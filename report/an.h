@@ -69,7 +69,8 @@ typedef struct an_call {
   uint8_t pw;     /* a call pinwheel itself made while staging (args.pinwheel): not the program's */
 } an_call;
 
-/* A step: a CPU range (ProfilerStep#N, or an NVTX / user annotation chosen by --step-range). */
+/* A step: a CPU range (ProfilerStep#N, or an NVTX / user annotation chosen by --step-range; or,
+ * when the trace marks none, an iteration the inference pass found: an_infer.c). */
 typedef struct an_step {
   int64_t s, e;
   int num; /* -1 until numbered: the digits after the name's last '#', else its position */
