@@ -106,6 +106,22 @@ static int step_range(const char *re) {
   return 0;
 }
 
+/* --step N named no step: say which steps there are (marked, or inferred from the loop). */
+static void no_step(const an_trace *t, int step) {
+  an_report *all = an_analyze(t, -1);
+  if (all && all->nsteps)
+    fprintf(stderr, "pinwheel: %s: no step %d in this trace (it has steps %d to %d%s)\n", t->path,
+            step, all->steps[0].num, all->steps[all->nsteps - 1].num,
+            all->step_src == AN_STEPS_INFERRED ? ", inferred from its repeating GPU work" : "");
+  else
+    fprintf(stderr,
+            "pinwheel: %s: --step %d, but this trace has no steps (%s, and no repeating GPU work "
+            "to infer them from)\n",
+            t->path, step,
+            an_step_regex ? "no annotation matches --step-range" : "no ProfilerStep#N");
+  an_report_free(all);
+}
+
 int pw_cmd_report(int argc, char **argv) {
   const char *format = "text", *out = NULL;
   int step = -1, nfiles = 0, opts = 1;
@@ -157,6 +173,8 @@ int pw_cmd_report(int argc, char **argv) {
         free(files);
         return 2;
       }
+    } else if (!strcmp(a, "--whole-trace")) {
+      an_whole_trace = 1;
     } else if (!strcmp(a, "--threshold") && has_val) {
       if (an_rule_set(argv[++i])) {
         fprintf(stderr, "pinwheel report: bad threshold '%s'; the thresholds are:\n", argv[i]);
@@ -202,13 +220,7 @@ int pw_cmd_report(int argc, char **argv) {
     if (!(t[k] = load_or_say(files[k])) || !usable(t[k], t[k]->path))
       rc = 2;
     else if (!(r[k] = an_analyze(t[k], step))) {
-      if (t[k]->nsteps)
-        fprintf(stderr, "pinwheel: %s: no step %d in this trace (it has steps %d to %d)\n",
-                t[k]->path, step, t[k]->steps[0].num, t[k]->steps[t[k]->nsteps - 1].num);
-      else
-        fprintf(stderr, "pinwheel: %s: --step %d, but this trace has no step ranges (%s)\n",
-                t[k]->path, step,
-                an_step_regex ? "no annotation matches --step-range" : "no ProfilerStep#N");
+      no_step(t[k], step);
       rc = 2;
     }
   }
@@ -268,6 +280,8 @@ int pw_cmd_diff(int argc, char **argv) {
       }
     } else if (!strcmp(a, "--step-range") && i + 1 < argc) {
       if (step_range(argv[++i])) return 2;
+    } else if (!strcmp(a, "--whole-trace")) {
+      an_whole_trace = 1;
     } else {
       fprintf(stderr, "pinwheel diff: unknown option %s\n%s", a, pw_help_diff);
       return 2;
@@ -286,11 +300,18 @@ int pw_cmd_diff(int argc, char **argv) {
   if (a && b && usable(b, b->path)) {
     an_report *ra = an_analyze(a, -1), *rb = an_analyze(b, -1);
     an_out o = {.f = stdout};
-    if (!strcmp(format, "json"))
-      an_write_diff_json(&o, ra, rb);
-    else
-      an_write_diff(&o, ra, rb);
-    rc = close_out(stdout, NULL);
+    if (!an_diff_comparable(ra, rb)) {
+      fprintf(stderr,
+              "pinwheel diff: the traces ran on different devices (%s: %d, %s: %d "
+              "devices); no device of one maps to one of the other\n",
+              a->path, ra->ndevs, b->path, rb->ndevs);
+    } else {
+      if (!strcmp(format, "json"))
+        an_write_diff_json(&o, ra, rb);
+      else
+        an_write_diff(&o, ra, rb);
+      rc = close_out(stdout, NULL);
+    }
     an_report_free(ra);
     an_report_free(rb);
   }

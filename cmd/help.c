@@ -78,7 +78,8 @@ const char pw_help_run[] =
 
 const char pw_help_report[] =
     "usage: pinwheel report [--format text|json|html|svg] [-o FILE] [--step N] [--steps all]\n"
-    "                       [--step-range REGEX] [--threshold NAME=VALUE]... TRACE...\n"
+    "                       [--step-range REGEX] [--whole-trace] [--threshold NAME=VALUE]...\n"
+    "                       TRACE...\n"
     "Reads a trace of a CUDA program and says how much of its copy time was hidden under GPU\n"
     "compute, what is still exposed, which copies came from pageable memory, where the GPU sat\n"
     "idle and why, and how long a step would take under pinwheel.  TRACE is a torch.profiler\n"
@@ -86,22 +87,28 @@ const char pw_help_report[] =
     "trace of `pinwheel run --trace`; `-` reads standard input.  Several traces (one per rank):\n"
     "one report, a row per rank.  A step is one training iteration: torch.profiler's\n"
     "ProfilerStep#N, or the NVTX ranges whose names match --step-range; its GPU work is what its\n"
-    "CPU code launched, from any thread.\n"
+    "CPU code launched, from any thread.  Without either, the steps are the loop's iterations,\n"
+    "found from its repeating GPU work.  The figures cover the steps; start-up and teardown are\n"
+    "reported apart.\n"
     "  --format F      text (the default), json, html (one self-contained page) or svg (a\n"
     "                  timeline)\n"
     "  -o FILE         write to FILE, not standard output\n"
     "  --step N        figures of step N only (its GPU work, from the previous step's end)\n"
     "  --steps all     list every step (by default only when there are at most steps_shown)\n"
     "  --step-range R  steps are the NVTX ranges (or annotations) whose names match R\n"
+    "  --whole-trace   figures over the whole trace, start-up and teardown included\n"
     "  --threshold NAME=VALUE  change one of the thresholds and assumptions below\n";
 
 const char pw_help_thresholds[] = "Thresholds and what-if assumptions (--threshold NAME=VALUE):\n";
 
 const char pw_help_diff[] =
-    "usage: pinwheel diff [--format text|json] [--step-range REGEX] BEFORE AFTER\n"
+    "usage: pinwheel diff [--format text|json] [--step-range REGEX] [--whole-trace] BEFORE AFTER\n"
     "The figures of two traces side by side, per GPU, with their differences: step time\n"
     "(median and p95), copy time per step, the part hidden under compute, the part exposed, and\n"
-    "the time the host was blocked in pageable copies.  --step-range as for report.\n";
+    "the time the host was blocked in pageable copies; over each trace's steps (marked, or\n"
+    "inferred from its repeating GPU work), start-up and teardown apart.  --step-range and\n"
+    "--whole-trace as for report.  Traces of different GPUs: as many GPUs are compared in order\n"
+    "of id; a different number of GPUs is an error (exit 2).\n";
 
 const char pw_help_export[] =
     "usage: pinwheel export --format chrome [--step-range REGEX] -o OUT TRACE\n"

@@ -69,11 +69,19 @@ typedef struct an_call {
   uint8_t pw;     /* a call pinwheel itself made while staging (args.pinwheel): not the program's */
 } an_call;
 
-/* A step: a CPU range (ProfilerStep#N, or an NVTX / user annotation chosen by --step-range). */
+/* A step: a CPU range (ProfilerStep#N, or an NVTX / user annotation chosen by --step-range; or,
+ * when the trace marks none, an iteration the inference pass found: an_infer.c). */
 typedef struct an_step {
   int64_t s, e;
   int num; /* -1 until numbered: the digits after the name's last '#', else its position */
 } an_step;
+
+/* A host thread's own work: a CPU operator (torch.profiler's cpu_op events), merged per thread
+ * once loaded (sorted by thread, then start; disjoint within a thread). */
+typedef struct an_busy {
+  int64_t s, e;
+  int32_t tid;
+} an_busy;
 
 /* Which annotations are steps: NULL = names starting with "ProfilerStep#"; else a POSIX
  * extended regex (set before an_load). */
@@ -92,6 +100,8 @@ typedef struct an_trace {
   size_t ncalls, capcalls;
   an_step *steps;
   size_t nsteps, capsteps;
+  an_busy *busy; /* empty when the trace has no CPU operators (trimmed, collector, nsys) */
+  size_t nbusy, capbusy;
   /* interned names */
   char **names;
   size_t nnames, capnames;
@@ -118,6 +128,7 @@ enum { AN_ADD_OK = 0, AN_ADD_NOMEM, AN_ADD_NEGATIVE, AN_ADD_RANGE, AN_ADD_DEVICE
 int an_add_op(an_trace *t, const an_op *op);
 int an_add_call(an_trace *t, const an_call *c);
 int an_add_step(an_trace *t, const an_step *st);
+int an_add_busy(an_trace *t, const an_busy *b);
 const char *an_add_error(int rc);
 /* start + duration, saturated (an out-of-range end is then refused by the add functions) */
 static inline int64_t an_end(int64_t s, int64_t dur) {
@@ -288,7 +299,7 @@ typedef struct an_report {
                         the collector marked carry an_call.pw instead) */
   an_pwgroup *pw;
   size_t npw, cappw;
-  uint64_t pw_h2d, pw_d2h, pw_h2d_bytes, pw_d2h_bytes;
+  uint64_t pw_h2d, pw_d2h, pw_h2d_bytes, pw_d2h_bytes; /* staged in the window (figures pass) */
   int64_t pw_h2d_dma, pw_h2d_hidden; /* the staged H2D copies' DMA time and its part under
                                         compute (the figures pass) */
   int64_t pw_h2d_hideable;           /* and the most of it that could be (an_pwgroup.hideable) */
@@ -298,7 +309,18 @@ typedef struct an_report {
   an_finding findings[16];
   int nfindings;
   an_whatif *whatif; /* [ndevs] */
+  /* where the steps came from (an_infer.c): marked in the trace, inferred, or none */
+  int step_src;    /* AN_STEPS_* */
+  an_step *isteps; /* the inferred steps' host ranges (the trace's own when marked) */
+  size_t nisteps;
+  int64_t iperiod; /* inferred: the anchor's median period (ns) */
+  /* the steady state (an_analyze): the steps' GPU window, and what lies before and after it;
+   * the headline figures are over [steady0, steady1) when there are steps */
+  int steady;
+  int64_t steady0, steady1, startup, teardown;
+  int64_t step_kernels; /* the median step's kernels, all devices */
 } an_report;
+enum { AN_STEPS_NONE = 0, AN_STEPS_MARKED, AN_STEPS_INFERRED };
 
 /* Thresholds and what-if assumptions: one table, indexed by enum, overridable by name. */
 #define AN_RULES(X)                                                                                \
@@ -316,6 +338,8 @@ typedef struct an_report {
   X(BUCKETS, "buckets", 20, "", "utilization buckets over the span")                               \
   X(PAGEABLE_MIN_KIB, "pageable_min_kib", 0, "KiB",                                                \
     "pageable copies at least this large are reported (nsys cuda_memcpy_async)")                   \
+  X(PAGEABLE_WARN_PCT, "pageable_warn_pct", 1, "%",                                                \
+    "pageable copies are a warning when their host or GPU time is this share of the span")         \
   X(ELIGIBLE_MIN_KIB, "eligible_min_kib", 64, "KiB",                                               \
     "what-if: pageable copies pinwheel stages (PINWHEEL_MIN_BYTES)")                               \
   X(H2D_GBPS, "h2d_gbps", 42, "GB/s",                                                              \
@@ -329,6 +353,11 @@ typedef struct an_report {
   X(LINK_GBPS, "link_gbps", 50, "GB/s", "what-if: a D2H DMA into pinned memory")                   \
   X(D2D_GBPS, "d2d_gbps", 2000, "GB/s",                                                            \
     "what-if: the device-to-device copy out of pinwheel's ring")                                   \
+  X(STEP_MIN, "step_min", 3, "", "inferred steps: a loop has at least this many iterations")       \
+  X(STEP_PERIOD_TOL_PCT, "step_period_tol_pct", 50, "%",                                           \
+    "inferred steps: each period of the anchor within this of the median period")                  \
+  X(STEP_MATCH_PCT, "step_match_pct", 80, "%",                                                     \
+    "inferred steps: the periods whose operations on the anchor's stream repeat one sequence")     \
   X(STEPS_SHOWN, "steps_shown", 12, "",                                                            \
     "text and HTML list every step when there are this many or fewer")
 
@@ -356,12 +385,18 @@ int an_is_comm(const char *name, size_t n);
 /* The runtime call with this correlation id, or NULL. */
 const an_call *an_call_of(const an_trace *t, int64_t corr);
 
+/* 1: the headline figures over the whole trace, start-up and teardown included (--whole-trace);
+ * 0 (default): over the steps' steady state when the trace has steps, marked or inferred. */
+extern int an_whole_trace;
 /* The analysis, as passes over the model (an_analyze runs them in this order). */
 an_report *an_analyze(const an_trace *t, int only_step);
 void an_pass_pinwheel(an_report *r); /* an_pinwheel.c: pinwheel's staged copies */
 /* 1: op i is a copy of its own; 2: the op where a staged copy is counted (bytes: the copy's);
  * 0: one of a staged copy's DMAs or ring copies, counted at that op instead */
 int an_pw_counts(const an_report *r, size_t i, uint64_t *bytes);
+/* an_infer.c: when the trace marks no steps, the loop's iterations from its repeating GPU work
+ * (isteps, step_src, iperiod) */
+void an_pass_infer(an_report *r);
 void an_pass_steps(an_report *r); /* an_steps.c: op_step, steps, stepsum */
 int an_steps_zoom(an_report *r, int num, int64_t *w0, int64_t *w1);
 /* A step's GPU window: from the previous step's last operation (or its own first) to its last;

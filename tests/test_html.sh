@@ -13,7 +13,9 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-for trace in "$fx/pairs/copybound_naive.json.gz" "$fx/kineto_naive.json.gz" "$fx/hostile.json"; do
+# a trace with steps inferred (the collector's, no annotations) too
+for trace in "$fx/pairs/copybound_naive.json.gz" "$fx/kineto_naive.json.gz" "$fx/hostile.json" \
+  "$fx/collector/naive_copy_off.json.gz"; do
   name=$(basename "$trace")
   "$cli" report --format html -o "$tmp/$name.html" "$trace" || { echo "report failed: $trace"; exit 1; }
   timeout 120 "$chrome" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \

@@ -7,7 +7,9 @@
    the ResNet trace, so this comparison can fail;
 2. the what-if, run on each program's trace without pinwheel, predicts the median GPU step of the
    same program's trace under pinwheel within +-15 %;
-3. each program's host syncs are the same with and without pinwheel: the event syncs pinwheel
+3. steps inferred without annotations: each trace with its ProfilerStep ranges removed gives the
+   same number of steps, each step's GPU time within 1 % of the marked step's;
+4. each program's host syncs are the same with and without pinwheel: the event syncs pinwheel
    makes inside a staged copy (waiting for staging space, or for D2H chunks) are its own, counted
    apart (pinwheel.own_syncs), not the program's.
 
@@ -90,6 +92,38 @@ for name in TRACES + OLDER:
     print(f"{'ok  ' if not bad else 'FAIL'} steps of {name} equal the reference"
           + (": " + "; ".join(bad[:3]) if bad else ""))
     failed += bool(bad)
+
+def strip_steps(path, out):
+    """The trace without its step ranges (ProfilerStep#N and their GPU-side copies)."""
+    import gzip
+    with gzip.open(path, "rt") as f:
+        d = json.load(f)
+    d["traceEvents"] = [e for e in d["traceEvents"]
+                        if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    with gzip.open(out, "wt") as f:
+        json.dump(d, f)
+
+
+def median_step(rep):
+    return rep["step_summary"][0]["gpu_step_us"]["median"] if rep["step_summary"] else None
+
+
+import tempfile  # noqa: E402
+with tempfile.TemporaryDirectory() as tmp:
+    for name in TRACES + OLDER:
+        path = os.path.join(fixtures if name in TRACES else os.path.dirname(fixtures), f"{name}.json.gz")
+        bare = os.path.join(tmp, f"{name}.json.gz")
+        strip_steps(path, bare)
+        marked, inferred = report(path), report(bare)
+        m, i = median_step(marked), median_step(inferred)
+        gm = [st["devices"][0]["gpu_step_us"] for st in marked["steps"]]
+        gi = [st["devices"][0]["gpu_step_us"] for st in inferred["steps"]]
+        worst = max((abs(a - b) / b for a, b in zip(gi, gm)), default=1.0)
+        ok = (inferred["steps_source"] == "inferred" and marked["steps_source"] == "marked"
+              and len(gi) == len(gm) and worst <= 0.01)
+        failed += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} inferred steps of {name}: {len(gi)} (marked {len(gm)}), "
+              f"median {i} us vs {m} us, each step within {100 * worst:.2f} %")
 
 path = os.path.join(fixtures, "resnet_naive.json.gz")
 if not compare(report(path), reference(path, main_thread_only=True)):

@@ -1,8 +1,10 @@
-/* an_figures.c — interval arithmetic, the figures pass of DESIGN.md §5, and an_analyze.
+/* an_figures.c — the figures pass of DESIGN.md §5.
  *
  * Owns: the definitions (K, H, D, A unions per device; overlap = |H ∩ K| / |H|; exposed = |H \ K|;
  * busy = |A| / span; hidden % per copy), where idle time goes, the kernel table and the other
- * operation classes, and the thresholds table.  K never holds communication kernels.
+ * operation classes, over a window (the steady state, a step, or the whole trace).  K never holds
+ * communication kernels.
+ * Must never: call another pass (an_analyze runs them in order), or print.
  */
 #define _GNU_SOURCE
 #include "an.h"
@@ -10,96 +12,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- intervals ---- */
-
-static int cmp_iv(const void *a, const void *b) {
-  const an_iv *x = a, *y = b;
-  return x->s < y->s ? -1 : x->s > y->s ? 1 : (x->e < y->e ? -1 : x->e > y->e);
-}
-
-size_t an_union(an_iv *v, size_t n) {
-  size_t in = 1; /* lists made from the ops come in start order already: no sort then */
-  while (in < n && v[in - 1].s <= v[in].s)
-    in++;
-  if (in < n) qsort(v, n, sizeof *v, cmp_iv);
-  size_t m = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (v[i].e <= v[i].s) continue;
-    if (m && v[i].s <= v[m - 1].e) {
-      if (v[i].e > v[m - 1].e) v[m - 1].e = v[i].e;
-    } else {
-      v[m++] = v[i];
-    }
-  }
-  return m;
-}
-
-int64_t an_total(const an_iv *v, size_t n) {
-  int64_t t = 0;
-  for (size_t i = 0; i < n; i++)
-    t += v[i].e - v[i].s;
-  return t;
-}
-
-int64_t an_intersect(const an_iv *a, size_t na, const an_iv *b, size_t nb) {
-  int64_t t = 0;
-  size_t i = 0, j = 0;
-  while (i < na && j < nb) {
-    int64_t s = a[i].s > b[j].s ? a[i].s : b[j].s, e = a[i].e < b[j].e ? a[i].e : b[j].e;
-    if (e > s) t += e - s;
-    if (a[i].e < b[j].e)
-      i++;
-    else
-      j++;
-  }
-  return t;
-}
-
-int64_t an_cover(const an_iv *v, size_t n, int64_t s, int64_t e) {
-  size_t lo = 0, hi = n; /* first interval ending after s */
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (v[mid].e <= s)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  int64_t t = 0;
-  for (size_t i = lo; i < n && v[i].s < e; i++) {
-    int64_t a = v[i].s > s ? v[i].s : s, b = v[i].e < e ? v[i].e : e;
-    if (b > a) t += b - a;
-  }
-  return t;
-}
-
-/* ---- thresholds ---- */
-
-an_rule an_rules[AN_R_N] = {
-#define AN_R_ROW(id, nm, val, un, mean) [AN_R_##id] = {nm, val, un, mean},
-    AN_RULES(AN_R_ROW)
-#undef AN_R_ROW
-};
-
-int an_rule_set(const char *assign) {
-  const char *eq = strchr(assign, '=');
-  if (!eq) return -1;
-  for (int i = 0; i < an_nrules; i++)
-    if (strlen(an_rules[i].name) == (size_t)(eq - assign) &&
-        !strncmp(an_rules[i].name, assign, (size_t)(eq - assign))) {
-      char *end;
-      double v = strtod(eq + 1, &end);
-      if (end == eq + 1 || *end || !(v >= 0) || v > 1e15) return -1;
-      if (i == AN_R_BUCKETS && (v < 1 || v > 64)) return -1;
-      if ((i == AN_R_H2D_GBPS || i == AN_R_H2D_ELIDE_GBPS || i == AN_R_D2H_GBPS ||
-           i == AN_R_LINK_GBPS || i == AN_R_D2D_GBPS) &&
-          v <= 0)
-        return -1;
-      an_rules[i].value = v;
-      return 0;
-    }
-  return -1;
-}
 
 /* ---- per-device figures ---- */
 
@@ -215,26 +127,6 @@ static void device_figures(const an_report *r, int dev, int64_t w0, int64_t w1, 
   free_lists(&L);
 }
 
-static int cmp_int(const void *a, const void *b) {
-  return *(const int *)a - *(const int *)b;
-}
-
-static int device_ids(const an_trace *t, int **out) {
-  int *ids = malloc((t->nops + 1) * sizeof *ids), n = 0;
-  for (size_t i = 0; i < t->nops; i++) {
-    int d = t->ops[i].dev, seen = 0;
-    for (int k = n - 1; k >= 0 && k >= n - 4; k--)
-      seen |= ids[k] == d; /* cheap dedupe first */
-    if (!seen) ids[n++] = d;
-  }
-  qsort(ids, (size_t)n, sizeof *ids, cmp_int);
-  int m = 0;
-  for (int i = 0; i < n; i++)
-    if (!m || ids[m - 1] != ids[i]) ids[m++] = ids[i];
-  *out = ids;
-  return m;
-}
-
 static int cmp_exposed(const void *a, const void *b) {
   const an_exposed *x = a, *y = b;
   return x->dur < y->dur ? 1 : x->dur > y->dur ? -1 : 0;
@@ -277,14 +169,10 @@ static void idle_split(const an_trace *t, int dev, int64_t w0, int64_t w1, const
   }
 }
 
-void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
+/* Host calls in the window: the program's syncs and calls by API (pinwheel's own syncs apart),
+ * and the idle split, which needs the memcpy calls idle time may wait on. */
+static void host_calls(an_report *r, int64_t w0, int64_t w1) {
   const an_trace *t = r->t;
-  int windowed = w0 != INT64_MIN || w1 != INT64_MAX;
-  r->classes = calloc((size_t)r->ndevs + 1, sizeof *r->classes);
-  r->idle = calloc((size_t)r->ndevs + 1, sizeof *r->idle);
-  for (int i = 0; i < r->ndevs; i++)
-    device_figures(r, r->devs[i].dev, w0, w1, windowed, &r->devs[i], r->classes[i]);
-  /* host calls: syncs, and the memcpy calls that idle time may wait on */
   an_iv *mc = malloc((t->ncalls + 1) * sizeof *mc);
   size_t nmc = 0;
   for (size_t i = 0; i < t->ncalls; i++) {
@@ -316,6 +204,96 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
   for (int i = 0; i < r->ndevs; i++)
     idle_split(t, r->devs[i].dev, r->devs[i].t0, r->devs[i].t1, mc, nmc, &r->idle[i]);
   free(mc);
+}
+
+/* The copies pinwheel staged on a device in the window: counted, their DMA's hidden and hideable
+ * parts (against the window's kernels, L), each exposed as a whole when little of it hid. */
+static void staged_copies(an_report *r, int dev, int64_t w0, int64_t w1, const lists *L,
+                          size_t *cape) {
+  const an_trace *t = r->t;
+  int64_t exp_min = (int64_t)(an_th(AN_R_EXPOSED_MIN_US) * 1e3);
+  double exp_hidden = an_th(AN_R_EXPOSED_MAX_HIDDEN_PCT) / 100.0;
+  for (size_t g = 0; g < r->npw; g++) {
+    an_pwgroup *p = &r->pw[g];
+    if (p->dev != dev || p->e <= w0 || p->s >= w1) continue;
+    /* the staged copies of the window (the steady state: not those of the start-up) */
+    if (p->dir == AN_CK_H2D)
+      r->pw_h2d++, r->pw_h2d_bytes += p->bytes;
+    else
+      r->pw_d2h++, r->pw_d2h_bytes += p->bytes;
+    int64_t hid = 0;
+    for (size_t k = p->first; k < t->nops && t->ops[k].s <= p->e; k++)
+      if (r->opflag[k] == AN_PW_DMA && r->opgroup[k] == g)
+        hid += an_cover(L->k, L->nk, t->ops[k].s, t->ops[k].e);
+    if (hid > p->dma_time) hid = p->dma_time; /* DMAs of one copy may overlap each other */
+    p->hidden = hid;
+    /* The DMAs cannot start before the call that issued the first of them (the program's
+     * call in a collector trace, pinwheel's first chunk call in another), nor end later than
+     * they did; kernel time in that window bounds what any placement could hide. */
+    const an_call *c0 = an_call_of(t, t->ops[p->first].corr);
+    int64_t from = c0 && c0->s < p->s ? c0->s : p->s;
+    int64_t can = an_cover(L->k, L->nk, from, p->e);
+    if (can > p->dma_time) can = p->dma_time;
+    if (can < hid) can = hid;
+    p->hideable = can;
+    if (p->dir == AN_CK_H2D)
+      an_sat_add(&r->pw_h2d_dma, p->dma_time), an_sat_add(&r->pw_h2d_hidden, hid),
+          an_sat_add(&r->pw_h2d_hideable, can);
+    double hf = p->dma_time > 0 ? (double)hid / (double)p->dma_time : 1.0;
+    if (p->dma_time > exp_min && hf <= exp_hidden) {
+      if (r->nexposed == *cape) r->exposed = realloc(r->exposed, (*cape *= 2) * sizeof *r->exposed);
+      int h2d = p->dir == AN_CK_H2D;
+      an_exposed x = {.dev = dev,
+                      .stream = p->stream,
+                      .s = p->s,
+                      .dur = p->dma_time,
+                      .hidden = hf,
+                      .bytes = p->bytes,
+                      .ckind = p->dir,
+                      .srck = h2d ? AN_MK_PAGEABLE : AN_MK_DEVICE,
+                      .dstk = h2d ? AN_MK_DEVICE : AN_MK_PAGEABLE,
+                      .corr = t->ops[p->count_op].corr,
+                      .staged = 1};
+      r->exposed[r->nexposed++] = x;
+    }
+  }
+}
+
+/* The kernel table: totals per (device, name) in the window, the top ones kept. */
+static void kernel_table(an_report *r, int64_t w0, int64_t w1) {
+  const an_trace *t = r->t;
+  size_t nn = t->nnames, nd = (size_t)r->ndevs;
+  an_kstat *all = calloc(nn * nd + 1, sizeof *all);
+  size_t lo, hi;
+  an_op_range(t, w0, w1, &lo, &hi);
+  for (size_t k = lo; k < hi; k++) {
+    const an_op *o = &t->ops[k];
+    if ((o->type != AN_KERNEL && o->type != AN_COMM) || o->e <= w0 || o->s >= w1 || o->name >= nn)
+      continue;
+    int di = 0;
+    while (di < r->ndevs && r->devs[di].dev != o->dev)
+      di++;
+    an_kstat *ks = &all[(size_t)di * nn + o->name];
+    ks->dev = o->dev, ks->name = o->name, ks->type = o->type;
+    ks->count++;
+    an_sat_add(&ks->total, (o->e < w1 ? o->e : w1) - (o->s > w0 ? o->s : w0));
+  }
+  size_t m = 0;
+  for (size_t k = 0; k < nn * nd; k++)
+    if (all[k].count) all[m++] = all[k];
+  qsort(all, m, sizeof *all, cmp_kstat);
+  r->nkstats = m < 20 ? m : 20;
+  r->kstats = realloc(all, (r->nkstats + 1) * sizeof *all);
+}
+
+void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
+  const an_trace *t = r->t;
+  int windowed = w0 != INT64_MIN || w1 != INT64_MAX;
+  r->classes = calloc((size_t)r->ndevs + 1, sizeof *r->classes);
+  r->idle = calloc((size_t)r->ndevs + 1, sizeof *r->idle);
+  for (int i = 0; i < r->ndevs; i++)
+    device_figures(r, r->devs[i].dev, w0, w1, windowed, &r->devs[i], r->classes[i]);
+  host_calls(r, w0, w1);
   /* gaps and exposed copies, per device */
   int64_t gap_min = (int64_t)(an_th(AN_R_GAP_MS) * 1e6);
   int64_t exp_min = (int64_t)(an_th(AN_R_EXPOSED_MIN_US) * 1e3);
@@ -355,131 +333,10 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
                                                  .corr = o->corr};
       }
     }
-    /* a copy pinwheel staged: exposed as a whole, its hidden part measured on its DMAs */
-    for (size_t g = 0; g < r->npw; g++) {
-      an_pwgroup *p = &r->pw[g];
-      if (p->dev != dev || p->e <= w0 || p->s >= w1) continue;
-      int64_t hid = 0;
-      for (size_t k = p->first; k < t->nops && t->ops[k].s <= p->e; k++)
-        if (r->opflag[k] == AN_PW_DMA && r->opgroup[k] == g)
-          hid += an_cover(L.k, L.nk, t->ops[k].s, t->ops[k].e);
-      if (hid > p->dma_time) hid = p->dma_time; /* DMAs of one copy may overlap each other */
-      p->hidden = hid;
-      /* The DMAs cannot start before the call that issued the first of them (the program's
-       * call in a collector trace, pinwheel's first chunk call in another), nor end later than
-       * they did; kernel time in that window bounds what any placement could hide. */
-      const an_call *c0 = an_call_of(t, t->ops[p->first].corr);
-      int64_t from = c0 && c0->s < p->s ? c0->s : p->s;
-      int64_t can = an_cover(L.k, L.nk, from, p->e);
-      if (can > p->dma_time) can = p->dma_time;
-      if (can < hid) can = hid;
-      p->hideable = can;
-      if (p->dir == AN_CK_H2D)
-        an_sat_add(&r->pw_h2d_dma, p->dma_time), an_sat_add(&r->pw_h2d_hidden, hid),
-            an_sat_add(&r->pw_h2d_hideable, can);
-      double hf = p->dma_time > 0 ? (double)hid / (double)p->dma_time : 1.0;
-      if (p->dma_time > exp_min && hf <= exp_hidden) {
-        if (r->nexposed == cape) r->exposed = realloc(r->exposed, (cape *= 2) * sizeof *r->exposed);
-        int h2d = p->dir == AN_CK_H2D;
-        an_exposed x = {.dev = dev,
-                        .stream = p->stream,
-                        .s = p->s,
-                        .dur = p->dma_time,
-                        .hidden = hf,
-                        .bytes = p->bytes,
-                        .ckind = p->dir,
-                        .srck = h2d ? AN_MK_PAGEABLE : AN_MK_DEVICE,
-                        .dstk = h2d ? AN_MK_DEVICE : AN_MK_PAGEABLE,
-                        .corr = t->ops[p->count_op].corr,
-                        .staged = 1};
-        r->exposed[r->nexposed++] = x;
-      }
-    }
+    staged_copies(r, dev, w0, w1, &L, &cape);
     free_lists(&L);
   }
   qsort(r->gaps, r->ngaps, sizeof *r->gaps, cmp_gap);
   qsort(r->exposed, r->nexposed, sizeof *r->exposed, cmp_exposed);
-  /* kernel table: totals per (device, name), the top ones kept */
-  size_t nn = t->nnames, nd = (size_t)r->ndevs;
-  an_kstat *all = calloc(nn * nd + 1, sizeof *all);
-  size_t lo, hi;
-  an_op_range(t, w0, w1, &lo, &hi);
-  for (size_t k = lo; k < hi; k++) {
-    const an_op *o = &t->ops[k];
-    if ((o->type != AN_KERNEL && o->type != AN_COMM) || o->e <= w0 || o->s >= w1 || o->name >= nn)
-      continue;
-    int di = 0;
-    while (di < r->ndevs && r->devs[di].dev != o->dev)
-      di++;
-    an_kstat *ks = &all[(size_t)di * nn + o->name];
-    ks->dev = o->dev, ks->name = o->name, ks->type = o->type;
-    ks->count++;
-    an_sat_add(&ks->total, (o->e < w1 ? o->e : w1) - (o->s > w0 ? o->s : w0));
-  }
-  size_t m = 0;
-  for (size_t k = 0; k < nn * nd; k++)
-    if (all[k].count) all[m++] = all[k];
-  qsort(all, m, sizeof *all, cmp_kstat);
-  r->nkstats = m < 20 ? m : 20;
-  r->kstats = realloc(all, (r->nkstats + 1) * sizeof *all);
-}
-
-an_report *an_analyze(const an_trace *t, int only_step) {
-  an_report *r = calloc(1, sizeof *r);
-  r->t = t;
-  r->only_step = only_step;
-  int *ids;
-  r->ndevs = device_ids(t, &ids);
-  r->devs = calloc((size_t)r->ndevs + 1, sizeof *r->devs);
-  for (int i = 0; i < r->ndevs; i++)
-    r->devs[i].dev = ids[i];
-  free(ids);
-  an_pass_pinwheel(r);
-  an_pass_steps(r);
-  int64_t w0 = INT64_MIN, w1 = INT64_MAX;
-  if (only_step >= 0 && an_steps_zoom(r, only_step, &w0, &w1)) {
-    an_report_free(r);
-    return NULL;
-  }
-  an_pass_figures(r, w0, w1);
-  an_pass_whatif(r);
-  an_pass_findings(r);
-  return r;
-}
-
-void an_report_free(an_report *r) {
-  if (!r) return;
-  for (size_t k = 0; k < r->nsteps; k++)
-    free(r->steps[k].devs);
-  free(r->steps);
-  free(r->stepsum);
-  for (int i = 0; r->ku && i < r->ndevs; i++)
-    free(r->ku[i]);
-  free(r->ku);
-  free(r->nku);
-  free(r->op_step);
-  free(r->idle);
-  free(r->classes);
-  free(r->kstats);
-  free(r->whatif);
-  free(r->opflag);
-  free(r->opgroup);
-  free(r->callflag);
-  free(r->pw);
-  free(r->devs);
-  free(r->gaps);
-  free(r->exposed);
-  free(r);
-}
-
-/* The merged kernel intervals of one device (communication kernels excluded: they do not hide
- * copies). */
-an_iv *an_kernel_union(const an_trace *t, int dev, size_t *n) {
-  an_iv *k = malloc((t->nops + 1) * sizeof *k);
-  size_t m = 0;
-  for (size_t i = 0; i < t->nops; i++)
-    if (t->ops[i].dev == dev && t->ops[i].type == AN_KERNEL)
-      k[m++] = (an_iv){t->ops[i].s, t->ops[i].e};
-  *n = an_union(k, m);
-  return k;
+  kernel_table(r, w0, w1);
 }

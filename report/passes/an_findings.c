@@ -1,7 +1,7 @@
 /* an_findings.c — the findings pass: one table of rules, each a check that may write a message.
  *
  * A rule reads only the report (the figures, steps, idle split and what-if passes ran before)
- * and its thresholds from the table in an_figures.c.  Messages give the figure, the threshold it
+ * and its thresholds from the table in an_analyze.c.  Messages give the figure, the threshold it
  * crossed and what to do, in the per-step unit when the trace has steps.
  */
 #define _GNU_SOURCE
@@ -22,6 +22,9 @@ static int64_t span_of(const an_report *r) {
   return span;
 }
 
+/* A check returns 0 (nothing to say), 1 (a finding of the table's severity) or AN_AS_INFO. */
+enum { AN_AS_INFO = 2 };
+
 static int rule_pageable(const an_report *r, char *m, size_t n) {
   uint64_t pg = 0, unk = 0, pgb = 0;
   int64_t pgh = 0;
@@ -40,18 +43,25 @@ static int rule_pageable(const an_report *r, char *m, size_t n) {
              ms(pgh), unk);
   else
     snprintf(host, sizeof host, "blocked the host %.3f ms", ms(pgh));
+  const char *cp = pg == 1 ? "copy" : "copies";
   if (r->npw) /* a run under pinwheel: say what it left, not to use it */
     snprintf(m, n,
-             "pinwheel left %" PRIu64 " copies from or to pageable host memory (%.1f MiB) "
-             "unstaged; they %s (smaller than PINWHEEL_MIN_BYTES, made while its setup ran, or "
+             "pinwheel left %" PRIu64 " %s from or to pageable host memory (%.1f MiB) "
+             "unstaged; %s %s (smaller than PINWHEEL_MIN_BYTES, made while its setup ran, or "
              "not eligible: the summary's 'not staged' line says which)",
-             pg, (double)pgb / 1048576.0, host);
+             pg, cp, (double)pgb / 1048576.0, pg == 1 ? "it" : "they", host);
   else
     snprintf(m, n,
-             "%" PRIu64 " copies from or to pageable host memory (%.1f MiB) %s; run under "
+             "%" PRIu64 " %s from or to pageable host memory (%.1f MiB) %s; run under "
              "pinwheel (or pin the memory) to stage them",
-             pg, (double)pgb / 1048576.0, host);
-  return 1;
+             pg, cp, (double)pgb / 1048576.0, host);
+  /* a warning only when they cost a meaningful share of the span: a few tiny copies (three of
+   * 0.0 MiB taking 0.11 ms) are worth a line, not a red one */
+  int64_t cost = pgh, span = span_of(r), gpu = 0;
+  for (int i = 0; i < r->ndevs; i++)
+    an_sat_add(&gpu, r->devs[i].pg_time);
+  if (gpu > cost) cost = gpu;
+  return (double)cost >= an_th(AN_R_PAGEABLE_WARN_PCT) / 100.0 * (double)span ? 1 : AN_AS_INFO;
 }
 
 static int rule_staged(const an_report *r, char *m, size_t n) {
@@ -204,9 +214,10 @@ static const struct {
 void an_pass_findings(an_report *r) {
   for (size_t i = 0; i < sizeof rules / sizeof rules[0] && r->nfindings < 16; i++) {
     an_finding *f = &r->findings[r->nfindings];
-    if (rules[i].check(r, f->message, sizeof f->message)) {
+    int rc = rules[i].check(r, f->message, sizeof f->message);
+    if (rc) {
       f->rule = rules[i].rule;
-      f->severity = rules[i].severity;
+      f->severity = rc == AN_AS_INFO ? "info" : rules[i].severity;
       r->nfindings++;
     }
   }

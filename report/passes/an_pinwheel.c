@@ -300,12 +300,6 @@ void an_pass_pinwheel(an_report *r) {
   free(ts);
   free(byc);
   free(sides);
-  for (size_t i = 0; i < r->npw; i++) {
-    if (r->pw[i].dir == AN_CK_H2D)
-      r->pw_h2d++, r->pw_h2d_bytes += r->pw[i].bytes;
-    else
-      r->pw_d2h++, r->pw_d2h_bytes += r->pw[i].bytes;
-  }
 }
 
 /* For figures: does op i count as a copy of its own (1), as the staged copy it belongs to (2:

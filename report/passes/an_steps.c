@@ -13,36 +13,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-int64_t an_median(int64_t *v, size_t n) {
-  if (!n) return 0;
-  qsort(v, n, sizeof *v, cmp_i64);
-  return v[(n - 1) / 2] + (v[n / 2] - v[(n - 1) / 2]) / 2; /* sorted: no overflow */
-}
-
-int64_t an_p95(int64_t *v, size_t n) { /* nearest rank */
-  if (!n) return 0;
-  qsort(v, n, sizeof *v, cmp_i64);
-  size_t k = (n * 95 + 99) / 100;
-  return v[k ? k - 1 : 0];
-}
-
 /* The step whose CPU range holds time ts, or -1.  Steps are sorted by start. */
-static long step_at(const an_trace *t, int64_t ts) {
-  size_t lo = 0, hi = t->nsteps; /* first step starting after ts */
+static long step_at(const an_step *steps, size_t nst, int64_t ts) {
+  size_t lo = 0, hi = nst; /* first step starting after ts */
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (t->steps[mid].s <= ts)
+    if (steps[mid].s <= ts)
       lo = mid + 1;
     else
       hi = mid;
   }
   if (lo == 0) return -1;
-  return ts < t->steps[lo - 1].e ? (long)lo - 1 : -1;
+  return ts < steps[lo - 1].e ? (long)lo - 1 : -1;
 }
 
 static void xfer_of(an_xfer *x, an_iv *v, size_t n, const an_iv *k, size_t nk) {
@@ -90,13 +72,15 @@ static void fill_stepsum(an_report *r) {
 
 void an_pass_steps(an_report *r) {
   const an_trace *t = r->t;
-  size_t nst = t->nsteps;
+  /* the trace's marked steps, or the ones the inference pass found */
+  const an_step *cs = r->step_src == AN_STEPS_INFERRED ? r->isteps : t->steps;
+  size_t nst = r->step_src == AN_STEPS_INFERRED ? r->nisteps : t->nsteps;
   r->op_step = malloc((t->nops + 1) * sizeof *r->op_step);
   r->stepsum = calloc((size_t)r->ndevs + 1, sizeof *r->stepsum);
   size_t *cnt = calloc(nst + 2, sizeof *cnt);
   for (size_t i = 0; i < t->nops; i++) {
     const an_call *c = an_call_of(t, t->ops[i].corr);
-    long k = c ? step_at(t, c->s) : -1;
+    long k = c ? step_at(cs, nst, c->s) : -1;
     r->op_step[i] = (int32_t)k;
     if (k >= 0) cnt[k + 1]++;
   }
@@ -132,9 +116,9 @@ void an_pass_steps(an_report *r) {
   uint64_t pg_min = (uint64_t)(an_th(AN_R_PAGEABLE_MIN_KIB) * 1024);
   for (size_t k = 0; k < nst; k++) {
     struct an_stepfig *sf = &r->steps[k];
-    sf->num = t->steps[k].num;
-    sf->cpu_s = t->steps[k].s;
-    sf->cpu_e = t->steps[k].e;
+    sf->num = cs[k].num;
+    sf->cpu_s = cs[k].s;
+    sf->cpu_e = cs[k].e;
     sf->ndevs = r->ndevs;
     sf->devs = calloc((size_t)r->ndevs + 1, sizeof *sf->devs);
     for (int i = 0; i < r->ndevs; i++) {

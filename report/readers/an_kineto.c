@@ -18,7 +18,7 @@
 #include <yajl/yajl_parse.h>
 #include <zlib.h>
 
-enum { C_OTHER, C_KERNEL, C_MEMCPY, C_MEMSET, C_RUNTIME, C_ANNOT };
+enum { C_OTHER, C_KERNEL, C_MEMCPY, C_MEMSET, C_RUNTIME, C_ANNOT, C_CPUOP };
 enum { K_NONE, K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ARGS, K_TRACE_EVENTS };
 enum { A_NONE, A_DEVICE, A_STREAM, A_CORR, A_BYTES, A_PW, A_STAGED };
 
@@ -105,8 +105,10 @@ static int parse_int(const char *v, size_t n, int64_t *out) {
   memcpy(buf, v, n);
   buf[n] = 0;
   char *end;
+  errno = 0;
   long long x = strtoll(buf, &end, 10);
   if (end == buf || (*end && *end != '.' && *end != 'e' && *end != 'E')) return -1;
+  if (errno == ERANGE) return -1; /* beyond int64: not saturated into a wrong, huge value */
   if (*end) { /* a float where an integer was expected: accept whole values only */
     double d = strtod(buf, &end);
     if (*end || d > 9.2e18 || d < -9.2e18) return -1;
@@ -114,6 +116,12 @@ static int parse_int(const char *v, size_t n, int64_t *out) {
   }
   *out = x;
   return 0;
+}
+
+/* pid, tid and stream ids are 32-bit: signed in Kineto, unsigned in CUPTI (the collector writes
+ * thread ids up to 2^32); kept as int32, so a wider value would alias another. */
+static int fits32(int64_t x) {
+  return x >= INT32_MIN && x <= (int64_t)UINT32_MAX;
 }
 
 static int cb_number(void *ctx, const char *v, size_t n) {
@@ -135,10 +143,12 @@ static int cb_number(void *ctx, const char *v, size_t n) {
     case K_PID:
       if (parse_int(v, n, &s->e.pid))
         return fail(s, "event %ld: pid is not an integer", s->nevents);
+      if (!fits32(s->e.pid)) return fail(s, "event %ld: pid out of range", s->nevents);
       break;
     case K_TID:
       if (parse_int(v, n, &s->e.tid))
         return fail(s, "event %ld: tid is not an integer", s->nevents);
+      if (!fits32(s->e.tid)) return fail(s, "event %ld: tid out of range", s->nevents);
       break;
     }
   } else if (s->args_depth && s->depth == s->args_depth) {
@@ -151,6 +161,7 @@ static int cb_number(void *ctx, const char *v, size_t n) {
       s->e.device = x, s->e.has_device = 1;
       break;
     case A_STREAM:
+      if (!fits32(x)) return fail(s, "event %ld: stream out of range", s->nevents);
       s->e.stream = x, s->e.has_stream = 1;
       break;
     case A_CORR:
@@ -185,8 +196,9 @@ static int cb_string(void *ctx, const unsigned char *v, size_t n) {
                : is(v, n, "gpu_memset") || is(v, n, "Memset") ? C_MEMSET
                : is(v, n, "cuda_runtime") || is(v, n, "Runtime") || is(v, n, "cuda_driver")
                    ? C_RUNTIME
-               : is(v, n, "user_annotation") || is(v, n, "cpu_op") ? C_ANNOT
-                                                                   : C_OTHER;
+               : is(v, n, "user_annotation") ? C_ANNOT
+               : is(v, n, "cpu_op")          ? C_CPUOP
+                                             : C_OTHER;
     break;
   case K_NAME:
     s->e.name_len = n < 4096 ? n : 4096;
@@ -232,13 +244,19 @@ static int finish_event(st *s) {
                  .staged = (uint8_t)e->staged,
                  .pw = (uint8_t)e->pw};
     rc = an_add_call(t, &c);
-  } else if (e->cat == C_ANNOT) {
+  } else if (e->cat == C_ANNOT || e->cat == C_CPUOP) {
+    /* a CPU operator is its thread's own work (the what-if's host part) */
+    if (e->cat == C_CPUOP) {
+      an_busy b = {.s = e->ts, .e = end, .tid = (int32_t)e->tid};
+      rc = an_add_busy(t, &b);
+    }
     /* the CPU-side range only: Kineto's gpu_user_annotation covers one stream of the main
      * thread's work (DESIGN.md §5), so it is not a step */
     int num;
-    if (!an_step_match(e->name, e->name_len, &num)) return 1;
-    an_step stp = {.s = e->ts, .e = end, .num = num};
-    rc = an_add_step(t, &stp);
+    if (!rc && an_step_match(e->name, e->name_len, &num)) {
+      an_step stp = {.s = e->ts, .e = end, .num = num};
+      rc = an_add_step(t, &stp);
+    }
   }
   if (rc) {
     snprintf(s->err, s->errn, "%s: event %ld: %s", t->path, s->nevents - 1, an_add_error(rc));

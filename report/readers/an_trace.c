@@ -60,6 +60,12 @@ int an_add_call(an_trace *t, const an_call *c) {
   GROW(t, calls, ncalls, capcalls, c);
   return 0;
 }
+int an_add_busy(an_trace *t, const an_busy *b) {
+  int rc = check_span(b->s, b->e);
+  if (rc) return rc;
+  GROW(t, busy, nbusy, capbusy, b);
+  return 0;
+}
 int an_add_step(an_trace *t, const an_step *st) {
   int rc = check_span(st->s, st->e);
   if (rc) return rc;
@@ -255,6 +261,7 @@ void an_free(an_trace *t) {
   free(t->calls);
   free(t->bycorr);
   free(t->steps);
+  free(t->busy);
   free(t->path);
   free(t);
 }
@@ -304,6 +311,29 @@ static int any_file(const unsigned char *h, size_t n) {
 static int cmp_step(const void *a, const void *b) {
   const an_step *x = a, *y = b;
   return x->s < y->s ? -1 : x->s > y->s ? 1 : (x->num > y->num) - (x->num < y->num);
+}
+
+static int cmp_busy(const void *a, const void *b) {
+  const an_busy *x = a, *y = b;
+  if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+  return x->s < y->s ? -1 : x->s > y->s;
+}
+
+/* Each thread's CPU operators merged into disjoint intervals: nested operators (aten::conv2d
+ * holding aten::convolution ...) are one stretch of work, and memory follows the stretches. */
+static void merge_busy(an_trace *t) {
+  if (!t->nbusy) return;
+  qsort(t->busy, t->nbusy, sizeof *t->busy, cmp_busy);
+  size_t m = 0;
+  for (size_t i = 0; i < t->nbusy; i++) {
+    an_busy b = t->busy[i];
+    if (m && t->busy[m - 1].tid == b.tid && b.s <= t->busy[m - 1].e) {
+      if (b.e > t->busy[m - 1].e) t->busy[m - 1].e = b.e;
+    } else {
+      t->busy[m++] = b;
+    }
+  }
+  t->nbusy = m;
 }
 
 static int cmp_call_s(const void *a, const void *b) {
@@ -412,6 +442,7 @@ an_trace *an_load(const char *path, char *err, size_t errn) {
   }
   for (size_t i = 0; i < t->nops; i++)
     if (t->ops[i].e - t->ops[i].s > t->maxdur) t->maxdur = t->ops[i].e - t->ops[i].s;
+  merge_busy(t);
   return t;
 }
 

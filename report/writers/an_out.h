@@ -19,6 +19,8 @@ const char *an_bytes_h(uint64_t v, char *buf);
 const char *an_host_ms(int64_t ns, uint64_t copies, uint64_t unknown, char *buf);
 /* The one-line headline of a report. */
 void an_headline(FILE *f, const an_report *r);
+/* Where the steps came from (marked, inferred, none) and the start-up and teardown left out. */
+void an_steps_line(FILE *f, const an_report *r);
 /* How the copies pinwheel staged were recognised in the trace (one sentence). */
 const char *an_pw_how(const an_report *r);
 /* The distinct (device, stream) pairs of a trace, sorted; the caller frees them. */
@@ -27,7 +29,16 @@ typedef struct an_lane {
 } an_lane;
 an_lane *an_lanes(const an_trace *t, size_t *n);
 /* pinwheel diff: the device of b that device i of a is compared with, or -1. */
+/* The rank table of several traces (text and HTML): a row per file, its columns span ms,
+ * busy %, H2D exposed ms, sync ms, pageable host ms, step median ms (the slowest device's) and
+ * the copies pinwheel staged; lo and hi gather each column's spread. */
+enum { AN_RANK_COLS = 7 };
+void an_rank_row(const an_report *r, double *v, double *lo, double *hi);
 int an_diff_peer(const an_report *a, const an_report *b, int i);
+/* The two traces ran on as many devices, but not the same ones: compared in order of id. */
+int an_diff_by_order(const an_report *a, const an_report *b);
+/* 0 when the traces ran on different numbers of devices: no device maps to one other. */
+int an_diff_comparable(const an_report *a, const an_report *b);
 /* Whether every step is listed: --steps all, or no more than steps_shown of them. */
 extern int an_all_steps;
 int an_list_steps(const an_report *r);
@@ -36,7 +47,7 @@ void an_kind(char *buf, size_t n, uint8_t ck, uint8_t src, uint8_t dst);
 
 /* `pinwheel diff`: the rows of one device (before = a->devs[i], after = b->devs[j]). */
 typedef struct diff_row {
-  const char *n;
+  const char *key, *n; /* key: stable, for JSON; n: the text's label */
   double va, vb;
   int count; /* printed as integers */
 } diff_row;

@@ -80,6 +80,36 @@ void an_kind(char *buf, size_t n, uint8_t ck, uint8_t src, uint8_t dst) {
            an_mk_name[src < AN_MK_N ? src : 0], an_mk_name[dst < AN_MK_N ? dst : 0]);
 }
 
+static const char *dur_h(int64_t ns, char *buf) { /* seconds from 1 s on, else ms */
+  if (ns >= 1000000000)
+    snprintf(buf, 32, "%.1f s", (double)ns / 1e9);
+  else
+    snprintf(buf, 32, "%.1f ms", an_ms(ns));
+  return buf;
+}
+
+void an_steps_line(FILE *f, const an_report *r) {
+  char a[32], b[32];
+  if (r->only_step >= 0) return;
+  if (r->step_src == AN_STEPS_NONE) {
+    fprintf(f, "no repeating steps found: figures over the whole trace\n");
+    return;
+  }
+  int64_t med = 0;
+  for (int i = 0; i < r->ndevs; i++)
+    if (r->stepsum[i].step_med > med) med = r->stepsum[i].step_med;
+  if (r->step_src == AN_STEPS_INFERRED)
+    fprintf(f, "steps inferred: %zu iterations of %" PRId64 " kernel%s, median %.1f ms", r->nsteps,
+            r->step_kernels, r->step_kernels == 1 ? "" : "s", an_ms(med));
+  else
+    fprintf(f, "steps marked: %zu (%s), median %.1f ms", r->nsteps,
+            an_step_regex ? an_step_regex : "ProfilerStep#N", an_ms(med));
+  if (r->steady)
+    fprintf(f, "; start-up %s and teardown %s not counted", dur_h(r->startup, a),
+            dur_h(r->teardown, b));
+  fprintf(f, "\n");
+}
+
 void an_headline(FILE *f, const an_report *r) {
   int64_t h = 0, hid = 0, pgh = 0;
   uint64_t pg = 0, unk = 0, nh = 0;
@@ -94,7 +124,7 @@ void an_headline(FILE *f, const an_report *r) {
     fprintf(f, "no host-to-device copies");
   char b[32];
   if (pg)
-    fprintf(f, "; %" PRIu64 " pageable copies blocked the host %s ms\n", pg,
+    fprintf(f, "; %" PRIu64 " pageable cop%s blocked the host %s ms\n", pg, pg == 1 ? "y" : "ies",
             an_host_ms(pgh, pg, unk, b));
   else
     fprintf(f, "; no pageable copies\n");
@@ -123,8 +153,8 @@ void an_headline(FILE *f, const an_report *r) {
   for (int i = 0; i < r->ndevs; i++) {
     const an_stepsum *s = &r->stepsum[i];
     if (s->n < 1) continue;
-    fprintf(f, "device %d: %d steps, GPU step median %.3f ms (p95 %.3f)", s->dev, s->n,
-            an_ms(s->step_med), an_ms(s->step_p95));
+    fprintf(f, "device %d: %d step%s, GPU step median %.3f ms (p95 %.3f)", s->dev, s->n,
+            s->n == 1 ? "" : "s", an_ms(s->step_med), an_ms(s->step_p95));
     if (s->hidden_med >= 0)
       fprintf(f, ", H2D %.3f ms per step, %.1f %% hidden", an_ms(s->h2d_med), s->hidden_med * 100);
     fprintf(f, "\n");
@@ -161,7 +191,23 @@ an_lane *an_lanes(const an_trace *t, size_t *n) {
   return lanes;
 }
 
+static int same_devices(const an_report *a, const an_report *b) {
+  if (a->ndevs != b->ndevs) return 0;
+  for (int i = 0; i < a->ndevs; i++)
+    if (a->devs[i].dev != b->devs[i].dev) return 0;
+  return 1;
+}
+
+int an_diff_by_order(const an_report *a, const an_report *b) {
+  return !same_devices(a, b) && a->ndevs == b->ndevs;
+}
+
+int an_diff_comparable(const an_report *a, const an_report *b) {
+  return same_devices(a, b) || a->ndevs == b->ndevs;
+}
+
 int an_diff_peer(const an_report *a, const an_report *b, int i) {
+  if (an_diff_by_order(a, b)) return i; /* devices sorted by id: the i-th with the i-th */
   for (int j = 0; j < b->ndevs; j++)
     if (b->devs[j].dev == a->devs[i].dev) return j;
   return -1;
@@ -169,4 +215,22 @@ int an_diff_peer(const an_report *a, const an_report *b, int i) {
 
 int an_list_steps(const an_report *r) {
   return an_all_steps || r->nsteps <= (size_t)an_th(AN_R_STEPS_SHOWN);
+}
+
+void an_rank_row(const an_report *r, double *v, double *lo, double *hi) {
+  int64_t span = 0, busy = 0, exp = 0, pgh = 0, step = 0;
+  for (int d = 0; d < r->ndevs; d++) {
+    if (r->devs[d].span > span) span = r->devs[d].span;
+    an_sat_add(&busy, r->devs[d].busy), an_sat_add(&exp, r->devs[d].h2d.exposed);
+    an_sat_add(&pgh, r->devs[d].pg_host);
+    if (r->stepsum[d].step_med > step) step = r->stepsum[d].step_med;
+  }
+  double x[AN_RANK_COLS] = {an_ms(span),   an_pct(busy, span) / (r->ndevs ? r->ndevs : 1),
+                            an_ms(exp),    an_ms(r->sync_time),
+                            an_ms(pgh),    an_ms(step),
+                            (double)r->npw};
+  for (int k = 0; k < AN_RANK_COLS; k++) {
+    v[k] = x[k];
+    lo[k] = v[k] < lo[k] ? v[k] : lo[k], hi[k] = v[k] > hi[k] ? v[k] : hi[k];
+  }
 }

@@ -199,7 +199,11 @@ static void html_steps(FILE *f, const an_report *x) {
   if (!x->nsteps) return;
   fprintf(f, "<h2>Steps</h2><p>A step's GPU work: every operation whose runtime call began in its "
              "CPU range (<code>");
-  an_xml_escape(f, an_step_regex ? an_step_regex : "ProfilerStep#N");
+  if (x->step_src == AN_STEPS_INFERRED)
+    fprintf(f, "inferred: an operation that recurs once per iteration, every %.3f ms",
+            an_ms(x->iperiod));
+  else
+    an_xml_escape(f, an_step_regex ? an_step_regex : "ProfilerStep#N");
   fprintf(f, "</code>), on any host thread.  gpu_step = the end of its last operation − the end "
              "of the previous step's.</p>\n<table><tr><th>device</th><th>steps</th><th>gpu_step "
              "ms median</th><th>p95</th><th>H2D ms</th><th>H2D hidden</th><th>H2D exposed "
@@ -222,8 +226,9 @@ static void html_steps(FILE *f, const an_report *x) {
     return;
   }
   fprintf(f, "<table><tr><th>step</th><th>device</th><th>gpu_step ms</th><th>H2D copies</th>"
-             "<th>H2D ms</th><th>H2D hidden</th><th>exposed ms</th><th>pageable</th><th>host "
-             "blocked ms</th><th>kernels</th></tr>\n");
+             "<th>H2D ms</th><th>H2D hidden</th><th>exposed ms</th><th>D2H copies</th><th>D2H "
+             "ms</th><th>D2H hidden</th><th>pageable</th><th>host blocked ms</th><th>kernels</th>"
+             "</tr>\n");
   for (size_t k = 0; k < x->nsteps; k++)
     for (int d = 0; d < x->steps[k].ndevs; d++) {
       const an_stepdev *sd = &x->steps[k].devs[d];
@@ -237,86 +242,23 @@ static void html_steps(FILE *f, const an_report *x) {
         fprintf(f, "<td>%.1f %%</td>", an_pct(sd->h2d.hidden, sd->h2d.time));
       else
         fprintf(f, "<td>-</td>");
-      fprintf(f, "<td>%.3f</td><td>%" PRIu64 "</td>", an_ms(sd->h2d.exposed), sd->pg_copies);
+      /* D2H: the main cost of an inference loop */
+      fprintf(f, "<td>%.3f</td><td>%" PRIu64 "</td><td>%.3f</td>", an_ms(sd->h2d.exposed),
+              sd->d2h.copies, an_ms(sd->d2h.time));
+      if (sd->d2h.time > 0)
+        fprintf(f, "<td>%.1f %%</td>", an_pct(sd->d2h.hidden, sd->d2h.time));
+      else
+        fprintf(f, "<td>-</td>");
+      fprintf(f, "<td>%" PRIu64 "</td>", sd->pg_copies);
       cell_host(f, sd->pg_host, sd->pg_copies, sd->pg_unknown);
       fprintf(f, "<td>%" PRIu64 "</td></tr>\n", sd->kernels);
     }
   fprintf(f, "</table>\n");
 }
 
-static void html_report(an_out *o, const an_report *x) {
-  FILE *f = o->f;
+/* The top kernels, the exposed copies and the GPU's idle gaps. */
+static void html_lists(FILE *f, const an_report *x) {
   char b[32];
-  fprintf(f, "<h1>pinwheel report: <code>");
-  an_xml_escape(f, x->t->path);
-  fprintf(f, "</code>");
-  if (x->only_step >= 0) fprintf(f, " (step %d)", x->only_step);
-  fprintf(f, "</h1>\n<p><b>");
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *mf = open_memstream(&buf, &len);
-  an_headline(mf, x);
-  fclose(mf);
-  for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
-    an_xml_escape(f, line);
-    fputs("<br>", f);
-  }
-  free(buf);
-  fprintf(f, "</b></p>\n<h2>Devices</h2><table><tr><th>device</th><th>span ms</th><th>busy</th>"
-             "<th>kernels</th><th>H2D copies</th><th>H2D ms</th><th>H2D hidden</th><th>H2D "
-             "exposed ms</th><th>D2H ms</th><th>D2H hidden</th><th>pageable copies</th><th>host "
-             "blocked ms</th></tr>\n");
-  for (int d = 0; d < x->ndevs; d++) {
-    const an_dev *dv = &x->devs[d];
-    fprintf(f,
-            "<tr><td>%d</td><td>%.3f</td><td>%.1f %%</td><td>%.1f %%</td><td>%" PRIu64
-            "</td><td>%.3f</td>",
-            dv->dev, an_ms(dv->span), an_pct(dv->busy, dv->span), an_pct(dv->kernel, dv->span),
-            dv->h2d.copies, an_ms(dv->h2d.time));
-    if (dv->h2d.has)
-      fprintf(f, "<td>%.1f %%</td>", an_pct(dv->h2d.hidden, dv->h2d.time));
-    else
-      fprintf(f, "<td>-</td>");
-    fprintf(f, "<td>%.3f</td><td>%.3f</td>", an_ms(dv->h2d.exposed), an_ms(dv->d2h.time));
-    if (dv->d2h.has)
-      fprintf(f, "<td>%.1f %%</td>", an_pct(dv->d2h.hidden, dv->d2h.time));
-    else
-      fprintf(f, "<td>-</td>");
-    fprintf(f, "<td>%" PRIu64 "</td>", dv->pg_copies);
-    cell_host(f, dv->pg_host, dv->pg_copies, dv->pg_unknown);
-    fprintf(f, "</tr>\n");
-  }
-  fprintf(f, "</table>\n<h3>Where idle time went</h3><table><tr><th>device</th><th>idle "
-             "ms</th><th>host-bound (nothing queued)</th><th>waiting on copies</th><th>other "
-             "(work queued)</th></tr>\n");
-  for (int d = 0; d < x->ndevs; d++) {
-    const an_idle *i = &x->idle[d];
-    fprintf(
-        f, "<tr><td>%d</td><td>%.3f</td><td>%.3f ms</td><td>%.3f ms</td><td>%.3f ms</td></tr>\n",
-        x->devs[d].dev, an_ms(x->devs[d].idle), an_ms(i->host), an_ms(i->copy), an_ms(i->other));
-  }
-  fprintf(f, "</table>\n<h3>Other operations</h3><table><tr><th>device</th><th>class</th><th>count"
-             "</th><th>bytes</th><th>ms</th></tr>\n");
-  static const char *cls[] = {"D2D", "P2P", "memset", "communication (hides no copies)"};
-  int any = 0;
-  for (int d = 0; d < x->ndevs; d++)
-    for (int c = 0; c < 4; c++) {
-      const an_opclass *k = &x->classes[d][c];
-      if (!k->count) continue;
-      any = 1;
-      fprintf(f, "<tr><td>%d</td><td>%s</td><td>%" PRIu64 "</td><td>%s</td><td>%.3f</td></tr>\n",
-              x->devs[d].dev, cls[c], k->count, c == 3 ? "" : an_bytes_h(k->bytes, b),
-              an_ms(k->time));
-    }
-  if (!any) fprintf(f, "<tr><td colspan=\"5\">none</td></tr>\n");
-  fprintf(f, "</table>\n<h3>Host syncs</h3><table><tr><th>call</th><th>count</th><th>host "
-             "ms</th></tr>\n");
-  for (int a = AN_API_STREAM_SYNC; a <= AN_API_EVENT_SYNC; a++)
-    fprintf(f, "<tr><td>%s</td><td>%" PRIu64 "</td><td>%.3f</td></tr>\n", an_api_name[a],
-            x->api_calls[a], an_ms(x->api_time[a]));
-  fprintf(f, "<tr><th>all</th><td>%" PRIu64 "</td><td>%.3f (longest %.3f)</td></tr></table>\n",
-          x->sync_calls, an_ms(x->sync_time), an_ms(x->sync_longest));
-  html_steps(f, x);
   if (x->nkstats) {
     fprintf(f, "<h2>Top kernels</h2><table><tr><th>device</th><th>name</th><th>count</th>"
                "<th>total ms</th><th>mean us</th><th>share</th></tr>\n");
@@ -372,6 +314,13 @@ static void html_report(an_out *o, const an_report *x) {
               an_ms(x->gaps[k].s - (x->ndevs ? x->devs[0].t0 : 0)));
     fprintf(f, "</table>\n");
   }
+}
+
+/* The what-if table and its assumptions. */
+static void html_whatif(FILE *f, const an_report *x) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mf;
   int wany = 0;
   for (int i = 0; i < x->ndevs; i++)
     wany |= x->whatif[i].steps > 0 && (x->whatif[i].copies || x->whatif[i].d2h_copies);
@@ -400,6 +349,136 @@ static void html_report(an_out *o, const an_report *x) {
     free(buf);
     fprintf(f, "</p>\n");
   }
+}
+
+/* The devices table: each device's figures over the window. */
+static void html_devices(FILE *f, const an_report *x) {
+  fprintf(f, "<h2>Devices</h2><table><tr><th>device</th><th>span ms</th><th>busy</th>"
+             "<th>kernels</th><th>H2D copies</th><th>H2D ms</th><th>H2D hidden</th><th>H2D "
+             "exposed ms</th><th>D2H ms</th><th>D2H hidden</th><th>pageable copies</th><th>host "
+             "blocked ms</th></tr>\n");
+  for (int d = 0; d < x->ndevs; d++) {
+    const an_dev *dv = &x->devs[d];
+    fprintf(f,
+            "<tr><td>%d</td><td>%.3f</td><td>%.1f %%</td><td>%.1f %%</td><td>%" PRIu64
+            "</td><td>%.3f</td>",
+            dv->dev, an_ms(dv->span), an_pct(dv->busy, dv->span), an_pct(dv->kernel, dv->span),
+            dv->h2d.copies, an_ms(dv->h2d.time));
+    if (dv->h2d.has)
+      fprintf(f, "<td>%.1f %%</td>", an_pct(dv->h2d.hidden, dv->h2d.time));
+    else
+      fprintf(f, "<td>-</td>");
+    fprintf(f, "<td>%.3f</td><td>%.3f</td>", an_ms(dv->h2d.exposed), an_ms(dv->d2h.time));
+    if (dv->d2h.has)
+      fprintf(f, "<td>%.1f %%</td>", an_pct(dv->d2h.hidden, dv->d2h.time));
+    else
+      fprintf(f, "<td>-</td>");
+    fprintf(f, "<td>%" PRIu64 "</td>", dv->pg_copies);
+    cell_host(f, dv->pg_host, dv->pg_copies, dv->pg_unknown);
+    fprintf(f, "</tr>\n");
+  }
+}
+
+/* Each device's busy fraction over time, one cell per bucket (the text's "utilization over
+ * time" bars); darker is busier. */
+static void util_strips(FILE *f, const an_report *x) {
+  fprintf(f, "<h3>Utilization over time</h3>\n");
+  for (int d = 0; d < x->ndevs; d++) {
+    const an_dev *dv = &x->devs[d];
+    int nb = dv->nbuckets, cw = nb ? 600 / nb : 0;
+    fprintf(f,
+            "<p>device %d<br><svg class=\"util\" width=\"%d\" height=\"20\" viewBox=\"0 0 %d "
+            "20\">",
+            dv->dev, cw * nb, cw * nb);
+    for (int b = 0; b < nb; b++)
+      fprintf(f,
+              "<rect x=\"%d\" y=\"0\" width=\"%d\" height=\"20\" fill=\"#4c78a8\" "
+              "fill-opacity=\"%.3f\" stroke=\"#fff\"><title>%.1f %% busy</title></rect>",
+              b * cw, cw, 0.08 + 0.92 * dv->util[b], 100 * dv->util[b]);
+    fprintf(f, "</svg></p>\n");
+  }
+}
+
+/* Zoom: each listed step on its own timeline, from the previous step's end to its own. */
+static void each_step(an_out *o, const an_report *x) {
+  FILE *f = o->f;
+  if (x->only_step < 0 && x->nsteps && an_list_steps(x)) {
+    fprintf(f, "<h3>Each step</h3>\n");
+    for (size_t k = 0; k < x->nsteps; k++) {
+      int64_t a, e;
+      if (!an_step_window(&x->steps[k], &a, &e) || a >= e) continue;
+      /* the label is the step's own time, as in the table (the slowest device's gpu_step);
+       * the timeline may start earlier, at a first operation that ran before the previous
+       * step's last (a prefetch copy) */
+      int64_t g = 0;
+      for (int i = 0; i < x->steps[k].ndevs; i++)
+        if (x->steps[k].devs[i].has && x->steps[k].devs[i].gpu > g) g = x->steps[k].devs[i].gpu;
+      fprintf(f, "<details id=\"step-%d\"><summary>step %d: %.3f ms", x->steps[k].num,
+              x->steps[k].num, an_ms(g));
+      if (e - a != g) fprintf(f, " (timeline from its first operation: %.3f ms)", an_ms(e - a));
+      fprintf(f, "</summary>\n");
+      an_write_svg(o, x, a, e, 0);
+      fprintf(f, "</details>\n");
+    }
+  }
+}
+
+static void html_report(an_out *o, const an_report *x) {
+  FILE *f = o->f;
+  char b[32];
+  fprintf(f, "<h1>pinwheel report: <code>");
+  an_xml_escape(f, x->t->path);
+  fprintf(f, "</code>");
+  if (x->only_step >= 0) fprintf(f, " (step %d)", x->only_step);
+  fprintf(f, "</h1>\n<p><b>");
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mf = open_memstream(&buf, &len);
+  an_steps_line(mf, x);
+  an_headline(mf, x);
+  fclose(mf);
+  for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+    an_xml_escape(f, line);
+    fputs("<br>", f);
+  }
+  free(buf);
+  fprintf(f, "</b></p>\n");
+  html_devices(f, x);
+  fprintf(f, "</table>\n");
+  util_strips(f, x);
+  fprintf(f, "<h3>Where idle time went</h3><table><tr><th>device</th><th>idle "
+             "ms</th><th>host-bound (nothing queued)</th><th>waiting on copies</th><th>other "
+             "(work queued)</th></tr>\n");
+  for (int d = 0; d < x->ndevs; d++) {
+    const an_idle *i = &x->idle[d];
+    fprintf(
+        f, "<tr><td>%d</td><td>%.3f</td><td>%.3f ms</td><td>%.3f ms</td><td>%.3f ms</td></tr>\n",
+        x->devs[d].dev, an_ms(x->devs[d].idle), an_ms(i->host), an_ms(i->copy), an_ms(i->other));
+  }
+  fprintf(f, "</table>\n<h3>Other operations</h3><table><tr><th>device</th><th>class</th><th>count"
+             "</th><th>bytes</th><th>ms</th></tr>\n");
+  static const char *cls[] = {"D2D", "P2P", "memset", "communication (hides no copies)"};
+  int any = 0;
+  for (int d = 0; d < x->ndevs; d++)
+    for (int c = 0; c < 4; c++) {
+      const an_opclass *k = &x->classes[d][c];
+      if (!k->count) continue;
+      any = 1;
+      fprintf(f, "<tr><td>%d</td><td>%s</td><td>%" PRIu64 "</td><td>%s</td><td>%.3f</td></tr>\n",
+              x->devs[d].dev, cls[c], k->count, c == 3 ? "" : an_bytes_h(k->bytes, b),
+              an_ms(k->time));
+    }
+  if (!any) fprintf(f, "<tr><td colspan=\"5\">none</td></tr>\n");
+  fprintf(f, "</table>\n<h3>Host syncs</h3><table><tr><th>call</th><th>count</th><th>host "
+             "ms</th></tr>\n");
+  for (int a = AN_API_STREAM_SYNC; a <= AN_API_EVENT_SYNC; a++)
+    fprintf(f, "<tr><td>%s</td><td>%" PRIu64 "</td><td>%.3f</td></tr>\n", an_api_name[a],
+            x->api_calls[a], an_ms(x->api_time[a]));
+  fprintf(f, "<tr><th>all</th><td>%" PRIu64 "</td><td>%.3f (longest %.3f)</td></tr></table>\n",
+          x->sync_calls, an_ms(x->sync_time), an_ms(x->sync_longest));
+  html_steps(f, x);
+  html_lists(f, x);
+  html_whatif(f, x);
   fprintf(f, "<h2>Findings</h2><ul>\n");
   for (int k = 0; k < x->nfindings; k++) {
     fprintf(f, "<li class=\"%s\"><b>%s</b>: ", x->findings[k].severity, x->findings[k].rule);
@@ -411,18 +490,34 @@ static void html_report(an_out *o, const an_report *x) {
   int64_t w0 = INT64_MIN, w1 = INT64_MAX;
   if (x->only_step >= 0 && x->ndevs) w0 = x->devs[0].t0, w1 = x->devs[0].t1;
   an_write_svg(o, x, w0, w1, 0);
-  /* zoom: each listed step on its own timeline, from the previous step's end to its own */
-  if (x->only_step < 0 && x->nsteps && an_list_steps(x)) {
-    fprintf(f, "<h3>Each step</h3>\n");
-    for (size_t k = 0; k < x->nsteps; k++) {
-      int64_t a, e;
-      if (!an_step_window(&x->steps[k], &a, &e) || a >= e) continue;
-      fprintf(f, "<details id=\"step-%d\"><summary>step %d: %.3f ms</summary>\n", x->steps[k].num,
-              x->steps[k].num, an_ms(e - a));
-      an_write_svg(o, x, a, e, 0);
-      fprintf(f, "</details>\n");
-    }
+  each_step(o, x);
+}
+
+/* Several ranks: one table, a row per file and the spread, as the text report has; each rank's
+ * own report below it, folded. */
+static void html_ranks(FILE *f, an_report **r, int n) {
+  fprintf(f,
+          "<h1>pinwheel report: %d ranks</h1>\n<table><tr><th>rank</th><th>trace</th><th>span "
+          "ms</th><th>busy</th><th>H2D exposed ms</th><th>sync ms</th><th>pageable host "
+          "ms</th><th>step median ms</th><th>staged</th></tr>\n",
+          n);
+  double lo[AN_RANK_COLS], hi[AN_RANK_COLS], v[AN_RANK_COLS];
+  for (int k = 0; k < AN_RANK_COLS; k++)
+    lo[k] = 1e300, hi[k] = -1;
+  for (int i = 0; i < n; i++) {
+    an_rank_row(r[i], v, lo, hi);
+    fprintf(f, "<tr><td><a href=\"#rank-%d\">%d</a></td><td><code>", i, i);
+    an_xml_escape(f, r[i]->t->path);
+    fprintf(f,
+            "</code></td><td>%.3f</td><td>%.1f %%</td><td>%.3f</td><td>%.3f</td><td>%.3f</td>"
+            "<td>%.3f</td><td>%.0f</td></tr>\n",
+            v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
   }
+  fprintf(f,
+          "<tr><th>spread</th><td></td><td>%.3f</td><td>%.1f %%</td><td>%.3f</td><td>%.3f</td>"
+          "<td>%.3f</td><td>%.3f</td><td>%.0f</td></tr></table>\n",
+          hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2], hi[3] - lo[3], hi[4] - lo[4], hi[5] - lo[5],
+          hi[6] - lo[6]);
 }
 
 void an_write_html(an_out *o, an_report **r, int n, int step) {
@@ -434,7 +529,15 @@ void an_write_html(an_out *o, an_report **r, int n, int step) {
              "8px;text-align:right}th{background:#eee}.warning{color:#b00}.info{color:#246}"
              "code{background:#f4f4f4}.note{max-width:1100px;color:#444}svg{max-width:100%%;"
              "height:auto}</style></head><body>\n");
-  for (int i = 0; i < n; i++)
+  if (n > 1) html_ranks(f, r, n);
+  for (int i = 0; i < n; i++) {
+    if (n > 1) {
+      fprintf(f, "<details id=\"rank-%d\"><summary>rank %d: <code>", i, i);
+      an_xml_escape(f, r[i]->t->path);
+      fprintf(f, "</code></summary>\n");
+    }
     html_report(o, r[i]);
+    if (n > 1) fprintf(f, "</details>\n");
+  }
   fprintf(f, "</body></html>\n");
 }

@@ -1,5 +1,5 @@
-/* an_out_json.c — the JSON report (schema pinwheel-report/2) and the JSON diff
- * (pinwheel-diff/1).  Times in µs with ns decimals; fractions as numbers, null when undefined. */
+/* an_out_json.c — the JSON report (schema pinwheel-report/3) and the JSON diff
+ * (pinwheel-diff/2).  Times in µs with ns decimals; fractions as numbers, null when undefined. */
 #define _GNU_SOURCE
 #include "an_out.h"
 
@@ -141,14 +141,33 @@ static void json_whatif(FILE *f, const an_report *r) {
   fprintf(f, "]}");
 }
 
+/* Where the steps came from, and the window the figures cover. */
+static void json_window(FILE *f, const an_report *r) {
+  static const char *src[] = {"none", "marked", "inferred"};
+  fprintf(f, ",\"steps_source\":\"%s\",\"step_period_us\":", src[r->step_src]);
+  if (r->step_src == AN_STEPS_INFERRED)
+    fprintf(f, "%.3f", r->iperiod / 1e3);
+  else
+    fprintf(f, "null");
+  fprintf(f, ",\"window\":");
+  if (r->steady)
+    fprintf(f,
+            "{\"over\":\"steps\",\"start_us\":%.3f,\"end_us\":%.3f,\"startup_us\":%.3f,"
+            "\"teardown_us\":%.3f}",
+            r->steady0 / 1e3, r->steady1 / 1e3, r->startup / 1e3, r->teardown / 1e3);
+  else
+    fprintf(f, "{\"over\":\"%s\"}", r->only_step >= 0 ? "step" : "trace");
+}
+
 static void json_report(FILE *f, const an_report *r) {
-  fprintf(f, "{\"schema\":\"pinwheel-report/2\",\"trace\":");
+  fprintf(f, "{\"schema\":\"pinwheel-report/3\",\"trace\":");
   an_json_string(f, r->t->path);
   fprintf(f, ",\"format\":\"%s\",\"step_filter\":", r->t->format);
   if (r->only_step >= 0)
     fprintf(f, "%d", r->only_step);
   else
     fprintf(f, "null");
+  json_window(f, r);
   fprintf(f, ",\"devices\":[");
   for (int i = 0; i < r->ndevs; i++) {
     if (i) fputc(',', f);
@@ -266,7 +285,7 @@ void an_write_json(an_out *o, an_report **r, int n) {
 
 void an_write_diff_json(an_out *o, an_report *a, an_report *b) {
   FILE *f = o->f;
-  fprintf(f, "{\"schema\":\"pinwheel-diff/1\",\"before\":");
+  fprintf(f, "{\"schema\":\"pinwheel-diff/2\",\"before\":");
   an_json_string(f, a->t->path);
   fprintf(f, ",\"after\":");
   an_json_string(f, b->t->path);
@@ -277,10 +296,11 @@ void an_write_diff_json(an_out *o, an_report *a, an_report *b) {
     if (j < 0) continue;
     diff_row rows[32];
     int n = an_diff_rows(a, b, i, j, rows);
-    fprintf(f, "%s{\"device\":%d,\"rows\":[", first ? "" : ",", a->devs[i].dev);
+    fprintf(f, "%s{\"device\":%d,\"device_after\":%d,\"rows\":{", first ? "" : ",", a->devs[i].dev,
+            b->devs[j].dev);
     first = 0;
     for (int k = 0; k < n; k++) {
-      fprintf(f, "%s{\"name\":\"%s\",", k ? "," : "", rows[k].n);
+      fprintf(f, "%s\"%s\":{", k ? "," : "", rows[k].key);
       if (rows[k].count)
         fprintf(f, "\"before\":%.0f,\"after\":%.0f,\"delta\":%.0f", rows[k].va, rows[k].vb,
                 rows[k].vb - rows[k].va);
@@ -292,8 +312,11 @@ void an_write_diff_json(an_out *o, an_report *a, an_report *b) {
       else
         fprintf(f, ",\"change_fraction\":null}");
     }
-    fprintf(f, "]}");
+    fprintf(f, "}}");
   }
-  fprintf(f, "],\"host\":{\"sync_calls\":[%" PRIu64 ",%" PRIu64 "],\"sync_us\":[%.3f,%.3f]}}\n",
+  static const char *src[] = {"none", "marked", "inferred"};
+  fprintf(f, "],\"steps\":{\"before\":%zu,\"after\":%zu,\"source\":[\"%s\",\"%s\"]}", a->nsteps,
+          b->nsteps, src[a->step_src], src[b->step_src]);
+  fprintf(f, ",\"host\":{\"sync_calls\":[%" PRIu64 ",%" PRIu64 "],\"sync_us\":[%.3f,%.3f]}}\n",
           a->sync_calls, b->sync_calls, a->sync_time / 1e3, b->sync_time / 1e3);
 }

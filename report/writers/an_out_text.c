@@ -56,8 +56,14 @@ static void dev_block(an_out *o, const an_report *r, int i) {
 
 static void steps_text(FILE *f, const an_report *r) {
   if (!r->nsteps) return;
-  fprintf(f, "\nsteps (%s; GPU work joined to its step by the runtime call's start)\n",
-          an_step_regex ? an_step_regex : "ProfilerStep#N");
+  if (r->step_src == AN_STEPS_INFERRED)
+    fprintf(f,
+            "\nsteps (inferred: an operation that recurs once per iteration, every %.3f ms; GPU "
+            "work joined to its step by the runtime call's start)\n",
+            an_ms(r->iperiod));
+  else
+    fprintf(f, "\nsteps (%s; GPU work joined to its step by the runtime call's start)\n",
+            an_step_regex ? an_step_regex : "ProfilerStep#N");
   fprintf(f, "  %-4s %6s %12s %10s %10s %8s %10s %10s\n", "dev", "steps", "gpu_step ms", "p95",
           "H2D ms", "hidden", "exposed", "pg host");
   for (int i = 0; i < r->ndevs; i++) {
@@ -111,7 +117,7 @@ static void whatif_text(FILE *f, const an_report *r) {
   for (int i = 0; i < r->ndevs; i++)
     any |= r->whatif[i].steps > 0 && (r->whatif[i].copies || r->whatif[i].d2h_copies);
   if (!any) return;
-  const char *per = r->nsteps ? "step" : "trace";
+  const char *per = r->nsteps ? "step" : "trace (no steps)";
   fprintf(f, "\nwhat-if under pinwheel (medians per %s)\n", per);
   fprintf(f, "  %-4s %12s %12s %8s %12s %10s %10s %12s\n", "dev", "now ms", "pinwheel ms",
           "speedup", "elide ms", "host ms", "GPU ms", "copies' host");
@@ -150,6 +156,7 @@ static void report_text(an_out *o, const an_report *r) {
           o->color ? "\033[0m" : "", t->path, t->format, t->nops);
   if (r->only_step >= 0) fprintf(f, ", step %d only", r->only_step);
   fprintf(f, "\n");
+  an_steps_line(f, r);
   an_headline(f, r);
   fprintf(f, "\n");
   for (int i = 0; i < r->ndevs; i++)
@@ -207,25 +214,14 @@ void an_write_text(an_out *o, an_report **r, int n) {
      * staged in that rank's run (0 when it ran without pinwheel) */
     fprintf(o->f, "\nranks (one per file):\n  %-5s %10s %8s %12s %10s %12s %12s %8s\n", "rank",
             "span ms", "busy", "H2D exp ms", "sync ms", "pg host ms", "step med ms", "staged");
-    double lo[7], hi[7];
-    for (int k = 0; k < 7; k++)
+    double lo[AN_RANK_COLS], hi[AN_RANK_COLS];
+    for (int k = 0; k < AN_RANK_COLS; k++)
       lo[k] = 1e300, hi[k] = -1;
     for (int i = 0; i < n; i++) {
-      int64_t span = 0, busy = 0, exp = 0, pgh = 0, step = 0;
-      for (int d = 0; d < r[i]->ndevs; d++) {
-        if (r[i]->devs[d].span > span) span = r[i]->devs[d].span;
-        an_sat_add(&busy, r[i]->devs[d].busy), an_sat_add(&exp, r[i]->devs[d].h2d.exposed);
-        an_sat_add(&pgh, r[i]->devs[d].pg_host);
-        if (r[i]->stepsum[d].step_med > step) step = r[i]->stepsum[d].step_med;
-      }
-      double v[7] = {an_ms(span),      an_pct(busy, span) / (r[i]->ndevs ? r[i]->ndevs : 1),
-                     an_ms(exp),       an_ms(r[i]->sync_time),
-                     an_ms(pgh),       an_ms(step),
-                     (double)r[i]->npw};
+      double v[AN_RANK_COLS];
+      an_rank_row(r[i], v, lo, hi);
       fprintf(o->f, "  %-5d %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f %8.0f\n", i, v[0], v[1],
               v[2], v[3], v[4], v[5], v[6]);
-      for (int k = 0; k < 7; k++)
-        lo[k] = v[k] < lo[k] ? v[k] : lo[k], hi[k] = v[k] > hi[k] ? v[k] : hi[k];
     }
     fprintf(o->f, "  %-5s %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f %8.0f\n", "spread",
             hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2], hi[3] - lo[3], hi[4] - lo[4],
@@ -240,23 +236,28 @@ int an_diff_rows(const an_report *a, const an_report *b, int i, int j, diff_row 
   const an_dev *x = &a->devs[i], *y = &b->devs[j];
   const an_stepsum *sx = &a->stepsum[i], *sy = &b->stepsum[j];
   diff_row v[] = {
-      {"span ms", an_ms(x->span), an_ms(y->span), 0},
-      {"GPU step ms (median)", an_ms(sx->step_med), an_ms(sy->step_med), 0},
-      {"GPU step ms (p95)", an_ms(sx->step_p95), an_ms(sy->step_p95), 0},
-      {"H2D ms per step (median)", an_ms(sx->h2d_med), an_ms(sy->h2d_med), 0},
-      {"H2D exposed ms per step (median)", an_ms(sx->exposed_med), an_ms(sy->exposed_med), 0},
-      {"H2D hidden % per step (median)", sx->hidden_med > 0 ? 100 * sx->hidden_med : 0,
-       sy->hidden_med > 0 ? 100 * sy->hidden_med : 0, 0},
-      {"busy %", an_pct(x->busy, x->span), an_pct(y->busy, y->span), 0},
-      {"kernel %", an_pct(x->kernel, x->span), an_pct(y->kernel, y->span), 0},
-      {"idle ms", an_ms(x->idle), an_ms(y->idle), 0},
-      {"H2D copies", (double)x->h2d.copies, (double)y->h2d.copies, 1},
-      {"H2D ms", an_ms(x->h2d.time), an_ms(y->h2d.time), 0},
-      {"H2D hidden %", an_pct(x->h2d.hidden, x->h2d.time), an_pct(y->h2d.hidden, y->h2d.time), 0},
-      {"H2D exposed ms", an_ms(x->h2d.exposed), an_ms(y->h2d.exposed), 0},
-      {"D2H ms", an_ms(x->d2h.time), an_ms(y->d2h.time), 0},
-      {"pageable copies", (double)x->pg_copies, (double)y->pg_copies, 1},
-      {"pageable host blocked ms", an_ms(x->pg_host), an_ms(y->pg_host), 0},
+      {"span_ms", "span ms", an_ms(x->span), an_ms(y->span), 0},
+      {"gpu_step_ms_median", "GPU step ms (median)", an_ms(sx->step_med), an_ms(sy->step_med), 0},
+      {"gpu_step_ms_p95", "GPU step ms (p95)", an_ms(sx->step_p95), an_ms(sy->step_p95), 0},
+      {"h2d_ms_per_step_median", "H2D ms per step (median)", an_ms(sx->h2d_med), an_ms(sy->h2d_med),
+       0},
+      {"h2d_exposed_ms_per_step_median", "H2D exposed ms per step (median)", an_ms(sx->exposed_med),
+       an_ms(sy->exposed_med), 0},
+      {"h2d_hidden_pct_per_step_median", "H2D hidden % per step (median)",
+       sx->hidden_med > 0 ? 100 * sx->hidden_med : 0, sy->hidden_med > 0 ? 100 * sy->hidden_med : 0,
+       0},
+      {"busy_pct", "busy %", an_pct(x->busy, x->span), an_pct(y->busy, y->span), 0},
+      {"kernel_pct", "kernel %", an_pct(x->kernel, x->span), an_pct(y->kernel, y->span), 0},
+      {"idle_ms", "idle ms", an_ms(x->idle), an_ms(y->idle), 0},
+      {"h2d_copies", "H2D copies", (double)x->h2d.copies, (double)y->h2d.copies, 1},
+      {"h2d_ms", "H2D ms", an_ms(x->h2d.time), an_ms(y->h2d.time), 0},
+      {"h2d_hidden_pct", "H2D hidden %", an_pct(x->h2d.hidden, x->h2d.time),
+       an_pct(y->h2d.hidden, y->h2d.time), 0},
+      {"h2d_exposed_ms", "H2D exposed ms", an_ms(x->h2d.exposed), an_ms(y->h2d.exposed), 0},
+      {"d2h_ms", "D2H ms", an_ms(x->d2h.time), an_ms(y->d2h.time), 0},
+      {"pageable_copies", "pageable copies", (double)x->pg_copies, (double)y->pg_copies, 1},
+      {"pageable_host_blocked_ms", "pageable host blocked ms", an_ms(x->pg_host), an_ms(y->pg_host),
+       0},
   };
   int n = (int)(sizeof v / sizeof v[0]);
   if (!sx->n || !sy->n) { /* no steps: the per-step rows say nothing */
@@ -267,16 +268,37 @@ int an_diff_rows(const an_report *a, const an_report *b, int i, int j, diff_row 
   return n;
 }
 
+/* What each side's figures cover: its steps (marked, inferred, none) and what was left out. */
+static void diff_steps(FILE *f, const an_report *a, const an_report *b) {
+  static const char *src[] = {"no steps", "marked", "inferred"};
+  fprintf(f, "  steps:  %zu %s -> %zu %s", a->nsteps, src[a->step_src], b->nsteps,
+          src[b->step_src]);
+  if (a->steady || b->steady)
+    fprintf(f, "; start-up %.3f -> %.3f ms and teardown %.3f -> %.3f ms not counted",
+            an_ms(a->startup), an_ms(b->startup), an_ms(a->teardown), an_ms(b->teardown));
+  fprintf(f, "\n");
+  if (an_diff_by_order(a, b))
+    for (int i = 0; i < a->ndevs; i++)
+      fprintf(f,
+              "  the traces ran on different devices: before's device %d is compared with "
+              "after's device %d\n",
+              a->devs[i].dev, b->devs[i].dev);
+}
+
 void an_write_diff(an_out *o, an_report *a, an_report *b) {
   FILE *f = o->f;
   fprintf(f, "pinwheel diff\n  before: %s\n  after:  %s\n", a->t->path, b->t->path);
+  diff_steps(f, a, b);
   for (int i = 0; i < a->ndevs; i++) {
     int j = an_diff_peer(a, b, i);
     if (j < 0) continue;
     diff_row rows[32];
     int n = an_diff_rows(a, b, i, j, rows);
     char dn[32];
-    snprintf(dn, sizeof dn, "device %d", a->devs[i].dev);
+    if (a->devs[i].dev == b->devs[j].dev)
+      snprintf(dn, sizeof dn, "device %d", a->devs[i].dev);
+    else
+      snprintf(dn, sizeof dn, "device %d -> %d", a->devs[i].dev, b->devs[j].dev);
     fprintf(f, "\n%-34s %14s %14s %14s %9s\n", dn, "before", "after", "delta", "change");
     for (int k = 0; k < n; k++) {
       double d = rows[k].vb - rows[k].va;

@@ -1,0 +1,141 @@
+/* an_analyze.c — the analysis: the passes in their order, the steady state, and the thresholds.
+ *
+ * Owns: an_analyze (pinwheel's copies, the steps marked or inferred, the step zoom or the steady
+ * state, then the figures, the what-if and the findings over that window), freeing a report,
+ * and the thresholds table every pass reads.
+ * Must never: compute a figure itself (each pass owns its own), or print.
+ */
+#define _GNU_SOURCE
+#include "an.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+an_rule an_rules[AN_R_N] = {
+#define AN_R_ROW(id, nm, val, un, mean) [AN_R_##id] = {nm, val, un, mean},
+    AN_RULES(AN_R_ROW)
+#undef AN_R_ROW
+};
+
+int an_rule_set(const char *assign) {
+  const char *eq = strchr(assign, '=');
+  if (!eq) return -1;
+  for (int i = 0; i < an_nrules; i++)
+    if (strlen(an_rules[i].name) == (size_t)(eq - assign) &&
+        !strncmp(an_rules[i].name, assign, (size_t)(eq - assign))) {
+      char *end;
+      double v = strtod(eq + 1, &end);
+      if (end == eq + 1 || *end || !(v >= 0) || v > 1e15) return -1;
+      if (i == AN_R_BUCKETS && (v < 1 || v > 64)) return -1;
+      if ((i == AN_R_H2D_GBPS || i == AN_R_H2D_ELIDE_GBPS || i == AN_R_D2H_GBPS ||
+           i == AN_R_LINK_GBPS || i == AN_R_D2D_GBPS) &&
+          v <= 0)
+        return -1;
+      an_rules[i].value = v;
+      return 0;
+    }
+  return -1;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  return *(const int *)a - *(const int *)b;
+}
+
+static int device_ids(const an_trace *t, int **out) {
+  int *ids = malloc((t->nops + 1) * sizeof *ids), n = 0;
+  for (size_t i = 0; i < t->nops; i++) {
+    int d = t->ops[i].dev, seen = 0;
+    for (int k = n - 1; k >= 0 && k >= n - 4; k--)
+      seen |= ids[k] == d; /* cheap dedupe first */
+    if (!seen) ids[n++] = d;
+  }
+  qsort(ids, (size_t)n, sizeof *ids, cmp_int);
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (!m || ids[m - 1] != ids[i]) ids[m++] = ids[i];
+  *out = ids;
+  return m;
+}
+
+int an_whole_trace;
+
+/* The steady state: from the first step's GPU window to the last one's end.  The headline
+ * figures are computed over it (start-up — allocation, compilation, warm-up — and teardown are
+ * no part of the loop a user asks about); what lies before and after is reported apart. */
+static void steady_state(an_report *r, int64_t *w0, int64_t *w1) {
+  int64_t a = INT64_MAX, b = INT64_MIN, s, e;
+  for (size_t k = 0; k < r->nsteps; k++)
+    if (an_step_window(&r->steps[k], &s, &e)) {
+      if (s < a) a = s;
+      if (e > b) b = e;
+    }
+  if (a >= b || !r->t->nops) return;
+  int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+  for (size_t i = 0; i < r->t->nops; i++) {
+    if (r->t->ops[i].s < t0) t0 = r->t->ops[i].s;
+    if (r->t->ops[i].e > t1) t1 = r->t->ops[i].e;
+  }
+  r->steady = 1;
+  r->steady0 = *w0 = a, r->steady1 = *w1 = b;
+  r->startup = a > t0 ? a - t0 : 0;
+  r->teardown = t1 > b ? t1 - b : 0;
+  int64_t *k = malloc((r->nsteps + 1) * sizeof *k);
+  for (size_t j = 0; j < r->nsteps; j++) {
+    k[j] = 0;
+    for (int i = 0; i < r->steps[j].ndevs; i++)
+      k[j] += (int64_t)r->steps[j].devs[i].kernels;
+  }
+  r->step_kernels = an_median(k, r->nsteps);
+  free(k);
+}
+
+an_report *an_analyze(const an_trace *t, int only_step) {
+  an_report *r = calloc(1, sizeof *r);
+  r->t = t;
+  r->only_step = only_step;
+  int *ids;
+  r->ndevs = device_ids(t, &ids);
+  r->devs = calloc((size_t)r->ndevs + 1, sizeof *r->devs);
+  for (int i = 0; i < r->ndevs; i++)
+    r->devs[i].dev = ids[i];
+  free(ids);
+  an_pass_pinwheel(r);
+  an_pass_infer(r);
+  an_pass_steps(r);
+  int64_t w0 = INT64_MIN, w1 = INT64_MAX;
+  if (only_step >= 0 && an_steps_zoom(r, only_step, &w0, &w1)) {
+    an_report_free(r);
+    return NULL;
+  }
+  if (only_step < 0 && !an_whole_trace) steady_state(r, &w0, &w1);
+  an_pass_figures(r, w0, w1);
+  an_pass_whatif(r);
+  an_pass_findings(r);
+  return r;
+}
+
+void an_report_free(an_report *r) {
+  if (!r) return;
+  for (size_t k = 0; k < r->nsteps; k++)
+    free(r->steps[k].devs);
+  free(r->steps);
+  free(r->stepsum);
+  for (int i = 0; r->ku && i < r->ndevs; i++)
+    free(r->ku[i]);
+  free(r->ku);
+  free(r->nku);
+  free(r->op_step);
+  free(r->idle);
+  free(r->classes);
+  free(r->kstats);
+  free(r->whatif);
+  free(r->isteps);
+  free(r->opflag);
+  free(r->opgroup);
+  free(r->callflag);
+  free(r->pw);
+  free(r->devs);
+  free(r->gaps);
+  free(r->exposed);
+  free(r);
+}
