@@ -130,6 +130,12 @@ typedef struct pw_ops {
    * the driver front end (whose stream_device reports a device only for a stream of the calling
    * thread's current context, so checking that context suffices). */
   int (*context_ok)(void *stream, int device);
+  /* Optional (NULL: not available): the stream waits until the 32-bit value at flag, in pinned
+   * host memory mapped for the device, is >= value (cuStreamWaitValue32, GEQ).  Deferred staging
+   * needs it: the DMA of a chunk waits for the copy threads' store. */
+  int (*wait_host_value)(void *stream, const uint32_t *flag, uint32_t value);
+  /* The device allocation holding p: its base and size (cuMemGetAddressRange). */
+  int (*alloc_range)(const void *p, void **base, size_t *size);
 } pw_ops;
 
 /* ---- stats ---- */
@@ -194,7 +200,7 @@ typedef struct pw_stats {
   pw_counter3 staged[PW_PATH_N]; /* ns = host time blocked in the call */
   _Atomic uint64_t staging_memcpy_ns;
   _Atomic uint64_t wait_space_ns, wait_space_events;
-  _Atomic uint64_t wait_lock_ns;
+  _Atomic uint64_t wait_lock_ns; /* waiting for another copy's busy staging slots (no lock held) */
   _Atomic uint64_t ring_pieces;
   _Atomic uint64_t fallbacks[PW_FB_N];
   _Atomic uint64_t fallback_bytes[PW_FB_N];

@@ -178,7 +178,7 @@ static void write_text(buf_t *b) {
     }
     bprintf(b,
             "  staging copies %.3f ms (%llu threads, %s); waiting for space %.3f ms (%llu waits); "
-            "lock %.3f ms; setup %.3f ms\n",
+            "other copies %.3f ms; setup %.3f ms\n",
             ms(pw_get(&pw_st.staging_memcpy_ns)), (unsigned long long)pw_get(&pw_st.threads),
             copy_routine(), ms(pw_get(&pw_st.wait_space_ns)),
             (unsigned long long)pw_get(&pw_st.wait_space_events), ms(pw_get(&pw_st.wait_lock_ns)),

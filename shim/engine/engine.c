@@ -14,8 +14,22 @@
  * A pinned chunk is reused only after its chunk event completed (host waits: back-pressure).
  * A ring region is reused only by a DMA ordered after its free event (device waits).
  *
- * Lock order: init_lock, then a device's lock.  A device's lock is held for a whole staged copy,
- * so a region's free event is always recorded before anyone can reserve over it.
+ * Concurrency: a reservation pushes a BUSY slot under the device's lock, so no one else can
+ * reserve over that memory; the owner publishes the slot's event (a chunk event, a region's
+ * free event) under the lock once it is recorded.  A reservation that would reuse memory retires
+ * the arena's front slot: a published ring region by enqueuing the side stream's wait on its free
+ * event (under the lock, so every DMA enqueued afterwards, by any thread, follows it); a published
+ * pinned chunk by waiting for its event with the lock dropped (the slot is SYNCING: only that
+ * thread retires it); a BUSY slot of another copy by waiting, lock dropped, until it is
+ * published.  So a region's free event is always recorded and ordered before anyone reserves over
+ * it, and no lock is ever held across a wait on the GPU or on another copy: copies on different
+ * streams proceed as independently as the shared pinned pool and ring allow.
+ * No deadlock between copies: a copy waits for another's BUSY slot only while it holds no BUSY
+ * slot of the same arena (otherwise reserve returns AGAIN and the copy first moves its own oldest
+ * chunk on: issues its DMA, or copies it out), and a copy holding a BUSY ring region reserves
+ * pinned chunks only.  The owner of a BUSY slot therefore never waits for the waiter.
+ *
+ * Lock order: init_lock, then a device's lock.
  */
 #define _GNU_SOURCE
 #include "pw.h"
@@ -31,8 +45,8 @@
 #define ARENA_SLOTS 256
 #define AHEAD 3     /* H2D: chunks being copied in while the oldest one's DMA is issued */
 #define D2H_DEPTH 4 /* D2H: chunks held between their DMA and the end of their copy-out */
-/* Reservations a copy holds before committing them; the pinned arena fits MAX_PENDING + 2
- * chunks, so a reservation can never land on a chunk that is still pending. */
+/* Pinned chunks a copy holds BUSY at most; the pinned arena fits MAX_PENDING + 2 chunks, so a
+ * copy alone in the arena never meets its own BUSY chunks (AGAIN is for copies side by side). */
 #define MAX_PENDING (AHEAD > D2H_DEPTH ? AHEAD : D2H_DEPTH)
 
 #ifdef PW_TESTING
@@ -44,7 +58,8 @@ int pw_engine_test_drop_dependency;
 
 typedef struct slot {
   size_t off, len;
-  void *ev;
+  void *ev;  /* the memory is free once it completed (NULL: free) */
+  int state; /* SLOT_* */
 } slot;
 
 typedef struct arena {
@@ -61,8 +76,9 @@ typedef struct dev_state {
   int device;
   atomic_int status; /* DEV_*: written once by the setup, then only to DEV_FAILED */
   pw_engine_t *engine;
-  const pw_ops *ops; /* the front end's whose copy set the device up */
-  pthread_mutex_t lock;
+  const pw_ops *ops;    /* the front end's whose copy set the device up */
+  pthread_mutex_t lock; /* the arenas and the event lists; never held across a wait */
+  pthread_cond_t cv;    /* a slot was published or retired */
   void *side;
   char *pinned, *ring;
   arena host, dring;
@@ -126,7 +142,28 @@ static void put_event(dev_state *d, void *ev) {
   d->free_ev[d->nfree++] = ev;
 }
 
-/* ---- arenas ---- */
+/* ---- arenas ----
+ * A slot is pushed at reservation (BUSY: its owner is writing the memory, or has a DMA or a
+ * copy-out in flight on it) and becomes EVENT when its owner publishes the event after which the
+ * memory is free; only the front slot is retired.  Reservations and publications happen under the
+ * device's lock; waits happen without it: the host wait on a pinned chunk's event (SYNCING: one
+ * thread waits, the others wait for it), and the wait for another copy's BUSY slot. */
+
+enum { SLOT_BUSY = 0, SLOT_EVENT, SLOT_SYNCING };
+#define AGAIN (-1000) /* reserve: the front slot is busy and the caller holds busy slots itself */
+
+static void ev_put(dev_state *d, void *ev) {
+  pthread_mutex_lock(&d->lock);
+  put_event(d, ev);
+  pthread_mutex_unlock(&d->lock);
+}
+
+static void *ev_get(const pw_ops *ops, dev_state *d) {
+  pthread_mutex_lock(&d->lock);
+  void *ev = get_event(ops, d);
+  pthread_mutex_unlock(&d->lock);
+  return ev;
+}
 
 static int overlaps(const arena *a, size_t off, size_t len) {
   for (unsigned i = 0; i < a->count; i++) {
@@ -136,55 +173,93 @@ static int overlaps(const arena *a, size_t off, size_t len) {
   return 0;
 }
 
-/* Make the oldest slot's memory reusable: the host waits for a pinned chunk's DMA; the side
- * stream waits for a ring region's free event. */
-static int retire_oldest(const pw_ops *ops, dev_state *d, arena *a, int which) {
+static void pop_front(dev_state *d, arena *a) {
   slot *s = &a->q[a->first];
-  int rc = 0;
-  if (which == ARENA_HOST) {
-    int q = ops->event_query(s->ev);
-    if (q == 1) {
-      uint64_t t0 = pw_now_ns();
-      rc = ops->event_sync(s->ev);
-      pw_add(&pw_st.wait_space_ns, pw_now_ns() - t0);
-      pw_add(&pw_st.wait_space_events, 1);
-    } else if (q != 0) {
-      rc = q;
-    }
-  } else if (!DROP_DEPENDENCY) {
-    rc = ops->stream_wait_event(d->side, s->ev);
-  }
-  if (rc != 0) return rc;
-  put_event(d, s->ev);
+  if (s->ev) put_event(d, s->ev);
+  s->ev = NULL;
   a->first = (a->first + 1) % ARENA_SLOTS;
   a->count--;
-  return 0;
 }
 
-static int reserve(const pw_ops *ops, dev_state *d, arena *a, int which, size_t len, size_t *off) {
-  size_t o = a->head;
-  if (o + len > a->size) o = 0;
-  /* Room is kept for the MAX_PENDING reservations a copy holds before it commits them: a queue
-   * that overflowed would hand out one event twice. */
-  while (a->count > 0 && (overlaps(a, o, len) || a->count >= ARENA_SLOTS - MAX_PENDING)) {
-    int rc = retire_oldest(ops, d, a, which);
-    if (rc) return rc;
+/* Make the front slot's memory reusable, the lock held (it is dropped while waiting).  Returns 0
+ * once it is retired (or changed hands: the caller looks again), AGAIN when it is BUSY and the
+ * caller holds `mine` busy slots of this arena (it must move its own copy on first: waiting
+ * would deadlock when the front slot is its own, or another copy waits for one of its), or a
+ * CUDA error. */
+static int retire_front(const pw_ops *ops, dev_state *d, arena *a, int which, int mine) {
+  slot *s = &a->q[a->first];
+  if (s->state == SLOT_BUSY && mine) return AGAIN;
+  if (s->state != SLOT_EVENT) { /* another copy moves it on without any lock of ours */
+    uint64_t t0 = pw_now_ns();
+    pthread_cond_wait(&d->cv, &d->lock);
+    pw_add(&pw_st.wait_lock_ns, pw_now_ns() - t0);
+    return 0;
   }
-  a->head = o + len;
-  *off = o;
-  return 0;
+  if (!s->ev) {
+    pop_front(d, a);
+    return 0;
+  }
+  if (which == ARENA_RING) { /* the device waits: enqueued, under the lock, before the reuse */
+    int rc = DROP_DEPENDENCY ? 0 : ops->stream_wait_event(d->side, s->ev);
+    if (!rc) pop_front(d, a);
+    return rc;
+  }
+  int q = ops->event_query(s->ev);
+  if (q == 0) {
+    pop_front(d, a);
+    return 0;
+  }
+  if (q != 1) return q;
+  /* Only this thread retires a SYNCING slot, and only the front is retired, so s is still the
+   * front when the wait returns and its event cannot be recycled meanwhile. */
+  s->state = SLOT_SYNCING;
+  void *ev = s->ev;
+  pthread_mutex_unlock(&d->lock);
+  uint64_t t0 = pw_now_ns();
+  int rc = ops->event_sync(ev);
+  pw_add(&pw_st.wait_space_ns, pw_now_ns() - t0);
+  pw_add(&pw_st.wait_space_events, 1);
+  pthread_mutex_lock(&d->lock);
+  if (rc) {
+    s->state = SLOT_EVENT;
+  } else {
+    pop_front(d, a);
+  }
+  pthread_cond_broadcast(&d->cv);
+  return rc;
 }
 
-static void commit(arena *a, size_t off, size_t len, void *ev) {
-  if (a->count >= ARENA_SLOTS) { /* cannot happen (reserve keeps room); counted, never silent */
-    pw_add(&pw_st.internal_errors, 1);
-    return;
+/* Reserve len bytes of arena a for the calling copy, which holds `mine` busy slots of it already:
+ * a BUSY slot is pushed, its index in *idx.  Returns 0, AGAIN or a CUDA error. */
+static int reserve(const pw_ops *ops, dev_state *d, arena *a, int which, size_t len, int mine,
+                   size_t *off, unsigned *idx) {
+  int rc = 0;
+  pthread_mutex_lock(&d->lock);
+  for (;;) {
+    size_t o = a->head;
+    if (o + len > a->size) o = 0;
+    if (a->count > 0 && (overlaps(a, o, len) || a->count >= ARENA_SLOTS)) {
+      if ((rc = retire_front(ops, d, a, which, mine))) break;
+      continue;
+    }
+    a->head = o + len;
+    *off = o;
+    *idx = (a->first + a->count) % ARENA_SLOTS;
+    a->q[*idx] = (slot){.off = o, .len = len, .ev = NULL, .state = SLOT_BUSY};
+    a->count++;
+    break;
   }
-  slot *s = &a->q[(a->first + a->count) % ARENA_SLOTS];
-  s->off = off;
-  s->len = len;
-  s->ev = ev;
-  a->count++;
+  pthread_mutex_unlock(&d->lock);
+  return rc;
+}
+
+/* The slot's memory is free once ev completed (NULL: free now); wakes those waiting for it. */
+static void publish(dev_state *d, arena *a, unsigned idx, void *ev) {
+  pthread_mutex_lock(&d->lock);
+  a->q[idx].ev = ev;
+  a->q[idx].state = SLOT_EVENT;
+  pthread_cond_broadcast(&d->cv);
+  pthread_mutex_unlock(&d->lock);
 }
 
 /* ---- per-device state ---- */
@@ -299,6 +374,7 @@ static dev_state *get_dev(pw_engine *e, const pw_ops *ops, int device, int *reas
     d = atomic_load(&e->dev[device]);
     if (!d && (d = calloc(1, sizeof *d)) != NULL) {
       pthread_mutex_init(&d->lock, NULL);
+      pthread_cond_init(&d->cv, NULL);
       d->device = device;
       d->engine = e;
       d->ops = ops;
@@ -353,54 +429,75 @@ static void batch_end(pw_batch *b, uint64_t t0) {
   pw_add(&pw_st.staging_memcpy_ns, pw_now_ns() - t0);
 }
 
-/* A chunk copied in (segment seg of the batch) and waiting for its DMA to be issued. */
+/* A chunk being copied in (segment seg of the batch) whose DMA is not issued yet; idx is its
+ * BUSY slot in the pinned arena. */
 typedef struct h2d_pending {
   size_t hoff, len, at; /* at: offset of the DMA's destination from the piece's base */
   uint64_t seg;
+  unsigned idx;
 } h2d_pending;
 
-/* Wait for the oldest pending chunk to be copied in, then DMA it to dst on stream; its pinned
- * space is committed behind the DMA's event.  Returns 0 or a CUDA error. */
-static int issue_dma(const pw_ops *ops, dev_state *d, pw_batch *b, const h2d_pending *p, char *dst,
+/* The chunks a copy holds BUSY in the pinned arena, oldest first. */
+typedef struct h2d_pipe {
+  h2d_pending q[AHEAD];
+  int head, nq;
+} h2d_pipe;
+
+/* After a failure, once fail_device drained the streams: every slot still held is free. */
+static void abandon_pipe(dev_state *d, h2d_pipe *p) {
+  for (int k = 0; k < p->nq; k++)
+    publish(d, &d->host, p->q[(p->head + k) % AHEAD].idx, NULL);
+  p->nq = 0;
+}
+
+/* Wait for the oldest pending chunk to be copied in, then DMA it to dst on stream; its slot is
+ * published behind the DMA's event.  Returns 0 or a CUDA error (the chunk then stays pending). */
+static int issue_dma(const pw_ops *ops, dev_state *d, pw_batch *b, h2d_pipe *pp, char *dst,
                      void *stream, void **last) {
+  const h2d_pending *p = &pp->q[pp->head];
   pw_batch_wait(b, p->seg);
-  void *ev = get_event(ops, d);
+  void *ev = ev_get(ops, d);
   if (!ev) return -1;
   int rc;
   if ((rc = ops->copy_async(dst + p->at, d->pinned + p->hoff, p->len, PW_DIR_H2D, stream)) ||
       (rc = ops->event_record(ev, stream))) {
-    put_event(d, ev);
+    ev_put(d, ev);
     return rc;
   }
-  commit(&d->host, p->hoff, p->len, ev);
+  publish(d, &d->host, p->idx, ev);
   *last = ev;
+  pp->head = (pp->head + 1) % AHEAD;
+  pp->nq--;
   return 0;
 }
 
 /* Copy [src, src+n) into pinned chunks and DMA each to dst on `stream` as soon as it is in:
  * up to AHEAD chunks are being copied by the pool while the oldest is handed to the DMA engine.
- * On failure the batch is ended (no worker writes pinned memory afterwards) and the CUDA error
- * returned. */
-static int pipeline_h2d(pw_engine *e, const pw_ops *ops, dev_state *d, pw_batch *b, char *dst,
-                        const char *src, size_t n, void *stream, void **last) {
+ * When the pinned arena's front is busy while this copy holds chunks, the oldest one's DMA is
+ * issued first (AGAIN).  On failure the batch's segments are waited for (no worker writes pinned
+ * memory afterwards), the chunks still pending stay in pp, and the CUDA error is returned. */
+static int pipeline_h2d(pw_engine *e, const pw_ops *ops, dev_state *d, pw_batch *b, h2d_pipe *pp,
+                        char *dst, const char *src, size_t n, void *stream, void **last) {
   size_t chunk = chunk_size(e, d);
-  h2d_pending q[AHEAD];
-  int head = 0, nq = 0, rc = 0;
-  for (size_t pos = 0; pos < n || nq > 0;) {
-    if (pos < n && nq < AHEAD) {
+  int rc = 0;
+  for (size_t pos = 0; pos < n || pp->nq > 0;) {
+    if (pos < n && pp->nq < AHEAD) {
       size_t clen = n - pos < chunk ? n - pos : chunk, hoff;
-      if ((rc = reserve(ops, d, &d->host, ARENA_HOST, clen, &hoff))) break;
-      h2d_pending *p = &q[(head + nq) % AHEAD];
-      p->hoff = hoff, p->len = clen, p->at = pos;
-      p->seg = pw_batch_push(b, d->pinned + hoff, src + pos, clen, PW_PART_STREAM);
-      nq++;
-      pos += clen;
-      if (pos < n && nq < AHEAD) continue; /* keep the pool fed before waiting on it */
+      unsigned idx;
+      rc = reserve(ops, d, &d->host, ARENA_HOST, clen, pp->nq, &hoff, &idx);
+      if (rc && rc != AGAIN) break;
+      if (!rc) {
+        h2d_pending *p = &pp->q[(pp->head + pp->nq) % AHEAD];
+        p->hoff = hoff, p->len = clen, p->at = pos, p->idx = idx;
+        p->seg = pw_batch_push(b, d->pinned + hoff, src + pos, clen, PW_PART_STREAM);
+        pp->nq++;
+        pos += clen;
+        if (pos < n && pp->nq < AHEAD) continue; /* keep the pool fed before waiting on it */
+      }
     }
-    if ((rc = issue_dma(ops, d, b, &q[head], dst, stream, last))) break;
-    head = (head + 1) % AHEAD;
-    nq--;
+    if ((rc = issue_dma(ops, d, b, pp, dst, stream, last))) break;
   }
+  if (rc && b->next_seg > 0) pw_batch_wait(b, b->next_seg - 1);
   return rc;
 }
 
@@ -409,17 +506,21 @@ static int stage_h2d_ring(pw_engine *e, dev_state *d, const pw_copy *c) {
   size_t piece_max = d->dring.size / 2;
   char *dst = c->dst;
   const char *src = c->src;
-  int rc = 0;
+  int rc = 0, held = 0; /* held: ridx is this copy's BUSY ring slot */
+  unsigned ridx = 0;
+  h2d_pipe pp = {.head = 0, .nq = 0};
   pw_batch b;
   uint64_t t0 = pw_now_ns();
   batch_begin(e, &b);
   for (size_t pos = 0; pos < c->n;) {
     size_t plen = c->n - pos < piece_max ? c->n - pos : piece_max, roff;
     void *last = NULL;
-    if ((rc = reserve(ops, d, &d->dring, ARENA_RING, plen, &roff)) ||
-        (rc = pipeline_h2d(e, ops, d, &b, d->ring + roff, src + pos, plen, d->side, &last)))
+    /* no busy slot of this copy is left in either arena here: the previous piece published its */
+    if ((rc = reserve(ops, d, &d->dring, ARENA_RING, plen, 0, &roff, &ridx))) break;
+    held = 1;
+    if ((rc = pipeline_h2d(e, ops, d, &b, &pp, d->ring + roff, src + pos, plen, d->side, &last)))
       break;
-    void *fev = get_event(ops, d);
+    void *fev = ev_get(ops, d);
     if (!fev) {
       rc = -1;
       break;
@@ -427,25 +528,34 @@ static int stage_h2d_ring(pw_engine *e, dev_state *d, const pw_copy *c) {
     if ((rc = ops->stream_wait_event(c->stream, last)) ||
         (rc = ops->copy_async(dst + pos, d->ring + roff, plen, PW_DIR_D2D, c->stream)) ||
         (rc = ops->event_record(fev, c->stream))) {
-      put_event(d, fev);
+      ev_put(d, fev);
       break;
     }
-    commit(&d->dring, roff, plen, fev);
+    publish(d, &d->dring, ridx, fev);
+    held = 0;
     pw_add(&pw_st.ring_pieces, 1);
     pos += plen;
   }
   batch_end(&b, t0);
-  return rc ? fail_device(ops, d, c->stream, rc) : PW_PATH_RING;
+  if (!rc) return PW_PATH_RING;
+  int r = fail_device(ops, d, c->stream, rc);
+  abandon_pipe(d, &pp);
+  if (held) publish(d, &d->dring, ridx, NULL);
+  return r;
 }
 
 static int stage_h2d_pinned(pw_engine *e, dev_state *d, const pw_copy *c) {
   pw_batch b;
   void *last = NULL;
+  h2d_pipe pp = {.head = 0, .nq = 0};
   uint64_t t0 = pw_now_ns();
   batch_begin(e, &b);
-  int rc = pipeline_h2d(e, c->ops, d, &b, c->dst, c->src, c->n, c->stream, &last);
+  int rc = pipeline_h2d(e, c->ops, d, &b, &pp, c->dst, c->src, c->n, c->stream, &last);
   batch_end(&b, t0);
-  return rc ? fail_device(c->ops, d, c->stream, rc) : PW_PATH_PINNED;
+  if (!rc) return PW_PATH_PINNED;
+  int r = fail_device(c->ops, d, c->stream, rc);
+  abandon_pipe(d, &pp);
+  return r;
 }
 
 /* Device -> pageable: up to D2H_DEPTH chunks are between their DMA and the end of their copy-out;
@@ -453,7 +563,9 @@ static int stage_h2d_pinned(pw_engine *e, dev_state *d, const pw_copy *c) {
  * ones.  An untouched destination is mapped ahead: once the first DMAs are queued, its pages are
  * mapped by the pool and by the caller while the stream's earlier work (the kernels that produce
  * the bytes) still runs, and the copy-out writes into mapped memory.  Returns when every byte is
- * in dst.  A chunk is committed to the arena only once copied out. */
+ * in dst.  A chunk's slot stays BUSY until it is copied out; the waits on the DMAs hold no lock.
+ * When the pinned arena's front is busy while this copy holds chunks (AGAIN), the oldest chunk is
+ * copied out before anything more is reserved. */
 static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
   const pw_ops *ops = c->ops;
   size_t chunk = chunk_size(e, d);
@@ -461,6 +573,7 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
     size_t hoff, pos, len;
     void *ev;
     uint64_t seg;
+    unsigned idx;
   } q[D2H_DEPTH];
   int head = 0, nq = 0, nout = 0, rc = 0; /* q[head .. head+nout) are being copied out */
   size_t pos = 0;
@@ -478,10 +591,21 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
   batch_begin(e, &b);
   uint64_t map_seg = UINT64_MAX; /* the mapping's segment, while the caller can help with it */
   while (pos < c->n || nq > 0) {
+    int stuck = 0; /* the arena's front is busy: move this copy's own chunks on first */
     while (pos < c->n && nq < D2H_DEPTH) {
       size_t clen = c->n - pos < chunk ? c->n - pos : chunk, hoff;
-      if ((rc = reserve(ops, d, &d->host, ARENA_HOST, clen, &hoff))) goto fail;
-      void *ev = get_event(ops, d);
+      unsigned idx;
+      rc = reserve(ops, d, &d->host, ARENA_HOST, clen, nq, &hoff, &idx);
+      if (rc == AGAIN) {
+        rc = 0;
+        stuck = 1;
+        break;
+      }
+      if (rc) goto fail;
+      int i = (head + nq) % D2H_DEPTH;
+      q[i].hoff = hoff, q[i].pos = pos, q[i].len = clen, q[i].idx = idx, q[i].ev = NULL;
+      nq++;
+      void *ev = ev_get(ops, d);
       if (!ev) {
         rc = -1;
         goto fail;
@@ -489,12 +613,10 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
       if ((rc = ops->copy_async(d->pinned + hoff, (const char *)c->src + pos, clen, PW_DIR_D2H,
                                 c->stream)) ||
           (rc = ops->event_record(ev, c->stream))) {
-        put_event(d, ev);
+        ev_put(d, ev);
         goto fail;
       }
-      int i = (head + nq) % D2H_DEPTH;
-      q[i].hoff = hoff, q[i].pos = pos, q[i].len = clen, q[i].ev = ev;
-      nq++;
+      q[i].ev = ev;
       pos += clen;
     }
     if (map) { /* the first DMAs are queued: map the pages while they wait for the GPU */
@@ -515,10 +637,10 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
       nout++;
     }
     /* retire what the pool finished; block on the oldest only when nothing else can move */
-    while (nout > 0 &&
-           (pw_batch_done(&b, q[head].seg) || (nout == nq && (nq == D2H_DEPTH || pos >= c->n)))) {
+    while (nout > 0 && (pw_batch_done(&b, q[head].seg) ||
+                        (nout == nq && (nq == D2H_DEPTH || pos >= c->n || stuck)))) {
       pw_batch_wait(&b, q[head].seg);
-      commit(&d->host, q[head].hoff, q[head].len, q[head].ev);
+      publish(d, &d->host, q[head].idx, q[head].ev);
       head = (head + 1) % D2H_DEPTH;
       nq--, nout--;
     }
@@ -527,10 +649,11 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
   return PW_PATH_D2H;
 fail:
   batch_end(&b, t0); /* no worker touches pinned memory or dst after this */
-  /* the chunks still held were never committed: give their events back */
+  int r = fail_device(ops, d, c->stream, rc);
+  /* the streams are drained: the chunks still held are free, their events complete */
   for (int k = 0; k < nq; k++)
-    put_event(d, q[(head + k) % D2H_DEPTH].ev);
-  return fail_device(ops, d, c->stream, rc);
+    publish(d, &d->host, q[(head + k) % D2H_DEPTH].idx, q[(head + k) % D2H_DEPTH].ev);
+  return r;
 }
 
 int pw_describe(const pw_ops *ops, pw_copy *c) {
@@ -631,9 +754,6 @@ int pw_engine_copy(pw_engine *e, const pw_copy *copy) {
     }
   }
   int mode = ops->relax_capture(0, 0);
-  uint64_t tl = pw_now_ns();
-  pthread_mutex_lock(&d->lock);
-  pw_add(&pw_st.wait_lock_ns, pw_now_ns() - tl);
   int path;
   if (atomic_load_explicit(&d->status, memory_order_acquire) != DEV_READY)
     path = -1 - PW_FB_NO_STATE;
@@ -643,7 +763,6 @@ int pw_engine_copy(pw_engine *e, const pw_copy *copy) {
     path = stage_h2d_ring(e, d, c);
   else
     path = stage_h2d_pinned(e, d, c);
-  pthread_mutex_unlock(&d->lock);
   ops->relax_capture(1, mode);
   if (path >= 0) {
     pw_add(&pw_st.staged[path].calls, 1);
@@ -679,6 +798,7 @@ void pw_engine_destroy(pw_engine *e) {
     free(d->free_ev);
     free(d->all_ev);
     pthread_mutex_destroy(&d->lock);
+    pthread_cond_destroy(&d->cv);
     free(d);
   }
   free(e);

@@ -34,7 +34,11 @@ void sim_set_capturing(void *stream, int on);
 void sim_fail_host_alloc(int on);
 void sim_fail_device_alloc(int on);
 void sim_fail_copy_after(long n); /* the n-th copy_async from now fails (-1: never) */
+void sim_no_wait_value(int on);   /* wait_host_value reports "not supported" */
 
-/* What went wrong inside the simulation (engine misuse), counted. */
+/* What went wrong inside the simulation (engine misuse), counted.  A host wait that nothing can
+ * move on counts as a deadlock; while a stream waits for a host value (wait_host_value) or a
+ * callback runs, the wait yields to other threads for up to 5 s first. */
 extern long sim_deadlocks, sim_pageable_dma, sim_bad_handles;
+extern atomic_int sim_host_waiters; /* threads inside such a yielding wait right now */
 #endif
