@@ -1,12 +1,15 @@
 /* interpose_prog.c — a CUDA "application" linked against the fake libcudart.so.13, run by
  * test_interpose under the real LD_PRELOAD of libpinwheel.so.
  *
- *   calls         every hooked entry point: arguments arrive intact, statuses come back unchanged
- *   counts N      a fixed mix of copies, launches and syncs, N times (the driver checks the
- * summary) threads T N   T threads, each N launches and N small copies stage         pageable H2D /
- * D2H copies of many sizes; source overwritten and freed at once; bytes compared capture       an
- * H2D copy on a capturing stream (must reach CUDA unchanged) fork          calls, fork, calls in
- * the child, wait none          no CUDA call at all
+ *   calls       every hooked entry point: arguments arrive intact, statuses come back unchanged
+ *   counts N    a fixed mix of copies, launches and syncs, N times (the driver checks the summary)
+ *   threads T N T threads, each N launches and N small copies
+ *   stage       pageable H2D / D2H copies of many sizes; source overwritten and freed at once;
+ *               bytes compared
+ *   capture     an H2D copy on a capturing stream (must reach CUDA unchanged)
+ *   wrap        copies whose size wraps the address space (must reach CUDA unchanged)
+ *   fork        calls, fork, calls in the child, wait
+ *   none        no CUDA call at all
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -208,6 +211,28 @@ static int mode_capture(void) {
   return failures != 0;
 }
 
+/* A size that wraps the address space (issue 20): dst + n - 1 lands just before dst, inside the
+ * same allocation, so a check of the last byte alone would stage it and read far past src.  It
+ * must reach CUDA unchanged, which refuses it. */
+static int mode_wrap(void) {
+  size_t sz = 1u << 20, n = (size_t)-16;
+  char *dev, *src = malloc(sz);
+  memset(src, 7, sz);
+  cudaMalloc((void **)&dev, sz);
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, 0);
+  CHECK(cudaMemcpyAsync(dev + 64, src, n, cudaMemcpyHostToDevice, s) == cudaErrorInvalidValue);
+  fake_call c = fake_last();
+  CHECK(c.src == src && c.dst == dev + 64 && c.count == n); /* reached CUDA unchanged */
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue); /* the error the program reads, then clears */
+  CHECK(cudaMemcpy(dev + 64, src, n, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  char *back = malloc(sz);
+  CHECK(cudaMemcpy(back, dev + 64, n, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+  printf("wrap %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
 /* Which syncs may be elided: only right after pageable H2D copies on the same stream. */
 static int mode_elide(void) {
   char *dev, src[1024];
@@ -320,6 +345,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "threads")) return mode_threads(atoi(argv[2]), atoi(argv[3]));
   if (!strcmp(m, "stage")) return mode_stage();
   if (!strcmp(m, "capture")) return mode_capture();
+  if (!strcmp(m, "wrap")) return mode_wrap();
   if (!strcmp(m, "fork")) return mode_fork();
   if (!strcmp(m, "elide")) return mode_elide();
   if (!strcmp(m, "nvtx")) return mode_nvtx();

@@ -147,8 +147,9 @@ static long run_h2d(unsigned seed, pw_engine_config cfg, int threads, int copies
 static void test_ring_many_seeds(void **state) {
   for (unsigned seed = 1; seed <= 150; seed++) {
     long staged;
-    /* ring 96K, pool 48K, chunk 8K: copies up to 100K wrap the ring and the pool constantly */
-    long bad = run_h2d(seed, small_cfg(96 << 10, 48 << 10, 8 << 10), 1, 60, 100 << 10, 1, &staged);
+    /* the smallest ring (4 chunks of 64 KiB) and pool (6 chunks): copies up to 300K go in pieces
+     * and wrap the ring and the pool constantly */
+    long bad = run_h2d(seed, small_cfg(256 << 10, 48 << 10, 8 << 10), 1, 60, 300 << 10, 1, &staged);
     if (bad) fail_msg("seed %u: %ld mismatches", seed, bad);
     assert_int_equal(staged, 60);
   }
@@ -156,7 +157,7 @@ static void test_ring_many_seeds(void **state) {
 
 static void test_copies_larger_than_ring_and_pool(void **state) {
   for (unsigned seed = 1; seed <= 20; seed++) {
-    long bad = run_h2d(seed, small_cfg(32 << 10, 16 << 10, 4 << 10), 1, 30, 300 << 10, 1, NULL);
+    long bad = run_h2d(seed, small_cfg(256 << 10, 16 << 10, 4 << 10), 1, 30, 700 << 10, 1, NULL);
     if (bad) fail_msg("seed %u: %ld mismatches", seed, bad);
   }
 }
@@ -213,12 +214,22 @@ static void test_background_setup(void **state) {
   }
 }
 
+/* A ring below four chunks is raised to four (a 1-byte ring once made pieces of 0 bytes). */
+static void test_ring_clamped(void **state) {
+  pw_stats_reset();
+  long staged;
+  long bad = run_h2d(3, small_cfg(1, 48 << 10, 8 << 10), 1, 20, 300 << 10, 1, &staged);
+  assert_int_equal(bad, 0);
+  assert_int_equal(staged, 20);
+  assert_int_equal(pw_get(&pw_st.ring_bytes_allocated), 4 * (64 << 10));
+}
+
 /* The test of the test: leave out the ring-region wait and the same checks must catch it. */
 static void test_dropped_dependency_is_caught(void **state) {
   long total = 0;
   pw_engine_test_drop_dependency = 1;
   for (unsigned seed = 1; seed <= 40; seed++)
-    total += run_h2d(seed, small_cfg(96 << 10, 48 << 10, 8 << 10), 1, 60, 100 << 10, 1, NULL);
+    total += run_h2d(seed, small_cfg(256 << 10, 48 << 10, 8 << 10), 1, 60, 300 << 10, 1, NULL);
   pw_engine_test_drop_dependency = 0;
   if (total == 0) fail_msg("a missing event dependency went unnoticed");
 }
@@ -363,7 +374,25 @@ static void test_eligibility_and_capture(void **state) {
   pw_copy past = c;
   past.dst = dev + (4 << 20) - 100;
   pw_describe(&sim_ops, &past);
-  assert_int_equal(pw_engine_copy(e, &past), -1 - PW_FB_NOT_DEVICE);
+  assert_int_equal(pw_engine_copy(e, &past), -1 - PW_FB_BAD_RANGE);
+  /* ...or into the next allocation, device memory of the same device: still CUDA's to refuse */
+  void *next;
+  char *first = sim_device_alloc_pair(0, 64 << 10, &next);
+  memset(next, 0x11, 64 << 10);
+  pw_copy over = c;
+  over.dst = first + (64 << 10) - 1000;
+  pw_describe(&sim_ops, &over);
+  assert_int_equal(pw_engine_copy(e, &over), -1 - PW_FB_BAD_RANGE);
+  sim_drain();
+  assert_int_equal(((unsigned char *)next)[0], 0x11); /* nothing written past the allocation */
+  /* a size that wraps the address space (dst + n - 1 lands just before dst) */
+  pw_copy wrap = c;
+  wrap.dst = dev + 64;
+  wrap.n = (size_t)-16;
+  cfg.max_bytes = 0;
+  pw_engine *e2 = pw_engine_create(&sim_ops, &cfg);
+  assert_int_equal(pw_engine_copy(e2, &wrap), -1 - PW_FB_BAD_RANGE);
+  pw_engine_destroy(e2);
   /* the stream belongs to another device than the memory */
   sim_reset(4, 2);
   pw_engine_destroy(e);
@@ -431,7 +460,7 @@ static void test_failure_mid_copy_falls_back(void **state) {
     src[k] = (unsigned char)(k * 7);
   pw_copy c = {.dst = dev, .src = src, .n = sizeof src, .dir = PW_DIR_H2D, .stream = s};
   pw_describe(&sim_ops, &c);
-  sim_fail_copy_after(3); /* the fourth DMA of the copy fails */
+  sim_fail_copy_after(1); /* the chunk's DMA is queued, the D2D out of the ring fails */
   int r = pw_engine_copy(e, &c);
   assert_int_equal(r, -1 - PW_FB_INTERNAL);
   sim_real_copy(dev, src, sizeof src, s); /* the shim's real call */
@@ -675,6 +704,7 @@ int main(void) {
       cmocka_unit_test(test_d2h_pool),
       cmocka_unit_test(test_background_setup),
       cmocka_unit_test(test_dropped_dependency_is_caught),
+      cmocka_unit_test(test_ring_clamped),
       cmocka_unit_test(test_back_pressure_counted),
       cmocka_unit_test(test_d2h_blocking_and_exact),
       cmocka_unit_test(test_d2h_fresh_destination_mapped_ahead),

@@ -151,6 +151,8 @@ enum {
   X(SRC_NOT_PAGEABLE, "src_not_pageable", "source is not pageable host memory")                    \
   X(DST_NOT_PAGEABLE, "dst_not_pageable", "destination is not pageable host memory")               \
   X(NOT_DEVICE, "not_device_memory", "device side is not plain device memory")                     \
+  X(BAD_RANGE, "bad_range",                                                                        \
+    "the size wraps the address space, or the device range leaves its allocation")                 \
   X(TOO_SMALL, "too_small", "below PINWHEEL_MIN_BYTES")                                            \
   X(TOO_LARGE, "too_large", "above PINWHEEL_MAX_BYTES")                                            \
   X(CAPTURING, "capturing", "stream is being captured into a graph")                               \

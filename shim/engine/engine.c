@@ -43,8 +43,9 @@
 
 #define MAX_DEVICES 64
 #define ARENA_SLOTS 256
-#define AHEAD 3     /* H2D: chunks being copied in while the oldest one's DMA is issued */
-#define D2H_DEPTH 4 /* D2H: chunks held between their DMA and the end of their copy-out */
+#define RING_MIN_CHUNKS 4 /* the smallest device ring, in staging chunks (pw_engine_create) */
+#define AHEAD 3           /* H2D: chunks being copied in while the oldest one's DMA is issued */
+#define D2H_DEPTH 4       /* D2H: chunks held between their DMA and the end of their copy-out */
 /* Pinned chunks a copy holds BUSY at most; the pinned arena fits MAX_PENDING + 2 chunks, so a
  * copy alone in the arena never meets its own BUSY chunks (AGAIN is for copies side by side). */
 #define MAX_PENDING (AHEAD > D2H_DEPTH ? AHEAD : D2H_DEPTH)
@@ -104,6 +105,19 @@ pw_engine *pw_engine_create(const pw_ops *ops, const pw_engine_config *cfg) {
   e->cfg = *cfg;
   e->pid = getpid();
   if (e->cfg.chunk < 64 * 1024) e->cfg.chunk = 64 * 1024;
+  /* The ring is used in pieces of half its size, each pipelined through chunks.  With at least
+   * RING_MIN_CHUNKS chunks, a piece holds two, so the copy-in of one overlaps the DMA of the other,
+   * and one piece's D2D runs while the next is being filled.  Below it every piece pays a wait and
+   * a D2D for a sliver (a 64-byte ring took 1.1 s per 16 MiB; 1 byte made pieces of 0 bytes and
+   * never finished). */
+  size_t ring_min = RING_MIN_CHUNKS * e->cfg.chunk;
+  if (e->cfg.device_ring && e->cfg.device_ring < ring_min) {
+    pw_log(PW_LOG_WARN,
+           "PINWHEEL_DEVICE_RING=%zu is below %d staging chunks (PINWHEEL_CHUNK=%zu): using %zu "
+           "(0 turns the ring off)",
+           e->cfg.device_ring, RING_MIN_CHUNKS, e->cfg.chunk, ring_min);
+    e->cfg.device_ring = ring_min;
+  }
   pthread_mutex_init(&e->init_lock, NULL);
   return e;
 }
@@ -694,6 +708,9 @@ static int cheap_reason(const pw_engine *e, const pw_copy *c) {
   } else {
     return PW_FB_DIRECTION;
   }
+  /* a range that wraps the address space is CUDA's to refuse (cudaErrorInvalidValue) */
+  if (c->n > UINTPTR_MAX - (uintptr_t)c->src || c->n > UINTPTR_MAX - (uintptr_t)c->dst)
+    return PW_FB_BAD_RANGE;
   if (c->n < e->cfg.min_bytes || c->n == 0) return PW_FB_TOO_SMALL;
   if (e->cfg.max_bytes && c->n > e->cfg.max_bytes) return PW_FB_TOO_LARGE;
   return -1;
@@ -716,9 +733,20 @@ static int checked_reason(const pw_copy *c, int device) {
   /* the driver front end stages only in the device's primary context, where the engine's state
    * of the device lives, whichever front end set it up */
   if (ops->context_ok && !ops->context_ok(c->stream, device)) return PW_FB_OTHER_CONTEXT;
-  /* The device range must end inside device memory of the same device: otherwise the real call
-   * reports the error, before anything was written. */
+  /* The device range must lie inside one allocation (a range that runs into the next one is
+   * CUDA's to refuse): otherwise the real call reports the error, before anything was written.
+   * Without the allocation's range, it must at least end in device memory of the same device. */
   const char *dptr = c->dir == PW_DIR_H2D ? (const char *)c->dst : (const char *)c->src;
+  void *base = NULL;
+  size_t size = 0;
+  if (ops->alloc_range) {
+    if (!ops->alloc_range(dptr, &base, &size))
+      return (size_t)(dptr - (const char *)base) > size ||
+                     c->n > size - (size_t)(dptr - (const char *)base)
+                 ? PW_FB_BAD_RANGE
+                 : -1;
+    ops->clear_error();
+  }
   if (ops->pointer_info(dptr + c->n - 1, &kind, &kdev)) {
     ops->clear_error();
     return PW_FB_QUERY_FAILED;

@@ -309,6 +309,12 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) {
   fake_region_add((void *)(uintptr_t)*dptr, n, CU_MEMORYTYPE_DEVICE);
   return CUDA_SUCCESS;
 }
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
+  uintptr_t b;
+  if (!fake_region_range((const void *)(uintptr_t)p, &b, size)) return CUDA_ERROR_NOT_FOUND;
+  *base = (CUdeviceptr)b;
+  return CUDA_SUCCESS;
+}
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   fake_region_drop((void *)(uintptr_t)dptr);
   free((void *)(uintptr_t)dptr);

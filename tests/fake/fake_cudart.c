@@ -69,6 +69,11 @@ static cudaError_t do_copy(const char *fn, void *dst, const void *src, size_t co
   fake_call c = {.dst = dst, .src = src, .count = count, .kind = kind, .stream = stream};
   strncpy(c.name, fn, sizeof c.name - 1);
   cudaError_t e = record(&c);
+  /* as CUDA does: a range that wraps the address space is an invalid value, caught before any
+   * byte moves */
+  if (e == cudaSuccess &&
+      (count > UINTPTR_MAX - (uintptr_t)dst || count > UINTPTR_MAX - (uintptr_t)src))
+    e = last_error = cudaErrorInvalidValue;
   if (e == cudaSuccess && count && dst && src) memmove(dst, src, count);
   return e;
 }

@@ -80,7 +80,9 @@ void sim_reset(unsigned seed, int ndevices) {
   for (int d = 0; d < 8; d++)
     builtin[d][0].device = builtin[d][1].device = d;
   for (int i = 0; i < nregions; i++)
-    free(regions[i].p);
+    if (!i ||
+        regions[i].p != regions[i - 1].p + regions[i - 1].n) /* a pair's second: not a block */
+      free(regions[i].p);
   nregions = 0;
   ndev = ndevices;
   fail_host = fail_dev = 0;
@@ -421,6 +423,18 @@ const pw_ops sim_ops = {
 void *sim_device_alloc(int device, size_t n) {
   pthread_mutex_lock(&mu);
   void *p = add_region(n, PW_MEM_DEVICE, device);
+  pthread_mutex_unlock(&mu);
+  return p;
+}
+
+void *sim_device_alloc_pair(int device, size_t n, void **second) {
+  pthread_mutex_lock(&mu);
+  char *p = add_region(2 * n, PW_MEM_DEVICE, device);
+  if (p) { /* one block, two allocations: the first ends where the second begins */
+    regions[nregions - 1].n = n;
+    if (nregions < MAX_REGIONS) regions[nregions++] = (region){p + n, n, PW_MEM_DEVICE, device};
+    *second = p + n;
+  }
   pthread_mutex_unlock(&mu);
   return p;
 }

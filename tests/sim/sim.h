@@ -15,6 +15,8 @@ extern const pw_ops sim_ops;
 
 void sim_reset(unsigned seed, int ndevices);
 void *sim_device_alloc(int device, size_t n); /* memory the simulation calls device memory */
+/* Two device allocations of n bytes each, the second right after the first (*second). */
+void *sim_device_alloc_pair(int device, size_t n, void **second);
 void *sim_stream_new(int device);
 void sim_set_device(int device); /* this thread's current device */
 /* Queue fn(arg) on a stream, to run in stream order (a "kernel" of the test). */
