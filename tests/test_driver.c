@@ -126,6 +126,7 @@ static void test_stage_bytes(void **state) {
                            "PINWHEEL_SETUP=inline",
                            "PINWHEEL_D2H=1",
                            ring ? "PINWHEEL_DEVICE_RING=4M" : "PINWHEEL_DEVICE_RING=0",
+                           "PINWHEEL_CHUNK=1M", /* the ring's minimum is 4 chunks */
                            NULL};
       yajl_val v = run_summary(argv, env, "stage ok", 1);
       /* 3 of 5 sizes >= 64 KiB, 6 H2D APIs and 6 D2H calls each */
