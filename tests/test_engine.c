@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "pw.h"
+#include "guard.h"
 #include "sim/sim.h"
 
 static atomic_long mismatches, checks;
@@ -615,6 +616,220 @@ static void test_copies_side_by_side(void **state) {
   }
 }
 
+/* ---- deferred staging ----
+ * The real guard (userfaultfd write-protect) needs pinwheel's free/munmap hooks interposed, which
+ * this test process does not have; so the engine's side of the contract runs here against a
+ * guard of the test's own: a table of ranges whose released prefix grows with release_upto, and
+ * a wait that the test's writers call before they write (what the write-protect does for them in
+ * libpinwheel).  The hazards the kernel side must catch (read(2), munmap, fork) are test_guard's.
+ * tg_broken turns the wait off: the same checks must then see wrong bytes. */
+typedef struct tg_range {
+  const char *p;
+  size_t n;
+  _Atomic size_t done;
+  atomic_int used;
+} tg_range;
+static tg_range tg[64];
+static int tg_broken;
+
+static int tg_available(void) {
+  return 0;
+}
+static int tg_protect_inner(const void *p, size_t n, int *id, const void **lo, const void **hi) {
+  uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, z = ((uintptr_t)p + n) & ~(uintptr_t)4095;
+  *lo = *hi = p;
+  *id = -1;
+  if (z <= a) return 0;
+  for (int i = 0; i < 64; i++) /* an overlap with a range still guarded is refused */
+    if (atomic_load(&tg[i].used) && (const char *)p < tg[i].p + tg[i].n &&
+        tg[i].p < (const char *)p + n)
+      return PW_GUARD_OVERLAP;
+  for (int i = 0; i < 64; i++) {
+    int zero = 0;
+    if (!atomic_load(&tg[i].used) && atomic_compare_exchange_strong(&tg[i].used, &zero, 2)) {
+      tg[i].p = p, tg[i].n = n;
+      atomic_store(&tg[i].done, 0);
+      atomic_store(&tg[i].used, 1);
+      *lo = (const void *)a, *hi = (const void *)z, *id = i;
+      return 0;
+    }
+  }
+  return PW_GUARD_FULL;
+}
+static void tg_release_upto(int id, size_t done) {
+  atomic_store(&tg[id].done, done);
+}
+static void tg_release(int id) {
+  atomic_store(&tg[id].done, tg[id].n);
+  atomic_store(&tg[id].used, 0);
+}
+static void tg_wait_always(const void *p, size_t n) {
+  const char *a = p, *z = a + n;
+  for (int i = 0; i < 64; i++)
+    while (atomic_load(&tg[i].used) == 1 && a < tg[i].p + tg[i].n && tg[i].p < z &&
+           tg[i].p + atomic_load(&tg[i].done) < (z < tg[i].p + tg[i].n ? z : tg[i].p + tg[i].n))
+      sched_yield();
+}
+/* What a write waits for (broken: nothing).  A free always waits: the hooks' part, not tested
+ * here (a copy thread reading freed memory would only crash the test). */
+static void tg_wait(const void *p, size_t n) {
+  if (!tg_broken) tg_wait_always(p, n);
+}
+static const pw_guard_ops test_guard = {.available = tg_available,
+                                        .protect_inner = tg_protect_inner,
+                                        .release_upto = tg_release_upto,
+                                        .release = tg_release,
+                                        .wait = tg_wait};
+
+/* Deferred copies of random sizes and offsets into one device buffer, random-order execution: the
+ * source is overwritten (and then freed) as soon as the call returns, after the guard's wait, as
+ * a program's store would wait on a protected page.  Every device byte must equal what the
+ * source held at the call.  Now and then the same source is copied twice (the second overlaps a
+ * guarded range: staged at once), and the source is first the destination of a D2H (pinwheel's
+ * own copy-out must wait for the guard too).  Returns the mismatches. */
+static long deferred_run(unsigned seed, int copies, long *deferred) {
+  sim_reset(seed, 1);
+  sim_set_lazy(seed % 2);
+  atomic_store(&mismatches, 0);
+  pw_stats_reset();
+  pw_engine_config cfg = small_cfg(24 << 20, 16 << 20, 1 << 20);
+  cfg.threads = seed % 3 == 0 ? 3 : 1;
+  cfg.defer = 1;
+  cfg.guard = &test_guard;
+  pw_engine *e = pw_engine_create(&sim_ops, &cfg);
+  void *s = sim_stream_new(0);
+  size_t max = 5 << 20;
+  char *dev = sim_device_alloc(0, max + 64), *dev2 = sim_device_alloc(0, max);
+  unsigned char *shadow = calloc(1, max + 64);
+  memset(dev, 0, max + 64);
+  unsigned r = seed * 7919;
+  for (int i = 0; i < copies; i++) {
+    size_t n = (1 << 20) + xs(&r) % (max - (1 << 20)), off = xs(&r) % 64;
+    unsigned char *src = malloc(n);
+    for (size_t k = 0; k < n; k += 8)
+      memcpy(src + k, &(uint64_t){((uint64_t)xs(&r) << 32) | xs(&r)}, n - k < 8 ? n - k : 8);
+    if (i % 4 == 3) { /* the source is first the destination of a D2H */
+      sim_real_copy(dev2, src, n, s);
+      pw_copy d = {.dst = src, .src = dev2, .n = n, .dir = PW_DIR_D2H, .stream = s};
+      pw_describe(&sim_ops, &d);
+      assert_int_equal(pw_engine_copy(e, &d), PW_PATH_D2H);
+    }
+    enqueue_check(s, dev + off, shadow + off, n);
+    pw_copy c = {.dst = dev + off, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
+    pw_describe(&sim_ops, &c);
+    assert_int_equal(pw_engine_copy(e, &c), PW_PATH_RING);
+    memcpy(shadow + off, src, n);
+    if (i % 5 == 4) { /* two copies from one source */
+      pw_copy c2 = {.dst = dev2, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
+      pw_describe(&sim_ops, &c2);
+      assert_int_equal(pw_engine_copy(e, &c2), PW_PATH_RING);
+      enqueue_check(s, dev2, shadow + off, n);
+    }
+    if (i % 4 == 1) { /* the source is the destination of the next D2H, at once */
+      pw_copy d = {.dst = src, .src = dev2, .n = n, .dir = PW_DIR_D2H, .stream = s};
+      pw_describe(&sim_ops, &d);
+      assert_int_equal(pw_engine_copy(e, &d), PW_PATH_D2H);
+    } else {
+      tg_wait(src, n);
+      memset(src, 0xEE, n); /* the write right after the call returns */
+    }
+    tg_wait_always(src, n);
+    free(src);
+    enqueue_check(s, dev + off, shadow + off, n);
+  }
+  sim_stream_sync(s);
+  if (memcmp(dev, shadow, max + 64)) atomic_fetch_add(&mismatches, 1);
+  sim_drain();
+  sim_set_lazy(0);
+  *deferred = (long)pw_get(&pw_st.deferred.calls);
+  /* a second copy from one source is deferred only when the first one's guard is gone */
+  assert_int_equal(pw_get(&pw_st.deferred.calls) +
+                       pw_get(&pw_st.not_deferred[PW_ND_GUARD + PW_GUARD_OVERLAP]),
+                   (uint64_t)(copies + copies / 5));
+  pw_engine_destroy(e);
+  free(shadow);
+  assert_int_equal(sim_deadlocks, 0);
+  assert_int_equal(pw_get(&pw_st.internal_errors), 0);
+  return atomic_load(&mismatches);
+}
+
+static void test_deferred_bytes(void **state) {
+  for (unsigned seed = 1; seed <= 12; seed++) {
+    long deferred;
+    long bad = deferred_run(seed, 15, &deferred);
+    if (bad) fail_msg("seed %u: %ld mismatches", seed, bad);
+    assert_true(deferred >= 15);
+  }
+}
+
+/* The tests of the test: without the guard's wait, or without the side stream's wait for the
+ * copy thread's flag, the same checks see wrong bytes. */
+static void test_deferred_without_guard_is_caught(void **state) {
+  long total = 0, deferred;
+  tg_broken = 1;
+  for (unsigned seed = 1; seed <= 6; seed++)
+    total += deferred_run(seed, 15, &deferred);
+  tg_broken = 0;
+  if (total == 0) fail_msg("writes into a deferred source went unnoticed");
+}
+
+static void test_deferred_without_flag_wait_is_caught(void **state) {
+  long total = 0, deferred;
+  pw_engine_test_drop_dependency = 2;
+  for (unsigned seed = 1; seed <= 6; seed++)
+    total += deferred_run(seed, 15, &deferred);
+  pw_engine_test_drop_dependency = 0;
+  if (total == 0) fail_msg("a DMA that does not wait for its copy-in went unnoticed");
+}
+
+/* Not deferred, staged as before, the reason counted: off, below the minimum, no way for the
+ * stream to wait on a host value, a guard that refuses. */
+static int tg_refuse(void) {
+  return PW_GUARD_NO_UFFD;
+}
+static void test_not_deferred_reasons(void **state) {
+  pw_guard_ops refusing = test_guard;
+  refusing.available = tg_refuse;
+  struct {
+    int defer, no_wait;
+    const pw_guard_ops *g;
+    size_t n;
+    int reason;
+  } cases[] = {{0, 0, &test_guard, 2 << 20, PW_ND_OFF},
+               {1, 0, NULL, 2 << 20, PW_ND_NO_GUARD},
+               {1, 0, &test_guard, 100 << 10, PW_ND_SMALL},
+               {1, 1, &test_guard, 2 << 20, PW_ND_NO_WAIT_VALUE},
+               {1, 0, &test_guard, 20 << 20, PW_ND_LARGE},
+               {1, 0, &refusing, 2 << 20, PW_ND_GUARD + PW_GUARD_NO_UFFD}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    sim_reset(5, 1);
+    sim_no_wait_value(cases[k].no_wait);
+    pw_stats_reset();
+    atomic_store(&mismatches, 0);
+    pw_engine_config cfg = small_cfg(24 << 20, 16 << 20, 1 << 20);
+    cfg.defer = cases[k].defer;
+    cfg.guard = cases[k].g;
+    pw_engine *e = pw_engine_create(&sim_ops, &cfg);
+    void *s = sim_stream_new(0);
+    size_t n = cases[k].n;
+    char *dev = sim_device_alloc(0, n);
+    unsigned char *src = malloc(n);
+    memset(src, (int)k + 1, n);
+    pw_copy c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
+    pw_describe(&sim_ops, &c);
+    assert_int_equal(pw_engine_copy(e, &c), PW_PATH_RING);
+    enqueue_check(s, dev, src, n);
+    memset(src, 0xEE, n); /* staged as before: the source is free at once */
+    sim_stream_sync(s);
+    assert_int_equal(atomic_load(&mismatches), 0);
+    assert_int_equal(pw_get(&pw_st.deferred.calls), 0);
+    assert_int_equal(pw_get(&pw_st.not_deferred[cases[k].reason]), 1);
+    pw_engine_destroy(e);
+    free(src);
+  }
+  sim_no_wait_value(0);
+}
+
 /* Whether this kernel (or emulator) maps pages on MADV_POPULATE_WRITE. */
 static int populate_works(void) {
   size_t n = 1 << 20;
@@ -714,6 +929,10 @@ int main(void) {
       cmocka_unit_test(test_failure_mid_copy_falls_back),
       cmocka_unit_test(test_no_lock_across_gpu_wait),
       cmocka_unit_test(test_copies_side_by_side),
+      cmocka_unit_test(test_deferred_bytes),
+      cmocka_unit_test(test_deferred_without_guard_is_caught),
+      cmocka_unit_test(test_deferred_without_flag_wait_is_caught),
+      cmocka_unit_test(test_not_deferred_reasons),
   };
   pw_log_set_level(PW_LOG_ERROR - 1); /* the failure tests log errors on purpose */
   return cmocka_run_group_tests(tests, NULL, NULL);

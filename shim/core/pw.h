@@ -57,6 +57,7 @@ typedef enum pw_option_e {
   PW_OPT_THREADS,      /* memcpy threads (0 = automatic) */
   PW_OPT_D2H,          /* stage device-to-pageable copies */
   PW_OPT_STRICT,       /* keep cudaMemcpy's host-side stream sync */
+  PW_OPT_DEFER,        /* H2D copies return before their copy-in, the source guarded */
   PW_OPT_SYNC,         /* keep | elide */
   PW_OPT_NT_STORES,    /* non-temporal stores into pinned staging memory */
   PW_OPT_D2H_FRESH,    /* touch | populate | hugepages */
@@ -164,6 +165,23 @@ enum {
   X(SETTING_UP, "setting_up", "engine state for the device was still being allocated")             \
   X(INTERNAL, "internal_error", "an engine CUDA call failed mid-copy")                             \
   X(FORKED, "forked_child", "process is a fork of a CUDA process")
+/* Why a staged host-to-device copy was not deferred: the engine's reasons, then the guard's
+ * (guard.h's list, after PW_ND_GUARD). */
+#define PW_NOT_DEFERRED_LIST(X)                                                                    \
+  X(OFF, "off", "PINWHEEL_DEFER=0")                                                                \
+  X(NO_GUARD, "no_guard", "no source guard in this build or process")                              \
+  X(SMALL, "small", "below the 1 MiB deferral minimum")                                            \
+  X(NO_RING, "no_ring", "no device ring (the DMA would run on the caller's stream)")               \
+  X(NO_WAIT_VALUE, "no_stream_wait_value", "the device cannot wait on a host value")               \
+  X(LARGE, "larger_than_staging", "larger than half the pinned pool or half the ring")             \
+  X(BUSY, "staging_busy", "other copies held the pinned space it needed")
+#define PW_ND_ENUM(id, name, text) PW_ND_##id,
+enum { PW_NOT_DEFERRED_LIST(PW_ND_ENUM) PW_ND_GUARD };
+#undef PW_ND_ENUM
+#define PW_ND_N                                                                                    \
+  (PW_ND_GUARD + 16) /* room for guard.h's reasons (PW_GUARD_NREASONS - 1 of them)                 \
+                      */
+extern const char *const pw_not_deferred_names[PW_ND_GUARD];
 #define PW_FB_ENUM(id, name, text) PW_FB_##id,
 enum { PW_FALLBACK_LIST(PW_FB_ENUM) PW_FB_N };
 #undef PW_FB_ENUM
@@ -216,6 +234,10 @@ typedef struct pw_stats {
   _Atomic uint64_t threads;              /* staging threads configured (caller included) */
   _Atomic uint64_t xla_unstaged_clients; /* XLA CUDA clients created without XLA's staging */
   pw_counter3 host_copies[2]; /* the program's memcpy into [0] / out of [1] its pinned memory */
+  pw_counter3 deferred;       /* H2D copies that returned before their copy-in (ns: host blocked) */
+  _Atomic uint64_t not_deferred[PW_ND_N]; /* staged H2D copies that were not deferred, by reason */
+  _Atomic uint64_t defer_copyin_ns;       /* the copy thread's copy-ins of deferred copies */
+  _Atomic uint64_t guard_writes_waited, guard_wait_ns; /* the guard's count, read at exit */
 } pw_stats;
 
 extern pw_stats pw_st;
@@ -343,7 +365,20 @@ typedef struct pw_engine_config {
   int nt;               /* non-temporal stores into pinned memory where the CPU has them */
   int d2h_fresh;        /* PW_FRESH_*: what to do for an untouched D2H destination */
   int background_setup; /* allocate a device's state off the copying thread */
+  int defer;            /* PINWHEEL_DEFER: H2D copies return before their copy-in (guard needed) */
+  /* The source guard deferral relies on (guard.h's functions in libpinwheel; a test's own in the
+   * simulator).  NULL: nothing is deferred. */
+  const struct pw_guard_ops *guard;
 } pw_engine_config;
+
+/* guard.h's interface, as the engine reaches it (see guard.h for each function's contract). */
+typedef struct pw_guard_ops {
+  int (*available)(void);
+  int (*protect_inner)(const void *p, size_t n, int *id, const void **lo, const void **hi);
+  void (*release_upto)(int id, size_t done);
+  void (*release)(int id);
+  void (*wait)(const void *p, size_t n);
+} pw_guard_ops;
 
 typedef struct pw_engine pw_engine;
 /* One engine per process, whichever front end a copy comes through: each copy carries its front
@@ -358,10 +393,14 @@ int pw_describe(const pw_ops *ops, pw_copy *c);
  * cudaSuccess, or -1 - PW_FB_* when the caller must make the real call instead. */
 int pw_engine_copy(pw_engine *e, const pw_copy *c);
 void pw_engine_after_fork_child(pw_engine *e);
+/* Wait until no deferred copy guards any of [p, p+n): pinwheel calls it before it writes into the
+ * program's memory itself, so that none of its threads ever stops on a guarded page. */
+void pw_engine_guard_wait(pw_engine *e, const void *p, size_t n);
 
 #ifdef PW_TESTING
-/* Test hook (the test build only): when set, the engine leaves out one event dependency (the
- * ring-region wait), so a test can prove that the byte comparison catches a missing one. */
+/* Test hook (the test build only): the engine leaves out one dependency, so a test can prove that
+ * the byte comparison catches a missing one: 1 the ring-region wait, 2 a deferred chunk's DMA's
+ * wait for its copy-in (the host flag). */
 extern int pw_engine_test_drop_dependency;
 #endif
 

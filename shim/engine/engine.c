@@ -87,7 +87,29 @@ typedef struct dev_state {
   int nfree, capfree;
   void **all_ev; /* every event created, for destroy */
   int nall, capall;
+  /* Deferral: the copy thread stores ticket t into *flag once chunk t is in pinned memory; the
+   * side stream waits for it (wait_host_value).  Tickets are handed out under the lock, in the
+   * order the jobs are queued, so the stored value only grows. */
+  _Atomic uint32_t *flag; /* in the pinned allocation, past the arena; NULL: no deferral */
+  uint32_t ticket;        /* under the lock: the last ticket handed out */
 } dev_state;
+
+/* A deferred copy's copy-in, run by the copy thread.  Fixed slots (the copy thread must never call
+ * malloc or free: a program thread stopped on a guarded page may hold the allocator's lock). */
+#define JOB_MAX 16
+#define JOB_CHUNKS 64
+#define DEFER_MIN ((size_t)1 << 20)
+typedef struct defer_job {
+  dev_state *d;
+  const char *src;
+  size_t lo, hi; /* the guarded part of src: [lo, hi); the rest was copied in at the call */
+  int guard_id;
+  unsigned nchunks;
+  uint32_t ticket0; /* chunk k's ticket is ticket0 + k + 1 */
+  struct {
+    size_t hoff, at, len;
+  } ch[JOB_CHUNKS];
+} defer_job;
 
 struct pw_engine {
   const pw_ops *ops;
@@ -96,6 +118,13 @@ struct pw_engine {
   dev_state *_Atomic dev[MAX_DEVICES];
   atomic_int forked;
   pid_t pid; /* the process that created the engine (setup threads live there) */
+  /* The deferred copies' queue: FIFO, served by one copy thread (started at the first). */
+  pthread_mutex_t qlock;
+  pthread_cond_t qcv; /* a job was queued, or one finished */
+  defer_job jobs[JOB_MAX];
+  uint64_t qhead, qtail; /* under qlock: jobs[qhead % JOB_MAX] is the one being copied */
+  int copier;            /* under qlock: 1 the copy thread runs, -1 it could not start */
+  int stop;              /* under qlock: pw_engine_destroy asks the copy thread to end */
 };
 
 pw_engine *pw_engine_create(const pw_ops *ops, const pw_engine_config *cfg) {
@@ -119,6 +148,8 @@ pw_engine *pw_engine_create(const pw_ops *ops, const pw_engine_config *cfg) {
     e->cfg.device_ring = ring_min;
   }
   pthread_mutex_init(&e->init_lock, NULL);
+  pthread_mutex_init(&e->qlock, NULL);
+  pthread_cond_init(&e->qcv, NULL);
   return e;
 }
 
@@ -214,7 +245,7 @@ static int retire_front(const pw_ops *ops, dev_state *d, arena *a, int which, in
     return 0;
   }
   if (which == ARENA_RING) { /* the device waits: enqueued, under the lock, before the reuse */
-    int rc = DROP_DEPENDENCY ? 0 : ops->stream_wait_event(d->side, s->ev);
+    int rc = DROP_DEPENDENCY == 1 ? 0 : ops->stream_wait_event(d->side, s->ev);
     if (!rc) pop_front(d, a);
     return rc;
   }
@@ -288,7 +319,8 @@ static void setup_dev(pw_engine *e, dev_state *d) {
   size_t pool = e->cfg.host_pool;
   if (pool < (MAX_PENDING + 2) * (size_t)(64 << 10)) pool = (MAX_PENDING + 2) * (size_t)(64 << 10);
   void *p = NULL;
-  int rc = ops->host_alloc(&p, pool);
+  /* one page more than the arena: the deferral flag lives there, in pinned, mapped memory */
+  int rc = ops->host_alloc(&p, pool + 4096);
   if (rc != 0 || !p) {
     ops->clear_error();
     pw_log(PW_LOG_WARN,
@@ -319,6 +351,13 @@ static void setup_dev(pw_engine *e, dev_state *d) {
         d->side = s;
         d->dring.size = ring;
         pw_add(&pw_st.ring_bytes_allocated, ring);
+        /* deferral needs the side stream to wait on a host value: try it once (>= 0 holds) */
+        _Atomic uint32_t *flag = (_Atomic uint32_t *)(void *)((char *)p + pool);
+        atomic_store(flag, 0);
+        if (ops->wait_host_value && ops->wait_host_value(s, (const uint32_t *)flag, 0) == 0)
+          d->flag = flag;
+        else
+          ops->clear_error();
       }
     } else {
       pw_log(PW_LOG_INFO, "device ring disabled: the DMA runs on the caller's stream");
@@ -363,8 +402,13 @@ static void wait_setups(pw_engine *e, uint64_t limit_ns) {
 }
 
 static pw_engine *_Atomic exit_engine;
+static void wait_jobs(pw_engine *e, uint64_t pos);
+/* At exit, before CUDA's own exit handlers: no setup in flight, and every deferred copy-in done
+ * (its DMAs wait for it; a copy-in needs no CUDA call, so it always finishes). */
 static void wait_setups_at_exit(void) {
-  wait_setups(atomic_load(&exit_engine), 10ull * 1000000000);
+  pw_engine *e = atomic_load(&exit_engine);
+  wait_setups(e, 10ull * 1000000000);
+  if (e && getpid() == e->pid) wait_jobs(e, UINT64_MAX);
 }
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static void register_exit(void) {
@@ -596,6 +640,9 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
    * later free unmaps 2 MiB pages (measured: 134 MB freed in 0.8 ms instead of 8.8) — and maps it
    * ahead, in whole huge pages; populate maps 4 KiB pages ahead; touch lets the copy-out fault
    * them.  Measured in docs/RESULTS.md: hugepages fastest, touch slowest. */
+  /* pinwheel writes into dst below: never onto a page a deferred copy still guards (the
+   * destination of this copy may be the source of an earlier one) */
+  if (e->cfg.guard) e->cfg.guard->wait(c->dst, c->n);
   int plan = pw_fresh_plan(c->dst, c->n, e->cfg.d2h_fresh);
   if (plan & PW_DEST_FRESH) pw_add(&pw_st.d2h_fresh, 1);
   if (plan & PW_DEST_ADVISED) pw_add(&pw_st.d2h_advised, 1);
@@ -668,6 +715,212 @@ fail:
   for (int k = 0; k < nq; k++)
     publish(d, &d->host, q[(head + k) % D2H_DEPTH].idx, q[(head + k) % D2H_DEPTH].ev);
   return r;
+}
+
+/* ---- deferred H2D staging ---- */
+
+/* The copy thread's work for one job: each chunk's guarded bytes into its pinned chunk, the pages
+ * read released, then the chunk's ticket stored (release order, after the copy routine's store
+ * fence), which lets the side stream's DMA of that chunk go.  No CUDA call, no lock a program
+ * thread can hold, no malloc. */
+static void run_job(pw_engine *e, defer_job *j) {
+  const pw_guard_ops *g = e->cfg.guard;
+  dev_state *d = j->d;
+  uint64_t t0 = pw_now_ns();
+  pw_batch b;
+  batch_begin(e, &b);
+  uint64_t seg[JOB_CHUNKS];
+  unsigned pushed = 0;
+  for (unsigned k = 0; k < j->nchunks; k++) {
+    /* keep a few chunks ahead in the pool, then finish the oldest */
+    for (; pushed < j->nchunks && pushed < k + AHEAD; pushed++) {
+      size_t at = j->ch[pushed].at, end = at + j->ch[pushed].len;
+      size_t a = at < j->lo ? j->lo : at, z = end > j->hi ? j->hi : end;
+      seg[pushed] = a < z ? pw_batch_push(&b, d->pinned + j->ch[pushed].hoff + (a - at), j->src + a,
+                                          z - a, PW_PART_STREAM)
+                          : UINT64_MAX;
+    }
+    if (seg[k] != UINT64_MAX) pw_batch_wait(&b, seg[k]);
+    size_t end = j->ch[k].at + j->ch[k].len;
+    if (j->guard_id >= 0) g->release_upto(j->guard_id, end < j->hi ? end : j->hi);
+    atomic_store_explicit(d->flag, j->ticket0 + k + 1, memory_order_release);
+  }
+  pw_batch_end(&b);
+  if (j->guard_id >= 0) g->release(j->guard_id);
+  pw_add(&pw_st.defer_copyin_ns, pw_now_ns() - t0);
+}
+
+static void *copier_main(void *arg) {
+  pw_engine *e = arg;
+  pthread_mutex_lock(&e->qlock);
+  for (;;) {
+    while (e->qhead == e->qtail && !e->stop)
+      pthread_cond_wait(&e->qcv, &e->qlock);
+    if (e->qhead == e->qtail) { /* stopping, nothing left */
+      e->copier = 0;
+      pthread_cond_broadcast(&e->qcv);
+      pthread_mutex_unlock(&e->qlock);
+      return NULL;
+    }
+    defer_job *j = &e->jobs[e->qhead % JOB_MAX];
+    pthread_mutex_unlock(&e->qlock);
+    run_job(e, j);
+    pthread_mutex_lock(&e->qlock);
+    e->qhead++;
+    pthread_cond_broadcast(&e->qcv);
+  }
+  return NULL;
+}
+
+/* Queue a job (FIFO) and hand out its tickets; returns its position in the queue.  Without a
+ * copy thread (it could not be started) the job runs here. */
+static uint64_t queue_job(pw_engine *e, defer_job *j) {
+  pthread_mutex_lock(&e->qlock);
+  while (e->qtail - e->qhead >= JOB_MAX) /* the copy thread waits for nothing: it moves on */
+    pthread_cond_wait(&e->qcv, &e->qlock);
+  j->ticket0 = j->d->ticket; /* under qlock: tickets follow the queue's order */
+  j->d->ticket += j->nchunks;
+  if (!e->copier) {
+    e->copier = pw_spawn(copier_main, e, 0) == 0 ? 1 : -1;
+    atomic_store(&exit_engine, e); /* the exit handler waits for the queue */
+    pthread_once(&exit_once, register_exit);
+  }
+  uint64_t pos = e->qtail;
+  if (e->copier > 0) {
+    e->jobs[e->qtail % JOB_MAX] = *j;
+    e->qtail++;
+    pthread_cond_broadcast(&e->qcv);
+    pthread_mutex_unlock(&e->qlock);
+  } else {
+    pthread_mutex_unlock(&e->qlock);
+    run_job(e, j);
+  }
+  return pos;
+}
+
+/* Wait until the queue holds nothing up to position pos (UINT64_MAX: nothing at all). */
+static void wait_jobs(pw_engine *e, uint64_t pos) {
+  pthread_mutex_lock(&e->qlock);
+  while (e->copier > 0 && e->qhead != e->qtail && (pos == UINT64_MAX || e->qhead <= pos))
+    pthread_cond_wait(&e->qcv, &e->qlock);
+  pthread_mutex_unlock(&e->qlock);
+}
+
+/* [from, to) of src into the job's chunks, on the calling thread. */
+static void copy_now(dev_state *d, const defer_job *j, const char *src, size_t from, size_t to) {
+  for (unsigned k = 0; k < j->nchunks && from < to; k++) {
+    size_t at = j->ch[k].at, end = at + j->ch[k].len;
+    size_t a = from > at ? from : at, z = to < end ? to : end;
+    if (a < z) memcpy(d->pinned + j->ch[k].hoff + (a - at), src + a, z - a);
+  }
+}
+
+/* Why this H2D copy cannot be deferred, before anything is reserved; -1 when it may be. */
+static int defer_reason(const pw_engine *e, const dev_state *d, const pw_copy *c, size_t chunk) {
+  if (!e->cfg.defer) return PW_ND_OFF;
+  if (!e->cfg.guard) return PW_ND_NO_GUARD;
+  if (c->n < DEFER_MIN) return PW_ND_SMALL;
+  if (!d->ring) return PW_ND_NO_RING;
+  if (!d->flag) return PW_ND_NO_WAIT_VALUE;
+  if (c->n > d->host.size / 2 || c->n > d->dring.size / 2 ||
+      (c->n + chunk - 1) / chunk > JOB_CHUNKS)
+    return PW_ND_LARGE;
+  int g = e->cfg.guard->available();
+  if (g) return PW_ND_GUARD + g;
+  return -1;
+}
+
+/* Deferred staging through the ring (the ordering argument is at the top of the file).  Returns
+ * PW_PATH_RING when the copy is queued, 1 + a PW_ND_* reason when it was not deferred (nothing
+ * was enqueued or kept: the caller stages it as before), or fail_device's answer. */
+static int defer_h2d(pw_engine *e, dev_state *d, const pw_copy *c) {
+  const pw_ops *ops = c->ops;
+  const pw_guard_ops *g = e->cfg.guard;
+  size_t chunk = chunk_size(e, d), n = c->n, roff;
+  int why = defer_reason(e, d, c, chunk);
+  if (why >= 0) return 1 + why;
+  const char *src = c->src;
+  unsigned ridx, idx[JOB_CHUNKS];
+  int held = 0, done = 0, rheld = 0, rc; /* held: chunks reserved; done: of those, published */
+  defer_job j = {.d = d, .src = src, .guard_id = -1};
+  /* every byte of space the copy needs, now: back-pressure waits on older copies only */
+  if ((rc = reserve(ops, d, &d->dring, ARENA_RING, n, 0, &roff, &ridx))) goto fail_early;
+  rheld = 1;
+  for (size_t pos = 0; pos < n; pos += chunk) {
+    size_t clen = n - pos < chunk ? n - pos : chunk;
+    rc = reserve(ops, d, &d->host, ARENA_HOST, clen, held, &j.ch[held].hoff, &idx[held]);
+    if (rc == AGAIN) { /* another copy's chunks are in the way while we hold ours: give back */
+      for (int k = 0; k < held; k++)
+        publish(d, &d->host, idx[k], NULL);
+      publish(d, &d->dring, ridx, NULL);
+      return 1 + PW_ND_BUSY;
+    }
+    if (rc) goto fail_early;
+    j.ch[held].at = pos, j.ch[held].len = clen;
+    held++;
+  }
+  j.nchunks = (unsigned)held;
+  const void *lo = src, *hi = src;
+  if ((why = g->protect_inner(src, n, &j.guard_id, &lo, &hi))) {
+    for (int k = 0; k < held; k++)
+      publish(d, &d->host, idx[k], NULL);
+    publish(d, &d->dring, ridx, NULL);
+    return 1 + PW_ND_GUARD + why;
+  }
+  j.lo = (size_t)((const char *)lo - src), j.hi = (size_t)((const char *)hi - src);
+  if (j.lo >= j.hi) j.lo = j.hi = n; /* no whole page: everything is copied now */
+  /* the partial first and last pages are not guarded: their bytes are copied before we return */
+  copy_now(d, &j, src, 0, j.lo);
+  copy_now(d, &j, src, j.hi, n);
+  uint64_t qpos = queue_job(e, &j);
+  void *last = NULL, *fev = NULL;
+  for (; done < held; done++) {
+    void *ev = ev_get(ops, d);
+    if (!ev) {
+      rc = -1;
+      goto fail;
+    }
+    if ((DROP_DEPENDENCY != 2 &&
+         (rc = ops->wait_host_value(d->side, (const uint32_t *)d->flag, j.ticket0 + done + 1))) ||
+        (rc = ops->copy_async(d->ring + roff + j.ch[done].at, d->pinned + j.ch[done].hoff,
+                              j.ch[done].len, PW_DIR_H2D, d->side)) ||
+        (rc = ops->event_record(ev, d->side))) {
+      ev_put(d, ev);
+      goto fail;
+    }
+    publish(d, &d->host, idx[done], ev);
+    last = ev;
+  }
+  if (!(fev = ev_get(ops, d))) {
+    rc = -1;
+    goto fail;
+  }
+  if ((rc = ops->stream_wait_event(c->stream, last)) ||
+      (rc = ops->copy_async(c->dst, d->ring + roff, n, PW_DIR_D2D, c->stream)) ||
+      (rc = ops->event_record(fev, c->stream))) {
+    ev_put(d, fev);
+    goto fail;
+  }
+  publish(d, &d->dring, ridx, fev);
+  pw_add(&pw_st.ring_pieces, 1);
+  return PW_PATH_RING;
+fail : {
+  /* the copy thread stores every ticket of the job whatever happens: the side stream's waits
+   * end, and once it is done nothing writes the chunks */
+  wait_jobs(e, qpos);
+  int r = fail_device(ops, d, c->stream, rc);
+  for (int k = done; k < held; k++)
+    publish(d, &d->host, idx[k], NULL);
+  publish(d, &d->dring, ridx, NULL);
+  return r;
+}
+fail_early : {
+  int r = fail_device(ops, d, c->stream, rc);
+  for (int k = 0; k < held; k++)
+    publish(d, &d->host, idx[k], NULL);
+  if (rheld) publish(d, &d->dring, ridx, NULL);
+  return r;
+}
 }
 
 int pw_describe(const pw_ops *ops, pw_copy *c) {
@@ -782,20 +1035,31 @@ int pw_engine_copy(pw_engine *e, const pw_copy *copy) {
     }
   }
   int mode = ops->relax_capture(0, 0);
-  int path;
-  if (atomic_load_explicit(&d->status, memory_order_acquire) != DEV_READY)
+  int path, deferred = 0;
+  if (atomic_load_explicit(&d->status, memory_order_acquire) != DEV_READY) {
     path = -1 - PW_FB_NO_STATE;
-  else if (c->dir == PW_DIR_D2H)
+  } else if (c->dir == PW_DIR_D2H) {
     path = stage_d2h(e, d, c);
-  else if (d->ring)
-    path = stage_h2d_ring(e, d, c);
-  else
-    path = stage_h2d_pinned(e, d, c);
+  } else {
+    int dr = defer_h2d(e, d, c); /* PW_PATH_RING (0) when deferred */
+    if (dr > 0) {                /* not deferred: staged as before, the reason counted */
+      pw_add(&pw_st.not_deferred[dr - 1], 1);
+      path = d->ring ? stage_h2d_ring(e, d, c) : stage_h2d_pinned(e, d, c);
+    } else {
+      path = dr;
+      deferred = dr >= 0;
+    }
+  }
   ops->relax_capture(1, mode);
   if (path >= 0) {
     pw_add(&pw_st.staged[path].calls, 1);
     pw_add(&pw_st.staged[path].bytes, c->n);
     pw_add(&pw_st.staged[path].ns, pw_now_ns() - t0);
+    if (deferred) {
+      pw_add(&pw_st.deferred.calls, 1);
+      pw_add(&pw_st.deferred.bytes, c->n);
+      pw_add(&pw_st.deferred.ns, pw_now_ns() - t0);
+    }
   } else {
     pw_add(&pw_st.fallbacks[-1 - path], 1);
     pw_add(&pw_st.fallback_bytes[-1 - path], c->n);
@@ -803,15 +1067,31 @@ int pw_engine_copy(pw_engine *e, const pw_copy *copy) {
   return path;
 }
 
+void pw_engine_guard_wait(pw_engine *e, const void *p, size_t n) {
+  if (e && e->cfg.guard) e->cfg.guard->wait(p, n);
+}
+
 void pw_engine_after_fork_child(pw_engine *e) {
   if (!e) return;
   atomic_store(&e->forked, 1);
   pthread_mutex_init(&e->init_lock, NULL);
+  /* the copy thread stayed in the parent: the child never defers (forked) nor waits for it */
+  pthread_mutex_init(&e->qlock, NULL);
+  pthread_cond_init(&e->qcv, NULL);
+  e->copier = 0;
+  e->qhead = e->qtail;
 }
 
 void pw_engine_destroy(pw_engine *e) {
   if (!e) return;
   wait_setups(e, UINT64_MAX);
+  wait_jobs(e, UINT64_MAX);
+  pthread_mutex_lock(&e->qlock);
+  e->stop = 1;
+  pthread_cond_broadcast(&e->qcv);
+  while (e->copier > 0)
+    pthread_cond_wait(&e->qcv, &e->qlock);
+  pthread_mutex_unlock(&e->qlock);
   pw_engine *expect = e;
   atomic_compare_exchange_strong(&exit_engine, &expect, NULL);
   for (int i = 0; i < MAX_DEVICES; i++) {
