@@ -872,6 +872,11 @@ static int defer_h2d(pw_engine *e, dev_state *d, const pw_copy *c) {
   /* the partial first and last pages are not guarded: their bytes are copied before we return */
   copy_now(d, &j, src, 0, j.lo);
   copy_now(d, &j, src, j.hi, n);
+  if (!pw_pool_workers()) { /* the pool starts here, never on the copy thread (it would malloc) */
+    pw_batch b;
+    batch_begin(e, &b);
+    pw_batch_end(&b);
+  }
   uint64_t qpos = queue_job(e, &j);
   void *last = NULL, *fev = NULL;
   for (; done < held; done++) {
