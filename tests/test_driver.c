@@ -145,6 +145,33 @@ static void test_stage_bytes(void **state) {
   free_result(&r);
 }
 
+/* Deferred staging end to end: the real guard and copy thread, the side stream's wait for the
+ * copy thread's flag (the fake driver's wait blocks until the flag is stored); the program checks
+ * the bytes.  PINWHEEL_DEFER=0 defers nothing and says so.  Where this machine gives no guard
+ * (userfaultfd not permitted with kernel faults), the summary says why and the test skips. */
+static void test_deferred(void **state) {
+  for (int defer = 1; defer >= 0; defer--) {
+    const char *argv[] = {PW_DRV_PROG, "stage", "direct", "expect-staged", NULL};
+    const char *env[] = {PRELOAD,
+                         "PINWHEEL_MODE=stage",
+                         "PINWHEEL_SETUP=inline",
+                         "PINWHEEL_CHUNK=1M",
+                         "PINWHEEL_DEVICE_RING=64M",
+                         defer ? "PINWHEEL_DEFER=1" : "PINWHEEL_DEFER=0",
+                         NULL};
+    yajl_val v = run_summary(argv, env, "stage ok", 1);
+    long long deferred = jget(v, "deferred", "calls", NULL);
+    long long no_guard = jget(v, "not_deferred", "no_userfaultfd", NULL) +
+                         jget(v, "not_deferred", "uffd_user_only", NULL) +
+                         jget(v, "not_deferred", "uffd_no_write_protect", NULL);
+    long long off = jget(v, "not_deferred", "off", NULL);
+    yajl_tree_free(v);
+    if (defer && !deferred && no_guard) skip();
+    assert_true(defer ? deferred > 0 : deferred == 0);
+    assert_true(defer ? off == 0 : off > 0);
+  }
+}
+
 /* memcpy into and out of the program's pinned memory runs on the staging threads in stage mode
  * (counted), bytes intact; small copies and memory no longer pinned are glibc's; nothing is
  * counted in observe mode. */
@@ -305,6 +332,7 @@ int main(void) {
       cmocka_unit_test(test_stage_bytes),
       cmocka_unit_test(test_other_context_not_staged),
       cmocka_unit_test(test_host_copies),
+      cmocka_unit_test(test_deferred),
       cmocka_unit_test(test_old_abi_untouched),
       cmocka_unit_test(test_dlsym_same_answers),
       cmocka_unit_test(test_dlsym_caller_kept),
