@@ -8,6 +8,7 @@
  *               bytes compared
  *   capture     an H2D copy on a capturing stream (must reach CUDA unchanged)
  *   wrap        copies whose size wraps the address space (must reach CUDA unchanged)
+ *   reset       staged copies, cudaDeviceReset, staged copies again
  *   fork        calls, fork, calls in the child, wait
  *   none        no CUDA call at all
  */
@@ -233,6 +234,29 @@ static int mode_wrap(void) {
   return failures != 0;
 }
 
+/* cudaDeviceReset between staged copies (issue 20): everything pinwheel allocated dies with the
+ * context; the copies after it must be staged again, bytes right. */
+static int mode_reset(void) {
+  size_t sz = 3u << 20;
+  char *src = malloc(sz), *back = malloc(sz);
+  for (int round = 0; round < 2; round++) {
+    char *dev;
+    cudaStream_t s;
+    CHECK(cudaMalloc((void **)&dev, sz) == cudaSuccess);
+    cudaStreamCreateWithFlags(&s, 0);
+    for (int i = 0; i < 3; i++) {
+      memset(src, round * 16 + i + 1, sz);
+      CHECK(cudaMemcpyAsync(dev, src, sz, cudaMemcpyHostToDevice, s) == cudaSuccess);
+      CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+      CHECK(cudaMemcpy(back, dev, sz, cudaMemcpyDeviceToHost) == cudaSuccess);
+      CHECK(memcmp(back, src, sz) == 0);
+    }
+    if (!round) CHECK(cudaDeviceReset() == cudaSuccess);
+  }
+  printf("reset %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
 /* Which syncs may be elided: only right after pageable H2D copies on the same stream. */
 static int mode_elide(void) {
   char *dev, src[1024];
@@ -346,6 +370,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "stage")) return mode_stage();
   if (!strcmp(m, "capture")) return mode_capture();
   if (!strcmp(m, "wrap")) return mode_wrap();
+  if (!strcmp(m, "reset")) return mode_reset();
   if (!strcmp(m, "fork")) return mode_fork();
   if (!strcmp(m, "elide")) return mode_elide();
   if (!strcmp(m, "nvtx")) return mode_nvtx();

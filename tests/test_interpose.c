@@ -544,6 +544,18 @@ static void test_wrapped_size_passes_through(void **state) {
   yajl_tree_free(v);
 }
 
+/* Staging resumes after cudaDeviceReset (the fake's reset makes every older stream, event and
+ * allocation fail, as CUDA's does): six H2D and six D2H copies staged, none fell back. */
+static void test_staging_resumes_after_reset(void **state) {
+  yajl_val v = run_stage("reset", NULL, 0);
+  assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 6);
+  assert_int_equal(jget(v, "staging", "d2h", "calls", NULL), 6);
+  assert_int_equal(jget(v, "fallbacks", "no_state", "calls", NULL), 0);
+  assert_int_equal(jget(v, "fallbacks", "internal_error", "calls", NULL), 0);
+  assert_int_equal(jget(v, "staging", "device_resets", NULL), 1);
+  yajl_tree_free(v);
+}
+
 /* A device ring below four chunks is raised to four chunks, with one warning; bytes stay right
  * (the program checks them) and the run ends (a 1-byte ring once made pieces of 0 bytes). */
 static void test_ring_clamped(void **state) {
@@ -648,6 +660,7 @@ int main(void) {
       cmocka_unit_test(test_capture_passes_through),
       cmocka_unit_test(test_wrapped_size_passes_through),
       cmocka_unit_test(test_ring_clamped),
+      cmocka_unit_test(test_staging_resumes_after_reset),
       cmocka_unit_test(test_help_and_bad_values),
       cmocka_unit_test(test_launcher),
   };

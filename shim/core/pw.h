@@ -207,7 +207,8 @@ enum {
   PW_CLASS_COPY_ASYNC,
   PW_CLASS_LAUNCH,
   PW_CLASS_HOST_SYNC,
-  PW_CLASS_HOST_MEM
+  PW_CLASS_HOST_MEM,
+  PW_CLASS_DEVICE_RESET
 };
 
 typedef struct pw_stats {
@@ -238,6 +239,7 @@ typedef struct pw_stats {
   _Atomic uint64_t not_deferred[PW_ND_N]; /* staged H2D copies that were not deferred, by reason */
   _Atomic uint64_t defer_copyin_ns;       /* the copy thread's copy-ins of deferred copies */
   _Atomic uint64_t guard_writes_waited, guard_wait_ns; /* the guard's count, read at exit */
+  _Atomic uint64_t device_resets; /* device states dropped at cudaDeviceReset */
 } pw_stats;
 
 extern pw_stats pw_st;
@@ -396,6 +398,9 @@ void pw_engine_after_fork_child(pw_engine *e);
 /* Wait until no deferred copy guards any of [p, p+n): pinwheel calls it before it writes into the
  * program's memory itself, so that none of its threads ever stops on a guarded page. */
 void pw_engine_guard_wait(pw_engine *e, const void *p, size_t n);
+/* The device's context is about to be destroyed (cudaDeviceReset): deferred copy-ins finish and
+ * the side stream drains, then the engine forgets the device; the next copy sets it up anew. */
+void pw_engine_device_reset(pw_engine *e, int device);
 
 #ifdef PW_TESTING
 /* Test hook (the test build only): the engine leaves out one dependency, so a test can prove that

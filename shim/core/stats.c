@@ -304,7 +304,8 @@ static void write_json(buf_t *b) {
           "\"wait_lock_ns\":%llu,\"ring_pieces\":%llu,\"sync_elided\":%llu,"
           "\"pinned_bytes\":%llu,\"ring_bytes\":%llu,\"internal_errors\":%llu,"
           "\"threads\":%llu,\"copy_routine\":\"%s\",\"setup_ns\":%llu,\"d2h_fresh\":%llu,\"d2h_"
-          "advised\":%llu,\"d2h_mapped_ahead\":%llu,\"xla_unstaged_clients\":%llu},"
+          "advised\":%llu,\"d2h_mapped_ahead\":%llu,\"xla_unstaged_clients\":%llu,\"device_"
+          "resets\":%llu},"
           "\"fallbacks\":{",
           (unsigned long long)pw_get(&pw_st.staging_memcpy_ns),
           (unsigned long long)pw_get(&pw_st.wait_space_ns),
@@ -319,7 +320,8 @@ static void write_json(buf_t *b) {
           (unsigned long long)pw_get(&pw_st.setup_ns), (unsigned long long)pw_get(&pw_st.d2h_fresh),
           (unsigned long long)pw_get(&pw_st.d2h_advised),
           (unsigned long long)pw_get(&pw_st.d2h_mapped_ahead),
-          (unsigned long long)pw_get(&pw_st.xla_unstaged_clients));
+          (unsigned long long)pw_get(&pw_st.xla_unstaged_clients),
+          (unsigned long long)pw_get(&pw_st.device_resets));
   for (int f = 0; f < PW_FB_N; f++)
     bprintf(b, "%s\"%s\":{\"calls\":%llu,\"bytes\":%llu}", f ? "," : "", pw_fallback_names[f],
             (unsigned long long)pw_get(&pw_st.fallbacks[f]),

@@ -1072,6 +1072,27 @@ int pw_engine_copy(pw_engine *e, const pw_copy *copy) {
   return path;
 }
 
+void pw_engine_device_reset(pw_engine *e, int device) {
+  if (!e || device < 0 || device >= MAX_DEVICES || atomic_load(&e->forked)) return;
+  wait_setups(e, UINT64_MAX); /* a setup in flight would allocate into the dying context */
+  wait_jobs(e, UINT64_MAX);   /* no copy thread writes into the pinned pool the reset frees */
+  pthread_mutex_lock(&e->init_lock);
+  dev_state *d = atomic_load(&e->dev[device]);
+  if (d) {
+    if (atomic_load_explicit(&d->status, memory_order_acquire) == DEV_READY && d->side) {
+      d->ops->stream_sync(d->side);
+      d->ops->clear_error();
+    }
+    /* A thread still inside a copy of this device (a program that resets while it copies) keeps
+     * a valid struct: it is never freed, only forgotten; its CUDA resources die with the
+     * context. */
+    atomic_store_explicit(&d->status, DEV_FAILED, memory_order_release);
+    atomic_store(&e->dev[device], NULL);
+    pw_add(&pw_st.device_resets, 1);
+  }
+  pthread_mutex_unlock(&e->init_lock);
+}
+
 void pw_engine_guard_wait(pw_engine *e, const void *p, size_t n) {
   if (e && e->cfg.guard) e->cfg.guard->wait(p, n);
 }
