@@ -170,6 +170,19 @@ static void test_deferred(void **state) {
     assert_true(defer ? deferred > 0 : deferred == 0);
     assert_true(defer ? off == 0 : off > 0);
   }
+  /* memory another process can write is staged as before, never deferred */
+  const char *argv[] = {PW_DRV_PROG, "shared", "direct", NULL};
+  const char *env[] = {PRELOAD,
+                       "PINWHEEL_MODE=stage",
+                       "PINWHEEL_SETUP=inline",
+                       "PINWHEEL_CHUNK=1M",
+                       "PINWHEEL_DEVICE_RING=64M",
+                       NULL};
+  yajl_val v = run_summary(argv, env, "shared ok", 1);
+  assert_int_equal(jget(v, "deferred", "calls", NULL), 0);
+  assert_int_equal(jget(v, "not_deferred", "shared_memory", NULL), 1);
+  assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 1);
+  yajl_tree_free(v);
 }
 
 /* memcpy into and out of the program's pinned memory runs on the staging threads in stage mode
