@@ -114,7 +114,8 @@ static int op_set_device(int device) {
   return p ? CALL(cuCtxSetCurrent, p) : CUDA_ERROR_INVALID_CONTEXT;
 }
 static int op_host_alloc(void **p, size_t n) {
-  return CALL(cuMemHostAlloc, p, n, CU_MEMHOSTALLOC_PORTABLE);
+  /* mapped: deferred staging's flag in it is what the side stream waits on */
+  return CALL(cuMemHostAlloc, p, n, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
 }
 static void op_host_free(void *p) {
   (void)CALL(cuMemFreeHost, p);

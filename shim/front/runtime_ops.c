@@ -51,7 +51,8 @@ static int op_set_device(int device) {
   return CALL(cudaSetDevice, device);
 }
 static int op_host_alloc(void **p, size_t n) {
-  return CALL(cudaHostAlloc, p, n, cudaHostAllocPortable);
+  /* mapped: deferred staging's flag in it is what the side stream waits on */
+  return CALL(cudaHostAlloc, p, n, cudaHostAllocPortable | cudaHostAllocMapped);
 }
 static void op_host_free(void *p) {
   (void)CALL(cudaFreeHost, p);
