@@ -512,18 +512,21 @@ static void test_no_lock_across_gpu_wait(void **state) {
   for (unsigned seed = 1; seed <= 6; seed++) {
     sim_reset(seed, 1);
     atomic_store(&mismatches, 0);
-    pw_engine_config cfg = small_cfg(2 << 20, 1 << 20, 64 << 10);
+    /* B's copy goes round the pinned pool several times while A's chunks sit BUSY in it */
+    pw_engine_config cfg = small_cfg(8 << 20, 1 << 20, 64 << 10);
     pw_engine *e = pw_engine_create(&sim_ops, &cfg);
-    size_t n = (300 << 10) + seed;
+    size_t n = (300 << 10) + seed, nb = (3 << 20) + seed;
     _Atomic uint32_t *flag = calloc(1, sizeof *flag);
     cross_arg a = {.e = e, .stream = sim_stream_new(0), .dev = sim_device_alloc(0, n), .n = n};
-    cross_arg b = {.e = e, .stream = sim_stream_new(0), .dev = sim_device_alloc(0, n), .n = n};
-    a.host = calloc(1, n), b.host = malloc(n);
+    cross_arg b = {.e = e, .stream = sim_stream_new(0), .dev = sim_device_alloc(0, nb), .n = nb};
+    a.host = calloc(1, n), b.host = malloc(nb);
     unsigned char *want = malloc(n);
     for (size_t k = 0; k < n; k++)
-      want[k] = (unsigned char)(k * 13 + seed), b.host[k] = (unsigned char)(k * 7 + seed);
+      want[k] = (unsigned char)(k * 13 + seed);
+    for (size_t k = 0; k < nb; k++)
+      b.host[k] = (unsigned char)(k * 7 + seed);
     /* set up the device state first: the wait must meet a ready engine */
-    pw_copy warm = {.dst = b.dev, .src = b.host, .n = n, .dir = PW_DIR_H2D, .stream = b.stream};
+    pw_copy warm = {.dst = a.dev, .src = want, .n = n, .dir = PW_DIR_H2D, .stream = b.stream};
     pw_describe(&sim_ops, &warm);
     assert_true(pw_engine_copy(e, &warm) >= 0);
     sim_stream_sync(b.stream);

@@ -14,20 +14,21 @@
  * A pinned chunk is reused only after its chunk event completed (host waits: back-pressure).
  * A ring region is reused only by a DMA ordered after its free event (device waits).
  *
- * Concurrency: a reservation pushes a BUSY slot under the device's lock, so no one else can
+ * Concurrency: a reservation takes a BUSY slot under the device's lock, so no one else can
  * reserve over that memory; the owner publishes the slot's event (a chunk event, a region's
- * free event) under the lock once it is recorded.  A reservation that would reuse memory retires
- * the arena's front slot: a published ring region by enqueuing the side stream's wait on its free
- * event (under the lock, so every DMA enqueued afterwards, by any thread, follows it); a published
- * pinned chunk by waiting for its event with the lock dropped (the slot is SYNCING: only that
- * thread retires it); a BUSY slot of another copy by waiting, lock dropped, until it is
- * published.  So a region's free event is always recorded and ordered before anyone reserves over
- * it, and no lock is ever held across a wait on the GPU or on another copy: copies on different
- * streams proceed as independently as the shared pinned pool and ring allow.
- * No deadlock between copies: a copy waits for another's BUSY slot only while it holds no BUSY
- * slot of the same arena (otherwise reserve returns AGAIN and the copy first moves its own oldest
- * chunk on: issues its DMA, or copies it out), and a copy holding a BUSY ring region reserves
- * pinned chunks only.  The owner of a BUSY slot therefore never waits for the waiter.
+ * free event) under the lock once it is recorded.  A reservation goes where no BUSY slot is (the
+ * head first, else any gap), and first retires every published slot its range overlaps: a ring
+ * region by enqueuing the side stream's wait on its free event (under the lock, so every DMA
+ * enqueued afterwards, by any thread, follows it); a pinned chunk by waiting for its event with
+ * the lock dropped (the slot is SYNCING: only that thread frees it).  When BUSY slots of other
+ * copies leave no room, it waits, lock dropped, until one is published.  So a region's free event
+ * is always recorded and ordered before anyone reserves over it, and no lock is ever held across a
+ * wait on the GPU or on another copy: copies on different streams proceed as independently as the
+ * shared pinned pool and ring allow. No deadlock between copies: a copy waits for another's BUSY
+ * slot only while it holds no BUSY slot of the same arena (otherwise reserve returns AGAIN and the
+ * copy first moves its own oldest chunk on: issues its DMA, or copies it out), and a copy holding a
+ * BUSY ring region reserves pinned chunks only.  The owner of a BUSY slot therefore never waits for
+ * the waiter.
  *
  * Lock order: init_lock, then a device's lock.
  */
@@ -64,8 +65,8 @@ typedef struct slot {
 } slot;
 
 typedef struct arena {
-  size_t size, head;
-  unsigned first, count;
+  size_t size, head; /* head: where the last reservation ended */
+  unsigned count;    /* slots not FREE */
   slot q[ARENA_SLOTS];
 } arena;
 
@@ -188,14 +189,20 @@ static void put_event(dev_state *d, void *ev) {
 }
 
 /* ---- arenas ----
- * A slot is pushed at reservation (BUSY: its owner is writing the memory, or has a DMA or a
- * copy-out in flight on it) and becomes EVENT when its owner publishes the event after which the
- * memory is free; only the front slot is retired.  Reservations and publications happen under the
- * device's lock; waits happen without it: the host wait on a pinned chunk's event (SYNCING: one
- * thread waits, the others wait for it), and the wait for another copy's BUSY slot. */
+ * A slot is taken at reservation (BUSY: its owner is writing the memory, or has a DMA or a copy-out
+ * in flight on it) and becomes EVENT when its owner publishes the event after which the memory is
+ * free.  A reservation goes where no BUSY slot is: at the head if it can (round robin), else in
+ * any gap between busy slots, so a copy whose chunks wait on the GPU (a D2H behind a long kernel)
+ * does not hold up copies that find room elsewhere.  Every EVENT slot the new range overlaps is
+ * retired first.  Reservations and publications happen under the device's lock; waits happen
+ * without it: the host wait on a pinned chunk's event (SYNCING: one thread waits, the others wait
+ * for it), and the wait for another copy's BUSY slot. */
 
-enum { SLOT_BUSY = 0, SLOT_EVENT, SLOT_SYNCING };
-#define AGAIN (-1000) /* reserve: the front slot is busy and the caller holds busy slots itself */
+enum { SLOT_FREE = 0, SLOT_BUSY, SLOT_EVENT, SLOT_SYNCING };
+/* reserve: only busy slots are in the way, and the caller holds some itself */
+#define AGAIN (-1000)
+/* retire: the lock was dropped for a wait (the slot is free, the arena may have changed) */
+#define DROPPED (-1001)
 
 static void ev_put(dev_state *d, void *ev) {
   pthread_mutex_lock(&d->lock);
@@ -210,53 +217,44 @@ static void *ev_get(const pw_ops *ops, dev_state *d) {
   return ev;
 }
 
-static int overlaps(const arena *a, size_t off, size_t len) {
-  for (unsigned i = 0; i < a->count; i++) {
-    const slot *s = &a->q[(a->first + i) % ARENA_SLOTS];
-    if (s->off < off + len && off < s->off + s->len) return 1;
-  }
+static int hits(const slot *s, size_t off, size_t len) {
+  return s->state != SLOT_FREE && s->off < off + len && off < s->off + s->len;
+}
+
+/* 1 when [off, off+len) meets a slot in one of the states of mask (1 << SLOT_*). */
+static int meets(const arena *a, size_t off, size_t len, unsigned mask) {
+  for (unsigned i = 0; i < ARENA_SLOTS; i++)
+    if ((mask >> a->q[i].state) & 1 && hits(&a->q[i], off, len)) return 1;
   return 0;
 }
 
-static void pop_front(dev_state *d, arena *a) {
-  slot *s = &a->q[a->first];
+static void free_slot(dev_state *d, arena *a, slot *s) {
   if (s->ev) put_event(d, s->ev);
   s->ev = NULL;
-  a->first = (a->first + 1) % ARENA_SLOTS;
+  s->state = SLOT_FREE;
   a->count--;
 }
 
-/* Make the front slot's memory reusable, the lock held (it is dropped while waiting).  Returns 0
- * once it is retired (or changed hands: the caller looks again), AGAIN when it is BUSY and the
- * caller holds `mine` busy slots of this arena (it must move its own copy on first: waiting
- * would deadlock when the front slot is its own, or another copy waits for one of its), or a
- * CUDA error. */
-static int retire_front(const pw_ops *ops, dev_state *d, arena *a, int which, int mine) {
-  slot *s = &a->q[a->first];
-  if (s->state == SLOT_BUSY && mine) return AGAIN;
-  if (s->state != SLOT_EVENT) { /* another copy moves it on without any lock of ours */
-    uint64_t t0 = pw_now_ns();
-    pthread_cond_wait(&d->cv, &d->lock);
-    pw_add(&pw_st.wait_lock_ns, pw_now_ns() - t0);
-    return 0;
-  }
+/* Make an EVENT slot's memory reusable, the lock held (dropped while waiting).  Returns 0 when it
+ * is free, DROPPED when the lock was dropped (then it is free too, but the arena may have
+ * changed), or a CUDA error. */
+static int retire(const pw_ops *ops, dev_state *d, arena *a, int which, slot *s) {
   if (!s->ev) {
-    pop_front(d, a);
+    free_slot(d, a, s);
     return 0;
   }
   if (which == ARENA_RING) { /* the device waits: enqueued, under the lock, before the reuse */
     int rc = DROP_DEPENDENCY == 1 ? 0 : ops->stream_wait_event(d->side, s->ev);
-    if (!rc) pop_front(d, a);
+    if (!rc) free_slot(d, a, s);
     return rc;
   }
   int q = ops->event_query(s->ev);
   if (q == 0) {
-    pop_front(d, a);
+    free_slot(d, a, s);
     return 0;
   }
   if (q != 1) return q;
-  /* Only this thread retires a SYNCING slot, and only the front is retired, so s is still the
-   * front when the wait returns and its event cannot be recycled meanwhile. */
+  /* Only this thread frees a SYNCING slot, so its event cannot be recycled meanwhile. */
   s->state = SLOT_SYNCING;
   void *ev = s->ev;
   pthread_mutex_unlock(&d->lock);
@@ -265,33 +263,82 @@ static int retire_front(const pw_ops *ops, dev_state *d, arena *a, int which, in
   pw_add(&pw_st.wait_space_ns, pw_now_ns() - t0);
   pw_add(&pw_st.wait_space_events, 1);
   pthread_mutex_lock(&d->lock);
-  if (rc) {
+  if (rc)
     s->state = SLOT_EVENT;
-  } else {
-    pop_front(d, a);
-  }
+  else
+    free_slot(d, a, s);
   pthread_cond_broadcast(&d->cv);
-  return rc;
+  return rc ? rc : DROPPED;
+}
+
+/* Where len bytes can go without meeting a slot of mask, trying the head first; -1 if nowhere. */
+static long long place(const arena *a, size_t len, unsigned mask) {
+  size_t o = a->head + len > a->size ? 0 : a->head;
+  if (!meets(a, o, len, mask)) return (long long)o;
+  if (!meets(a, 0, len, mask)) return 0;
+  for (unsigned i = 0; i < ARENA_SLOTS; i++) { /* right after a live slot */
+    const slot *s = &a->q[i];
+    if (s->state == SLOT_FREE || s->off + s->len + len > a->size) continue;
+    if (!meets(a, s->off + s->len, len, mask)) return (long long)(s->off + s->len);
+  }
+  return -1;
 }
 
 /* Reserve len bytes of arena a for the calling copy, which holds `mine` busy slots of it already:
- * a BUSY slot is pushed, its index in *idx.  Returns 0, AGAIN or a CUDA error. */
+ * a BUSY slot is taken, its index in *idx.  Returns 0, AGAIN (only busy slots are in the way:
+ * the caller must move its own copy on first, since waiting could deadlock when those are its
+ * own, or another copy waits for one of its) or a CUDA error. */
 static int reserve(const pw_ops *ops, dev_state *d, arena *a, int which, size_t len, int mine,
                    size_t *off, unsigned *idx) {
+  const unsigned busy = 1u << SLOT_BUSY | 1u << SLOT_SYNCING, live = busy | 1u << SLOT_EVENT;
   int rc = 0;
   pthread_mutex_lock(&d->lock);
   for (;;) {
-    size_t o = a->head;
-    if (o + len > a->size) o = 0;
-    if (a->count > 0 && (overlaps(a, o, len) || a->count >= ARENA_SLOTS)) {
-      if ((rc = retire_front(ops, d, a, which, mine))) break;
+    long long o = place(a, len, live); /* a gap: nothing to retire */
+    if (o < 0) o = place(a, len, busy);
+    if (o >= 0 && a->count == ARENA_SLOTS) { /* no slot record left: retire some published one */
+      unsigned i = 0;
+      while (i < ARENA_SLOTS && a->q[i].state != SLOT_EVENT)
+        i++;
+      if (i == ARENA_SLOTS) {
+        o = -1;
+      } else {
+        if ((rc = retire(ops, d, a, which, &a->q[i])) && rc != DROPPED) break;
+        rc = 0;
+        continue;
+      }
+    }
+    if (o < 0) { /* busy slots everywhere: another copy moves them on without any lock of ours */
+      if (mine) {
+        rc = AGAIN;
+        break;
+      }
+      uint64_t t0 = pw_now_ns();
+      pthread_cond_wait(&d->cv, &d->lock);
+      pw_add(&pw_st.wait_lock_ns, pw_now_ns() - t0);
       continue;
     }
-    a->head = o + len;
-    *off = o;
-    *idx = (a->first + a->count) % ARENA_SLOTS;
-    a->q[*idx] = (slot){.off = o, .len = len, .ev = NULL, .state = SLOT_BUSY};
+    int again = 0;
+    for (unsigned i = 0; i < ARENA_SLOTS && !again; i++) {
+      slot *s = &a->q[i];
+      if (s->state != SLOT_EVENT || !hits(s, (size_t)o, len)) continue;
+      rc = retire(ops, d, a, which, s);
+      if (rc == DROPPED)
+        again = 1; /* the lock was dropped: look again */
+      else if (rc)
+        break;
+    }
+    if (rc && rc != DROPPED) break;
+    rc = 0;
+    if (again) continue;
+    unsigned i = 0;
+    while (a->q[i].state != SLOT_FREE) /* count < ARENA_SLOTS: there is one */
+      i++;
+    a->q[i] = (slot){.off = (size_t)o, .len = len, .ev = NULL, .state = SLOT_BUSY};
     a->count++;
+    a->head = (size_t)o + len;
+    *off = (size_t)o;
+    *idx = i;
     break;
   }
   pthread_mutex_unlock(&d->lock);
@@ -303,6 +350,7 @@ static void publish(dev_state *d, arena *a, unsigned idx, void *ev) {
   pthread_mutex_lock(&d->lock);
   a->q[idx].ev = ev;
   a->q[idx].state = SLOT_EVENT;
+  if (!ev) free_slot(d, a, &a->q[idx]);
   pthread_cond_broadcast(&d->cv);
   pthread_mutex_unlock(&d->lock);
 }
