@@ -70,6 +70,10 @@ def main():
     lib = os.path.join(B, "libpinwheel.so")
     shim = {"LD_PRELOAD": lib, "PINWHEEL_MODE": "stage"}
     elide = dict(shim, PINWHEEL_SYNC="elide")
+    # deferral (PINWHEEL_DEFER=1) is on in `shim`: the copies that fit half the pinned pool and half
+    # the ring return before their copy-in.  nodefer compares; bigpool lets 256 MiB batches defer.
+    nodefer = dict(shim, PINWHEEL_DEFER="0")
+    bigpool = dict(shim, PINWHEEL_HOST_POOL="512M")
     py = sys.executable
     only = a.only.replace("libs", "cupy,numba,pin,hf,lightning").split(",")
     md = []
@@ -88,12 +92,14 @@ def main():
             ("naive", tn, {}),
             ("naive + pinwheel", tn, shim),
             ("naive + pinwheel, sync elide", tn, elide),
+            ("naive + pinwheel, PINWHEEL_DEFER=0", tn, nodefer),
+            ("naive + pinwheel, PINWHEEL_HOST_POOL=512M", tn, bigpool),
             ("prefetcher (hand-written)", [py, "samples/train_prefetch.py"] + it, {}),
             ("data on GPU (limit)", tn + ["--data", "gpu"], {}),
             ("data on GPU + a host sync per step", tn + ["--data", "gpu", "--sync-each-step"], {}),
         ]
         if a.train_short:
-            variants = variants[:5]
+            variants = variants[:7]
         print("ResNet-50 training, batch 256, bf16:", flush=True)
         r = interleave(variants, a.reps, r"([\d.]+) ms/iter", log)
         base, pref = med(r["naive"]), med(r["prefetcher (hand-written)"])
@@ -118,6 +124,8 @@ def main():
         variants = [
             ("naive_copy", [f"{B}/naive_copy"] + args, {}),
             ("naive_copy + pinwheel", [f"{B}/naive_copy"] + args, shim),
+            ("naive_copy + pinwheel, PINWHEEL_DEFER=0", [f"{B}/naive_copy"] + args, nodefer),
+            ("naive_copy + pinwheel, PINWHEEL_HOST_POOL=512M", [f"{B}/naive_copy"] + args, bigpool),
             ("naive_copy, static runtime", [f"{B}/naive_copy_static"] + args, {}),
             ("naive_copy, static runtime + pinwheel", [f"{B}/naive_copy_static"] + args, shim),
             ("ideal_copy (hand-written)", [f"{B}/ideal_copy"] + args, {}),
@@ -178,6 +186,8 @@ def main():
         variants = [("naive", cb + ["--mode", "naive"], {}),
                     ("naive + pinwheel", cb + ["--mode", "naive"], shim),
                     ("naive + pinwheel, sync elide", cb + ["--mode", "naive"], elide),
+                    ("naive + pinwheel, PINWHEEL_DEFER=0", cb + ["--mode", "naive"], nodefer),
+                    ("naive + pinwheel, PINWHEEL_HOST_POOL=512M", cb + ["--mode", "naive"], bigpool),
                     ("prefetcher (pre-pinned, side stream)", cb + ["--mode", "prefetch"], {}),
                     ("data on GPU (limit)", cb + ["--mode", "resident"], {})]
         print("copy-bound training loop (256 MiB float32 batch, small MLP):", flush=True)

@@ -14,6 +14,7 @@
  *   stage WAY        pageable H2D / D2H copies of many sizes, each API; source overwritten and
  *                    freed at once, bytes compared; with "expect-staged" the copies must have
  *                    reached the fake from pinned memory
+ *   shared WAY       an H2D copy from MAP_SHARED memory (never deferred), bytes compared
  *   hostcopy WAY     memcpy into and out of pinned memory the program allocated or registered
  *                    (as XLA stages its copies), unaligned, into fresh pages, and in a forked
  *                    child; bytes compared
@@ -323,6 +324,32 @@ static int cmd_stage(int expect_staged) {
     cuMemFree_v2(dev);
   }
   printf("stage %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+/* A source another process could write (MAP_SHARED): never deferred, staged as before (the
+ * summary counts shared_memory); bytes compared after the program overwrote it. */
+static int cmd_shared(void) {
+  size_t n = 2 << 20;
+  unsigned char *src = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0),
+                *back = malloc(n);
+  CHECK(src != MAP_FAILED);
+  for (size_t i = 0; i < n; i++)
+    src[i] = (unsigned char)(i * 29 + 3);
+  CUstream s;
+  CUdeviceptr dev;
+  CHECK(cuStreamCreate(&s, 0) == CUDA_SUCCESS);
+  CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS);
+  CHECK(F.cuMemcpyHtoDAsync_v2(dev, src, n, s) == CUDA_SUCCESS);
+  memset(src, 0xEE, n);
+  CHECK(F.cuMemcpyDtoH_v2(back, dev, n) == CUDA_SUCCESS);
+  for (size_t i = 0; i < n; i++)
+    if (back[i] != (unsigned char)(i * 29 + 3)) {
+      fprintf(stderr, "driver_prog: shared source: byte %zu differs\n", i);
+      failures++;
+      break;
+    }
+  printf("shared %s\n", failures ? "FAILED" : "ok");
   return failures != 0;
 }
 
@@ -683,6 +710,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "calls")) return cmd_calls();
   if (!strcmp(cmd, "counts")) return cmd_counts(argc > 3 ? atoi(argv[3]) : 1);
   if (!strcmp(cmd, "stage")) return cmd_stage(argc > 3 && !strcmp(argv[3], "expect-staged"));
+  if (!strcmp(cmd, "shared")) return cmd_shared();
   if (!strcmp(cmd, "context")) return cmd_context();
   if (!strcmp(cmd, "release")) return cmd_release();
   if (!strcmp(cmd, "stress") && argc > 4) return cmd_stress(atoi(argv[3]), atoi(argv[4]));

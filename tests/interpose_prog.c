@@ -14,6 +14,8 @@
  *   exit-early: one copy large enough to be staged (starting the background setup), then exit.
  *   exec-traced: a traced run that fork-execs itself ("traced plain") with the same environment
  *   while its own trace is open, then uses CUDA again.
+ *   wrap: copies whose size wraps the address space (must reach CUDA unchanged).
+ *   reset: staged copies, cudaDeviceReset, staged copies again.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -225,6 +227,51 @@ static int mode_capture(void) {
   fake_call c = fake_last();
   CHECK(c.src == src && c.dst == dev && c.stream == s); /* reached CUDA unchanged */
   printf("capture %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+/* A size that wraps the address space (issue 20): dst + n - 1 lands just before dst, inside the
+ * same allocation, so a check of the last byte alone would stage it and read far past src.  It
+ * must reach CUDA unchanged, which refuses it. */
+static int mode_wrap(void) {
+  size_t sz = 1u << 20, n = (size_t)-16;
+  char *dev, *src = malloc(sz);
+  memset(src, 7, sz);
+  cudaMalloc((void **)&dev, sz);
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, 0);
+  CHECK(cudaMemcpyAsync(dev + 64, src, n, cudaMemcpyHostToDevice, s) == cudaErrorInvalidValue);
+  fake_call c = fake_last();
+  CHECK(c.src == src && c.dst == dev + 64 && c.count == n); /* reached CUDA unchanged */
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue); /* the error the program reads, then clears */
+  CHECK(cudaMemcpy(dev + 64, src, n, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  char *back = malloc(sz);
+  CHECK(cudaMemcpy(back, dev + 64, n, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+  printf("wrap %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+/* cudaDeviceReset between staged copies (issue 20): everything pinwheel allocated dies with the
+ * context; the copies after it must be staged again, bytes right. */
+static int mode_reset(void) {
+  size_t sz = 3u << 20;
+  char *src = malloc(sz), *back = malloc(sz);
+  for (int round = 0; round < 2; round++) {
+    char *dev;
+    cudaStream_t s;
+    CHECK(cudaMalloc((void **)&dev, sz) == cudaSuccess);
+    cudaStreamCreateWithFlags(&s, 0);
+    for (int i = 0; i < 3; i++) {
+      memset(src, round * 16 + i + 1, sz);
+      CHECK(cudaMemcpyAsync(dev, src, sz, cudaMemcpyHostToDevice, s) == cudaSuccess);
+      CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+      CHECK(cudaMemcpy(back, dev, sz, cudaMemcpyDeviceToHost) == cudaSuccess);
+      CHECK(memcmp(back, src, sz) == 0);
+    }
+    if (!round) CHECK(cudaDeviceReset() == cudaSuccess);
+  }
+  printf("reset %s\n", failures ? "FAILED" : "ok");
   return failures != 0;
 }
 
@@ -446,6 +493,8 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "stage")) return mode_stage();
   if (!strcmp(m, "hostcopy")) return mode_hostcopy();
   if (!strcmp(m, "capture")) return mode_capture();
+  if (!strcmp(m, "wrap")) return mode_wrap();
+  if (!strcmp(m, "reset")) return mode_reset();
   if (!strcmp(m, "fork")) return mode_fork();
   if (!strcmp(m, "elide")) return mode_elide();
   if (!strcmp(m, "nvtx")) return mode_nvtx();

@@ -762,6 +762,48 @@ static void test_capture_passes_through(void **state) {
   yajl_tree_free(v);
 }
 
+/* Sizes that wrap the address space go to CUDA unchanged (no crash, no read past src under
+ * AddressSanitizer) and come back as CUDA's own error. */
+static void test_wrapped_size_passes_through(void **state) {
+  yajl_val v = run_stage("wrap", NULL, 0);
+  assert_int_equal(jget(v, "fallbacks", "bad_range", "calls", NULL), 3);
+  assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 0);
+  assert_int_equal(jget(v, "staging", "d2h", "calls", NULL), 0);
+  yajl_tree_free(v);
+}
+
+/* Staging resumes after cudaDeviceReset (the fake's reset makes every older stream, event and
+ * allocation fail, as CUDA's does): six H2D and six D2H copies staged, none fell back. */
+static void test_staging_resumes_after_reset(void **state) {
+  yajl_val v = run_stage("reset", NULL, 0);
+  assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 6);
+  assert_int_equal(jget(v, "staging", "d2h", "calls", NULL), 6);
+  assert_int_equal(jget(v, "fallbacks", "no_state", "calls", NULL), 0);
+  assert_int_equal(jget(v, "fallbacks", "internal_error", "calls", NULL), 0);
+  assert_int_equal(jget(v, "staging", "device_resets", NULL), 1);
+  yajl_tree_free(v);
+}
+
+/* A device ring below four chunks is raised to four chunks, with one warning; bytes stay right
+ * (the program checks them) and the run ends (a 1-byte ring once made pieces of 0 bytes). */
+static void test_ring_clamped(void **state) {
+  const char *argv[] = {PW_PROG, "stage", NULL};
+  const char *env[] = {
+      PRELOAD,   "PINWHEEL_MODE=stage",   "PINWHEEL_STATS=1",       "PINWHEEL_STATS_FORMAT=json",
+      stats_env, "PINWHEEL_SETUP=inline", "PINWHEEL_DEVICE_RING=1", "PINWHEEL_CHUNK=1M",
+      NULL};
+  result r = run(argv, env);
+  if (r.status != 0) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
+  const char *w = strstr(r.err, "PINWHEEL_DEVICE_RING=1 is below 4 staging chunks");
+  assert_non_null(w);
+  assert_null(strstr(w + 1, "PINWHEEL_DEVICE_RING=1 is below")); /* once */
+  yajl_val v = parse_summary(stats_path);
+  assert_int_equal(jget(v, "staging", "ring_bytes", NULL), 4 << 20);
+  assert_true(jget(v, "staging", "ring", "calls", NULL) > 0);
+  yajl_tree_free(v);
+  free_result(&r);
+}
+
 static void test_help_and_bad_values(void **state) {
   const char *argv[] = {PW_PROG, "counts", "1", NULL};
   const char *env[] = {PRELOAD, "PINWHEEL_HELP=1", "PINWHEEL_MODE=bogus", "PINWHEEL_CHUNK=12Q",
@@ -851,6 +893,9 @@ int main(void) {
       cmocka_unit_test(test_default_threads_follow_cpus),
       cmocka_unit_test(test_stage_sync_elision),
       cmocka_unit_test(test_capture_passes_through),
+      cmocka_unit_test(test_wrapped_size_passes_through),
+      cmocka_unit_test(test_ring_clamped),
+      cmocka_unit_test(test_staging_resumes_after_reset),
       cmocka_unit_test(test_help_and_bad_values),
       cmocka_unit_test(test_launcher),
   };

@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include "real.h"
 #include "front.h"
+#include "guard.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -41,6 +42,13 @@ PW_TLS void *pw_elide_stream;
 static pthread_once_t pw_once = PTHREAD_ONCE_INIT;
 static atomic_int pw_forked;
 static PW_TLS int pw_in_init; /* init running on this thread: fall through */
+
+/* The source guard that deferred staging relies on (engine/guard.c, hooks in front/memhooks.c). */
+static const pw_guard_ops guard_ops = {.available = pw_guard_available,
+                                       .protect_inner = pw_guard_protect_inner,
+                                       .release_upto = pw_guard_release_upto,
+                                       .release = pw_guard_release,
+                                       .wait = pw_guard_wait};
 
 /* ---- init, fork ---- */
 
@@ -96,6 +104,8 @@ static void init_once(void) {
         .nt = (int)pw_option_get(PW_OPT_NT_STORES),
         .d2h_fresh = (int)pw_option_get(PW_OPT_D2H_FRESH),
         .background_setup = pw_option_get(PW_OPT_SETUP) == PW_SETUP_BACKGROUND,
+        .defer = (int)pw_option_get(PW_OPT_DEFER),
+        .guard = &guard_ops,
     };
     pw_eng = pw_engine_create(&pw_real_ops, &cfg); /* each copy brings its front end's ops */
     if (!pw_eng) {
@@ -218,6 +228,10 @@ __attribute__((destructor)) static void pw_fini(void) {
   if (!used && !launched) return;
   if (!pw_option_get(PW_OPT_STATS)) return;
   int fd, close_it;
+  uint64_t waited = 0, wait_ns = 0;
+  if (pw_eng) pw_guard_stats(&waited, &wait_ns); /* the guard ran only if the engine deferred */
+  atomic_store(&pw_st.guard_writes_waited, waited);
+  atomic_store(&pw_st.guard_wait_ns, wait_ns);
   open_stats_target(&fd, &close_it);
   pw_stats_write(fd, (int)pw_option_get(PW_OPT_STATS_FORMAT));
   if (close_it) close(fd);

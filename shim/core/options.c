@@ -61,9 +61,11 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                           "pinned staging memory per device, allocated at the first staged copy; "
                           "small enough to stay in the CPU's last-level cache, where the DMA "
                           "engine reads and writes it fastest"},
-    [PW_OPT_DEVICE_RING] = {"PINWHEEL_DEVICE_RING", T_SIZE, 512 * MiB, NULL,
-                            "device ring per device that lets the DMA run under earlier compute; "
-                            "0 = no ring (DMA on the caller's stream)"},
+    [PW_OPT_DEVICE_RING] =
+        {"PINWHEEL_DEVICE_RING", T_SIZE, 512 * MiB, NULL,
+         "device ring per device that lets the DMA run under earlier compute, at "
+         "least 4 chunks (a smaller value is raised, with a warning); 0 = no "
+         "ring (DMA on the caller's stream)"},
     [PW_OPT_CHUNK] = {"PINWHEEL_CHUNK", T_SIZE, 4 * MiB, NULL,
                       "staging chunk: the DMA of one chunk overlaps the memcpy of the next"},
     [PW_OPT_THREADS] = {"PINWHEEL_THREADS", T_INT, 0, NULL,
@@ -74,6 +76,12 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                     "stage device-to-pageable copies through pinned chunks (still blocking)"},
     [PW_OPT_STRICT] = {"PINWHEEL_STRICT", T_BOOL, 0, NULL,
                        "cudaMemcpy waits for the stream before staging, as CUDA documents"},
+    [PW_OPT_DEFER] =
+        {"PINWHEEL_DEFER", T_BOOL, 1, NULL,
+         "in stage mode, a staged host-to-device copy of 1 MiB or more returns once it is queued: "
+         "its copy into pinned memory runs afterwards on a pinwheel thread, and until a page of "
+         "the source is copied every write to it waits (the source guard, userfaultfd "
+         "write-protect; see README); 0 = copy in before returning"},
     [PW_OPT_SYNC] = {"PINWHEEL_SYNC", T_ENUM, PW_SYNC_KEEP, sync_choices,
                      "elide: in stage mode, a cudaStreamSynchronize that directly follows pageable "
                      "host-to-device copies on that stream, on the same thread, returns at once "

@@ -91,6 +91,7 @@ typedef enum pw_option_e {
   PW_OPT_THREADS,      /* memcpy threads (0 = automatic) */
   PW_OPT_D2H,          /* stage device-to-pageable copies */
   PW_OPT_STRICT,       /* keep cudaMemcpy's host-side stream sync */
+  PW_OPT_DEFER,        /* H2D copies return before their copy-in, the source guarded */
   PW_OPT_SYNC,         /* keep | elide */
   PW_OPT_NT_STORES,    /* non-temporal stores into pinned staging memory */
   PW_OPT_D2H_FRESH,    /* touch | populate | hugepages */
@@ -169,6 +170,12 @@ typedef struct pw_ops {
    * current context, so checking that context suffices).  Both backends: 0 once that state went
    * with a primary context the program released (drv_ops.c). */
   int (*context_ok)(void *stream, int device);
+  /* Optional (NULL: not available): the stream waits until the 32-bit value at flag, in pinned
+   * host memory mapped for the device, is >= value (cuStreamWaitValue32, GEQ).  Deferred staging
+   * needs it: the DMA of a chunk waits for the copy threads' store. */
+  int (*wait_host_value)(void *stream, const uint32_t *flag, uint32_t value);
+  /* The device allocation holding p: its base and size (cuMemGetAddressRange). */
+  int (*alloc_range)(const void *p, void **base, size_t *size);
 } pw_ops;
 
 /* ---- stats ---- */
@@ -184,6 +191,8 @@ enum {
   X(SRC_NOT_PAGEABLE, "src_not_pageable", "source is not pageable host memory")                    \
   X(DST_NOT_PAGEABLE, "dst_not_pageable", "destination is not pageable host memory")               \
   X(NOT_DEVICE, "not_device_memory", "device side is not plain device memory")                     \
+  X(BAD_RANGE, "bad_range",                                                                        \
+    "the size wraps the address space, or the device range leaves its allocation")                 \
   X(TOO_SMALL, "too_small", "below PINWHEEL_MIN_BYTES")                                            \
   X(TOO_LARGE, "too_large", "above PINWHEEL_MAX_BYTES")                                            \
   X(CAPTURING, "capturing", "stream is being captured into a graph")                               \
@@ -195,6 +204,23 @@ enum {
   X(SETTING_UP, "setting_up", "engine state for the device was still being allocated")             \
   X(INTERNAL, "internal_error", "an engine CUDA call failed mid-copy")                             \
   X(FORKED, "forked_child", "process is a fork of a CUDA process")
+/* Why a staged host-to-device copy was not deferred: the engine's reasons, then the guard's
+ * (guard.h's list, after PW_ND_GUARD). */
+#define PW_NOT_DEFERRED_LIST(X)                                                                    \
+  X(OFF, "off", "PINWHEEL_DEFER=0")                                                                \
+  X(NO_GUARD, "no_guard", "no source guard in this build or process")                              \
+  X(SMALL, "small", "below the 1 MiB deferral minimum")                                            \
+  X(NO_RING, "no_ring", "no device ring (the DMA would run on the caller's stream)")               \
+  X(NO_WAIT_VALUE, "no_stream_wait_value", "the device cannot wait on a host value")               \
+  X(LARGE, "larger_than_staging", "larger than half the pinned pool or half the ring")             \
+  X(BUSY, "staging_busy", "other copies held the pinned space it needed")
+#define PW_ND_ENUM(id, name, text) PW_ND_##id,
+enum { PW_NOT_DEFERRED_LIST(PW_ND_ENUM) PW_ND_GUARD };
+#undef PW_ND_ENUM
+#define PW_ND_N                                                                                    \
+  (PW_ND_GUARD + 16) /* room for guard.h's reasons (PW_GUARD_NREASONS - 1 of them)                 \
+                      */
+extern const char *const pw_not_deferred_names[PW_ND_GUARD];
 #define PW_FB_ENUM(id, name, text) PW_FB_##id,
 enum { PW_FALLBACK_LIST(PW_FB_ENUM) PW_FB_N };
 #undef PW_FB_ENUM
@@ -221,7 +247,8 @@ enum {
   PW_CLASS_LAUNCH,
   PW_CLASS_HOST_SYNC,
   PW_CLASS_HOST_MEM,
-  PW_CLASS_PRIMARY_RELEASE
+  PW_CLASS_PRIMARY_RELEASE,
+  PW_CLASS_DEVICE_RESET
 };
 
 typedef struct pw_stats {
@@ -234,7 +261,7 @@ typedef struct pw_stats {
   pw_counter3 staged[PW_PATH_N]; /* ns = host time blocked in the call */
   _Atomic uint64_t staging_memcpy_ns;
   _Atomic uint64_t wait_space_ns, wait_space_events;
-  _Atomic uint64_t wait_lock_ns;
+  _Atomic uint64_t wait_lock_ns; /* waiting for another copy's busy staging slots (no lock held) */
   _Atomic uint64_t ring_pieces;
   _Atomic uint64_t fallbacks[PW_FB_N];
   _Atomic uint64_t fallback_bytes[PW_FB_N];
@@ -248,6 +275,11 @@ typedef struct pw_stats {
   _Atomic uint64_t threads;              /* staging threads configured (caller included) */
   _Atomic uint64_t xla_unstaged_clients; /* XLA CUDA clients created without XLA's staging */
   pw_counter3 host_copies[2]; /* the program's memcpy into [0] / out of [1] its pinned memory */
+  pw_counter3 deferred;       /* H2D copies that returned before their copy-in (ns: host blocked) */
+  _Atomic uint64_t not_deferred[PW_ND_N]; /* staged H2D copies that were not deferred, by reason */
+  _Atomic uint64_t defer_copyin_ns;       /* the copy thread's copy-ins of deferred copies */
+  _Atomic uint64_t guard_writes_waited, guard_wait_ns; /* the guard's count, read at exit */
+  _Atomic uint64_t device_resets; /* device states dropped at cudaDeviceReset */
 } pw_stats;
 
 extern pw_stats pw_st;
@@ -378,7 +410,20 @@ typedef struct pw_engine_config {
   int nt;               /* non-temporal stores into pinned memory where the CPU has them */
   int d2h_fresh;        /* PW_FRESH_*: what to do for an untouched D2H destination */
   int background_setup; /* allocate a device's state off the copying thread */
+  int defer;            /* PINWHEEL_DEFER: H2D copies return before their copy-in (guard needed) */
+  /* The source guard deferral relies on (guard.h's functions in libpinwheel; a test's own in the
+   * simulator).  NULL: nothing is deferred. */
+  const struct pw_guard_ops *guard;
 } pw_engine_config;
+
+/* guard.h's interface, as the engine reaches it (see guard.h for each function's contract). */
+typedef struct pw_guard_ops {
+  int (*available)(void);
+  int (*protect_inner)(const void *p, size_t n, int *id, const void **lo, const void **hi);
+  void (*release_upto)(int id, size_t done);
+  void (*release)(int id);
+  void (*wait)(const void *p, size_t n);
+} pw_guard_ops;
 
 typedef struct pw_engine pw_engine;
 /* One engine per process, whichever front end a copy comes through: each copy carries its front
@@ -393,10 +438,17 @@ int pw_describe(const pw_ops *ops, pw_copy *c);
  * cudaSuccess, or -1 - PW_FB_* when the caller must make the real call instead. */
 int pw_engine_copy(pw_engine *e, const pw_copy *c);
 void pw_engine_after_fork_child(pw_engine *e);
+/* Wait until no deferred copy guards any of [p, p+n): pinwheel calls it before it writes into the
+ * program's memory itself, so that none of its threads ever stops on a guarded page. */
+void pw_engine_guard_wait(pw_engine *e, const void *p, size_t n);
+/* The device's context is about to be destroyed (cudaDeviceReset): deferred copy-ins finish and
+ * the side stream drains, then the engine forgets the device; the next copy sets it up anew. */
+void pw_engine_device_reset(pw_engine *e, int device);
 
 #ifdef PW_TESTING
-/* Test hook (the test build only): when set, the engine leaves out one event dependency (the
- * ring-region wait), so a test can prove that the byte comparison catches a missing one. */
+/* Test hook (the test build only): the engine leaves out one dependency, so a test can prove that
+ * the byte comparison catches a missing one: 1 the ring-region wait, 2 a deferred chunk's DMA's
+ * wait for its copy-in (the host flag). */
 extern int pw_engine_test_drop_dependency;
 #endif
 

@@ -7,6 +7,8 @@
 #define _GNU_SOURCE
 #include "pw.h"
 
+#include "guard.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +24,19 @@ static const char *const path_names[PW_PATH_N] = {"ring", "pinned_only", "d2h"};
 
 #define PW_FB_NAME(id, name, text) name,
 const char *const pw_fallback_names[PW_FB_N] = {PW_FALLBACK_LIST(PW_FB_NAME)};
+const char *const pw_not_deferred_names[PW_ND_GUARD] = {PW_NOT_DEFERRED_LIST(PW_FB_NAME)};
 #undef PW_FB_NAME
+/* The guard's reasons follow the engine's in pw_st.not_deferred (PW_ND_GUARD + reason). */
+#define PW_GUARD_NAME(id, name) name,
+static const char *const guard_reason_names[] = {"ok", PW_GUARD_REASONS(PW_GUARD_NAME)};
+#undef PW_GUARD_NAME
+_Static_assert(sizeof guard_reason_names / sizeof *guard_reason_names <= PW_ND_N - PW_ND_GUARD,
+               "pw_st.not_deferred has no room for every reason of the guard");
+#define ND_COUNT (PW_ND_GUARD + (int)(sizeof guard_reason_names / sizeof *guard_reason_names))
+
+static const char *not_deferred_name(int r) {
+  return r < PW_ND_GUARD ? pw_not_deferred_names[r] : guard_reason_names[r - PW_ND_GUARD];
+}
 
 /* The hook table needs only names and classes, so the parameter lists are never expanded and
  * this file needs no CUDA header. */
@@ -178,7 +192,7 @@ static void write_text(buf_t *b) {
     }
     bprintf(b,
             "  staging copies %.3f ms (%llu threads, %s); waiting for space %.3f ms (%llu waits); "
-            "lock %.3f ms; setup %.3f ms\n",
+            "other copies %.3f ms; setup %.3f ms\n",
             ms(pw_get(&pw_st.staging_memcpy_ns)), (unsigned long long)pw_get(&pw_st.threads),
             copy_routine(), ms(pw_get(&pw_st.wait_space_ns)),
             (unsigned long long)pw_get(&pw_st.wait_space_events), ms(pw_get(&pw_st.wait_lock_ns)),
@@ -198,6 +212,24 @@ static void write_text(buf_t *b) {
           (unsigned long long)pw_get(&pw_st.host_copies[1].calls),
           human_bytes(pw_get(&pw_st.host_copies[1].bytes), h2, sizeof h2),
           ms(pw_get(&pw_st.host_copies[0].ns) + pw_get(&pw_st.host_copies[1].ns)));
+    if (pw_get(&pw_st.deferred.calls) || pw_get(&pw_st.guard_writes_waited))
+      bprintf(b,
+              "  deferred copies %llu (%s), host blocked %.3f ms, their copy-in %.3f ms; program "
+              "writes that waited for the guard %llu (%.3f ms)\n",
+              (unsigned long long)pw_get(&pw_st.deferred.calls),
+              human_bytes(pw_get(&pw_st.deferred.bytes), h1, sizeof h1),
+              ms(pw_get(&pw_st.deferred.ns)), ms(pw_get(&pw_st.defer_copyin_ns)),
+              (unsigned long long)pw_get(&pw_st.guard_writes_waited),
+              ms(pw_get(&pw_st.guard_wait_ns)));
+    int nd_any = 0;
+    for (int r = 0; r < ND_COUNT; r++) {
+      uint64_t n = pw_get(&pw_st.not_deferred[r]);
+      if (!n) continue;
+      bprintf(b, "%s%s %llu", nd_any ? ", " : "  staged, not deferred: ", not_deferred_name(r),
+              (unsigned long long)n);
+      nd_any = 1;
+    }
+    if (nd_any) bprintf(b, "\n");
     if (pw_get(&pw_st.xla_unstaged_clients))
       bprintf(b, "  XLA's CUDA clients created with XLA's own staging off: %llu\n",
               (unsigned long long)pw_get(&pw_st.xla_unstaged_clients));
@@ -272,7 +304,8 @@ static void write_json(buf_t *b) {
           "\"wait_lock_ns\":%llu,\"ring_pieces\":%llu,\"sync_elided\":%llu,"
           "\"pinned_bytes\":%llu,\"ring_bytes\":%llu,\"internal_errors\":%llu,"
           "\"threads\":%llu,\"copy_routine\":\"%s\",\"setup_ns\":%llu,\"d2h_fresh\":%llu,\"d2h_"
-          "advised\":%llu,\"d2h_mapped_ahead\":%llu,\"xla_unstaged_clients\":%llu},"
+          "advised\":%llu,\"d2h_mapped_ahead\":%llu,\"xla_unstaged_clients\":%llu,\"device_"
+          "resets\":%llu},"
           "\"fallbacks\":{",
           (unsigned long long)pw_get(&pw_st.staging_memcpy_ns),
           (unsigned long long)pw_get(&pw_st.wait_space_ns),
@@ -287,11 +320,23 @@ static void write_json(buf_t *b) {
           (unsigned long long)pw_get(&pw_st.setup_ns), (unsigned long long)pw_get(&pw_st.d2h_fresh),
           (unsigned long long)pw_get(&pw_st.d2h_advised),
           (unsigned long long)pw_get(&pw_st.d2h_mapped_ahead),
-          (unsigned long long)pw_get(&pw_st.xla_unstaged_clients));
+          (unsigned long long)pw_get(&pw_st.xla_unstaged_clients),
+          (unsigned long long)pw_get(&pw_st.device_resets));
   for (int f = 0; f < PW_FB_N; f++)
     bprintf(b, "%s\"%s\":{\"calls\":%llu,\"bytes\":%llu}", f ? "," : "", pw_fallback_names[f],
             (unsigned long long)pw_get(&pw_st.fallbacks[f]),
             (unsigned long long)pw_get(&pw_st.fallback_bytes[f]));
+  bprintf(b, "},\"deferred\":{");
+  json_counter(b, &pw_st.deferred);
+  bprintf(b, ",\"copyin_ns\":%llu,\"guard_writes_waited\":%llu,\"guard_wait_ns\":%llu},",
+          (unsigned long long)pw_get(&pw_st.defer_copyin_ns),
+          (unsigned long long)pw_get(&pw_st.guard_writes_waited),
+          (unsigned long long)pw_get(&pw_st.guard_wait_ns));
+  bprintf(b, "\"not_deferred\":{");
+  for (int r = 0; r < ND_COUNT; r++)
+    if (r != PW_ND_GUARD) /* the guard's "ok" */
+      bprintf(b, "%s\"%s\":%llu", r ? "," : "", not_deferred_name(r),
+              (unsigned long long)pw_get(&pw_st.not_deferred[r]));
   bprintf(b, "}}\n");
 }
 

@@ -14,8 +14,23 @@
  * A pinned chunk is reused only after its chunk event completed (host waits: back-pressure).
  * A ring region is reused only by a DMA ordered after its free event (device waits).
  *
- * Lock order: init_lock, then a device's lock.  A device's lock is held for a whole staged copy,
- * so a region's free event is always recorded before anyone can reserve over it.
+ * Concurrency: a reservation takes a BUSY slot under the device's lock, so no one else can
+ * reserve over that memory; the owner publishes the slot's event (a chunk event, a region's
+ * free event) under the lock once it is recorded.  A reservation goes where no BUSY slot is (the
+ * head first, else any gap), and first retires every published slot its range overlaps: a ring
+ * region by enqueuing the side stream's wait on its free event (under the lock, so every DMA
+ * enqueued afterwards, by any thread, follows it); a pinned chunk by waiting for its event with
+ * the lock dropped (the slot is SYNCING: only that thread frees it).  When BUSY slots of other
+ * copies leave no room, it waits, lock dropped, until one is published.  So a region's free event
+ * is always recorded and ordered before anyone reserves over it, and no lock is ever held across a
+ * wait on the GPU or on another copy: copies on different streams proceed as independently as the
+ * shared pinned pool and ring allow. No deadlock between copies: a copy waits for another's BUSY
+ * slot only while it holds no BUSY slot of the same arena (otherwise reserve returns AGAIN and the
+ * copy first moves its own oldest chunk on: issues its DMA, or copies it out), and a copy holding a
+ * BUSY ring region reserves pinned chunks only.  The owner of a BUSY slot therefore never waits for
+ * the waiter.
+ *
+ * Lock order: init_lock, then a device's lock.
  */
 #define _GNU_SOURCE
 #include "pw.h"
@@ -29,10 +44,11 @@
 
 #define MAX_DEVICES 64
 #define ARENA_SLOTS 256
-#define AHEAD 3     /* H2D: chunks being copied in while the oldest one's DMA is issued */
-#define D2H_DEPTH 4 /* D2H: chunks held between their DMA and the end of their copy-out */
-/* Reservations a copy holds before committing them; the pinned arena fits MAX_PENDING + 2
- * chunks, so a reservation can never land on a chunk that is still pending. */
+#define RING_MIN_CHUNKS 4 /* the smallest device ring, in staging chunks (pw_engine_create) */
+#define AHEAD 3           /* H2D: chunks being copied in while the oldest one's DMA is issued */
+#define D2H_DEPTH 4       /* D2H: chunks held between their DMA and the end of their copy-out */
+/* Pinned chunks a copy holds BUSY at most; the pinned arena fits MAX_PENDING + 2 chunks, so a
+ * copy alone in the arena never meets its own BUSY chunks (AGAIN is for copies side by side). */
 #define MAX_PENDING (AHEAD > D2H_DEPTH ? AHEAD : D2H_DEPTH)
 
 #ifdef PW_TESTING
@@ -44,12 +60,13 @@ int pw_engine_test_drop_dependency;
 
 typedef struct slot {
   size_t off, len;
-  void *ev;
+  void *ev;  /* the memory is free once it completed (NULL: free) */
+  int state; /* SLOT_* */
 } slot;
 
 typedef struct arena {
-  size_t size, head;
-  unsigned first, count;
+  size_t size, head; /* head: where the last reservation ended */
+  unsigned count;    /* slots not FREE */
   slot q[ARENA_SLOTS];
 } arena;
 
@@ -61,8 +78,9 @@ typedef struct dev_state {
   int device;
   atomic_int status; /* DEV_*: written once by the setup, then only to DEV_FAILED */
   pw_engine_t *engine;
-  const pw_ops *ops; /* the front end's whose copy set the device up */
-  pthread_mutex_t lock;
+  const pw_ops *ops;    /* the front end's whose copy set the device up */
+  pthread_mutex_t lock; /* the arenas and the event lists; never held across a wait */
+  pthread_cond_t cv;    /* a slot was published or retired */
   void *side;
   char *pinned, *ring;
   arena host, dring;
@@ -70,7 +88,29 @@ typedef struct dev_state {
   int nfree, capfree;
   void **all_ev; /* every event created, for destroy */
   int nall, capall;
+  /* Deferral: the copy thread stores ticket t into *flag once chunk t is in pinned memory; the
+   * side stream waits for it (wait_host_value).  Tickets are handed out under the lock, in the
+   * order the jobs are queued, so the stored value only grows. */
+  _Atomic uint32_t *flag; /* in the pinned allocation, past the arena; NULL: no deferral */
+  uint32_t ticket;        /* under the lock: the last ticket handed out */
 } dev_state;
+
+/* A deferred copy's copy-in, run by the copy thread.  Fixed slots (the copy thread must never call
+ * malloc or free: a program thread stopped on a guarded page may hold the allocator's lock). */
+#define JOB_MAX 16
+#define JOB_CHUNKS 64
+#define DEFER_MIN ((size_t)1 << 20)
+typedef struct defer_job {
+  dev_state *d;
+  const char *src;
+  size_t lo, hi; /* the guarded part of src: [lo, hi); the rest was copied in at the call */
+  int guard_id;
+  unsigned nchunks;
+  uint32_t ticket0; /* chunk k's ticket is ticket0 + k + 1 */
+  struct {
+    size_t hoff, at, len;
+  } ch[JOB_CHUNKS];
+} defer_job;
 
 struct pw_engine {
   const pw_ops *ops;
@@ -79,6 +119,13 @@ struct pw_engine {
   dev_state *_Atomic dev[MAX_DEVICES];
   atomic_int forked;
   pid_t pid; /* the process that created the engine (setup threads live there) */
+  /* The deferred copies' queue: FIFO, served by one copy thread (started at the first). */
+  pthread_mutex_t qlock;
+  pthread_cond_t qcv; /* a job was queued, or one finished */
+  defer_job jobs[JOB_MAX];
+  uint64_t qhead, qtail; /* under qlock: jobs[qhead % JOB_MAX] is the one being copied */
+  int copier;            /* under qlock: 1 the copy thread runs, -1 it could not start */
+  int stop;              /* under qlock: pw_engine_destroy asks the copy thread to end */
 };
 
 pw_engine *pw_engine_create(const pw_ops *ops, const pw_engine_config *cfg) {
@@ -88,7 +135,22 @@ pw_engine *pw_engine_create(const pw_ops *ops, const pw_engine_config *cfg) {
   e->cfg = *cfg;
   e->pid = getpid();
   if (e->cfg.chunk < 64 * 1024) e->cfg.chunk = 64 * 1024;
+  /* The ring is used in pieces of half its size, each pipelined through chunks.  With at least
+   * RING_MIN_CHUNKS chunks, a piece holds two, so the copy-in of one overlaps the DMA of the other,
+   * and one piece's D2D runs while the next is being filled.  Below it every piece pays a wait and
+   * a D2D for a sliver (a 64-byte ring took 1.1 s per 16 MiB; 1 byte made pieces of 0 bytes and
+   * never finished). */
+  size_t ring_min = RING_MIN_CHUNKS * e->cfg.chunk;
+  if (e->cfg.device_ring && e->cfg.device_ring < ring_min) {
+    pw_log(PW_LOG_WARN,
+           "PINWHEEL_DEVICE_RING=%zu is below %d staging chunks (PINWHEEL_CHUNK=%zu): using %zu "
+           "(0 turns the ring off)",
+           e->cfg.device_ring, RING_MIN_CHUNKS, e->cfg.chunk, ring_min);
+    e->cfg.device_ring = ring_min;
+  }
   pthread_mutex_init(&e->init_lock, NULL);
+  pthread_mutex_init(&e->qlock, NULL);
+  pthread_cond_init(&e->qcv, NULL);
   return e;
 }
 
@@ -126,65 +188,171 @@ static void put_event(dev_state *d, void *ev) {
   d->free_ev[d->nfree++] = ev;
 }
 
-/* ---- arenas ---- */
+/* ---- arenas ----
+ * A slot is taken at reservation (BUSY: its owner is writing the memory, or has a DMA or a copy-out
+ * in flight on it) and becomes EVENT when its owner publishes the event after which the memory is
+ * free.  A reservation goes where no BUSY slot is: at the head if it can (round robin), else in
+ * any gap between busy slots, so a copy whose chunks wait on the GPU (a D2H behind a long kernel)
+ * does not hold up copies that find room elsewhere.  Every EVENT slot the new range overlaps is
+ * retired first.  Reservations and publications happen under the device's lock; waits happen
+ * without it: the host wait on a pinned chunk's event (SYNCING: one thread waits, the others wait
+ * for it), and the wait for another copy's BUSY slot. */
 
-static int overlaps(const arena *a, size_t off, size_t len) {
-  for (unsigned i = 0; i < a->count; i++) {
-    const slot *s = &a->q[(a->first + i) % ARENA_SLOTS];
-    if (s->off < off + len && off < s->off + s->len) return 1;
-  }
+enum { SLOT_FREE = 0, SLOT_BUSY, SLOT_EVENT, SLOT_SYNCING };
+/* reserve: only busy slots are in the way, and the caller holds some itself */
+#define AGAIN (-1000)
+/* retire: the lock was dropped for a wait (the slot is free, the arena may have changed) */
+#define DROPPED (-1001)
+
+static void ev_put(dev_state *d, void *ev) {
+  pthread_mutex_lock(&d->lock);
+  put_event(d, ev);
+  pthread_mutex_unlock(&d->lock);
+}
+
+static void *ev_get(const pw_ops *ops, dev_state *d) {
+  pthread_mutex_lock(&d->lock);
+  void *ev = get_event(ops, d);
+  pthread_mutex_unlock(&d->lock);
+  return ev;
+}
+
+static int hits(const slot *s, size_t off, size_t len) {
+  return s->state != SLOT_FREE && s->off < off + len && off < s->off + s->len;
+}
+
+/* 1 when [off, off+len) meets a slot in one of the states of mask (1 << SLOT_*). */
+static int meets(const arena *a, size_t off, size_t len, unsigned mask) {
+  for (unsigned i = 0; i < ARENA_SLOTS; i++)
+    if ((mask >> a->q[i].state) & 1 && hits(&a->q[i], off, len)) return 1;
   return 0;
 }
 
-/* Make the oldest slot's memory reusable: the host waits for a pinned chunk's DMA; the side
- * stream waits for a ring region's free event. */
-static int retire_oldest(const pw_ops *ops, dev_state *d, arena *a, int which) {
-  slot *s = &a->q[a->first];
-  int rc = 0;
-  if (which == ARENA_HOST) {
-    int q = ops->event_query(s->ev);
-    if (q == 1) {
-      uint64_t t0 = pw_now_ns();
-      rc = ops->event_sync(s->ev);
-      pw_add(&pw_st.wait_space_ns, pw_now_ns() - t0);
-      pw_add(&pw_st.wait_space_events, 1);
-    } else if (q != 0) {
-      rc = q;
-    }
-  } else if (!DROP_DEPENDENCY) {
-    rc = ops->stream_wait_event(d->side, s->ev);
-  }
-  if (rc != 0) return rc;
-  put_event(d, s->ev);
-  a->first = (a->first + 1) % ARENA_SLOTS;
+static void free_slot(dev_state *d, arena *a, slot *s) {
+  if (s->ev) put_event(d, s->ev);
+  s->ev = NULL;
+  s->state = SLOT_FREE;
   a->count--;
-  return 0;
 }
 
-static int reserve(const pw_ops *ops, dev_state *d, arena *a, int which, size_t len, size_t *off) {
-  size_t o = a->head;
-  if (o + len > a->size) o = 0;
-  /* Room is kept for the MAX_PENDING reservations a copy holds before it commits them: a queue
-   * that overflowed would hand out one event twice. */
-  while (a->count > 0 && (overlaps(a, o, len) || a->count >= ARENA_SLOTS - MAX_PENDING)) {
-    int rc = retire_oldest(ops, d, a, which);
-    if (rc) return rc;
+/* Make an EVENT slot's memory reusable, the lock held (dropped while waiting).  Returns 0 when it
+ * is free, DROPPED when the lock was dropped (then it is free too, but the arena may have
+ * changed), or a CUDA error. */
+static int retire(const pw_ops *ops, dev_state *d, arena *a, int which, slot *s) {
+  if (!s->ev) {
+    free_slot(d, a, s);
+    return 0;
   }
-  a->head = o + len;
-  *off = o;
-  return 0;
+  if (which == ARENA_RING) { /* the device waits: enqueued, under the lock, before the reuse */
+    int rc = DROP_DEPENDENCY == 1 ? 0 : ops->stream_wait_event(d->side, s->ev);
+    if (!rc) free_slot(d, a, s);
+    return rc;
+  }
+  int q = ops->event_query(s->ev);
+  if (q == 0) {
+    free_slot(d, a, s);
+    return 0;
+  }
+  if (q != 1) return q;
+  /* Only this thread frees a SYNCING slot, so its event cannot be recycled meanwhile. */
+  s->state = SLOT_SYNCING;
+  void *ev = s->ev;
+  pthread_mutex_unlock(&d->lock);
+  uint64_t t0 = pw_now_ns();
+  int rc = ops->event_sync(ev);
+  pw_add(&pw_st.wait_space_ns, pw_now_ns() - t0);
+  pw_add(&pw_st.wait_space_events, 1);
+  pthread_mutex_lock(&d->lock);
+  if (rc)
+    s->state = SLOT_EVENT;
+  else
+    free_slot(d, a, s);
+  pthread_cond_broadcast(&d->cv);
+  return rc ? rc : DROPPED;
 }
 
-static void commit(arena *a, size_t off, size_t len, void *ev) {
-  if (a->count >= ARENA_SLOTS) { /* cannot happen (reserve keeps room); counted, never silent */
-    pw_add(&pw_st.internal_errors, 1);
-    return;
+/* Where len bytes can go without meeting a slot of mask, trying the head first; -1 if nowhere. */
+static long long place(const arena *a, size_t len, unsigned mask) {
+  size_t o = a->head + len > a->size ? 0 : a->head;
+  if (!meets(a, o, len, mask)) return (long long)o;
+  if (!meets(a, 0, len, mask)) return 0;
+  for (unsigned i = 0; i < ARENA_SLOTS; i++) { /* right after a live slot */
+    const slot *s = &a->q[i];
+    if (s->state == SLOT_FREE || s->off + s->len + len > a->size) continue;
+    if (!meets(a, s->off + s->len, len, mask)) return (long long)(s->off + s->len);
   }
-  slot *s = &a->q[(a->first + a->count) % ARENA_SLOTS];
-  s->off = off;
-  s->len = len;
-  s->ev = ev;
-  a->count++;
+  return -1;
+}
+
+/* Reserve len bytes of arena a for the calling copy, which holds `mine` busy slots of it already:
+ * a BUSY slot is taken, its index in *idx.  Returns 0, AGAIN (only busy slots are in the way:
+ * the caller must move its own copy on first, since waiting could deadlock when those are its
+ * own, or another copy waits for one of its) or a CUDA error. */
+static int reserve(const pw_ops *ops, dev_state *d, arena *a, int which, size_t len, int mine,
+                   size_t *off, unsigned *idx) {
+  const unsigned busy = 1u << SLOT_BUSY | 1u << SLOT_SYNCING, live = busy | 1u << SLOT_EVENT;
+  int rc = 0;
+  pthread_mutex_lock(&d->lock);
+  for (;;) {
+    long long o = place(a, len, live); /* a gap: nothing to retire */
+    if (o < 0) o = place(a, len, busy);
+    if (o >= 0 && a->count == ARENA_SLOTS) { /* no slot record left: retire some published one */
+      unsigned i = 0;
+      while (i < ARENA_SLOTS && a->q[i].state != SLOT_EVENT)
+        i++;
+      if (i == ARENA_SLOTS) {
+        o = -1;
+      } else {
+        if ((rc = retire(ops, d, a, which, &a->q[i])) && rc != DROPPED) break;
+        rc = 0;
+        continue;
+      }
+    }
+    if (o < 0) { /* busy slots everywhere: another copy moves them on without any lock of ours */
+      if (mine) {
+        rc = AGAIN;
+        break;
+      }
+      uint64_t t0 = pw_now_ns();
+      pthread_cond_wait(&d->cv, &d->lock);
+      pw_add(&pw_st.wait_lock_ns, pw_now_ns() - t0);
+      continue;
+    }
+    int again = 0;
+    for (unsigned i = 0; i < ARENA_SLOTS && !again; i++) {
+      slot *s = &a->q[i];
+      if (s->state != SLOT_EVENT || !hits(s, (size_t)o, len)) continue;
+      rc = retire(ops, d, a, which, s);
+      if (rc == DROPPED)
+        again = 1; /* the lock was dropped: look again */
+      else if (rc)
+        break;
+    }
+    if (rc && rc != DROPPED) break;
+    rc = 0;
+    if (again) continue;
+    unsigned i = 0;
+    while (a->q[i].state != SLOT_FREE) /* count < ARENA_SLOTS: there is one */
+      i++;
+    a->q[i] = (slot){.off = (size_t)o, .len = len, .ev = NULL, .state = SLOT_BUSY};
+    a->count++;
+    a->head = (size_t)o + len;
+    *off = (size_t)o;
+    *idx = i;
+    break;
+  }
+  pthread_mutex_unlock(&d->lock);
+  return rc;
+}
+
+/* The slot's memory is free once ev completed (NULL: free now); wakes those waiting for it. */
+static void publish(dev_state *d, arena *a, unsigned idx, void *ev) {
+  pthread_mutex_lock(&d->lock);
+  a->q[idx].ev = ev;
+  a->q[idx].state = SLOT_EVENT;
+  if (!ev) free_slot(d, a, &a->q[idx]);
+  pthread_cond_broadcast(&d->cv);
+  pthread_mutex_unlock(&d->lock);
 }
 
 /* ---- per-device state ---- */
@@ -199,7 +367,8 @@ static void setup_dev(pw_engine *e, dev_state *d) {
   size_t pool = e->cfg.host_pool;
   if (pool < (MAX_PENDING + 2) * (size_t)(64 << 10)) pool = (MAX_PENDING + 2) * (size_t)(64 << 10);
   void *p = NULL;
-  int rc = ops->host_alloc(&p, pool);
+  /* one page more than the arena: the deferral flag lives there, in pinned, mapped memory */
+  int rc = ops->host_alloc(&p, pool + 4096);
   if (rc != 0 || !p) {
     ops->clear_error();
     pw_log(PW_LOG_WARN,
@@ -230,6 +399,13 @@ static void setup_dev(pw_engine *e, dev_state *d) {
         d->side = s;
         d->dring.size = ring;
         pw_add(&pw_st.ring_bytes_allocated, ring);
+        /* deferral needs the side stream to wait on a host value: try it once (>= 0 holds) */
+        _Atomic uint32_t *flag = (_Atomic uint32_t *)(void *)((char *)p + pool);
+        atomic_store(flag, 0);
+        if (ops->wait_host_value && ops->wait_host_value(s, (const uint32_t *)flag, 0) == 0)
+          d->flag = flag;
+        else
+          ops->clear_error();
       }
     } else {
       pw_log(PW_LOG_INFO, "device ring disabled: the DMA runs on the caller's stream");
@@ -274,8 +450,13 @@ static void wait_setups(pw_engine *e, uint64_t limit_ns) {
 }
 
 static pw_engine *_Atomic exit_engine;
+static void wait_jobs(pw_engine *e, uint64_t pos);
+/* At exit, before CUDA's own exit handlers: no setup in flight, and every deferred copy-in done
+ * (its DMAs wait for it; a copy-in needs no CUDA call, so it always finishes). */
 static void wait_setups_at_exit(void) {
-  wait_setups(atomic_load(&exit_engine), 10ull * 1000000000);
+  pw_engine *e = atomic_load(&exit_engine);
+  wait_setups(e, 10ull * 1000000000);
+  if (e && getpid() == e->pid) wait_jobs(e, UINT64_MAX);
 }
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static void register_exit(void) {
@@ -299,6 +480,7 @@ static dev_state *get_dev(pw_engine *e, const pw_ops *ops, int device, int *reas
     d = atomic_load(&e->dev[device]);
     if (!d && (d = calloc(1, sizeof *d)) != NULL) {
       pthread_mutex_init(&d->lock, NULL);
+      pthread_cond_init(&d->cv, NULL);
       d->device = device;
       d->engine = e;
       d->ops = ops;
@@ -353,54 +535,75 @@ static void batch_end(pw_batch *b, uint64_t t0) {
   pw_add(&pw_st.staging_memcpy_ns, pw_now_ns() - t0);
 }
 
-/* A chunk copied in (segment seg of the batch) and waiting for its DMA to be issued. */
+/* A chunk being copied in (segment seg of the batch) whose DMA is not issued yet; idx is its
+ * BUSY slot in the pinned arena. */
 typedef struct h2d_pending {
   size_t hoff, len, at; /* at: offset of the DMA's destination from the piece's base */
   uint64_t seg;
+  unsigned idx;
 } h2d_pending;
 
-/* Wait for the oldest pending chunk to be copied in, then DMA it to dst on stream; its pinned
- * space is committed behind the DMA's event.  Returns 0 or a CUDA error. */
-static int issue_dma(const pw_ops *ops, dev_state *d, pw_batch *b, const h2d_pending *p, char *dst,
+/* The chunks a copy holds BUSY in the pinned arena, oldest first. */
+typedef struct h2d_pipe {
+  h2d_pending q[AHEAD];
+  int head, nq;
+} h2d_pipe;
+
+/* After a failure, once fail_device drained the streams: every slot still held is free. */
+static void abandon_pipe(dev_state *d, h2d_pipe *p) {
+  for (int k = 0; k < p->nq; k++)
+    publish(d, &d->host, p->q[(p->head + k) % AHEAD].idx, NULL);
+  p->nq = 0;
+}
+
+/* Wait for the oldest pending chunk to be copied in, then DMA it to dst on stream; its slot is
+ * published behind the DMA's event.  Returns 0 or a CUDA error (the chunk then stays pending). */
+static int issue_dma(const pw_ops *ops, dev_state *d, pw_batch *b, h2d_pipe *pp, char *dst,
                      void *stream, void **last) {
+  const h2d_pending *p = &pp->q[pp->head];
   pw_batch_wait(b, p->seg);
-  void *ev = get_event(ops, d);
+  void *ev = ev_get(ops, d);
   if (!ev) return -1;
   int rc;
   if ((rc = ops->copy_async(dst + p->at, d->pinned + p->hoff, p->len, PW_DIR_H2D, stream)) ||
       (rc = ops->event_record(ev, stream))) {
-    put_event(d, ev);
+    ev_put(d, ev);
     return rc;
   }
-  commit(&d->host, p->hoff, p->len, ev);
+  publish(d, &d->host, p->idx, ev);
   *last = ev;
+  pp->head = (pp->head + 1) % AHEAD;
+  pp->nq--;
   return 0;
 }
 
 /* Copy [src, src+n) into pinned chunks and DMA each to dst on `stream` as soon as it is in:
  * up to AHEAD chunks are being copied by the pool while the oldest is handed to the DMA engine.
- * On failure the batch is ended (no worker writes pinned memory afterwards) and the CUDA error
- * returned. */
-static int pipeline_h2d(pw_engine *e, const pw_ops *ops, dev_state *d, pw_batch *b, char *dst,
-                        const char *src, size_t n, void *stream, void **last) {
+ * When the pinned arena's front is busy while this copy holds chunks, the oldest one's DMA is
+ * issued first (AGAIN).  On failure the batch's segments are waited for (no worker writes pinned
+ * memory afterwards), the chunks still pending stay in pp, and the CUDA error is returned. */
+static int pipeline_h2d(pw_engine *e, const pw_ops *ops, dev_state *d, pw_batch *b, h2d_pipe *pp,
+                        char *dst, const char *src, size_t n, void *stream, void **last) {
   size_t chunk = chunk_size(e, d);
-  h2d_pending q[AHEAD];
-  int head = 0, nq = 0, rc = 0;
-  for (size_t pos = 0; pos < n || nq > 0;) {
-    if (pos < n && nq < AHEAD) {
+  int rc = 0;
+  for (size_t pos = 0; pos < n || pp->nq > 0;) {
+    if (pos < n && pp->nq < AHEAD) {
       size_t clen = n - pos < chunk ? n - pos : chunk, hoff;
-      if ((rc = reserve(ops, d, &d->host, ARENA_HOST, clen, &hoff))) break;
-      h2d_pending *p = &q[(head + nq) % AHEAD];
-      p->hoff = hoff, p->len = clen, p->at = pos;
-      p->seg = pw_batch_push(b, d->pinned + hoff, src + pos, clen, PW_PART_STREAM);
-      nq++;
-      pos += clen;
-      if (pos < n && nq < AHEAD) continue; /* keep the pool fed before waiting on it */
+      unsigned idx;
+      rc = reserve(ops, d, &d->host, ARENA_HOST, clen, pp->nq, &hoff, &idx);
+      if (rc && rc != AGAIN) break;
+      if (!rc) {
+        h2d_pending *p = &pp->q[(pp->head + pp->nq) % AHEAD];
+        p->hoff = hoff, p->len = clen, p->at = pos, p->idx = idx;
+        p->seg = pw_batch_push(b, d->pinned + hoff, src + pos, clen, PW_PART_STREAM);
+        pp->nq++;
+        pos += clen;
+        if (pos < n && pp->nq < AHEAD) continue; /* keep the pool fed before waiting on it */
+      }
     }
-    if ((rc = issue_dma(ops, d, b, &q[head], dst, stream, last))) break;
-    head = (head + 1) % AHEAD;
-    nq--;
+    if ((rc = issue_dma(ops, d, b, pp, dst, stream, last))) break;
   }
+  if (rc && b->next_seg > 0) pw_batch_wait(b, b->next_seg - 1);
   return rc;
 }
 
@@ -409,17 +612,21 @@ static int stage_h2d_ring(pw_engine *e, dev_state *d, const pw_copy *c) {
   size_t piece_max = d->dring.size / 2;
   char *dst = c->dst;
   const char *src = c->src;
-  int rc = 0;
+  int rc = 0, held = 0; /* held: ridx is this copy's BUSY ring slot */
+  unsigned ridx = 0;
+  h2d_pipe pp = {.head = 0, .nq = 0};
   pw_batch b;
   uint64_t t0 = pw_now_ns();
   batch_begin(e, &b);
   for (size_t pos = 0; pos < c->n;) {
     size_t plen = c->n - pos < piece_max ? c->n - pos : piece_max, roff;
     void *last = NULL;
-    if ((rc = reserve(ops, d, &d->dring, ARENA_RING, plen, &roff)) ||
-        (rc = pipeline_h2d(e, ops, d, &b, d->ring + roff, src + pos, plen, d->side, &last)))
+    /* no busy slot of this copy is left in either arena here: the previous piece published its */
+    if ((rc = reserve(ops, d, &d->dring, ARENA_RING, plen, 0, &roff, &ridx))) break;
+    held = 1;
+    if ((rc = pipeline_h2d(e, ops, d, &b, &pp, d->ring + roff, src + pos, plen, d->side, &last)))
       break;
-    void *fev = get_event(ops, d);
+    void *fev = ev_get(ops, d);
     if (!fev) {
       rc = -1;
       break;
@@ -427,25 +634,34 @@ static int stage_h2d_ring(pw_engine *e, dev_state *d, const pw_copy *c) {
     if ((rc = ops->stream_wait_event(c->stream, last)) ||
         (rc = ops->copy_async(dst + pos, d->ring + roff, plen, PW_DIR_D2D, c->stream)) ||
         (rc = ops->event_record(fev, c->stream))) {
-      put_event(d, fev);
+      ev_put(d, fev);
       break;
     }
-    commit(&d->dring, roff, plen, fev);
+    publish(d, &d->dring, ridx, fev);
+    held = 0;
     pw_add(&pw_st.ring_pieces, 1);
     pos += plen;
   }
   batch_end(&b, t0);
-  return rc ? fail_device(ops, d, c->stream, rc) : PW_PATH_RING;
+  if (!rc) return PW_PATH_RING;
+  int r = fail_device(ops, d, c->stream, rc);
+  abandon_pipe(d, &pp);
+  if (held) publish(d, &d->dring, ridx, NULL);
+  return r;
 }
 
 static int stage_h2d_pinned(pw_engine *e, dev_state *d, const pw_copy *c) {
   pw_batch b;
   void *last = NULL;
+  h2d_pipe pp = {.head = 0, .nq = 0};
   uint64_t t0 = pw_now_ns();
   batch_begin(e, &b);
-  int rc = pipeline_h2d(e, c->ops, d, &b, c->dst, c->src, c->n, c->stream, &last);
+  int rc = pipeline_h2d(e, c->ops, d, &b, &pp, c->dst, c->src, c->n, c->stream, &last);
   batch_end(&b, t0);
-  return rc ? fail_device(c->ops, d, c->stream, rc) : PW_PATH_PINNED;
+  if (!rc) return PW_PATH_PINNED;
+  int r = fail_device(c->ops, d, c->stream, rc);
+  abandon_pipe(d, &pp);
+  return r;
 }
 
 /* Device -> pageable: up to D2H_DEPTH chunks are between their DMA and the end of their copy-out;
@@ -453,7 +669,9 @@ static int stage_h2d_pinned(pw_engine *e, dev_state *d, const pw_copy *c) {
  * ones.  An untouched destination is mapped ahead: once the first DMAs are queued, its pages are
  * mapped by the pool and by the caller while the stream's earlier work (the kernels that produce
  * the bytes) still runs, and the copy-out writes into mapped memory.  Returns when every byte is
- * in dst.  A chunk is committed to the arena only once copied out. */
+ * in dst.  A chunk's slot stays BUSY until it is copied out; the waits on the DMAs hold no lock.
+ * When the pinned arena's front is busy while this copy holds chunks (AGAIN), the oldest chunk is
+ * copied out before anything more is reserved. */
 static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
   const pw_ops *ops = c->ops;
   size_t chunk = chunk_size(e, d);
@@ -461,6 +679,7 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
     size_t hoff, pos, len;
     void *ev;
     uint64_t seg;
+    unsigned idx;
   } q[D2H_DEPTH];
   int head = 0, nq = 0, nout = 0, rc = 0; /* q[head .. head+nout) are being copied out */
   size_t pos = 0;
@@ -469,6 +688,9 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
    * later free unmaps 2 MiB pages (measured: 134 MB freed in 0.8 ms instead of 8.8) — and maps it
    * ahead, in whole huge pages; populate maps 4 KiB pages ahead; touch lets the copy-out fault
    * them.  Measured in docs/RESULTS.md: hugepages fastest, touch slowest. */
+  /* pinwheel writes into dst below: never onto a page a deferred copy still guards (the
+   * destination of this copy may be the source of an earlier one) */
+  if (e->cfg.guard) e->cfg.guard->wait(c->dst, c->n);
   int plan = pw_fresh_plan(c->dst, c->n, e->cfg.d2h_fresh);
   if (plan & PW_DEST_FRESH) pw_add(&pw_st.d2h_fresh, 1);
   if (plan & PW_DEST_ADVISED) pw_add(&pw_st.d2h_advised, 1);
@@ -478,10 +700,21 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
   batch_begin(e, &b);
   uint64_t map_seg = UINT64_MAX; /* the mapping's segment, while the caller can help with it */
   while (pos < c->n || nq > 0) {
+    int stuck = 0; /* the arena's front is busy: move this copy's own chunks on first */
     while (pos < c->n && nq < D2H_DEPTH) {
       size_t clen = c->n - pos < chunk ? c->n - pos : chunk, hoff;
-      if ((rc = reserve(ops, d, &d->host, ARENA_HOST, clen, &hoff))) goto fail;
-      void *ev = get_event(ops, d);
+      unsigned idx;
+      rc = reserve(ops, d, &d->host, ARENA_HOST, clen, nq, &hoff, &idx);
+      if (rc == AGAIN) {
+        rc = 0;
+        stuck = 1;
+        break;
+      }
+      if (rc) goto fail;
+      int i = (head + nq) % D2H_DEPTH;
+      q[i].hoff = hoff, q[i].pos = pos, q[i].len = clen, q[i].idx = idx, q[i].ev = NULL;
+      nq++;
+      void *ev = ev_get(ops, d);
       if (!ev) {
         rc = -1;
         goto fail;
@@ -489,12 +722,10 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
       if ((rc = ops->copy_async(d->pinned + hoff, (const char *)c->src + pos, clen, PW_DIR_D2H,
                                 c->stream)) ||
           (rc = ops->event_record(ev, c->stream))) {
-        put_event(d, ev);
+        ev_put(d, ev);
         goto fail;
       }
-      int i = (head + nq) % D2H_DEPTH;
-      q[i].hoff = hoff, q[i].pos = pos, q[i].len = clen, q[i].ev = ev;
-      nq++;
+      q[i].ev = ev;
       pos += clen;
     }
     if (map) { /* the first DMAs are queued: map the pages while they wait for the GPU */
@@ -515,10 +746,10 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
       nout++;
     }
     /* retire what the pool finished; block on the oldest only when nothing else can move */
-    while (nout > 0 &&
-           (pw_batch_done(&b, q[head].seg) || (nout == nq && (nq == D2H_DEPTH || pos >= c->n)))) {
+    while (nout > 0 && (pw_batch_done(&b, q[head].seg) ||
+                        (nout == nq && (nq == D2H_DEPTH || pos >= c->n || stuck)))) {
       pw_batch_wait(&b, q[head].seg);
-      commit(&d->host, q[head].hoff, q[head].len, q[head].ev);
+      publish(d, &d->host, q[head].idx, q[head].ev);
       head = (head + 1) % D2H_DEPTH;
       nq--, nout--;
     }
@@ -527,10 +758,222 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
   return PW_PATH_D2H;
 fail:
   batch_end(&b, t0); /* no worker touches pinned memory or dst after this */
-  /* the chunks still held were never committed: give their events back */
+  int r = fail_device(ops, d, c->stream, rc);
+  /* the streams are drained: the chunks still held are free, their events complete */
   for (int k = 0; k < nq; k++)
-    put_event(d, q[(head + k) % D2H_DEPTH].ev);
-  return fail_device(ops, d, c->stream, rc);
+    publish(d, &d->host, q[(head + k) % D2H_DEPTH].idx, q[(head + k) % D2H_DEPTH].ev);
+  return r;
+}
+
+/* ---- deferred H2D staging ---- */
+
+/* The copy thread's work for one job: each chunk's guarded bytes into its pinned chunk, the pages
+ * read released, then the chunk's ticket stored (release order, after the copy routine's store
+ * fence), which lets the side stream's DMA of that chunk go.  No CUDA call, no lock a program
+ * thread can hold, no malloc. */
+static void run_job(pw_engine *e, defer_job *j) {
+  const pw_guard_ops *g = e->cfg.guard;
+  dev_state *d = j->d;
+  uint64_t t0 = pw_now_ns();
+  pw_batch b;
+  batch_begin(e, &b);
+  uint64_t seg[JOB_CHUNKS];
+  unsigned pushed = 0;
+  for (unsigned k = 0; k < j->nchunks; k++) {
+    /* keep a few chunks ahead in the pool, then finish the oldest */
+    for (; pushed < j->nchunks && pushed < k + AHEAD; pushed++) {
+      size_t at = j->ch[pushed].at, end = at + j->ch[pushed].len;
+      size_t a = at < j->lo ? j->lo : at, z = end > j->hi ? j->hi : end;
+      seg[pushed] = a < z ? pw_batch_push(&b, d->pinned + j->ch[pushed].hoff + (a - at), j->src + a,
+                                          z - a, PW_PART_STREAM)
+                          : UINT64_MAX;
+    }
+    if (seg[k] != UINT64_MAX) pw_batch_wait(&b, seg[k]);
+    size_t end = j->ch[k].at + j->ch[k].len;
+    if (j->guard_id >= 0) g->release_upto(j->guard_id, end < j->hi ? end : j->hi);
+    atomic_store_explicit(d->flag, j->ticket0 + k + 1, memory_order_release);
+  }
+  pw_batch_end(&b);
+  if (j->guard_id >= 0) g->release(j->guard_id);
+  pw_add(&pw_st.defer_copyin_ns, pw_now_ns() - t0);
+}
+
+static void *copier_main(void *arg) {
+  pw_engine *e = arg;
+  pthread_mutex_lock(&e->qlock);
+  for (;;) {
+    while (e->qhead == e->qtail && !e->stop)
+      pthread_cond_wait(&e->qcv, &e->qlock);
+    if (e->qhead == e->qtail) { /* stopping, nothing left */
+      e->copier = 0;
+      pthread_cond_broadcast(&e->qcv);
+      pthread_mutex_unlock(&e->qlock);
+      return NULL;
+    }
+    defer_job *j = &e->jobs[e->qhead % JOB_MAX];
+    pthread_mutex_unlock(&e->qlock);
+    run_job(e, j);
+    pthread_mutex_lock(&e->qlock);
+    e->qhead++;
+    pthread_cond_broadcast(&e->qcv);
+  }
+  return NULL;
+}
+
+/* Queue a job (FIFO) and hand out its tickets; returns its position in the queue.  Without a
+ * copy thread (it could not be started) the job runs here. */
+static uint64_t queue_job(pw_engine *e, defer_job *j) {
+  pthread_mutex_lock(&e->qlock);
+  while (e->qtail - e->qhead >= JOB_MAX) /* the copy thread waits for nothing: it moves on */
+    pthread_cond_wait(&e->qcv, &e->qlock);
+  j->ticket0 = j->d->ticket; /* under qlock: tickets follow the queue's order */
+  j->d->ticket += j->nchunks;
+  if (!e->copier) {
+    e->copier = pw_spawn(copier_main, e, 0) == 0 ? 1 : -1;
+    atomic_store(&exit_engine, e); /* the exit handler waits for the queue */
+    pthread_once(&exit_once, register_exit);
+  }
+  uint64_t pos = e->qtail;
+  if (e->copier > 0) {
+    e->jobs[e->qtail % JOB_MAX] = *j;
+    e->qtail++;
+    pthread_cond_broadcast(&e->qcv);
+    pthread_mutex_unlock(&e->qlock);
+  } else {
+    pthread_mutex_unlock(&e->qlock);
+    run_job(e, j);
+  }
+  return pos;
+}
+
+/* Wait until the queue holds nothing up to position pos (UINT64_MAX: nothing at all). */
+static void wait_jobs(pw_engine *e, uint64_t pos) {
+  pthread_mutex_lock(&e->qlock);
+  while (e->copier > 0 && e->qhead != e->qtail && (pos == UINT64_MAX || e->qhead <= pos))
+    pthread_cond_wait(&e->qcv, &e->qlock);
+  pthread_mutex_unlock(&e->qlock);
+}
+
+/* [from, to) of src into the job's chunks, on the calling thread. */
+static void copy_now(dev_state *d, const defer_job *j, const char *src, size_t from, size_t to) {
+  for (unsigned k = 0; k < j->nchunks && from < to; k++) {
+    size_t at = j->ch[k].at, end = at + j->ch[k].len;
+    size_t a = from > at ? from : at, z = to < end ? to : end;
+    if (a < z) memcpy(d->pinned + j->ch[k].hoff + (a - at), src + a, z - a);
+  }
+}
+
+/* Why this H2D copy cannot be deferred, before anything is reserved; -1 when it may be. */
+static int defer_reason(const pw_engine *e, const dev_state *d, const pw_copy *c, size_t chunk) {
+  if (!e->cfg.defer) return PW_ND_OFF;
+  if (!e->cfg.guard) return PW_ND_NO_GUARD;
+  if (c->n < DEFER_MIN) return PW_ND_SMALL;
+  if (!d->ring) return PW_ND_NO_RING;
+  if (!d->flag) return PW_ND_NO_WAIT_VALUE;
+  if (c->n > d->host.size / 2 || c->n > d->dring.size / 2 ||
+      (c->n + chunk - 1) / chunk > JOB_CHUNKS)
+    return PW_ND_LARGE;
+  int g = e->cfg.guard->available();
+  if (g) return PW_ND_GUARD + g;
+  return -1;
+}
+
+/* Deferred staging through the ring (the ordering argument is at the top of the file).  Returns
+ * PW_PATH_RING when the copy is queued, 1 + a PW_ND_* reason when it was not deferred (nothing
+ * was enqueued or kept: the caller stages it as before), or fail_device's answer. */
+static int defer_h2d(pw_engine *e, dev_state *d, const pw_copy *c) {
+  const pw_ops *ops = c->ops;
+  const pw_guard_ops *g = e->cfg.guard;
+  size_t chunk = chunk_size(e, d), n = c->n, roff;
+  int why = defer_reason(e, d, c, chunk);
+  if (why >= 0) return 1 + why;
+  const char *src = c->src;
+  unsigned ridx, idx[JOB_CHUNKS];
+  int held = 0, done = 0, rheld = 0, rc; /* held: chunks reserved; done: of those, published */
+  defer_job j = {.d = d, .src = src, .guard_id = -1};
+  /* every byte of space the copy needs, now: back-pressure waits on older copies only */
+  if ((rc = reserve(ops, d, &d->dring, ARENA_RING, n, 0, &roff, &ridx))) goto fail_early;
+  rheld = 1;
+  for (size_t pos = 0; pos < n; pos += chunk) {
+    size_t clen = n - pos < chunk ? n - pos : chunk;
+    rc = reserve(ops, d, &d->host, ARENA_HOST, clen, held, &j.ch[held].hoff, &idx[held]);
+    if (rc == AGAIN) { /* another copy's chunks are in the way while we hold ours: give back */
+      for (int k = 0; k < held; k++)
+        publish(d, &d->host, idx[k], NULL);
+      publish(d, &d->dring, ridx, NULL);
+      return 1 + PW_ND_BUSY;
+    }
+    if (rc) goto fail_early;
+    j.ch[held].at = pos, j.ch[held].len = clen;
+    held++;
+  }
+  j.nchunks = (unsigned)held;
+  const void *lo = src, *hi = src;
+  if ((why = g->protect_inner(src, n, &j.guard_id, &lo, &hi))) {
+    for (int k = 0; k < held; k++)
+      publish(d, &d->host, idx[k], NULL);
+    publish(d, &d->dring, ridx, NULL);
+    return 1 + PW_ND_GUARD + why;
+  }
+  j.lo = (size_t)((const char *)lo - src), j.hi = (size_t)((const char *)hi - src);
+  if (j.lo >= j.hi) j.lo = j.hi = n; /* no whole page: everything is copied now */
+  /* the partial first and last pages are not guarded: their bytes are copied before we return */
+  copy_now(d, &j, src, 0, j.lo);
+  copy_now(d, &j, src, j.hi, n);
+  if (!pw_pool_workers()) { /* the pool starts here, never on the copy thread (it would malloc) */
+    pw_batch b;
+    batch_begin(e, &b);
+    pw_batch_end(&b);
+  }
+  uint64_t qpos = queue_job(e, &j);
+  void *last = NULL, *fev = NULL;
+  for (; done < held; done++) {
+    void *ev = ev_get(ops, d);
+    if (!ev) {
+      rc = -1;
+      goto fail;
+    }
+    if ((DROP_DEPENDENCY != 2 &&
+         (rc = ops->wait_host_value(d->side, (const uint32_t *)d->flag, j.ticket0 + done + 1))) ||
+        (rc = ops->copy_async(d->ring + roff + j.ch[done].at, d->pinned + j.ch[done].hoff,
+                              j.ch[done].len, PW_DIR_H2D, d->side)) ||
+        (rc = ops->event_record(ev, d->side))) {
+      ev_put(d, ev);
+      goto fail;
+    }
+    publish(d, &d->host, idx[done], ev);
+    last = ev;
+  }
+  if (!(fev = ev_get(ops, d))) {
+    rc = -1;
+    goto fail;
+  }
+  if ((rc = ops->stream_wait_event(c->stream, last)) ||
+      (rc = ops->copy_async(c->dst, d->ring + roff, n, PW_DIR_D2D, c->stream)) ||
+      (rc = ops->event_record(fev, c->stream))) {
+    ev_put(d, fev);
+    goto fail;
+  }
+  publish(d, &d->dring, ridx, fev);
+  pw_add(&pw_st.ring_pieces, 1);
+  return PW_PATH_RING;
+fail : {
+  /* the copy thread stores every ticket of the job whatever happens: the side stream's waits
+   * end, and once it is done nothing writes the chunks */
+  wait_jobs(e, qpos);
+  int r = fail_device(ops, d, c->stream, rc);
+  for (int k = done; k < held; k++)
+    publish(d, &d->host, idx[k], NULL);
+  publish(d, &d->dring, ridx, NULL);
+  return r;
+}
+fail_early : {
+  int r = fail_device(ops, d, c->stream, rc);
+  for (int k = 0; k < held; k++)
+    publish(d, &d->host, idx[k], NULL);
+  if (rheld) publish(d, &d->dring, ridx, NULL);
+  return r;
+}
 }
 
 int pw_describe(const pw_ops *ops, pw_copy *c) {
@@ -571,6 +1014,9 @@ static int cheap_reason(const pw_engine *e, const pw_copy *c) {
   } else {
     return PW_FB_DIRECTION;
   }
+  /* a range that wraps the address space is CUDA's to refuse (cudaErrorInvalidValue) */
+  if (c->n > UINTPTR_MAX - (uintptr_t)c->src || c->n > UINTPTR_MAX - (uintptr_t)c->dst)
+    return PW_FB_BAD_RANGE;
   if (c->n < e->cfg.min_bytes || c->n == 0) return PW_FB_TOO_SMALL;
   if (e->cfg.max_bytes && c->n > e->cfg.max_bytes) return PW_FB_TOO_LARGE;
   return -1;
@@ -593,9 +1039,20 @@ static int checked_reason(const pw_copy *c, int device) {
   /* the driver front end stages only in the device's primary context, where the engine's state
    * of the device lives, whichever front end set it up */
   if (ops->context_ok && !ops->context_ok(c->stream, device)) return PW_FB_OTHER_CONTEXT;
-  /* The device range must end inside device memory of the same device: otherwise the real call
-   * reports the error, before anything was written. */
+  /* The device range must lie inside one allocation (a range that runs into the next one is
+   * CUDA's to refuse): otherwise the real call reports the error, before anything was written.
+   * Without the allocation's range, it must at least end in device memory of the same device. */
   const char *dptr = c->dir == PW_DIR_H2D ? (const char *)c->dst : (const char *)c->src;
+  void *base = NULL;
+  size_t size = 0;
+  if (ops->alloc_range) {
+    if (!ops->alloc_range(dptr, &base, &size))
+      return (size_t)(dptr - (const char *)base) > size ||
+                     c->n > size - (size_t)(dptr - (const char *)base)
+                 ? PW_FB_BAD_RANGE
+                 : -1;
+    ops->clear_error();
+  }
   if (ops->pointer_info(dptr + c->n - 1, &kind, &kdev)) {
     ops->clear_error();
     return PW_FB_QUERY_FAILED;
@@ -631,24 +1088,31 @@ int pw_engine_copy(pw_engine *e, const pw_copy *copy) {
     }
   }
   int mode = ops->relax_capture(0, 0);
-  uint64_t tl = pw_now_ns();
-  pthread_mutex_lock(&d->lock);
-  pw_add(&pw_st.wait_lock_ns, pw_now_ns() - tl);
-  int path;
-  if (atomic_load_explicit(&d->status, memory_order_acquire) != DEV_READY)
+  int path, deferred = 0;
+  if (atomic_load_explicit(&d->status, memory_order_acquire) != DEV_READY) {
     path = -1 - PW_FB_NO_STATE;
-  else if (c->dir == PW_DIR_D2H)
+  } else if (c->dir == PW_DIR_D2H) {
     path = stage_d2h(e, d, c);
-  else if (d->ring)
-    path = stage_h2d_ring(e, d, c);
-  else
-    path = stage_h2d_pinned(e, d, c);
-  pthread_mutex_unlock(&d->lock);
+  } else {
+    int dr = defer_h2d(e, d, c); /* PW_PATH_RING (0) when deferred */
+    if (dr > 0) {                /* not deferred: staged as before, the reason counted */
+      pw_add(&pw_st.not_deferred[dr - 1], 1);
+      path = d->ring ? stage_h2d_ring(e, d, c) : stage_h2d_pinned(e, d, c);
+    } else {
+      path = dr;
+      deferred = dr >= 0;
+    }
+  }
   ops->relax_capture(1, mode);
   if (path >= 0) {
     pw_add(&pw_st.staged[path].calls, 1);
     pw_add(&pw_st.staged[path].bytes, c->n);
     pw_add(&pw_st.staged[path].ns, pw_now_ns() - t0);
+    if (deferred) {
+      pw_add(&pw_st.deferred.calls, 1);
+      pw_add(&pw_st.deferred.bytes, c->n);
+      pw_add(&pw_st.deferred.ns, pw_now_ns() - t0);
+    }
   } else {
     pw_add(&pw_st.fallbacks[-1 - path], 1);
     pw_add(&pw_st.fallback_bytes[-1 - path], c->n);
@@ -656,15 +1120,52 @@ int pw_engine_copy(pw_engine *e, const pw_copy *copy) {
   return path;
 }
 
+void pw_engine_device_reset(pw_engine *e, int device) {
+  if (!e || device < 0 || device >= MAX_DEVICES || atomic_load(&e->forked)) return;
+  wait_setups(e, UINT64_MAX); /* a setup in flight would allocate into the dying context */
+  wait_jobs(e, UINT64_MAX);   /* no copy thread writes into the pinned pool the reset frees */
+  pthread_mutex_lock(&e->init_lock);
+  dev_state *d = atomic_load(&e->dev[device]);
+  if (d) {
+    if (atomic_load_explicit(&d->status, memory_order_acquire) == DEV_READY && d->side) {
+      d->ops->stream_sync(d->side);
+      d->ops->clear_error();
+    }
+    /* A thread still inside a copy of this device (a program that resets while it copies) keeps
+     * a valid struct: it is never freed, only forgotten; its CUDA resources die with the
+     * context. */
+    atomic_store_explicit(&d->status, DEV_FAILED, memory_order_release);
+    atomic_store(&e->dev[device], NULL);
+    pw_add(&pw_st.device_resets, 1);
+  }
+  pthread_mutex_unlock(&e->init_lock);
+}
+
+void pw_engine_guard_wait(pw_engine *e, const void *p, size_t n) {
+  if (e && e->cfg.guard) e->cfg.guard->wait(p, n);
+}
+
 void pw_engine_after_fork_child(pw_engine *e) {
   if (!e) return;
   atomic_store(&e->forked, 1);
   pthread_mutex_init(&e->init_lock, NULL);
+  /* the copy thread stayed in the parent: the child never defers (forked) nor waits for it */
+  pthread_mutex_init(&e->qlock, NULL);
+  pthread_cond_init(&e->qcv, NULL);
+  e->copier = 0;
+  e->qhead = e->qtail;
 }
 
 void pw_engine_destroy(pw_engine *e) {
   if (!e) return;
   wait_setups(e, UINT64_MAX);
+  wait_jobs(e, UINT64_MAX);
+  pthread_mutex_lock(&e->qlock);
+  e->stop = 1;
+  pthread_cond_broadcast(&e->qcv);
+  while (e->copier > 0)
+    pthread_cond_wait(&e->qcv, &e->qlock);
+  pthread_mutex_unlock(&e->qlock);
   pw_engine *expect = e;
   atomic_compare_exchange_strong(&exit_engine, &expect, NULL);
   for (int i = 0; i < MAX_DEVICES; i++) {
@@ -679,6 +1180,7 @@ void pw_engine_destroy(pw_engine *e) {
     free(d->free_ev);
     free(d->all_ev);
     pthread_mutex_destroy(&d->lock);
+    pthread_cond_destroy(&d->cv);
     free(d);
   }
   free(e);

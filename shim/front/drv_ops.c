@@ -177,7 +177,8 @@ static int op_set_device(int device) {
 }
 static int op_host_alloc(void **p, size_t n) {
   note_state();
-  return GATED(1, CALL(cuMemHostAlloc, p, n, CU_MEMHOSTALLOC_PORTABLE));
+  /* mapped: deferred staging's flag in it is what the side stream waits on */
+  return GATED(1, CALL(cuMemHostAlloc, p, n, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
 }
 static void op_host_free(void *p) {
   (void)GATED(0, CALL(cuMemFreeHost, p));
@@ -229,6 +230,20 @@ static int op_copy_async(void *dst, const void *src, size_t n, int dir, void *s)
 static int op_stream_sync(void *s) {
   return CALL(cuStreamSynchronize, (CUstream)s);
 }
+static int op_alloc_range(const void *p, void **base, size_t *size) {
+  CUdeviceptr b = 0;
+  int rc = CALL(cuMemGetAddressRange_v2, &b, size, (CUdeviceptr)(uintptr_t)p);
+  *base = (void *)(uintptr_t)b;
+  return rc;
+}
+/* flag lies in pinned memory allocated portable and mapped (host_alloc): its device address is
+ * what the stream waits on. */
+static int op_wait_host_value(void *s, const uint32_t *flag, uint32_t value) {
+  CUdeviceptr d = 0;
+  int rc = CALL(cuMemHostGetDevicePointer_v2, &d, (void *)flag, 0);
+  if (rc) return rc;
+  return CALL(cuStreamWaitValue32_v2, (CUstream)s, d, value, CU_STREAM_WAIT_VALUE_GEQ);
+}
 static void op_clear_error(void) {}
 static int op_error_pending(void) {
   return 0;
@@ -266,4 +281,6 @@ const pw_ops pw_drv_ops = {
     .error_pending = op_error_pending,
     .relax_capture = op_relax_capture,
     .context_ok = op_context_ok,
+    .alloc_range = op_alloc_range,
+    .wait_host_value = op_wait_host_value,
 };

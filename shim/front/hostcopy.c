@@ -134,6 +134,8 @@ static void *hostcopy(void *dst, const void *src, size_t n) {
   int into = pw_pinned_contains(dst, n), out = !into && pw_pinned_contains(src, n);
   if (!into && !out) return pw_libc_memmove(dst, src, n);
   pw_depth++; /* whatever the copy reaches passes through */
+  /* the copy threads write into dst: never onto a page a deferred copy still guards */
+  if (!into) pw_engine_guard_wait(pw_eng, dst, n);
   uint64_t t0 = pw_now_ns();
   int threads = (int)pw_get(&pw_st.threads), flags = 0;
   /* Into the program's pinned memory always with non-temporal stores where the CPU has them: the

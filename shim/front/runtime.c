@@ -150,11 +150,29 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
                   unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus),
                  (symbol, funcPtr, cudaVersion, flags, driverStatus))
 
+/* cudaDeviceReset destroys the context and everything pinwheel allocated in it (pinned pool, ring,
+ * side stream, events): the engine first lets its deferred copy-ins finish and its side stream
+ * drain, then forgets the device, so the next staged copy sets it up anew. */
+#define WRAP_RESET(name, params, args)                                                             \
+  cudaError_t name params {                                                                        \
+    int mode = pw_enter();                                                                         \
+    if (!REAL(name)) return missing(#name);                                                        \
+    int dev = -1;                                                                                  \
+    if (mode == PW_MODE_STAGE && pw_eng && REAL(cudaGetDevice) &&                                  \
+        pw_real.cudaGetDevice(&dev) == cudaSuccess)                                                \
+      pw_engine_device_reset(pw_eng, dev);                                                         \
+    cudaError_t r = pw_real.name args;                                                             \
+    pw_after_real();                                                                               \
+    if (mode != PW_MODE_OFF) pw_count_call(PW_H_##name, 0);                                        \
+    return r;                                                                                      \
+  }
+
 /* One wrapper-generating macro per class of hooks.def, named PW_WRAP_<class>. */
 #define PW_WRAP_COPY_BLOCKING(name, params, args, stream) WRAP_COPY(name, params, args, stream, 1)
 #define PW_WRAP_COPY_ASYNC(name, params, args, stream) WRAP_COPY(name, params, args, stream, 0)
 #define PW_WRAP_LAUNCH(name, params, args, stream) WRAP_LAUNCH(name, params, args)
 #define PW_WRAP_HOST_SYNC(name, params, args, stream) WRAP_SYNC(name, params, args, stream)
 #define PW_WRAP_HOST_MEM(name, params, args, region) WRAP_HOST_MEM(name, params, args, region)
+#define PW_WRAP_DEVICE_RESET(name, params, args, stream) WRAP_RESET(name, params, args)
 #define PW_HOOK(name, class, params, args, stream) PW_WRAP_##class(name, params, args, stream)
 #include "hooks.def"

@@ -4,6 +4,7 @@
  * Must never: call an exported wrapper of the shim (everything goes through pw_real).
  */
 #include "front.h"
+#include "drv.h" /* the driver functions the runtime has no counterpart for */
 #include "real.h"
 #include "trace.h"
 
@@ -63,7 +64,8 @@ static int op_set_device(int device) { /* only the setup thread selects a device
   return GATED(1, CALL(cudaSetDevice, device));
 }
 static int op_host_alloc(void **p, size_t n) {
-  return GATED(1, CALL(cudaHostAlloc, p, n, cudaHostAllocPortable));
+  /* mapped: deferred staging's flag in it is what the side stream waits on */
+  return GATED(1, CALL(cudaHostAlloc, p, n, cudaHostAllocPortable | cudaHostAllocMapped));
 }
 static void op_host_free(void *p) {
   (void)GATED(0, CALL(cudaFreeHost, p));
@@ -134,6 +136,24 @@ static int op_context_ok(void *s, int device) {
   return !pw_drv_state_gone(device);
 }
 
+/* The runtime has no counterpart of these two: they go to the driver in the process (libcudart
+ * loads it), found the way the driver front end finds it. */
+#define DRV(fn, ...) (pw_drv_resolve() && pw_drv.fn ? (int)pw_drv.fn(__VA_ARGS__) : (int)MISSING)
+static int op_alloc_range(const void *p, void **base, size_t *size) {
+  CUdeviceptr b = 0;
+  int rc = DRV(cuMemGetAddressRange_v2, &b, size, (CUdeviceptr)(uintptr_t)p);
+  *base = (void *)(uintptr_t)b;
+  return rc;
+}
+static int op_wait_host_value(void *s, const uint32_t *flag, uint32_t value) {
+  CUdeviceptr d = 0;
+  int rc = DRV(cuMemHostGetDevicePointer_v2, &d, (void *)flag, 0);
+  if (rc) return rc;
+  /* a runtime stream handle is the driver's CUstream; the legacy and per-thread defaults are
+   * the same values in both APIs */
+  return DRV(cuStreamWaitValue32_v2, (CUstream)s, d, value, CU_STREAM_WAIT_VALUE_GEQ);
+}
+
 const pw_ops pw_real_ops = {
     .pointer_info = op_pointer_info,
     .stream_capturing = op_stream_capturing,
@@ -156,4 +176,6 @@ const pw_ops pw_real_ops = {
     .error_pending = op_error_pending,
     .relax_capture = op_relax_capture,
     .context_ok = op_context_ok,
+    .alloc_range = op_alloc_range,
+    .wait_host_value = op_wait_host_value,
 };

@@ -73,6 +73,21 @@ static void fake_region_drop(const void *p) {
   pthread_mutex_unlock(&fake_mu);
 }
 
+/* The allocation holding p: 1 and its base and size, or 0. */
+static inline int fake_region_range(const void *p, uintptr_t *base, size_t *size) {
+  uintptr_t a = (uintptr_t)p;
+  int found = 0;
+  pthread_mutex_lock(&fake_mu);
+  for (int i = 0; i < fake_nregions && !found; i++)
+    if (a >= fake_regions[i].p && a < fake_regions[i].p + fake_regions[i].n) {
+      *base = fake_regions[i].p;
+      *size = fake_regions[i].n;
+      found = 1;
+    }
+  pthread_mutex_unlock(&fake_mu);
+  return found;
+}
+
 /* The type of the allocation holding p; 0 for none. */
 static int fake_region_type(const void *p) {
   uintptr_t a = (uintptr_t)p;

@@ -16,6 +16,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -321,6 +322,28 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) {
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
   *dptr = (CUdeviceptr)(uintptr_t)p;
   fake_region_add((void *)(uintptr_t)*dptr, n, CU_MEMORYTYPE_DEVICE);
+  return CUDA_SUCCESS;
+}
+/* Streams run their work at the call here, so a wait for a host value blocks the caller until
+ * another thread stores it (what deferred staging's copy thread does). */
+CUresult cuStreamWaitValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value,
+                                unsigned int flags) {
+  (void)s;
+  if (flags != CU_STREAM_WAIT_VALUE_GEQ) return CUDA_ERROR_NOT_SUPPORTED;
+  while (__atomic_load_n((const uint32_t *)(uintptr_t)addr, __ATOMIC_ACQUIRE) < value)
+    sched_yield();
+  return CUDA_SUCCESS;
+}
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned int flags) {
+  (void)flags;
+  if (fake_region_type(p) != CU_MEMORYTYPE_HOST) return CUDA_ERROR_INVALID_VALUE;
+  *d = (CUdeviceptr)(uintptr_t)p; /* unified addressing: the same address */
+  return CUDA_SUCCESS;
+}
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
+  uintptr_t b;
+  if (!fake_region_range((const void *)(uintptr_t)p, &b, size)) return CUDA_ERROR_NOT_FOUND;
+  *base = (CUdeviceptr)b;
   return CUDA_SUCCESS;
 }
 CUresult cuMemFree_v2(CUdeviceptr dptr) {

@@ -60,8 +60,18 @@ static __thread cudaError_t last_error = cudaSuccess;
 static __thread enum cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
 
 typedef struct fake_stream {
-  int magic, capturing;
+  int magic, capturing, gen;
 } fake_stream;
+
+/* cudaDeviceReset destroys every stream, event and allocation: handles made before it (an older
+ * generation) fail with cudaErrorContextIsDestroyed, as in CUDA. */
+static int generation;
+static int stale_stream(cudaStream_t s) {
+  return (uintptr_t)s > 2 && ((fake_stream *)s)->gen != generation;
+}
+static int stale_event(cudaEvent_t e) {
+  return e && *(int *)e != generation;
+}
 
 /* Record a call; returns the error to report (one injected by fake_fail_next, else success). */
 static cudaError_t record(const fake_call *c) {
@@ -103,6 +113,12 @@ static cudaError_t do_copy(const char *fn, void *dst, const void *src, size_t co
   fake_call c = {.dst = dst, .src = src, .count = count, .kind = kind, .stream = stream};
   strncpy(c.name, fn, sizeof c.name - 1);
   cudaError_t e = record(&c);
+  if (e == cudaSuccess && stale_stream(stream)) e = last_error = cudaErrorContextIsDestroyed;
+  /* as CUDA does: a range that wraps the address space is an invalid value, caught before any
+   * byte moves */
+  if (e == cudaSuccess &&
+      (count > UINTPTR_MAX - (uintptr_t)dst || count > UINTPTR_MAX - (uintptr_t)src))
+    e = last_error = cudaErrorInvalidValue;
   if (e == cudaSuccess && count && dst && src) memmove(dst, src, count);
   return e;
 }
@@ -117,9 +133,10 @@ static cudaError_t do_copy(const char *fn, void *dst, const void *src, size_t co
   cudaError_t name params {                                                                        \
     return do_copy(#name, dst, src, count, kind, stream);                                          \
   }
-#define FAKE_LAUNCH(name, params)    /* below: each records its own arguments */
-#define FAKE_HOST_SYNC(name, params) /* below */
-#define FAKE_HOST_MEM(name, params)  /* below, with the functions the shim only calls */
+#define FAKE_LAUNCH(name, params)       /* below: each records its own arguments */
+#define FAKE_HOST_SYNC(name, params)    /* below */
+#define FAKE_HOST_MEM(name, params)     /* below, with the functions the shim only calls */
+#define FAKE_DEVICE_RESET(name, params) /* below */
 #define PW_HOOK(name, class, params, args, stream) FAKE_##class(name, params)
 #include "hooks.def"
 
@@ -146,6 +163,7 @@ cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const voi
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   CALL_RECORD(.stream = stream);
+  if (e == cudaSuccess && stale_stream(stream)) e = last_error = cudaErrorContextIsDestroyed;
   return e;
 }
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
@@ -158,6 +176,15 @@ cudaError_t cudaDeviceSynchronize(void) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   CALL_RECORD(.event = event);
+  if (e == cudaSuccess && stale_event(event)) e = last_error = cudaErrorContextIsDestroyed;
+  return e;
+}
+cudaError_t cudaDeviceReset(void) {
+  CALL_RECORD(.count = 0);
+  pthread_mutex_lock(&fake_mu);
+  generation++;
+  fake_nregions = 0; /* every allocation is gone (its memory is leaked, never reused) */
+  pthread_mutex_unlock(&fake_mu);
   return e;
 }
 
@@ -267,22 +294,26 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
   FAKE_ENTER();
   fake_stream *f = calloc(1, sizeof *f);
   f->magic = 0x5eed;
+  f->gen = generation;
   *s = (cudaStream_t)f;
   return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
   FAKE_ENTER();
   *e = (cudaEvent_t)calloc(1, 16);
+  *(int *)*e = generation;
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-  return cudaSuccess;
+  return stale_event(e) || stale_stream(s) ? (last_error = cudaErrorContextIsDestroyed)
+                                           : cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
-  return cudaSuccess;
+  return stale_event(e) ? (last_error = cudaErrorContextIsDestroyed) : cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
-  return cudaSuccess;
+  return stale_event(e) || stale_stream(s) ? (last_error = cudaErrorContextIsDestroyed)
+                                           : cudaSuccess;
 }
 
 /* What a driver entry point looks like to the runtime, which takes them as libcudart does: the

@@ -46,7 +46,17 @@ staged() {
   echo "FAILED: status $rc, or nothing was staged"
   return 1
 }
-helpers="$(declare -f stage staged)"
+# deferred CMD...: staged, and the summary shows copies that returned before their copy-in
+deferred() {
+  local log
+  log=$(mktemp)
+  staged "$@" >"$log" 2>&1 || { cat "$log"; return 1; }
+  cat "$log"
+  grep -qE '^ +deferred copies [1-9]' "$log" && return 0
+  echo "FAILED: no copy was deferred"
+  return 1
+}
+helpers="$(declare -f stage staged deferred)"
 
 # (a) observe mode: the C sample and PyTorch, summaries checked against what the programs did
 t observe_naive_copy bash -c "
@@ -69,6 +79,13 @@ t torture_no_ring env PINWHEEL_DEVICE_RING=0 bash -c "$helpers; staged $B/copy_t
 t torture_small_pool env PINWHEEL_HOST_POOL=16M PINWHEEL_CHUNK=1M PINWHEEL_DEVICE_RING=64M \
   bash -c "$helpers; staged $B/copy_torture 4 300 128 4"
 t torture_elide env PINWHEEL_SYNC=elide bash -c "$helpers; staged $B/copy_torture 8 300 64 5"
+# deferred staging (the default): copies of 1 MiB up to half the pool return before their copy-in,
+# the source overwritten and freed at once by the program; with a 512 MiB pool up to 256 MiB
+t torture_deferred deferred "$B/copy_torture" 8 300 24 7
+t torture_deferred_bigpool env PINWHEEL_HOST_POOL=512M bash -c "$helpers; deferred $B/copy_torture 4 150 256 8"
+t torture_deferred_ptds deferred "$B/copy_torture_ptds" 8 200 24 9
+t torture_not_deferred env PINWHEEL_DEFER=0 bash -c "$helpers; staged $B/copy_torture 8 300 24 7 |
+  tee /dev/stderr | grep -q 'staged, not deferred: off'"
 
 # (b2) the staging data paths of issue 7, bytes compared by the programs themselves: one 256 MiB
 # copy each way (also into fresh memory) with every store kind and fresh-destination mode; the
@@ -92,8 +109,9 @@ t torch_losses_identical bash -c "
   $(declare -f losses)
   a=\$(losses) && b=\$(PINWHEEL_MODE=stage PINWHEEL_MIN_BYTES=1 LD_PRELOAD=$LIB losses) &&
   c=\$(PINWHEEL_MODE=stage PINWHEEL_SYNC=elide LD_PRELOAD=$LIB losses) &&
-  echo \"without: \$a\"; echo \"stage:   \$b\"; echo \"elide:   \$c\";
-  [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ] && [ \"\$a\" = \"\$c\" ]"
+  d=\$(PINWHEEL_MODE=stage PINWHEEL_DEFER=0 PINWHEEL_MIN_BYTES=1 LD_PRELOAD=$LIB losses) &&
+  echo \"without: \$a\"; echo \"stage:   \$b\"; echo \"elide:   \$c\"; echo \"no defer: \$d\";
+  [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ] && [ \"\$a\" = \"\$c\" ] && [ \"\$a\" = \"\$d\" ]"
 
 # (d) compute-sanitizer on the C sample under the shim
 for tool in memcheck racecheck synccheck; do

@@ -4,10 +4,12 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { OP_COPY, OP_RECORD, OP_WAIT, OP_CALLBACK, OP_FREE };
+enum { OP_COPY, OP_RECORD, OP_WAIT, OP_CALLBACK, OP_FREE, OP_WAIT_VALUE };
 
 /* One cudaEventRecord: a wait captures the record current at its call, as CUDA does, so a later
  * re-record of the event (on another stream, possibly running first) cannot release it. */
@@ -25,6 +27,8 @@ typedef struct op {
   const void *src;
   size_t n;
   token *tok;
+  const uint32_t *flag; /* OP_WAIT_VALUE: runs once *flag >= value (a host store releases it) */
+  uint32_t value;
   void (*fn)(void *);
   void *arg;
   struct op *next;
@@ -56,6 +60,8 @@ static int fail_host, fail_dev;
 static long fail_copy_in = -1;
 static __thread int cur_dev;
 long sim_deadlocks, sim_pageable_dma, sim_bad_handles;
+atomic_int sim_host_waiters;
+static int no_wait_value;
 
 static unsigned rnd(void) {
   rng ^= rng << 13;
@@ -74,11 +80,14 @@ void sim_reset(unsigned seed, int ndevices) {
   for (int d = 0; d < 8; d++)
     builtin[d][0].device = builtin[d][1].device = d;
   for (int i = 0; i < nregions; i++)
-    free(regions[i].p);
+    if (!i ||
+        regions[i].p != regions[i - 1].p + regions[i - 1].n) /* a pair's second: not a block */
+      free(regions[i].p);
   nregions = 0;
   ndev = ndevices;
   fail_host = fail_dev = 0;
   fail_copy_in = -1;
+  no_wait_value = 0;
   sim_deadlocks = sim_pageable_dma = sim_bad_handles = 0;
   pthread_mutex_unlock(&mu);
   cur_dev = 0;
@@ -119,6 +128,8 @@ static void push(sim_stream *s, op *o) {
 static int runnable(sim_stream *s) {
   op *o = s->head;
   if (!o || s->busy) return 0;
+  if (o->type == OP_WAIT_VALUE)
+    return atomic_load_explicit((_Atomic uint32_t *)o->flag, memory_order_acquire) >= o->value;
   return o->type != OP_WAIT || o->tok->done;
 }
 
@@ -182,19 +193,35 @@ void sim_drain(void) {
   pthread_mutex_unlock(&mu);
 }
 
-static int any_busy(void) {
-  for (int i = 0; i < nstreams + 2 * ndev; i++)
-    if (all_streams(i)->busy) return 1;
+/* 1 when another thread can still move a stream on: it runs a callback, or a stream waits for a
+ * host value that a host thread may store. */
+static int host_can_move(void) {
+  for (int i = 0; i < nstreams + 2 * ndev; i++) {
+    sim_stream *s = all_streams(i);
+    if (s->busy || (s->head && s->head->type == OP_WAIT_VALUE)) return 1;
+  }
   return 0;
 }
 
+#define HOST_WAIT_LIMIT_NS 5000000000ull /* then the wait counts as a deadlock */
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static int run_until(int (*done)(void *), void *arg) {
+  uint64_t t0 = 0;
   while (!done(arg))
     if (!step()) {
-      if (any_busy()) { /* another thread runs a callback: its stream moves on afterwards */
+      if (!t0) t0 = now_ns();
+      if (host_can_move() && now_ns() - t0 < HOST_WAIT_LIMIT_NS) {
+        atomic_fetch_add(&sim_host_waiters, 1);
         pthread_mutex_unlock(&mu);
         sched_yield();
         pthread_mutex_lock(&mu);
+        atomic_fetch_sub(&sim_host_waiters, 1);
         continue;
       }
       sim_deadlocks++;
@@ -328,6 +355,31 @@ static int o_stream_sync(void *h) {
   pthread_mutex_unlock(&mu);
   return r;
 }
+static int o_wait_host_value(void *h, const uint32_t *flag, uint32_t value) {
+  if (no_wait_value) return 801; /* cudaErrorNotSupported */
+  pthread_mutex_lock(&mu);
+  sim_stream *s = resolve(h);
+  if (s) {
+    op *o = calloc(1, sizeof *o);
+    o->type = OP_WAIT_VALUE;
+    o->flag = flag;
+    o->value = value;
+    push(s, o);
+    some_steps();
+  }
+  pthread_mutex_unlock(&mu);
+  return s ? 0 : 400;
+}
+static int o_alloc_range(const void *p, void **base, size_t *size) {
+  pthread_mutex_lock(&mu);
+  const region *r = find(p);
+  if (r) {
+    *base = r->p;
+    *size = r->n;
+  }
+  pthread_mutex_unlock(&mu);
+  return r ? 0 : 1; /* cudaErrorInvalidValue */
+}
 static void o_clear_error(void) {}
 static int o_error_pending(void) {
   return 0;
@@ -362,6 +414,8 @@ const pw_ops sim_ops = {
     .clear_error = o_clear_error,
     .error_pending = o_error_pending,
     .relax_capture = o_relax_capture,
+    .wait_host_value = o_wait_host_value,
+    .alloc_range = o_alloc_range,
 };
 
 /* ---- test-side helpers ---- */
@@ -369,6 +423,18 @@ const pw_ops sim_ops = {
 void *sim_device_alloc(int device, size_t n) {
   pthread_mutex_lock(&mu);
   void *p = add_region(n, PW_MEM_DEVICE, device);
+  pthread_mutex_unlock(&mu);
+  return p;
+}
+
+void *sim_device_alloc_pair(int device, size_t n, void **second) {
+  pthread_mutex_lock(&mu);
+  char *p = add_region(2 * n, PW_MEM_DEVICE, device);
+  if (p) { /* one block, two allocations: the first ends where the second begins */
+    regions[nregions - 1].n = n;
+    if (nregions < MAX_REGIONS) regions[nregions++] = (region){p + n, n, PW_MEM_DEVICE, device};
+    *second = p + n;
+  }
   pthread_mutex_unlock(&mu);
   return p;
 }
@@ -434,4 +500,7 @@ void sim_fail_copy_after(long n) {
   pthread_mutex_lock(&mu);
   fail_copy_in = n;
   pthread_mutex_unlock(&mu);
+}
+void sim_no_wait_value(int on) {
+  no_wait_value = on;
 }

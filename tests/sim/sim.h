@@ -15,6 +15,8 @@ extern const pw_ops sim_ops;
 
 void sim_reset(unsigned seed, int ndevices);
 void *sim_device_alloc(int device, size_t n); /* memory the simulation calls device memory */
+/* Two device allocations of n bytes each, the second right after the first (*second). */
+void *sim_device_alloc_pair(int device, size_t n, void **second);
 void *sim_stream_new(int device);
 void sim_set_device(int device); /* this thread's current device */
 /* Queue fn(arg) on a stream, to run in stream order (a "kernel" of the test). */
@@ -34,7 +36,11 @@ void sim_set_capturing(void *stream, int on);
 void sim_fail_host_alloc(int on);
 void sim_fail_device_alloc(int on);
 void sim_fail_copy_after(long n); /* the n-th copy_async from now fails (-1: never) */
+void sim_no_wait_value(int on);   /* wait_host_value reports "not supported" */
 
-/* What went wrong inside the simulation (engine misuse), counted. */
+/* What went wrong inside the simulation (engine misuse), counted.  A host wait that nothing can
+ * move on counts as a deadlock; while a stream waits for a host value (wait_host_value) or a
+ * callback runs, the wait yields to other threads for up to 5 s first. */
 extern long sim_deadlocks, sim_pageable_dma, sim_bad_handles;
+extern atomic_int sim_host_waiters; /* threads inside such a yielding wait right now */
 #endif

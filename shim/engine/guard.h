@@ -1,0 +1,123 @@
+/* guard.h — the source guard of deferred staging (guard.c).
+ *
+ * A deferred host-to-device copy returns before its source is read.  CUDA's contract for a
+ * pageable source still holds because, from pw_guard_protect until the range is released, nothing
+ * the process does can change what its pages hold or unmap them:
+ *   - a write to a guarded page, from any thread, in user mode or by the kernel on the program's
+ *     behalf (read(2), pread, recv into the buffer), waits until the page is released;
+ *   - free / realloc of a heap block overlapping a guarded range, and munmap / mremap /
+ *     madvise(MADV_DONTNEED, MADV_FREE, MADV_REMOVE) of an overlapping range, wait until every
+ *     overlapping guard is released, then run;
+ *   - fork waits until every guard is released (pthread_atfork prepare).
+ * Memory another process can write (MAP_SHARED, shm, a mapped file, memfd, anything not private
+ * anonymous) is never guarded: pw_guard_protect refuses it with a reason.
+ *
+ * Reads are never blocked: the copy threads read guarded memory freely.  The copy threads release
+ * as they go (pw_guard_release_upto), so a writer waits for its chunk, not for the whole copy.
+ *
+ * Must never: block a thread of pinwheel's own on a guarded page (the engine calls pw_guard_wait
+ * before it writes into program memory), take a lock that a copy thread holds while waiting, or
+ * leave a page protected after pw_guard_release.
+ *
+ * What the caller must never do in turn (guard.c's header says why): a thread that has to run for
+ * a guard to be released (a copy thread) must not call malloc / free or anything else that can
+ * wait for a lock a program thread may hold while it is itself stopped on a guarded page (the
+ * allocator's arena lock, when a neighbouring heap block shares a guarded page); and it must
+ * never write to a guarded page.  The first and last pages of a range also hold bytes that are
+ * not the source's (a heap neighbour's); a caller that wants no such neighbour to wait can copy
+ * the partial head and tail pages itself and guard only the whole pages in between.
+ */
+#ifndef PW_GUARD_H
+#define PW_GUARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Why a copy was not deferred (the guard's part of the list; the summary counts each). */
+#define PW_GUARD_REASONS(X)                                                                        \
+  X(GUARD_NO_UFFD, "no_userfaultfd")      /* userfaultfd missing or not permitted */               \
+  X(GUARD_USER_ONLY, "uffd_user_only")    /* only user-mode faults: read(2) would fail */          \
+  X(GUARD_NO_WP, "uffd_no_write_protect") /* kernel without write-protect of unpopulated pages */  \
+  X(GUARD_SHARED, "shared_memory")        /* not private anonymous memory */                       \
+  X(GUARD_OVERLAP, "overlaps_guarded")    /* the source overlaps a range already guarded */        \
+  X(GUARD_FULL, "guard_slots_full")       /* too many guarded ranges at once */                    \
+  X(GUARD_ERROR, "guard_error")           /* a userfaultfd call failed */                          \
+  X(GUARD_NOT_INTERPOSED, "hooks_not_interposed") /* free, munmap... here are not pinwheel's */    \
+  X(GUARD_FORK, "fork_in_progress")  /* a fork is waiting for every guard to be released */        \
+  X(GUARD_OWN_STACK, "caller_stack") /* on the calling thread's own stack: it would stop */
+
+enum {
+  PW_GUARD_OK = 0,
+#define PW_GUARD_ENUM(id, name) PW_##id,
+  PW_GUARD_REASONS(PW_GUARD_ENUM)
+#undef PW_GUARD_ENUM
+      PW_GUARD_NREASONS
+};
+
+/* The reason's name (as the summary prints it), "ok" for PW_GUARD_OK. */
+const char *pw_guard_reason_name(int reason);
+
+/* 0 when the guard can be had in this process (the first call sets it up: thread-safe, cheap
+ * after), else the PW_GUARD_* reason, the same every time. */
+int pw_guard_available(void);
+
+/* Guard the pages covering [p, p + n).  Returns 0 and a handle in *id, or a PW_GUARD_* reason
+ * (nothing guarded).  On 0, every page of the range is protected when it returns.  (n == 0 gives
+ * 0 and a handle < 0, which the release functions ignore.) */
+int pw_guard_protect(const void *p, size_t n, int *id);
+
+/* Guard only the whole pages inside [p, p + n): [*lo, *hi) (equal, and *id < 0, when there is
+ * none).  The bytes outside them ([p, *lo) and [*hi, p + n), under a page each) are not guarded:
+ * the caller copies them itself before it returns.  Preferred over pw_guard_protect: the partial
+ * first and last pages are the only ones that can hold other objects' bytes (a heap neighbour,
+ * the allocator's chunk headers, pinwheel's own structures), whose writers would otherwise wait
+ * too, and a writer that a release depends on would deadlock.  release_upto's done still counts
+ * from p. */
+int pw_guard_protect_inner(const void *p, size_t n, int *id, const void **lo, const void **hi);
+
+/* The copy has read [p, p + done): release the pages wholly inside it.  done only grows. */
+void pw_guard_release_upto(int id, size_t done);
+
+/* Release the rest of the range and free the handle. */
+void pw_guard_release(int id);
+
+/* Wait until no guarded range overlaps [p, p + n). */
+void pw_guard_wait(const void *p, size_t n);
+
+/* Wait until no range is guarded. */
+void pw_guard_wait_all(void);
+
+/* Guarded ranges right now (a relaxed read: for fast paths that skip all work when 0). */
+int pw_guard_active(void);
+
+/* pw_guard_release_upto releases in steps of this many bytes (address-aligned: 2 MiB with 4 KiB
+ * pages, so a range backed by transparent huge pages is never split into small pages by a
+ * partial release); pw_guard_release releases the rest. */
+size_t pw_guard_release_step(void);
+
+/* Threads that write-protect and release one large range together (1 to 8; 0: the default). */
+void pw_guard_set_threads(int n);
+int pw_guard_threads(void);
+
+/* For the summary.  Program writes (user-mode stores and the kernel's writes for read(2) and its
+ * kind) that stopped on a guarded page, and their approximate total wait (from when the fault was
+ * seen to the release of its page).  Counted by a reader thread, so approximate: never needed for
+ * progress. */
+void pw_guard_stats(uint64_t *writes_waited, uint64_t *wait_ns);
+
+typedef struct pw_guard_counters {
+  uint64_t protects, protect_bytes, protect_ns; /* successful pw_guard_protect calls */
+  uint64_t release_ns;                          /* un-protecting (release_upto and release) */
+  uint64_t writes_waited, wait_ns;              /* as pw_guard_stats */
+  uint64_t hook_waits;                          /* free, munmap... that waited for a release */
+} pw_guard_counters;
+void pw_guard_counters_get(pw_guard_counters *c);
+
+#ifdef PW_TESTING
+/* Set to 1: pw_guard_protect answers 0 and guards nothing (the hazard tests must then fail). */
+extern int pw_guard_test_disable;
+/* Set to 1: mappings are read from /proc/self/maps, as on a kernel without PROCMAP_QUERY. */
+extern int pw_guard_test_maps_parse;
+#endif
+
+#endif
