@@ -188,6 +188,8 @@ def main():
                     ("naive + pinwheel, sync elide", cb + ["--mode", "naive"], elide),
                     ("naive + pinwheel, PINWHEEL_DEFER=0", cb + ["--mode", "naive"], nodefer),
                     ("naive + pinwheel, PINWHEEL_HOST_POOL=512M", cb + ["--mode", "naive"], bigpool),
+                    ("naive + pinwheel, PINWHEEL_HOST_POOL=512M, sync elide", cb + ["--mode", "naive"],
+                     dict(bigpool, PINWHEEL_SYNC="elide")),
                     ("prefetcher (pre-pinned, side stream)", cb + ["--mode", "prefetch"], {}),
                     ("data on GPU (limit)", cb + ["--mode", "resident"], {})]
         print("copy-bound training loop (256 MiB float32 batch, small MLP):", flush=True)

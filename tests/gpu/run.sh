@@ -155,6 +155,17 @@ done
 t ctx_release env PINWHEEL_SETUP=inline \
   bash -c "$helpers; staged $B/ctx_release 64 | tee /dev/stderr | grep -q 'other_context'"
 
+# copies on different streams stay independent: thread B's H2D on its own stream while thread A's
+# D2H waits behind a 300 ms kernel; B's median under pinwheel within 1.2 x (+1 ms) of CUDA's alone
+t two_streams_independent bash -c "
+  $helpers
+  base=\$($B/two_streams 64 300 | tee /dev/stderr | sed -n 's/.*median \\([0-9.]*\\) ms.*/\\1/p')
+  out=\$(staged $B/two_streams 64 300) || { echo \"\$out\"; exit 1; }
+  echo \"\$out\"
+  under=\$(echo \"\$out\" | sed -n 's/.*median \\([0-9.]*\\) ms.*/\\1/p')
+  echo \"without pinwheel \$base ms, under pinwheel \$under ms\"
+  python3 -c \"import sys; b, u = float('\$base'), float('\$under'); sys.exit(0 if u <= 1.2 * b + 1.0 else 1)\""
+
 # the driver's copy functions taken from the shared runtime (cudaGetDriverEntryPointByVersion)
 t entry_point_copy staged $B/entry_point_copy 64
 if python3 -c "import jax" 2>/dev/null; then

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: build, then the GPU tests ONLY names, then the benchmark classes BENCH
+# names, each within its time box; every log under OUT (the per-test logs packed into one file).
+#   OUT=out ONLY='^torture_|^torch_' BENCH='copybound copy' REPS=3 bash tests/gpu/device_run.sh
+#   SUITE_S  seconds for the tests (default 300); BENCH_S seconds for each benchmark class (300)
+# The analyzer and the CPU tests are not built (the GPU machine need not have their libraries).
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-out}
+mkdir -p "$OUT/gpu"
+t0=$SECONDS
+if ! { cmake -S . -B build-dev -DPINWHEEL_TESTS=OFF -DPINWHEEL_ANALYZER=OFF \
+  -DCMAKE_BUILD_TYPE=Release && cmake --build build-dev -j"$(nproc)"; } >"$OUT/build.log" 2>&1; then
+  tail -n 30 "$OUT/build.log"
+  exit 1
+fi
+echo "built in $((SECONDS - t0)) s"
+{
+  nvidia-smi -L
+  uname -r
+  nproc
+  git log -1 --format='%h %s' 2>/dev/null || true
+} >"$OUT/machine.txt" 2>&1
+if [ -n "${ONLY:-}" ]; then
+  t1=$SECONDS
+  B=build-dev OUT="$OUT/gpu" ONLY="$ONLY" timeout "${SUITE_S:-300}" bash tests/gpu/run.sh 2>&1 |
+    tee "$OUT/suite.log"
+  echo "tests took $((SECONDS - t1)) s"
+fi
+for b in ${BENCH:-}; do
+  t1=$SECONDS
+  PYTHONUNBUFFERED=1 timeout "${BENCH_S:-300}" python3 bench/bench.py --build build-dev \
+    --reps "${REPS:-3}" --only "$b" --log "$OUT/gpu/bench_$b.log" --md "$OUT/bench_$b.md" \
+    >"$OUT/gpu/bench_$b.out" 2>&1
+  echo "bench $b: status $? in $((SECONDS - t1)) s"
+  cat "$OUT/bench_$b.md" 2>/dev/null || tail -n 20 "$OUT/gpu/bench_$b.out"
+done
+tar czf "$OUT/logs.tgz" -C "$OUT" gpu
+rm -rf "$OUT/gpu"
