@@ -14,9 +14,9 @@
 #include "cli.h"
 
 static void print_thresholds(FILE *f) {
-  for (int i = 0; i < an_nrules; i++)
-    fprintf(f, "  %-24s %8g %-5s %s\n", an_rules[i].name, an_rules[i].value, an_rules[i].unit,
-            an_rules[i].meaning);
+  for (int i = 0; i < an_nthresholds; i++)
+    fprintf(f, "  %-24s %8g %-5s %s\n", an_thresholds[i].name, an_thresholds[i].value,
+            an_thresholds[i].unit, an_thresholds[i].meaning);
 }
 
 static FILE *open_out(const char *path) {
@@ -167,7 +167,7 @@ int pw_cmd_report(int argc, char **argv) {
         return 2;
       }
       an_all_steps = !strcmp(v, "all");
-      if (!an_all_steps) an_rules[AN_R_STEPS_SHOWN].value = 0;
+      if (!an_all_steps) an_thresholds[AN_T_STEPS_SHOWN].value = 0;
     } else if (!strcmp(a, "--step-range") && has_val) {
       if (step_range(argv[++i])) {
         free(files);
@@ -176,7 +176,7 @@ int pw_cmd_report(int argc, char **argv) {
     } else if (!strcmp(a, "--whole-trace")) {
       an_whole_trace = 1;
     } else if (!strcmp(a, "--threshold") && has_val) {
-      if (an_rule_set(argv[++i])) {
+      if (an_threshold_set(argv[++i])) {
         fprintf(stderr, "pinwheel report: bad threshold '%s'; the thresholds are:\n", argv[i]);
         print_thresholds(stderr);
         free(files);

@@ -30,7 +30,7 @@ enum { AN_KERNEL = 0, AN_MEMCPY, AN_MEMSET, AN_COMM };
   X(DEVICE, "device", "Device")                                                                    \
   X(MANAGED, "managed", "Managed")                                                                 \
   X(ARRAY, "array", "Array")
-/* Runtime API classes: (id, report name, the runtime names that belong to it, "" = by rule) */
+/* Runtime API classes: (id, the report's name) */
 #define AN_APIS(X)                                                                                 \
   X(OTHER, "other")                                                                                \
   X(MEMCPY, "cudaMemcpy*")                                                                         \
@@ -197,7 +197,7 @@ typedef struct an_exposed {
 } an_exposed;
 
 typedef struct an_finding {
-  const char *rule, *severity;
+  const char *check, *severity; /* the check that found it (JSON: "rule") */
   char message[512];
 } an_finding;
 
@@ -283,20 +283,20 @@ typedef struct an_report {
     int ndevs;
   } * steps;
   size_t nsteps;
-  an_stepsum *stepsum; /* [ndevs] */
-  an_iv **ku;          /* [ndevs] the merged kernel intervals of each device, whole trace */
-  size_t *nku;
+  an_stepsum *stepsum;  /* [ndevs] */
+  an_iv **kernel_union; /* [ndevs] the merged kernel intervals of each device, whole trace */
+  size_t *nkernel_union;
   int32_t *op_step;         /* [nops]: the step index of each op, -1 if none */
   an_idle *idle;            /* [ndevs] */
   an_opclass (*classes)[4]; /* [ndevs][D2D, P2P, memset, comm] */
   an_kstat *kstats;         /* top kernels, by total time */
   size_t nkstats;
   int only_step; /* -1, or the step the report is zoomed to */
-  /* pinwheel's staged copies (an_pinwheel.c); opflag NULL before that pass */
-  uint8_t *opflag;   /* [nops] AN_PW_* */
-  uint32_t *opgroup; /* [nops] index into pw */
-  uint8_t *callflag; /* [ncalls] 1: a call pinwheel made for a staged copy, by pattern (calls
-                        the collector marked carry an_call.pw instead) */
+  /* pinwheel's staged copies (an_pinwheel.c); staged_role NULL before that pass */
+  uint8_t *staged_role;   /* [nops] AN_PW_*: the op's part in a staged copy, if any */
+  uint32_t *staged_group; /* [nops] the staged copy it belongs to: an index into pw */
+  uint8_t *staged_call;   /* [ncalls] 1: a call pinwheel made for a staged copy, by pattern (calls
+                          the collector marked carry an_call.pw instead) */
   an_pwgroup *pw;
   size_t npw, cappw;
   uint64_t pw_h2d, pw_d2h, pw_h2d_bytes, pw_d2h_bytes; /* staged in the window (figures pass) */
@@ -323,33 +323,33 @@ typedef struct an_report {
 enum { AN_STEPS_NONE = 0, AN_STEPS_MARKED, AN_STEPS_INFERRED };
 
 /* Thresholds and what-if assumptions: one table, indexed by enum, overridable by name. */
-#define AN_RULES(X)                                                                                \
+#define AN_THRESHOLDS(X)                                                                           \
   X(EXPOSED_MIN_US, "exposed_min_us", 100, "us",                                                   \
-    "copies longer than this are checked for exposure (RATELProf hidden_transfers)")               \
+    "copies longer than this are checked for exposure")                                            \
   X(EXPOSED_MAX_HIDDEN_PCT, "exposed_max_hidden_pct", 50, "%",                                     \
     "a copy hidden this much or less under compute is exposed")                                    \
-  X(GAP_MS, "gap_ms", 1, "ms", "GPU idle gaps at least this long are listed (nsys gpu_gaps)")      \
+  X(GAP_MS, "gap_ms", 1, "ms", "GPU idle gaps at least this long are listed")                      \
   X(SYNC_SHARE_PCT, "sync_share_pct", 5, "%",                                                      \
-    "host time in sync calls above this share of the span is a finding (nsys cuda_api_sync)")      \
+    "host time in sync calls above this share of the span is a finding")                           \
   X(SYNC_LONGEST_MS, "sync_longest_ms", 1, "ms",                                                   \
     "a single sync call at least this long is a finding")                                          \
-  X(LOW_UTIL_PCT, "low_util_pct", 50, "%",                                                         \
-    "utilization buckets below this are low (nsys gpu_time_util)")                                 \
+  X(LOW_UTIL_PCT, "low_util_pct", 50, "%", "utilization buckets below this are low")               \
   X(BUCKETS, "buckets", 20, "", "utilization buckets over the span")                               \
   X(PAGEABLE_MIN_KIB, "pageable_min_kib", 0, "KiB",                                                \
-    "pageable copies at least this large are reported (nsys cuda_memcpy_async)")                   \
+    "pageable copies at least this large are reported")                                            \
   X(PAGEABLE_WARN_PCT, "pageable_warn_pct", 1, "%",                                                \
     "pageable copies are a warning when their host or GPU time is this share of the span")         \
   X(ELIGIBLE_MIN_KIB, "eligible_min_kib", 64, "KiB",                                               \
     "what-if: pageable copies pinwheel stages (PINWHEEL_MIN_BYTES)")                               \
   X(H2D_GBPS, "h2d_gbps", 42, "GB/s",                                                              \
-    "what-if: a staged H2D copy until its bytes are on the device (copy_bw, 16 cores): the "       \
-    "program's sync after the copy waits for the DMA")                                             \
+    "what-if: a staged H2D copy until its bytes are on the device (measured on 16 CPU cores): "    \
+    "the program's sync after the copy waits for the DMA")                                         \
   X(H2D_ELIDE_GBPS, "h2d_elide_gbps", 53.6, "GB/s",                                                \
-    "what-if, PINWHEEL_SYNC=elide: a staged H2D copy until the call returns (copy_bw, 16 cores)")  \
+    "what-if, PINWHEEL_SYNC=elide: a staged H2D copy until the call returns (measured on 16 CPU "  \
+    "cores)")                                                                                      \
   X(D2H_GBPS, "d2h_gbps", 50, "GB/s",                                                              \
     "what-if: a staged D2H copy after the GPU is done (a fresh destination is mapped while the "   \
-    "GPU computes: copy_bw's D2H, 16 cores)")                                                      \
+    "GPU computes; measured on 16 CPU cores)")                                                     \
   X(LINK_GBPS, "link_gbps", 50, "GB/s", "what-if: a D2H DMA into pinned memory")                   \
   X(D2D_GBPS, "d2d_gbps", 2000, "GB/s",                                                            \
     "what-if: the device-to-device copy out of pinwheel's ring")                                   \
@@ -362,23 +362,23 @@ enum { AN_STEPS_NONE = 0, AN_STEPS_MARKED, AN_STEPS_INFERRED };
     "text and HTML list every step when there are this many or fewer")
 
 enum {
-#define AN_R_ENUM(id, name, val, unit, meaning) AN_R_##id,
-  AN_RULES(AN_R_ENUM)
-#undef AN_R_ENUM
-      AN_R_N
+#define AN_T_ENUM(id, name, val, unit, meaning) AN_T_##id,
+  AN_THRESHOLDS(AN_T_ENUM)
+#undef AN_T_ENUM
+      AN_T_N
 };
 
-typedef struct an_rule {
+typedef struct an_threshold {
   const char *name;
   double value;
   const char *unit, *meaning;
-} an_rule;
-extern an_rule an_rules[AN_R_N];
-#define an_nrules AN_R_N
-static inline double an_th(int id) {
-  return an_rules[id].value;
+} an_threshold;
+extern an_threshold an_thresholds[AN_T_N];
+#define an_nthresholds AN_T_N
+static inline double an_threshold_value(int id) {
+  return an_thresholds[id].value;
 }
-int an_rule_set(const char *assign); /* "name=value"; 0 ok */
+int an_threshold_set(const char *assign); /* "name=value"; 0 ok */
 
 /* 1 for communication kernels (NCCL, and collectives by name). */
 int an_is_comm(const char *name, size_t n);

@@ -154,8 +154,8 @@ static void test_extremes_no_overflow(void **state) {
   p = write_bytes("wide", wide, strlen(wide));
   t = an_load(p, err, sizeof err);
   if (!t) fail_msg("%s", err);
-  an_rule_set("d2d_gbps=0.000001");
-  an_rule_set("eligible_min_kib=0");
+  an_threshold_set("d2d_gbps=0.000001");
+  an_threshold_set("eligible_min_kib=0");
   r = an_analyze(t, -1);
   assert_true(r->devs[0].span > (1LL << 62));
   an_report *two[2] = {r, r};
@@ -164,8 +164,8 @@ static void test_extremes_no_overflow(void **state) {
   an_write_html(&o, &r, 1, -1);
   an_write_svg(&o, r, INT64_MIN, INT64_MAX, 1);
   an_write_chrome(null, t);
-  an_rule_set("d2d_gbps=2000");
-  an_rule_set("eligible_min_kib=64");
+  an_threshold_set("d2d_gbps=2000");
+  an_threshold_set("eligible_min_kib=64");
   an_report_free(r);
   an_free(t);
   /* one step past the limits is refused, with a message */

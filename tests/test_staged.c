@@ -119,7 +119,7 @@ static void test_pinwheel_attribution(void **state) {
   /* the findings say what pinwheel did, not to run under it */
   int staged = 0;
   for (int k = 0; k < r->nfindings; k++) {
-    staged |= !strcmp(r->findings[k].rule, "pinwheel_staged");
+    staged |= !strcmp(r->findings[k].check, "pinwheel_staged");
     assert_null(strstr(r->findings[k].message, "run under pinwheel"));
   }
   assert_true(staged);

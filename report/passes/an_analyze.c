@@ -11,27 +11,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-an_rule an_rules[AN_R_N] = {
-#define AN_R_ROW(id, nm, val, un, mean) [AN_R_##id] = {nm, val, un, mean},
-    AN_RULES(AN_R_ROW)
-#undef AN_R_ROW
+an_threshold an_thresholds[AN_T_N] = {
+#define AN_T_ROW(id, nm, val, un, mean) [AN_T_##id] = {nm, val, un, mean},
+    AN_THRESHOLDS(AN_T_ROW)
+#undef AN_T_ROW
 };
 
-int an_rule_set(const char *assign) {
+int an_threshold_set(const char *assign) {
   const char *eq = strchr(assign, '=');
   if (!eq) return -1;
-  for (int i = 0; i < an_nrules; i++)
-    if (strlen(an_rules[i].name) == (size_t)(eq - assign) &&
-        !strncmp(an_rules[i].name, assign, (size_t)(eq - assign))) {
+  for (int i = 0; i < an_nthresholds; i++)
+    if (strlen(an_thresholds[i].name) == (size_t)(eq - assign) &&
+        !strncmp(an_thresholds[i].name, assign, (size_t)(eq - assign))) {
       char *end;
       double v = strtod(eq + 1, &end);
       if (end == eq + 1 || *end || !(v >= 0) || v > 1e15) return -1;
-      if (i == AN_R_BUCKETS && (v < 1 || v > 64)) return -1;
-      if ((i == AN_R_H2D_GBPS || i == AN_R_H2D_ELIDE_GBPS || i == AN_R_D2H_GBPS ||
-           i == AN_R_LINK_GBPS || i == AN_R_D2D_GBPS) &&
+      if (i == AN_T_BUCKETS && (v < 1 || v > 64)) return -1;
+      if ((i == AN_T_H2D_GBPS || i == AN_T_H2D_ELIDE_GBPS || i == AN_T_D2H_GBPS ||
+           i == AN_T_LINK_GBPS || i == AN_T_D2D_GBPS) &&
           v <= 0)
         return -1;
-      an_rules[i].value = v;
+      an_thresholds[i].value = v;
       return 0;
     }
   return -1;
@@ -120,19 +120,19 @@ void an_report_free(an_report *r) {
     free(r->steps[k].devs);
   free(r->steps);
   free(r->stepsum);
-  for (int i = 0; r->ku && i < r->ndevs; i++)
-    free(r->ku[i]);
-  free(r->ku);
-  free(r->nku);
+  for (int i = 0; r->kernel_union && i < r->ndevs; i++)
+    free(r->kernel_union[i]);
+  free(r->kernel_union);
+  free(r->nkernel_union);
   free(r->op_step);
   free(r->idle);
   free(r->classes);
   free(r->kstats);
   free(r->whatif);
   free(r->isteps);
-  free(r->opflag);
-  free(r->opgroup);
-  free(r->callflag);
+  free(r->staged_role);
+  free(r->staged_group);
+  free(r->staged_call);
   free(r->pw);
   free(r->devs);
   free(r->gaps);

@@ -71,7 +71,7 @@ static void device_figures(const an_report *r, int dev, int64_t w0, int64_t w1, 
   int64_t t0 = INT64_MAX, t1 = INT64_MIN;
   size_t lo, hi;
   an_op_range(t, w0, w1, &lo, &hi);
-  uint64_t pg_min = (uint64_t)(an_th(AN_R_PAGEABLE_MIN_KIB) * 1024);
+  uint64_t pg_min = (uint64_t)(an_threshold_value(AN_T_PAGEABLE_MIN_KIB) * 1024);
   for (size_t i = lo; i < hi; i++) {
     const an_op *o = &t->ops[i];
     if (o->dev != dev || o->e < w0 || o->s >= w1) continue;
@@ -86,8 +86,8 @@ static void device_figures(const an_report *r, int dev, int64_t w0, int64_t w1, 
       /* a copy pinwheel staged counts once, as the program's copy (an_pinwheel.c) */
       uint64_t b;
       int cnt = an_pw_counts(r, i, &b);
-      int staged = r->opflag && r->opflag[i];
-      uint8_t ck = staged ? r->pw[r->opgroup[i]].dir : o->ckind;
+      int staged = r->staged_role && r->staged_role[i];
+      uint8_t ck = staged ? r->pw[r->staged_group[i]].dir : o->ckind;
       an_xfer *x = ck == AN_CK_H2D ? &out->h2d : ck == AN_CK_D2H ? &out->d2h : NULL;
       if (x && o->ckind != AN_CK_D2D) x->has = 1;
       if (x && cnt) x->copies++, x->bytes += b, x->has = 1;
@@ -116,7 +116,7 @@ static void device_figures(const an_report *r, int dev, int64_t w0, int64_t w1, 
   out->idle = out->span - out->busy;
   fill_xfer(&out->h2d, L.h, L.nh, &L);
   fill_xfer(&out->d2h, L.d, L.nd, &L);
-  int nb = (int)an_th(AN_R_BUCKETS);
+  int nb = (int)an_threshold_value(AN_T_BUCKETS);
   out->nbuckets = nb;
   for (int b = 0; b < nb && out->span > 0; b++) {
     int64_t bs = t0 + (int64_t)((double)out->span * b / nb),
@@ -184,7 +184,8 @@ static void host_calls(an_report *r, int64_t w0, int64_t w1) {
      * program's, but its syncs are still not the program's. */
     int sync =
         k->api == AN_API_STREAM_SYNC || k->api == AN_API_DEVICE_SYNC || k->api == AN_API_EVENT_SYNC;
-    if (sync && (k->pw || (r->callflag && r->callflag[i]))) { /* the staged copy's: own line */
+    if (sync &&
+        (k->pw || (r->staged_call && r->staged_call[i]))) { /* the staged copy's: own line */
       r->pw_sync_calls++;
       an_sat_add(&r->pw_sync_time, k->e - k->s);
       continue;
@@ -211,8 +212,8 @@ static void host_calls(an_report *r, int64_t w0, int64_t w1) {
 static void staged_copies(an_report *r, int dev, int64_t w0, int64_t w1, const lists *L,
                           size_t *cape) {
   const an_trace *t = r->t;
-  int64_t exp_min = (int64_t)(an_th(AN_R_EXPOSED_MIN_US) * 1e3);
-  double exp_hidden = an_th(AN_R_EXPOSED_MAX_HIDDEN_PCT) / 100.0;
+  int64_t exp_min = (int64_t)(an_threshold_value(AN_T_EXPOSED_MIN_US) * 1e3);
+  double exp_hidden = an_threshold_value(AN_T_EXPOSED_MAX_HIDDEN_PCT) / 100.0;
   for (size_t g = 0; g < r->npw; g++) {
     an_pwgroup *p = &r->pw[g];
     if (p->dev != dev || p->e <= w0 || p->s >= w1) continue;
@@ -223,7 +224,7 @@ static void staged_copies(an_report *r, int dev, int64_t w0, int64_t w1, const l
       r->pw_d2h++, r->pw_d2h_bytes += p->bytes;
     int64_t hid = 0;
     for (size_t k = p->first; k < t->nops && t->ops[k].s <= p->e; k++)
-      if (r->opflag[k] == AN_PW_DMA && r->opgroup[k] == g)
+      if (r->staged_role[k] == AN_PW_DMA && r->staged_group[k] == g)
         hid += an_cover(L->k, L->nk, t->ops[k].s, t->ops[k].e);
     if (hid > p->dma_time) hid = p->dma_time; /* DMAs of one copy may overlap each other */
     p->hidden = hid;
@@ -295,9 +296,9 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
     device_figures(r, r->devs[i].dev, w0, w1, windowed, &r->devs[i], r->classes[i]);
   host_calls(r, w0, w1);
   /* gaps and exposed copies, per device */
-  int64_t gap_min = (int64_t)(an_th(AN_R_GAP_MS) * 1e6);
-  int64_t exp_min = (int64_t)(an_th(AN_R_EXPOSED_MIN_US) * 1e3);
-  double exp_hidden = an_th(AN_R_EXPOSED_MAX_HIDDEN_PCT) / 100.0;
+  int64_t gap_min = (int64_t)(an_threshold_value(AN_T_GAP_MS) * 1e6);
+  int64_t exp_min = (int64_t)(an_threshold_value(AN_T_EXPOSED_MIN_US) * 1e3);
+  double exp_hidden = an_threshold_value(AN_T_EXPOSED_MAX_HIDDEN_PCT) / 100.0;
   size_t capg = 64, cape = 64;
   r->gaps = malloc(capg * sizeof *r->gaps);
   r->exposed = malloc(cape * sizeof *r->exposed);
@@ -315,7 +316,7 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
     for (size_t k = lo; k < hi; k++) {
       const an_op *o = &t->ops[k];
       if (o->dev != dev || o->type != AN_MEMCPY || o->e <= w0 || o->s >= w1) continue;
-      if (r->opflag && r->opflag[k]) continue; /* staged copies: one row each, below */
+      if (r->staged_role && r->staged_role[k]) continue; /* staged copies: one row each, below */
       int64_t dur = o->e - o->s;
       int64_t hid = an_cover(L.k, L.nk, o->s, o->e);
       double hf = dur > 0 ? (double)hid / (double)dur : 1.0;

@@ -20,7 +20,7 @@
  * A pattern found also names the calls pinwheel made on that thread while staging the copy, from
  * its first DMA (or chunk) to its ring copy (or its last chunk's event calls): its event syncs
  * while it waited for staging space or for a chunk to land are not the program's syncs
- * (callflag).  Those it made before its first DMA cannot be told from the program's.
+ * (staged_call).  Those it made before its first DMA cannot be told from the program's.
  */
 #define _GNU_SOURCE
 #include "an.h"
@@ -128,8 +128,8 @@ static void close_group(an_report *r, an_pwgroup *g, const size_t *dma, size_t n
   g->s = INT64_MAX, g->e = INT64_MIN;
   for (size_t i = 0; i < n; i++) {
     const an_op *o = &t->ops[dma[i]];
-    r->opflag[dma[i]] = flag;
-    r->opgroup[dma[i]] = (uint32_t)(g - r->pw);
+    r->staged_role[dma[i]] = flag;
+    r->staged_group[dma[i]] = (uint32_t)(g - r->pw);
     iv[i] = (an_iv){o->s, o->e};
     if (o->s < g->s) g->s = o->s, g->first = dma[i];
     if (o->e > g->e) g->e = o->e;
@@ -145,7 +145,7 @@ static void close_group(an_report *r, an_pwgroup *g, const size_t *dma, size_t n
  * found by pattern. */
 static void flag_calls(an_report *r, int32_t tid, size_t a, size_t b) {
   for (size_t k = a; k <= b && k < r->t->ncalls; k++)
-    if (r->t->calls[k].tid == tid) r->callflag[k] = 1;
+    if (r->t->calls[k].tid == tid) r->staged_call[k] = 1;
 }
 
 /* The collector's marked operations: one staged copy per (device, correlation id). */
@@ -188,8 +188,8 @@ static void marked_groups(an_report *r, const cix *byc, size_t nc) {
       for (size_t k = i; k < j; k++) { /* every ring piece of this copy */
         size_t oi = byc[k].op;
         if (t->ops[oi].pw && t->ops[oi].ckind == AN_CK_D2D && t->ops[oi].dev == dev) {
-          r->opflag[oi] = AN_PW_RING;
-          r->opgroup[oi] = (uint32_t)(g - r->pw);
+          r->staged_role[oi] = AN_PW_RING;
+          r->staged_group[oi] = (uint32_t)(g - r->pw);
         }
       }
     }
@@ -200,9 +200,9 @@ static void marked_groups(an_report *r, const cix *byc, size_t nc) {
 
 void an_pass_pinwheel(an_report *r) {
   const an_trace *t = r->t;
-  r->opflag = calloc(t->nops + 1, 1);
-  r->opgroup = calloc(t->nops + 1, sizeof *r->opgroup);
-  r->callflag = calloc(t->ncalls + 1, 1);
+  r->staged_role = calloc(t->nops + 1, 1);
+  r->staged_group = calloc(t->nops + 1, sizeof *r->staged_group);
+  r->staged_call = calloc(t->ncalls + 1, 1);
   cix *byc = malloc((t->nops + 1) * sizeof *byc);
   side *sides = malloc((t->nops + 1) * sizeof *sides);
   size_t nc = 0, ns = 0, m = 0;
@@ -236,7 +236,7 @@ void an_pass_pinwheel(an_report *r) {
     const an_op *o = oi >= 0 ? &t->ops[oi] : NULL;
     /* D2H: a run of chunks, each followed by an event record */
     int chunk = o && o->type == AN_MEMCPY && o->ckind == AN_CK_D2H && o->srck == AN_MK_DEVICE &&
-                o->dstk == AN_MK_PINNED && !r->opflag[oi];
+                o->dstk == AN_MK_PINNED && !r->staged_role[oi];
     if (th->want_record && !is_record) th->nchunk = 0; /* a chunk without its record: not ours */
     if (chunk && th->nchunk && t->ops[th->chunk[0]].bytes != o->bytes &&
         t->ops[th->chunk[th->nchunk - 1]].bytes != t->ops[th->chunk[0]].bytes)
@@ -262,7 +262,7 @@ void an_pass_pinwheel(an_report *r) {
     if (th->nchunk) th->last = k;
     th->want_record = chunk;
     if (!o || o->type != AN_MEMCPY) continue;
-    if (r->opflag[oi]) continue; /* the collector marked it: grouped above */
+    if (r->staged_role[oi]) continue; /* the collector marked it: grouped above */
     /* H2D through the ring */
     if (o->ckind == AN_CK_H2D && o->srck == AN_MK_PINNED && o->dstk == AN_MK_DEVICE &&
         is_side(sides, m, o->dev, o->stream)) {
@@ -279,11 +279,11 @@ void an_pass_pinwheel(an_report *r) {
           g->stream = o->stream;
           close_group(r, g, th->dma, th->ndma, AN_PW_DMA);
           g->count_op = (size_t)oi;
-          r->opflag[oi] = AN_PW_RING;
-          r->opgroup[oi] = (uint32_t)(g - r->pw);
+          r->staged_role[oi] = AN_PW_RING;
+          r->staged_group[oi] = (uint32_t)(g - r->pw);
           if (th->ring1 >= 0) {
-            r->opflag[th->ring1] = AN_PW_RING;
-            r->opgroup[th->ring1] = (uint32_t)(g - r->pw);
+            r->staged_role[th->ring1] = AN_PW_RING;
+            r->staged_group[th->ring1] = (uint32_t)(g - r->pw);
           }
           flag_calls(r, th->tid, th->call0, k);
         }
@@ -305,11 +305,11 @@ void an_pass_pinwheel(an_report *r) {
 /* For figures: does op i count as a copy of its own (1), as the staged copy it belongs to (2:
  * count the group's bytes here), or not at all (0: a DMA of a staged copy, counted once)? */
 int an_pw_counts(const an_report *r, size_t i, uint64_t *bytes) {
-  if (!r->opflag || !r->opflag[i]) {
+  if (!r->staged_role || !r->staged_role[i]) {
     *bytes = r->t->ops[i].bytes;
     return 1;
   }
-  const an_pwgroup *g = &r->pw[r->opgroup[i]];
+  const an_pwgroup *g = &r->pw[r->staged_group[i]];
   *bytes = g->bytes;
   return g->count_op == i ? 2 : 0;
 }

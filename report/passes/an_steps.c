@@ -87,10 +87,10 @@ void an_pass_steps(an_report *r) {
   r->nsteps = nst;
   r->steps = calloc(nst + 1, sizeof *r->steps);
   /* every device's kernel union, once: the steps, the copies' hidden % and the timeline use it */
-  r->ku = calloc((size_t)r->ndevs + 1, sizeof *r->ku);
-  r->nku = calloc((size_t)r->ndevs + 1, sizeof *r->nku);
+  r->kernel_union = calloc((size_t)r->ndevs + 1, sizeof *r->kernel_union);
+  r->nkernel_union = calloc((size_t)r->ndevs + 1, sizeof *r->nkernel_union);
   for (int i = 0; i < r->ndevs; i++)
-    r->ku[i] = an_kernel_union(t, r->devs[i].dev, &r->nku[i]);
+    r->kernel_union[i] = an_kernel_union(t, r->devs[i].dev, &r->nkernel_union[i]);
   if (!nst) {
     free(cnt);
     return;
@@ -108,12 +108,12 @@ void an_pass_steps(an_report *r) {
     if (cnt[k + 1] - cnt[k] > maxn) maxn = cnt[k + 1] - cnt[k];
   an_iv *h = malloc((maxn + 1) * sizeof *h), *dd = malloc((maxn + 1) * sizeof *dd),
         *kk = malloc((maxn + 1) * sizeof *kk), *aa = malloc((maxn + 1) * sizeof *aa);
-  an_iv **ku = r->ku;
-  size_t *nku = r->nku;
+  an_iv **kernel_union = r->kernel_union;
+  size_t *nkernel_union = r->nkernel_union;
   int64_t *prev = malloc(((size_t)r->ndevs + 1) * sizeof *prev);
   for (int i = 0; i < r->ndevs; i++)
     prev[i] = INT64_MIN;
-  uint64_t pg_min = (uint64_t)(an_th(AN_R_PAGEABLE_MIN_KIB) * 1024);
+  uint64_t pg_min = (uint64_t)(an_threshold_value(AN_T_PAGEABLE_MIN_KIB) * 1024);
   for (size_t k = 0; k < nst; k++) {
     struct an_stepfig *sf = &r->steps[k];
     sf->num = cs[k].num;
@@ -137,8 +137,8 @@ void an_pass_steps(an_report *r) {
         if (o->type != AN_MEMCPY) continue;
         uint64_t b;
         int counted = an_pw_counts(r, order[j], &b); /* a staged copy counts once */
-        int staged = r->opflag && r->opflag[order[j]];
-        uint8_t ck = staged ? r->pw[r->opgroup[order[j]]].dir : o->ckind;
+        int staged = r->staged_role && r->staged_role[order[j]];
+        uint8_t ck = staged ? r->pw[r->staged_group[order[j]]].dir : o->ckind;
         an_xfer *x = ck == AN_CK_H2D ? &sd->h2d : ck == AN_CK_D2H ? &sd->d2h : NULL;
         if (x && counted) x->copies++, x->bytes += b, x->has = 1;
         if (o->ckind == AN_CK_H2D)
@@ -155,8 +155,8 @@ void an_pass_steps(an_report *r) {
         }
       }
       if (!sd->has) continue;
-      xfer_of(&sd->h2d, h, nh, ku[i], nku[i]);
-      xfer_of(&sd->d2h, dd, nd, ku[i], nku[i]);
+      xfer_of(&sd->h2d, h, nh, kernel_union[i], nkernel_union[i]);
+      xfer_of(&sd->d2h, dd, nd, kernel_union[i], nkernel_union[i]);
       nk = an_union(kk, nk);
       sd->kernel_time = an_total(kk, nk);
       na = an_union(aa, na);
@@ -187,7 +187,7 @@ int an_step_window(const struct an_stepfig *sf, int64_t *w0, int64_t *w1) {
 
 const an_iv *an_dev_kernels(const an_report *r, int dev, size_t *n) {
   for (int i = 0; i < r->ndevs; i++)
-    if (r->devs[i].dev == dev) return *n = r->nku[i], r->ku[i];
+    if (r->devs[i].dev == dev) return *n = r->nkernel_union[i], r->kernel_union[i];
   *n = 0;
   return NULL;
 }

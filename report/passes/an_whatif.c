@@ -60,7 +60,8 @@ static int64_t copy_wait(const an_call *c, const an_op *o) {
 /* H2D copies pinwheel stages (pageable to device, at least eligible_min_kib). */
 static int staged_h2d(const an_op *o) {
   return o->type == AN_MEMCPY && o->ckind == AN_CK_H2D && o->srck == AN_MK_PAGEABLE &&
-         o->dstk == AN_MK_DEVICE && o->bytes >= (uint64_t)(an_th(AN_R_ELIGIBLE_MIN_KIB) * 1024);
+         o->dstk == AN_MK_DEVICE &&
+         o->bytes >= (uint64_t)(an_threshold_value(AN_T_ELIGIBLE_MIN_KIB) * 1024);
 }
 
 /* When the host waited for the GPU, merged: the program's sync calls, and the calls of the
@@ -96,9 +97,11 @@ typedef struct delta {
 
 static void copy_deltas(const an_report *r, int dev, delta *d, size_t ns) {
   const an_trace *t = r->t;
-  uint64_t elig = (uint64_t)(an_th(AN_R_ELIGIBLE_MIN_KIB) * 1024);
-  double r_h2d = an_th(AN_R_H2D_GBPS), r_h2de = an_th(AN_R_H2D_ELIDE_GBPS),
-         r_d2h = an_th(AN_R_D2H_GBPS), r_link = an_th(AN_R_LINK_GBPS), r_d2d = an_th(AN_R_D2D_GBPS);
+  uint64_t elig = (uint64_t)(an_threshold_value(AN_T_ELIGIBLE_MIN_KIB) * 1024);
+  double r_h2d = an_threshold_value(AN_T_H2D_GBPS),
+         r_h2de = an_threshold_value(AN_T_H2D_ELIDE_GBPS),
+         r_d2h = an_threshold_value(AN_T_D2H_GBPS), r_link = an_threshold_value(AN_T_LINK_GBPS),
+         r_d2d = an_threshold_value(AN_T_D2D_GBPS);
   for (size_t k = 0; k < t->nops; k++) {
     const an_op *o = &t->ops[k];
     if (o->dev != dev || o->type != AN_MEMCPY || o->bytes < elig) continue;

@@ -214,7 +214,7 @@ int an_diff_peer(const an_report *a, const an_report *b, int i) {
 }
 
 int an_list_steps(const an_report *r) {
-  return an_all_steps || r->nsteps <= (size_t)an_th(AN_R_STEPS_SHOWN);
+  return an_all_steps || r->nsteps <= (size_t)an_threshold_value(AN_T_STEPS_SHOWN);
 }
 
 void an_rank_row(const an_report *r, double *v, double *lo, double *hi) {

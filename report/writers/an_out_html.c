@@ -307,7 +307,7 @@ static void html_lists(FILE *f, const an_report *x) {
     fprintf(f,
             "<h2>GPU idle gaps</h2><p>at least %.3g ms: %zu; the longest:</p><table><tr><th>"
             "device</th><th>ms</th><th>at ms</th></tr>\n",
-            an_th(AN_R_GAP_MS), x->ngaps);
+            an_threshold_value(AN_T_GAP_MS), x->ngaps);
     for (size_t k = 0; k < x->ngaps && k < 10; k++)
       fprintf(f, "<tr><td>%d</td><td>%.3f</td><td>+%.3f</td></tr>\n", x->gaps[k].dev,
               an_ms(x->gaps[k].e - x->gaps[k].s),
@@ -481,7 +481,7 @@ static void html_report(an_out *o, const an_report *x) {
   html_whatif(f, x);
   fprintf(f, "<h2>Findings</h2><ul>\n");
   for (int k = 0; k < x->nfindings; k++) {
-    fprintf(f, "<li class=\"%s\"><b>%s</b>: ", x->findings[k].severity, x->findings[k].rule);
+    fprintf(f, "<li class=\"%s\"><b>%s</b>: ", x->findings[k].severity, x->findings[k].check);
     an_xml_escape(f, x->findings[k].message);
     fprintf(f, "</li>\n");
   }

@@ -87,8 +87,8 @@ static void json_copies(FILE *f, const an_report *r) {
   for (size_t k = 0; k < nc && k < 100; k++) {
     const an_op *o = cp[k];
     size_t nk;
-    const an_iv *ku = an_dev_kernels(r, o->dev, &nk);
-    int64_t dur = o->e - o->s, hid = an_cover(ku, nk, o->s, o->e);
+    const an_iv *kernel_union = an_dev_kernels(r, o->dev, &nk);
+    int64_t dur = o->e - o->s, hid = an_cover(kernel_union, nk, o->s, o->e);
     const an_call *c = an_call_of(t, o->corr);
     fprintf(f,
             "%s{\"device\":%d,\"stream\":%d,\"kind\":\"%s\",\"src\":\"%s\",\"dst\":\"%s\","
@@ -120,8 +120,9 @@ static void json_whatif(FILE *f, const an_report *r) {
   fprintf(f,
           ",\"assumptions\":{\"eligible_min_kib\":%g,\"h2d_gbps\":%g,\"h2d_elide_gbps\":%g,"
           "\"d2h_gbps\":%g,\"link_gbps\":%g,\"d2d_gbps\":%g},\"devices\":[",
-          an_th(AN_R_ELIGIBLE_MIN_KIB), an_th(AN_R_H2D_GBPS), an_th(AN_R_H2D_ELIDE_GBPS),
-          an_th(AN_R_D2H_GBPS), an_th(AN_R_LINK_GBPS), an_th(AN_R_D2D_GBPS));
+          an_threshold_value(AN_T_ELIGIBLE_MIN_KIB), an_threshold_value(AN_T_H2D_GBPS),
+          an_threshold_value(AN_T_H2D_ELIDE_GBPS), an_threshold_value(AN_T_D2H_GBPS),
+          an_threshold_value(AN_T_LINK_GBPS), an_threshold_value(AN_T_D2D_GBPS));
   int first = 1;
   for (int i = 0; i < r->ndevs; i++) {
     const an_whatif *w = &r->whatif[i];
@@ -233,7 +234,7 @@ static void json_report(FILE *f, const an_report *r) {
             k ? "," : "", x->dev, x->stream, an_ck_name[x->ckind], an_mk_name[x->srck],
             an_mk_name[x->dstk], x->bytes, x->s / 1e3, x->dur / 1e3, x->hidden);
   }
-  /* per copy: hidden % (RATELProf hidden_transfers), the longest 100 copies */
+  /* per copy: how much of it ran under compute, the longest 100 copies */
   fprintf(f, "],\"copies\":[");
   json_copies(f, r);
   fprintf(f, "],\"what_if\":");
@@ -257,12 +258,12 @@ static void json_report(FILE *f, const an_report *r) {
           : r->pw_marked == r->npw ? "\"collector marks\""
                                    : "\"pattern\"");
   fprintf(f, ",\"thresholds\":{");
-  for (int i = 0; i < an_nrules; i++)
-    fprintf(f, "%s\"%s\":%g", i ? "," : "", an_rules[i].name, an_rules[i].value);
+  for (int i = 0; i < an_nthresholds; i++)
+    fprintf(f, "%s\"%s\":%g", i ? "," : "", an_thresholds[i].name, an_thresholds[i].value);
   fprintf(f, "},\"findings\":[");
   for (int k = 0; k < r->nfindings; k++) {
     fprintf(f, "%s{\"rule\":\"%s\",\"severity\":\"%s\",\"message\":", k ? "," : "",
-            r->findings[k].rule, r->findings[k].severity);
+            r->findings[k].check, r->findings[k].severity);
     an_json_string(f, r->findings[k].message);
     fputc('}', f);
   }

@@ -108,8 +108,9 @@ void an_whatif_assumptions(FILE *f, const char *indent) {
           "bytes at %.1f GB/s, its DMA at %.0f GB/s; the GPU starvation after a blocking copy "
           "goes with its host time; a step takes the longer of its host and GPU parts "
           "(--threshold NAME=VALUE changes any of these)\n",
-          indent, an_th(AN_R_ELIGIBLE_MIN_KIB), an_th(AN_R_H2D_GBPS), an_th(AN_R_H2D_ELIDE_GBPS),
-          an_th(AN_R_D2D_GBPS), an_th(AN_R_D2H_GBPS), an_th(AN_R_LINK_GBPS));
+          indent, an_threshold_value(AN_T_ELIGIBLE_MIN_KIB), an_threshold_value(AN_T_H2D_GBPS),
+          an_threshold_value(AN_T_H2D_ELIDE_GBPS), an_threshold_value(AN_T_D2D_GBPS),
+          an_threshold_value(AN_T_D2H_GBPS), an_threshold_value(AN_T_LINK_GBPS));
 }
 
 static void whatif_text(FILE *f, const an_report *r) {
@@ -189,8 +190,8 @@ static void report_text(an_out *o, const an_report *r) {
     }
   }
   if (r->ngaps) {
-    fprintf(f, "\nGPU idle gaps >= %.3g ms (longest %zu of %zu):\n", an_th(AN_R_GAP_MS),
-            r->ngaps < 5 ? r->ngaps : 5, r->ngaps);
+    fprintf(f, "\nGPU idle gaps >= %.3g ms (longest %zu of %zu):\n",
+            an_threshold_value(AN_T_GAP_MS), r->ngaps < 5 ? r->ngaps : 5, r->ngaps);
     for (size_t k = 0; k < r->ngaps && k < 5; k++)
       fprintf(f, "  device %d: %.3f ms at +%.3f ms\n", r->gaps[k].dev,
               an_ms(r->gaps[k].e - r->gaps[k].s),
@@ -200,7 +201,7 @@ static void report_text(an_out *o, const an_report *r) {
   fprintf(f, "\nfindings:\n");
   if (!r->nfindings) fprintf(f, "  none\n");
   for (int k = 0; k < r->nfindings; k++)
-    fprintf(f, "  [%s] %s: %s\n", r->findings[k].severity, r->findings[k].rule,
+    fprintf(f, "  [%s] %s: %s\n", r->findings[k].severity, r->findings[k].check,
             r->findings[k].message);
 }
 
