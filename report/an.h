@@ -12,8 +12,26 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* AN_COMM: a communication kernel (NCCL and the like): not compute that hides a copy. */
-enum { AN_KERNEL = 0, AN_MEMCPY, AN_MEMSET, AN_COMM };
+/* The operation types of the model: (id, the category `pinwheel export` gives it in Chrome trace
+ * JSON).  AN_COMM: a communication kernel (NCCL and the like): not compute that hides a copy. */
+#define AN_OP_TYPES(X)                                                                             \
+  X(KERNEL, "kernel")                                                                              \
+  X(MEMCPY, "gpu_memcpy")                                                                          \
+  X(MEMSET, "gpu_memset")                                                                          \
+  X(COMM, "kernel")
+/* The "other operations" each device reports beside its kernels and H2D/D2H copies: (id, the
+ * report's name, its JSON key).  Communication kernels move no bytes of their own. */
+#define AN_OP_CLASSES(X)                                                                           \
+  X(D2D, "D2D", "d2d")                                                                             \
+  X(P2P, "P2P", "p2p")                                                                             \
+  X(MEMSET, "memset", "memset")                                                                    \
+  X(COMM, "communication", "communication")
+#define AN_X_ID_OP(id, cat) AN_##id,
+#define AN_X_ID_OC(id, rn, key) AN_OC_##id,
+enum { AN_OP_TYPES(AN_X_ID_OP) AN_OP_N };
+enum { AN_OP_CLASSES(AN_X_ID_OC) AN_OC_N };
+extern const char *const an_op_cat[AN_OP_N];
+extern const char *const an_oc_name[AN_OC_N], *const an_oc_key[AN_OC_N];
 /* The analyzer's name tables, each from one list: (id, the report's name, the trace's name).
  * Copy kinds and memory kinds as Kineto writes them in "Memcpy HtoD (Pageable -> Device)". */
 #define AN_COPY_KINDS(X)                                                                           \
@@ -286,10 +304,10 @@ typedef struct an_report {
   an_stepsum *stepsum;  /* [ndevs] */
   an_iv **kernel_union; /* [ndevs] the merged kernel intervals of each device, whole trace */
   size_t *nkernel_union;
-  int32_t *op_step;         /* [nops]: the step index of each op, -1 if none */
-  an_idle *idle;            /* [ndevs] */
-  an_opclass (*classes)[4]; /* [ndevs][D2D, P2P, memset, comm] */
-  an_kstat *kstats;         /* top kernels, by total time */
+  int32_t *op_step;               /* [nops]: the step index of each op, -1 if none */
+  an_idle *idle;                  /* [ndevs] */
+  an_opclass (*classes)[AN_OC_N]; /* [ndevs][AN_OC_*] */
+  an_kstat *kstats;               /* top kernels, by total time */
   size_t nkstats;
   int only_step; /* -1, or the step the report is zoomed to */
   /* pinwheel's staged copies (an_pinwheel.c); staged_role NULL before that pass */

@@ -80,8 +80,8 @@ static void device_figures(const an_report *r, int dev, int64_t w0, int64_t w1, 
     if (e > t1) t1 = e;
     int c = -1;
     if (o->type == AN_KERNEL) out->kernels++;
-    if (o->type == AN_COMM) c = 3;
-    if (o->type == AN_MEMSET) c = 2;
+    if (o->type == AN_COMM) c = AN_OC_COMM;
+    if (o->type == AN_MEMSET) c = AN_OC_MEMSET;
     if (o->type == AN_MEMCPY) {
       /* a copy pinwheel staged counts once, as the program's copy (an_pinwheel.c) */
       uint64_t b;
@@ -91,8 +91,8 @@ static void device_figures(const an_report *r, int dev, int64_t w0, int64_t w1, 
       an_xfer *x = ck == AN_CK_H2D ? &out->h2d : ck == AN_CK_D2H ? &out->d2h : NULL;
       if (x && o->ckind != AN_CK_D2D) x->has = 1;
       if (x && cnt) x->copies++, x->bytes += b, x->has = 1;
-      if (o->ckind == AN_CK_D2D && !staged) c = 0;
-      if (o->ckind == AN_CK_P2P) c = 1;
+      if (o->ckind == AN_CK_D2D && !staged) c = AN_OC_D2D;
+      if (o->ckind == AN_CK_P2P) c = AN_OC_P2P;
       if ((o->srck == AN_MK_PAGEABLE || o->dstk == AN_MK_PAGEABLE) && o->bytes >= pg_min) {
         const an_call *k = an_call_of(t, o->corr);
         out->pg_copies++;

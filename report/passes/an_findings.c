@@ -169,7 +169,7 @@ static int check_comm(const an_report *r, char *m, size_t n) {
   uint64_t c = 0;
   int64_t tm = 0;
   for (int i = 0; i < r->ndevs; i++)
-    c += r->classes[i][3].count, an_sat_add(&tm, r->classes[i][3].time);
+    c += r->classes[i][AN_OC_COMM].count, an_sat_add(&tm, r->classes[i][AN_OC_COMM].time);
   if (!c) return 0;
   snprintf(m, n,
            "%" PRIu64 " communication kernels (NCCL and the like, %.3f ms) are counted as their "

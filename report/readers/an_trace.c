@@ -128,11 +128,17 @@ const char *an_name(const an_trace *t, uint32_t id) {
 #define AN_X_RN(id, rn, tn) rn,
 #define AN_X_TN(id, rn, tn) tn,
 #define AN_X_API(id, rn) rn,
+#define AN_X_CAT(id, cat) cat,
+#define AN_X_OC_RN(id, rn, key) rn,
+#define AN_X_OC_KEY(id, rn, key) key,
 const char *const an_ck_name[AN_CK_N] = {AN_COPY_KINDS(AN_X_RN)};
 const char *const an_ck_trace[AN_CK_N] = {AN_COPY_KINDS(AN_X_TN)};
 const char *const an_mk_name[AN_MK_N] = {AN_MEM_KINDS(AN_X_RN)};
 const char *const an_mk_trace[AN_MK_N] = {AN_MEM_KINDS(AN_X_TN)};
 const char *const an_api_name[AN_API_N] = {AN_APIS(AN_X_API)};
+const char *const an_op_cat[AN_OP_N] = {AN_OP_TYPES(AN_X_CAT)};
+const char *const an_oc_name[AN_OC_N] = {AN_OP_CLASSES(AN_X_OC_RN)};
+const char *const an_oc_key[AN_OC_N] = {AN_OP_CLASSES(AN_X_OC_KEY)};
 
 static uint8_t mem_kind(const char *s, size_t n) {
   for (int i = 1; i < AN_MK_N; i++)

@@ -59,10 +59,10 @@ int an_write_chrome(FILE *f, const an_trace *t) {
   int *devs = malloc((m + 1) * sizeof *devs);
   for (size_t i = 0; i < m; i++)
     if (!ndev || devs[ndev - 1] != lanes[i].dev) devs[ndev++] = lanes[i].dev;
-  static const char *cat[] = {"kernel", "gpu_memcpy", "gpu_memset", "kernel"};
   for (size_t i = 0; i < t->nops; i++) {
     const an_op *o = &t->ops[i];
-    fprintf(f, "%s{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", first ? "" : ",\n", cat[o->type & 3]);
+    fprintf(f, "%s{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", first ? "" : ",\n",
+            an_op_cat[o->type < AN_OP_N ? o->type : AN_KERNEL]);
     first = 0;
     if (o->type == AN_MEMCPY) /* Kineto's form, so the kinds survive a round trip */
       fprintf(f, "\"Memcpy %s (%s -> %s)\"", an_ck_trace[o->ckind], an_mk_trace[o->srck],

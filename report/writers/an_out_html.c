@@ -457,16 +457,15 @@ static void html_report(an_out *o, const an_report *x) {
   }
   fprintf(f, "</table>\n<h3>Other operations</h3><table><tr><th>device</th><th>class</th><th>count"
              "</th><th>bytes</th><th>ms</th></tr>\n");
-  static const char *cls[] = {"D2D", "P2P", "memset", "communication (hides no copies)"};
   int any = 0;
   for (int d = 0; d < x->ndevs; d++)
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < AN_OC_N; c++) {
       const an_opclass *k = &x->classes[d][c];
       if (!k->count) continue;
       any = 1;
-      fprintf(f, "<tr><td>%d</td><td>%s</td><td>%" PRIu64 "</td><td>%s</td><td>%.3f</td></tr>\n",
-              x->devs[d].dev, cls[c], k->count, c == 3 ? "" : an_bytes_h(k->bytes, b),
-              an_ms(k->time));
+      fprintf(f, "<tr><td>%d</td><td>%s%s</td><td>%" PRIu64 "</td><td>%s</td><td>%.3f</td></tr>\n",
+              x->devs[d].dev, an_oc_name[c], c == AN_OC_COMM ? " (hides no copies)" : "", k->count,
+              c == AN_OC_COMM ? "" : an_bytes_h(k->bytes, b), an_ms(k->time));
     }
   if (!any) fprintf(f, "<tr><td colspan=\"5\">none</td></tr>\n");
   fprintf(f, "</table>\n<h3>Host syncs</h3><table><tr><th>call</th><th>count</th><th>host "

@@ -42,11 +42,10 @@ static void json_dev(FILE *f, const an_report *r, int i) {
   const an_idle *x = &r->idle[i];
   fprintf(f, "},\"idle_split_us\":{\"host_bound\":%.3f,\"waiting_on_copies\":%.3f,\"other\":%.3f}",
           x->host / 1e3, x->copy / 1e3, x->other / 1e3);
-  static const char *cls[] = {"d2d", "p2p", "memset", "communication"};
   fprintf(f, ",\"other_operations\":{");
-  for (int c = 0; c < 4; c++)
+  for (int c = 0; c < AN_OC_N; c++)
     fprintf(f, "%s\"%s\":{\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"time_us\":%.3f}",
-            c ? "," : "", cls[c], r->classes[i][c].count, r->classes[i][c].bytes,
+            c ? "," : "", an_oc_key[c], r->classes[i][c].count, r->classes[i][c].bytes,
             r->classes[i][c].time / 1e3);
   fprintf(f, "},\"utilization\":[");
   for (int k = 0; k < d->nbuckets; k++)

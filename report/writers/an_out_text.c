@@ -28,13 +28,12 @@ static void dev_block(an_out *o, const an_report *r, int i) {
   fprintf(f, "  %-4s %8s %12s %12s %9s %12s\n", "", "copies", "bytes", "time", "hidden", "exposed");
   xfer_row(f, "H2D", &d->h2d);
   xfer_row(f, "D2H", &d->d2h);
-  static const char *cls[] = {"D2D", "P2P", "memset", "communication"};
-  for (int c = 0; c < 4; c++) {
+  for (int c = 0; c < AN_OC_N; c++) {
     const an_opclass *x = &r->classes[i][c];
     if (!x->count) continue;
-    fprintf(f, "  %-14s %8" PRIu64 " %12s %9.3f ms%s\n", cls[c], x->count,
-            c == 3 ? "" : an_bytes_h(x->bytes, b), an_ms(x->time),
-            c == 3 ? "  (not counted as compute that hides copies)" : "");
+    fprintf(f, "  %-14s %8" PRIu64 " %12s %9.3f ms%s\n", an_oc_name[c], x->count,
+            c == AN_OC_COMM ? "" : an_bytes_h(x->bytes, b), an_ms(x->time),
+            c == AN_OC_COMM ? "  (not counted as compute that hides copies)" : "");
   }
   fprintf(f, "  pageable: %" PRIu64 " copies, %s, %.3f ms on the GPU, host blocked %s ms\n",
           d->pg_copies, an_bytes_h(d->pg_bytes, b), an_ms(d->pg_time),
