@@ -282,6 +282,39 @@ typedef struct an_pwgroup {
   uint64_t bytes;
 } an_pwgroup;
 
+/* The timelines the HTML and SVG forms draw (an_timeline.c): per (device, stream) lane, the
+ * window cut into AN_TL_COLS columns, each of the class that covers most of it; the classes:
+ * (id, the name a legend gives it). */
+#define AN_TL_CLASSES(X)                                                                           \
+  X(NONE, "")                                                                                      \
+  X(KERNEL, "kernel")                                                                              \
+  X(COMM, "communication")                                                                         \
+  X(H2D_HIDDEN, "H2D hidden under compute")                                                        \
+  X(H2D_EXPOSED, "H2D exposed")                                                                    \
+  X(D2H, "D2H")                                                                                    \
+  X(MEMSET, "memset")                                                                              \
+  X(COPY, "other copy")
+#define AN_X_ID_TL(id, label) AN_TL_##id,
+enum { AN_TL_CLASSES(AN_X_ID_TL) AN_TL_N };
+enum { AN_TL_COLS = 1030, AN_TL_LANES = 64 };
+typedef struct an_tl_run {
+  int c0, c1; /* columns [c0, c1) */
+  int cls;    /* AN_TL_* */
+  long top;   /* the longest operation in it, or -1 */
+  int64_t ns; /* the time its columns stand for */
+} an_tl_run;
+typedef struct an_tl_lane {
+  int dev, stream;
+  an_tl_run *runs;
+  size_t nruns;
+} an_tl_lane;
+typedef struct an_timeline {
+  int64_t w0, w1; /* the window drawn */
+  int step;       /* the step's index, or -1: the report's own window */
+  an_tl_lane *lanes;
+  size_t nlanes;
+} an_timeline;
+
 typedef struct an_report {
   const an_trace *t;
   an_dev *devs;
@@ -337,6 +370,11 @@ typedef struct an_report {
   int steady;
   int64_t steady0, steady1, startup, teardown;
   int64_t step_kernels; /* the median step's kernels, all devices */
+  an_exposed *longest;  /* the longest copies of the whole trace (at most 100), hidden measured
+                           against all the device's kernels (the figures pass) */
+  size_t nlongest;
+  an_timeline *timelines; /* [0]: the report's window; then each listed step's (an_timeline.c) */
+  size_t ntimelines;
 } an_report;
 enum { AN_STEPS_NONE = 0, AN_STEPS_MARKED, AN_STEPS_INFERRED };
 
@@ -402,6 +440,11 @@ int an_threshold_set(const char *assign); /* "name=value"; 0 ok */
 int an_is_comm(const char *name, size_t n);
 /* The runtime call with this correlation id, or NULL. */
 const an_call *an_call_of(const an_trace *t, int64_t corr);
+/* The distinct (device, stream) pairs of a trace, sorted; the caller frees them. */
+typedef struct an_lane {
+  int dev, stream;
+} an_lane;
+an_lane *an_lanes(const an_trace *t, size_t *n);
 
 /* 1: the headline figures over the whole trace, start-up and teardown included (--whole-trace);
  * 0 (default): over the steps' steady state when the trace has steps, marked or inferred. */
@@ -426,6 +469,12 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1); /* an_figures.c: dev
                                                                exposed, idle, classes, kernels */
 void an_pass_whatif(an_report *r);                          /* an_whatif.c */
 void an_pass_findings(an_report *r);                        /* an_findings.c */
+/* 1: an_analyze also draws the timelines (the HTML and SVG forms need them): an_timeline.c */
+extern int an_timelines;
+void an_pass_timeline(an_report *r);
+/* Whether every step is listed (and drawn): --steps all, or no more than steps_shown of them. */
+extern int an_all_steps;
+int an_list_steps(const an_report *r);
 void an_report_free(an_report *r);
 an_iv *an_kernel_union(const an_trace *t, int dev, size_t *n);
 int64_t an_median(int64_t *v, size_t n); /* sorts v */
@@ -438,8 +487,9 @@ typedef struct an_out {
 } an_out;
 void an_write_text(an_out *o, an_report **r, int n);
 void an_write_json(an_out *o, an_report **r, int n);
-void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int standalone);
-void an_write_html(an_out *o, an_report **r, int n, int step);
+/* One of the report's timelines (an_timeline.c), drawn as SVG; standalone: a file of its own. */
+void an_write_svg(an_out *o, const an_report *r, const an_timeline *tl, int standalone);
+void an_write_html(an_out *o, an_report **r, int n);
 void an_write_diff(an_out *o, an_report *a, an_report *b);
 void an_write_diff_json(an_out *o, an_report *a, an_report *b);
 int an_write_chrome(FILE *f, const an_trace *t);

@@ -135,8 +135,9 @@ static void test_extremes_no_overflow(void **state) {
   char err[512];
   an_trace *t = an_load(p, err, sizeof err);
   assert_non_null(t);
+  an_timelines = 1;
   an_report *r = an_analyze(t, -1);
-  an_write_svg(&o, r, INT64_MIN, INT64_MAX, 1);
+  an_write_svg(&o, r, &r->timelines[0], 1);
   an_write_text(&o, &r, 1);
   an_report_free(r);
   an_free(t);
@@ -161,11 +162,12 @@ static void test_extremes_no_overflow(void **state) {
   an_report *two[2] = {r, r};
   an_write_text(&o, two, 2);
   an_write_json(&o, two, 2);
-  an_write_html(&o, &r, 1, -1);
-  an_write_svg(&o, r, INT64_MIN, INT64_MAX, 1);
+  an_write_html(&o, &r, 1);
+  an_write_svg(&o, r, &r->timelines[0], 1);
   an_write_chrome(null, t);
   an_threshold_set("d2d_gbps=2000");
   an_threshold_set("eligible_min_kib=64");
+  an_timelines = 0;
   an_report_free(r);
   an_free(t);
   /* one step past the limits is refused, with a message */

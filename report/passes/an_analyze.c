@@ -58,6 +58,11 @@ static int device_ids(const an_trace *t, int **out) {
 }
 
 int an_whole_trace;
+int an_all_steps;
+
+int an_list_steps(const an_report *r) {
+  return an_all_steps || r->nsteps <= (size_t)an_threshold_value(AN_T_STEPS_SHOWN);
+}
 
 /* The steady state: from the first step's GPU window to the last one's end.  The headline
  * figures are computed over it (start-up — allocation, compilation, warm-up — and teardown are
@@ -111,6 +116,7 @@ an_report *an_analyze(const an_trace *t, int only_step) {
   an_pass_figures(r, w0, w1);
   an_pass_whatif(r);
   an_pass_findings(r);
+  if (an_timelines) an_pass_timeline(r);
   return r;
 }
 
@@ -137,5 +143,12 @@ void an_report_free(an_report *r) {
   free(r->devs);
   free(r->gaps);
   free(r->exposed);
+  free(r->longest);
+  for (size_t i = 0; i < r->ntimelines; i++) {
+    for (size_t l = 0; l < r->timelines[i].nlanes; l++)
+      free(r->timelines[i].lanes[l].runs);
+    free(r->timelines[i].lanes);
+  }
+  free(r->timelines);
   free(r);
 }

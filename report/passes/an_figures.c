@@ -287,6 +287,42 @@ static void kernel_table(an_report *r, int64_t w0, int64_t w1) {
   r->kstats = realloc(all, (r->nkstats + 1) * sizeof *all);
 }
 
+static int cmp_op_dur(const void *a, const void *b) {
+  const an_op *x = *(const an_op *const *)a, *y = *(const an_op *const *)b;
+  int64_t dx = x->e - x->s, dy = y->e - y->s;
+  return dx < dy ? 1 : dx > dy ? -1 : 0;
+}
+
+/* The longest 100 copies of the whole trace, each with the part of it under its device's
+ * kernels (whole trace, whatever the window). */
+static void longest_copies(an_report *r) {
+  const an_trace *t = r->t;
+  size_t nc = 0;
+  const an_op **cp = malloc((t->nops + 1) * sizeof *cp);
+  for (size_t i = 0; i < t->nops; i++)
+    if (t->ops[i].type == AN_MEMCPY) cp[nc++] = &t->ops[i];
+  qsort(cp, nc, sizeof *cp, cmp_op_dur);
+  r->nlongest = nc < 100 ? nc : 100;
+  r->longest = calloc(r->nlongest + 1, sizeof *r->longest);
+  for (size_t k = 0; k < r->nlongest; k++) {
+    const an_op *o = cp[k];
+    size_t nk;
+    const an_iv *kernels = an_dev_kernels(r, o->dev, &nk);
+    int64_t dur = o->e - o->s, hid = an_cover(kernels, nk, o->s, o->e);
+    r->longest[k] = (an_exposed){.dev = o->dev,
+                                 .stream = o->stream,
+                                 .s = o->s,
+                                 .dur = dur,
+                                 .hidden = dur > 0 ? (double)hid / (double)dur : 1.0,
+                                 .bytes = o->bytes,
+                                 .ckind = o->ckind,
+                                 .srck = o->srck,
+                                 .dstk = o->dstk,
+                                 .corr = o->corr};
+  }
+  free(cp);
+}
+
 void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
   const an_trace *t = r->t;
   int windowed = w0 != INT64_MIN || w1 != INT64_MAX;
@@ -340,4 +376,5 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
   qsort(r->gaps, r->ngaps, sizeof *r->gaps, cmp_gap);
   qsort(r->exposed, r->nexposed, sizeof *r->exposed, cmp_exposed);
   kernel_table(r, w0, w1);
+  longest_copies(r);
 }

@@ -468,3 +468,20 @@ void an_op_range(const an_trace *t, int64_t w0, int64_t w1, size_t *lo, size_t *
   *lo = w0 < INT64_MIN + t->maxdur + 1 ? 0 : first_at_or_after(t, w0 - t->maxdur);
   *hi = w1 == INT64_MAX ? t->nops : first_at_or_after(t, w1 + 1);
 }
+
+static int cmp_lane(const void *a, const void *b) {
+  const an_lane *x = a, *y = b;
+  return x->dev != y->dev ? x->dev - y->dev : x->stream - y->stream;
+}
+
+an_lane *an_lanes(const an_trace *t, size_t *n) {
+  an_lane *lanes = malloc((t->nops + 1) * sizeof *lanes);
+  size_t nl = 0, m = 0;
+  for (size_t i = 0; i < t->nops; i++)
+    lanes[nl++] = (an_lane){t->ops[i].dev, t->ops[i].stream};
+  qsort(lanes, nl, sizeof *lanes, cmp_lane);
+  for (size_t i = 0; i < nl; i++)
+    if (!m || cmp_lane(&lanes[m - 1], &lanes[i])) lanes[m++] = lanes[i];
+  *n = m;
+  return lanes;
+}

@@ -23,11 +23,6 @@ void an_headline(FILE *f, const an_report *r);
 void an_steps_line(FILE *f, const an_report *r);
 /* How the copies pinwheel staged were recognised in the trace (one sentence). */
 const char *an_pw_how(const an_report *r);
-/* The distinct (device, stream) pairs of a trace, sorted; the caller frees them. */
-typedef struct an_lane {
-  int dev, stream;
-} an_lane;
-an_lane *an_lanes(const an_trace *t, size_t *n);
 /* pinwheel diff: the device of b that device i of a is compared with, or -1. */
 /* The rank table of several traces (text and HTML): a row per file, its columns span ms,
  * busy %, H2D exposed ms, sync ms, pageable host ms, step median ms (the slowest device's) and
@@ -39,9 +34,6 @@ int an_diff_peer(const an_report *a, const an_report *b, int i);
 int an_diff_by_order(const an_report *a, const an_report *b);
 /* 0 when the traces ran on different numbers of devices: no device maps to one other. */
 int an_diff_comparable(const an_report *a, const an_report *b);
-/* Whether every step is listed: --steps all, or no more than steps_shown of them. */
-extern int an_all_steps;
-int an_list_steps(const an_report *r);
 /* The kind of an op for people: "H2D pageable->device". */
 void an_kind(char *buf, size_t n, uint8_t ck, uint8_t src, uint8_t dst);
 

@@ -11,8 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-int an_all_steps;
-
 void an_xml_escape(FILE *f, const char *s) {
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
@@ -174,23 +172,6 @@ const char *an_pw_how(const an_report *r) {
          "by an event record";
 }
 
-static int cmp_lane(const void *a, const void *b) {
-  const an_lane *x = a, *y = b;
-  return x->dev != y->dev ? x->dev - y->dev : x->stream - y->stream;
-}
-
-an_lane *an_lanes(const an_trace *t, size_t *n) {
-  an_lane *lanes = malloc((t->nops + 1) * sizeof *lanes);
-  size_t nl = 0, m = 0;
-  for (size_t i = 0; i < t->nops; i++)
-    lanes[nl++] = (an_lane){t->ops[i].dev, t->ops[i].stream};
-  qsort(lanes, nl, sizeof *lanes, cmp_lane);
-  for (size_t i = 0; i < nl; i++)
-    if (!m || cmp_lane(&lanes[m - 1], &lanes[i])) lanes[m++] = lanes[i];
-  *n = m;
-  return lanes;
-}
-
 static int same_devices(const an_report *a, const an_report *b) {
   if (a->ndevs != b->ndevs) return 0;
   for (int i = 0; i < a->ndevs; i++)
@@ -211,10 +192,6 @@ int an_diff_peer(const an_report *a, const an_report *b, int i) {
   for (int j = 0; j < b->ndevs; j++)
     if (b->devs[j].dev == a->devs[i].dev) return j;
   return -1;
-}
-
-int an_list_steps(const an_report *r) {
-  return an_all_steps || r->nsteps <= (size_t)an_threshold_value(AN_T_STEPS_SHOWN);
 }
 
 void an_rank_row(const an_report *r, double *v, double *lo, double *hi) {

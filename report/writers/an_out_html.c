@@ -12,12 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_NONE, P_KERNEL, P_COMM, P_H2D_HIDDEN, P_H2D_EXPOSED, P_D2H, P_MEMSET, P_COPY, P_N };
-static const char *p_color[P_N] = {"",        "#4c78a8", "#72b7b2", "#54a24b",
-                                   "#e45756", "#f58518", "#9d9d9d", "#b279a2"};
-static const char *p_label[P_N] = {
-    "",    "kernel", "communication", "H2D hidden under compute", "H2D exposed",
-    "D2H", "memset", "other copy"};
+#define AN_X_TL_LABEL(id, label) label,
+static const char *const p_label[AN_TL_N] = {AN_TL_CLASSES(AN_X_TL_LABEL)};
+static const char *const p_color[AN_TL_N] = {
+    [AN_TL_KERNEL] = "#4c78a8",      [AN_TL_COMM] = "#72b7b2", [AN_TL_H2D_HIDDEN] = "#54a24b",
+    [AN_TL_H2D_EXPOSED] = "#e45756", [AN_TL_D2H] = "#f58518",  [AN_TL_MEMSET] = "#9d9d9d",
+    [AN_TL_COPY] = "#b279a2"};
+/* the picture: the timeline pass's columns, between a margin for the lanes' names and one on
+ * the right */
+enum { LEFT = 130, COLS = AN_TL_COLS, W = LEFT + COLS + 40, LANE_H = 22, TOP = 40 };
 
 static void tooltip(FILE *f, const an_trace *t, const an_op *o, int cls, int64_t run_ns) {
   char b[32], kind[64];
@@ -36,29 +39,19 @@ static void tooltip(FILE *f, const an_trace *t, const an_op *o, int cls, int64_t
   fprintf(f, ", %.3f ms, GPU %d stream %d</title>", an_ms(o->e - o->s), o->dev, o->stream);
 }
 
-void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int standalone) {
-  FILE *f = o->f;
-  const an_trace *t = r->t;
-  enum { W = 1200, LEFT = 130, COLS = W - LEFT - 40, LANE_H = 22, TOP = 40 };
-  if (w0 == INT64_MIN) {
-    w0 = INT64_MAX, w1 = INT64_MIN;
-    for (size_t i = 0; i < t->nops; i++) {
-      if (t->ops[i].s < w0) w0 = t->ops[i].s;
-      if (t->ops[i].e > w1) w1 = t->ops[i].e;
-    }
-  }
-  if (w1 <= w0) w0 = 0, w1 = 1; /* nothing to draw */
-  size_t nl;
-  an_lane *lanes = an_lanes(t, &nl);
-  if (nl > 64) nl = 64;
-  /* the legend, wrapped to the width */
-  int legend_rows = 1, lx = LEFT;
-  for (int p = 1; p < P_N; p++) {
+/* The legend's rows, wrapped to the width. */
+static int legend_rows(void) {
+  int rows = 1, lx = LEFT;
+  for (int p = 1; p < AN_TL_N; p++) {
     int wdt = 40 + 7 * (int)strlen(p_label[p]);
-    if (lx + wdt > W - 10) legend_rows++, lx = LEFT;
+    if (lx + wdt > W - 10) rows++, lx = LEFT;
     lx += wdt;
   }
-  int height = TOP + (int)nl * LANE_H + 50 + 18 * legend_rows;
+  return rows;
+}
+
+static void svg_head(FILE *f, const an_report *r, const an_timeline *tl, int standalone) {
+  int height = TOP + (int)tl->nlanes * LANE_H + 50 + 18 * legend_rows();
   if (standalone) fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
   fprintf(
       f,
@@ -67,87 +60,28 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
       "fill=\"#fff\"/>\n",
       W, height, W, height);
   fprintf(f, "<text x=\"8\" y=\"18\" font-size=\"14\" font-weight=\"bold\">");
-  an_xml_escape(f, t->path);
-  fprintf(f, " — %.3f ms</text>\n", an_ms(w1 - w0));
-  /* coverage per lane and column, per class; and the longest op of each column */
-  double *cov = calloc((size_t)COLS * P_N, sizeof *cov);
-  long *top = malloc((size_t)COLS * sizeof *top);
-  double colw = (double)(w1 - w0) / COLS;
-  size_t lo, hi, nk = 0;
-  an_op_range(t, w0, w1, &lo, &hi);
-  const an_iv *k = NULL;
-  for (size_t l = 0; l < nl; l++) {
-    memset(cov, 0, (size_t)COLS * P_N * sizeof *cov);
-    for (int c = 0; c < COLS; c++)
-      top[c] = -1;
-    if (l == 0 || lanes[l].dev != lanes[l - 1].dev) /* lanes are sorted by device */
-      k = an_dev_kernels(r, lanes[l].dev, &nk);
-    for (size_t i = lo; i < hi; i++) {
-      const an_op *op = &t->ops[i];
-      if (op->dev != lanes[l].dev || op->stream != lanes[l].stream || op->e <= w0 || op->s >= w1)
-        continue;
-      int cls = op->type == AN_KERNEL    ? P_KERNEL
-                : op->type == AN_COMM    ? P_COMM
-                : op->type == AN_MEMSET  ? P_MEMSET
-                : op->ckind == AN_CK_H2D ? P_H2D_EXPOSED
-                : op->ckind == AN_CK_D2H ? P_D2H
-                                         : P_COPY;
-      int64_t s = op->s > w0 ? op->s : w0, e = op->e < w1 ? op->e : w1;
-      int c0 = (int)((double)(s - w0) / colw), c1 = (int)((double)(e - w0) / colw);
-      if (c1 >= COLS) c1 = COLS - 1;
-      for (int c = c0; c <= c1; c++) {
-        if (top[c] < 0 || t->ops[top[c]].e - t->ops[top[c]].s < op->e - op->s) top[c] = (long)i;
-        int64_t cs = w0 + (int64_t)(c * colw), ce = w0 + (int64_t)((c + 1) * colw);
-        int64_t a = s > cs ? s : cs, b = e < ce ? e : ce;
-        if (b <= a) {
-          if (c == c0) cov[c * P_N + cls] += 1e-9; /* a very short event still shows */
-          continue;
-        }
-        if (cls == P_H2D_EXPOSED) {
-          int64_t hid = an_cover(k, nk, a, b);
-          cov[c * P_N + P_H2D_HIDDEN] += (double)hid;
-          cov[c * P_N + P_H2D_EXPOSED] += (double)(b - a - hid);
-        } else {
-          cov[c * P_N + cls] += (double)(b - a);
-        }
-      }
-    }
-    int y = TOP + (int)l * LANE_H;
-    fprintf(f, "<text x=\"8\" y=\"%d\">GPU %d stream %d</text>\n", y + 15, lanes[l].dev,
-            lanes[l].stream);
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f4f4\"/>\n", LEFT,
-            y + 2, COLS, LANE_H - 4);
-    int run_cls = P_NONE, run_start = 0;
-    long run_top = -1;
-    for (int c = 0; c <= COLS; c++) {
-      int best = P_NONE;
-      if (c < COLS) {
-        double bv = 0;
-        for (int p = 1; p < P_N; p++)
-          if (cov[c * P_N + p] > bv) bv = cov[c * P_N + p], best = p;
-      }
-      if (best != run_cls) {
-        if (run_cls != P_NONE) {
-          fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">",
-                  LEFT + run_start, y + 3, c - run_start, LANE_H - 6, p_color[run_cls]);
-          if (run_top >= 0)
-            tooltip(f, t, &t->ops[run_top], run_cls, (int64_t)((c - run_start) * colw));
-          fprintf(f, "</rect>\n");
-        }
-        run_cls = best;
-        run_start = c;
-        run_top = -1;
-      }
-      if (c < COLS && top[c] >= 0 &&
-          (run_top < 0 ||
-           t->ops[top[c]].e - t->ops[top[c]].s > t->ops[run_top].e - t->ops[run_top].s))
-        run_top = top[c];
-    }
+  an_xml_escape(f, r->t->path);
+  fprintf(f, " — %.3f ms</text>\n", an_ms(tl->w1 - tl->w0));
+}
+
+/* One lane: its name, its background, a rectangle per run with its tooltip. */
+static void svg_lane(FILE *f, const an_trace *t, const an_tl_lane *lane, int l) {
+  int y = TOP + l * LANE_H;
+  fprintf(f, "<text x=\"8\" y=\"%d\">GPU %d stream %d</text>\n", y + 15, lane->dev, lane->stream);
+  fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f4f4\"/>\n", LEFT, y + 2,
+          COLS, LANE_H - 4);
+  for (size_t k = 0; k < lane->nruns; k++) {
+    const an_tl_run *run = &lane->runs[k];
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">", LEFT + run->c0,
+            y + 3, run->c1 - run->c0, LANE_H - 6, p_color[run->cls]);
+    if (run->top >= 0) tooltip(f, t, &t->ops[run->top], run->cls, run->ns);
+    fprintf(f, "</rect>\n");
   }
-  free(cov);
-  free(top);
-  int ay = TOP + (int)nl * LANE_H + 8;
-  /* step markers: where each step's GPU work ended, on the first device */
+}
+
+/* Step markers: where each step's GPU work ended, on the first device. */
+static void svg_step_marks(FILE *f, const an_report *r, const an_timeline *tl, int ay) {
+  int64_t w0 = tl->w0, w1 = tl->w1;
   for (size_t s = 0; s < r->nsteps; s++) {
     const an_stepdev *sd = r->steps[s].ndevs ? &r->steps[s].devs[0] : NULL;
     if (!sd || !sd->has || sd->last < w0 || sd->last > w1) continue;
@@ -159,7 +93,10 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
         "text-anchor=\"middle\" font-size=\"9\">%d</text>\n",
         x, TOP, x, ay, r->steps[s].num, sd->dev, an_ms(sd->gpu), x, TOP - 3, r->steps[s].num);
   }
-  /* axis: the first label starts at the axis, the last ends at it, so none is clipped */
+}
+
+/* The axis: the first label starts at the axis, the last ends at it, so none is clipped. */
+static void svg_axis(FILE *f, const an_timeline *tl, int ay) {
   fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", LEFT, ay,
           LEFT + COLS, ay);
   for (int i = 0; i <= 10; i++) {
@@ -171,11 +108,13 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
             i == 0    ? "start"
             : i == 10 ? "end"
                       : "middle",
-            (double)(w1 - w0) * i / 10 / 1e6);
+            (double)(tl->w1 - tl->w0) * i / 10 / 1e6);
   }
-  lx = LEFT;
-  int ly = ay + 38;
-  for (int p = 1; p < P_N; p++) {
+}
+
+static void svg_legend(FILE *f, int ay) {
+  int lx = LEFT, ly = ay + 38;
+  for (int p = 1; p < AN_TL_N; p++) {
     int wdt = 40 + 7 * (int)strlen(p_label[p]);
     if (lx + wdt > W - 10) lx = LEFT, ly += 18;
     fprintf(f,
@@ -184,8 +123,18 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
             lx, ly - 10, p_color[p], lx + 16, ly, p_label[p]);
     lx += wdt;
   }
+}
+
+void an_write_svg(an_out *o, const an_report *r, const an_timeline *tl, int standalone) {
+  FILE *f = o->f;
+  svg_head(f, r, tl, standalone);
+  for (size_t l = 0; l < tl->nlanes; l++)
+    svg_lane(f, r->t, &tl->lanes[l], (int)l);
+  int ay = TOP + (int)tl->nlanes * LANE_H + 8;
+  svg_step_marks(f, r, tl, ay);
+  svg_axis(f, tl, ay);
+  svg_legend(f, ay);
   fprintf(f, "</svg>\n");
-  free(lanes);
 }
 
 /* ---- HTML ---- */
@@ -402,24 +351,23 @@ static void util_strips(FILE *f, const an_report *x) {
 /* Zoom: each listed step on its own timeline, from the previous step's end to its own. */
 static void each_step(an_out *o, const an_report *x) {
   FILE *f = o->f;
-  if (x->only_step < 0 && x->nsteps && an_list_steps(x)) {
-    fprintf(f, "<h3>Each step</h3>\n");
-    for (size_t k = 0; k < x->nsteps; k++) {
-      int64_t a, e;
-      if (!an_step_window(&x->steps[k], &a, &e) || a >= e) continue;
-      /* the label is the step's own time, as in the table (the slowest device's gpu_step);
-       * the timeline may start earlier, at a first operation that ran before the previous
-       * step's last (a prefetch copy) */
-      int64_t g = 0;
-      for (int i = 0; i < x->steps[k].ndevs; i++)
-        if (x->steps[k].devs[i].has && x->steps[k].devs[i].gpu > g) g = x->steps[k].devs[i].gpu;
-      fprintf(f, "<details id=\"step-%d\"><summary>step %d: %.3f ms", x->steps[k].num,
-              x->steps[k].num, an_ms(g));
-      if (e - a != g) fprintf(f, " (timeline from its first operation: %.3f ms)", an_ms(e - a));
-      fprintf(f, "</summary>\n");
-      an_write_svg(o, x, a, e, 0);
-      fprintf(f, "</details>\n");
-    }
+  if (x->only_step >= 0 || !x->nsteps || !an_list_steps(x)) return;
+  fprintf(f, "<h3>Each step</h3>\n");
+  for (size_t i = 1; i < x->ntimelines; i++) {
+    const an_timeline *tl = &x->timelines[i];
+    const struct an_stepfig *st = &x->steps[tl->step];
+    /* the label is the step's own time, as in the table (the slowest device's gpu_step); the
+     * timeline may start earlier, at a first operation that ran before the previous step's last
+     * (a prefetch copy) */
+    int64_t g = 0;
+    for (int d = 0; d < st->ndevs; d++)
+      if (st->devs[d].has && st->devs[d].gpu > g) g = st->devs[d].gpu;
+    fprintf(f, "<details id=\"step-%d\"><summary>step %d: %.3f ms", st->num, st->num, an_ms(g));
+    if (tl->w1 - tl->w0 != g)
+      fprintf(f, " (timeline from its first operation: %.3f ms)", an_ms(tl->w1 - tl->w0));
+    fprintf(f, "</summary>\n");
+    an_write_svg(o, x, tl, 0);
+    fprintf(f, "</details>\n");
   }
 }
 
@@ -486,9 +434,7 @@ static void html_report(an_out *o, const an_report *x) {
   }
   if (!x->nfindings) fprintf(f, "<li>none</li>\n");
   fprintf(f, "</ul>\n<h2>Timeline</h2>\n");
-  int64_t w0 = INT64_MIN, w1 = INT64_MAX;
-  if (x->only_step >= 0 && x->ndevs) w0 = x->devs[0].t0, w1 = x->devs[0].t1;
-  an_write_svg(o, x, w0, w1, 0);
+  if (x->ntimelines) an_write_svg(o, x, &x->timelines[0], 0);
   each_step(o, x);
 }
 
@@ -519,9 +465,8 @@ static void html_ranks(FILE *f, an_report **r, int n) {
           hi[6] - lo[6]);
 }
 
-void an_write_html(an_out *o, an_report **r, int n, int step) {
+void an_write_html(an_out *o, an_report **r, int n) {
   FILE *f = o->f;
-  (void)step;
   fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>pinwheel "
              "report</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
              "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px "

@@ -70,38 +70,21 @@ static void json_stepdev(FILE *f, const an_stepdev *d) {
           d->kernel_time / 1e3, d->busy / 1e3);
 }
 
-static int cmp_op_dur(const void *a, const void *b) {
-  const an_op *x = *(const an_op *const *)a, *y = *(const an_op *const *)b;
-  int64_t dx = x->e - x->s, dy = y->e - y->s;
-  return dx < dy ? 1 : dx > dy ? -1 : 0;
-}
-
 static void json_copies(FILE *f, const an_report *r) {
-  const an_trace *t = r->t;
-  size_t nc = 0;
-  const an_op **cp = malloc((t->nops + 1) * sizeof *cp);
-  for (size_t i = 0; i < t->nops; i++)
-    if (t->ops[i].type == AN_MEMCPY) cp[nc++] = &t->ops[i];
-  qsort(cp, nc, sizeof *cp, cmp_op_dur);
-  for (size_t k = 0; k < nc && k < 100; k++) {
-    const an_op *o = cp[k];
-    size_t nk;
-    const an_iv *kernel_union = an_dev_kernels(r, o->dev, &nk);
-    int64_t dur = o->e - o->s, hid = an_cover(kernel_union, nk, o->s, o->e);
-    const an_call *c = an_call_of(t, o->corr);
+  for (size_t k = 0; k < r->nlongest; k++) {
+    const an_exposed *x = &r->longest[k];
+    const an_call *c = an_call_of(r->t, x->corr);
     fprintf(f,
             "%s{\"device\":%d,\"stream\":%d,\"kind\":\"%s\",\"src\":\"%s\",\"dst\":\"%s\","
             "\"bytes\":%" PRIu64 ",\"start_us\":%.3f,\"dur_us\":%.3f,\"hidden_fraction\":%.4f,"
             "\"host_us\":",
-            k ? "," : "", o->dev, o->stream, an_ck_name[o->ckind], an_mk_name[o->srck],
-            an_mk_name[o->dstk], o->bytes, o->s / 1e3, dur / 1e3,
-            dur > 0 ? (double)hid / (double)dur : 1.0);
+            k ? "," : "", x->dev, x->stream, an_ck_name[x->ckind], an_mk_name[x->srck],
+            an_mk_name[x->dstk], x->bytes, x->s / 1e3, x->dur / 1e3, x->hidden);
     if (c)
       fprintf(f, "%.3f}", (c->e - c->s) / 1e3);
     else
       fprintf(f, "null}");
   }
-  free(cp);
 }
 
 static void json_whatif(FILE *f, const an_report *r) {
