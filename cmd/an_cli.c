@@ -134,9 +134,9 @@ static void write_svg(an_out *o, an_report **r, int n) { /* one trace: checked b
 
 static const struct out_format {
   const char *name;
-  void (*report)(an_out *, an_report **, int);      /* pinwheel report --format NAME */
-  void (*diff)(an_out *, an_report *, an_report *); /* pinwheel diff --format NAME */
-  int (*export)(FILE *, const an_trace *);          /* pinwheel export --format NAME */
+  void (*report)(an_out *, an_report **, int); /* pinwheel report --format NAME */
+  void (*diff)(an_out *, const an_diff *);     /* pinwheel diff --format NAME */
+  int (*export)(FILE *, const an_trace *);     /* pinwheel export --format NAME */
   int draws;     /* it draws the timelines: an_analyze runs the timeline pass */
   int one_trace; /* it shows one trace only */
   int color;     /* in colour on a terminal (NO_COLOR unset) */
@@ -363,15 +363,17 @@ int pw_cmd_diff(int argc, char **argv) {
   if (a && b && usable(b, b->path)) {
     an_report *ra = an_analyze(a, -1), *rb = an_analyze(b, -1);
     an_out o = {.f = stdout};
-    if (!an_diff_comparable(ra, rb)) {
+    an_diff *d = an_compare(ra, rb);
+    if (!d) {
       fprintf(stderr,
               "pinwheel diff: the traces ran on different devices (%s: %d, %s: %d "
               "devices); no device of one maps to one of the other\n",
               a->path, ra->ndevs, b->path, rb->ndevs);
     } else {
-      format->diff(&o, ra, rb);
+      format->diff(&o, d);
       rc = close_out(stdout, NULL);
     }
+    an_diff_free(d);
     an_report_free(ra);
     an_report_free(rb);
   }

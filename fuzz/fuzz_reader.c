@@ -36,8 +36,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     an_write_json(&o, &r, 1);
     an_write_html(&o, &r, 1);
     an_write_chrome(null, t);
-    an_write_diff(&o, r, r);
-    an_write_diff_json(&o, r, r);
+    an_diff *d = an_compare(r, r);
+    an_write_diff(&o, d);
+    an_write_diff_json(&o, d);
+    an_diff_free(d);
     if (r->nsteps) {
       an_report *s = an_analyze(t, r->steps[0].num);
       if (s) an_write_svg(&o, s, &s->timelines[0], 1);

@@ -480,6 +480,34 @@ an_iv *an_kernel_union(const an_trace *t, int dev, size_t *n);
 int64_t an_median(int64_t *v, size_t n); /* sorts v */
 int64_t an_p95(int64_t *v, size_t n);    /* sorts v */
 
+/* ---- pinwheel diff (an_diff.c) ---- */
+static inline double an_ms(int64_t ns) {
+  return (double)ns / 1e6;
+}
+static inline double an_pct(int64_t a, int64_t b) {
+  return b > 0 ? 100.0 * (double)a / (double)b : 0;
+}
+typedef struct an_diff_row {
+  const char *key, *n; /* key: stable, for JSON; n: the text's label */
+  double va, vb;       /* before and after, in the unit the label names */
+  int count;           /* printed as integers */
+} an_diff_row;
+enum { AN_DIFF_ROWS = 16 };
+typedef struct an_diff_dev {
+  int i, j; /* device i of before (a->devs) against device j of after */
+  an_diff_row rows[AN_DIFF_ROWS];
+  int nrows;
+} an_diff_dev;
+typedef struct an_diff {
+  const an_report *a, *b; /* before, after */
+  int by_order; /* they ran on as many devices, but not the same ones: compared in order of id */
+  an_diff_dev *devs;
+  int ndevs;
+} an_diff;
+/* NULL when the traces ran on different numbers of devices: no device maps to one other. */
+an_diff *an_compare(const an_report *a, const an_report *b);
+void an_diff_free(an_diff *d);
+
 /* ---- outputs ---- */
 typedef struct an_out {
   FILE *f;
@@ -490,8 +518,8 @@ void an_write_json(an_out *o, an_report **r, int n);
 /* One of the report's timelines (an_timeline.c), drawn as SVG; standalone: a file of its own. */
 void an_write_svg(an_out *o, const an_report *r, const an_timeline *tl, int standalone);
 void an_write_html(an_out *o, an_report **r, int n);
-void an_write_diff(an_out *o, an_report *a, an_report *b);
-void an_write_diff_json(an_out *o, an_report *a, an_report *b);
+void an_write_diff(an_out *o, const an_diff *d);
+void an_write_diff_json(an_out *o, const an_diff *d);
 int an_write_chrome(FILE *f, const an_trace *t);
 /* Escape for XML/HTML text and attributes. */
 void an_xml_escape(FILE *f, const char *s);

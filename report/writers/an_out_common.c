@@ -172,28 +172,6 @@ const char *an_pw_how(const an_report *r) {
          "by an event record";
 }
 
-static int same_devices(const an_report *a, const an_report *b) {
-  if (a->ndevs != b->ndevs) return 0;
-  for (int i = 0; i < a->ndevs; i++)
-    if (a->devs[i].dev != b->devs[i].dev) return 0;
-  return 1;
-}
-
-int an_diff_by_order(const an_report *a, const an_report *b) {
-  return !same_devices(a, b) && a->ndevs == b->ndevs;
-}
-
-int an_diff_comparable(const an_report *a, const an_report *b) {
-  return same_devices(a, b) || a->ndevs == b->ndevs;
-}
-
-int an_diff_peer(const an_report *a, const an_report *b, int i) {
-  if (an_diff_by_order(a, b)) return i; /* devices sorted by id: the i-th with the i-th */
-  for (int j = 0; j < b->ndevs; j++)
-    if (b->devs[j].dev == a->devs[i].dev) return j;
-  return -1;
-}
-
 void an_rank_row(const an_report *r, double *v, double *lo, double *hi) {
   int64_t span = 0, busy = 0, exp = 0, pgh = 0, step = 0;
   for (int d = 0; d < r->ndevs; d++) {

@@ -266,32 +266,29 @@ void an_write_json(an_out *o, an_report **r, int n) {
   fputc('\n', o->f);
 }
 
-void an_write_diff_json(an_out *o, an_report *a, an_report *b) {
+void an_write_diff_json(an_out *o, const an_diff *d) {
   FILE *f = o->f;
+  const an_report *a = d->a, *b = d->b;
   fprintf(f, "{\"schema\":\"pinwheel-diff/2\",\"before\":");
   an_json_string(f, a->t->path);
   fprintf(f, ",\"after\":");
   an_json_string(f, b->t->path);
   fprintf(f, ",\"devices\":[");
-  int first = 1;
-  for (int i = 0; i < a->ndevs; i++) {
-    int j = an_diff_peer(a, b, i);
-    if (j < 0) continue;
-    diff_row rows[32];
-    int n = an_diff_rows(a, b, i, j, rows);
-    fprintf(f, "%s{\"device\":%d,\"device_after\":%d,\"rows\":{", first ? "" : ",", a->devs[i].dev,
-            b->devs[j].dev);
-    first = 0;
-    for (int k = 0; k < n; k++) {
-      fprintf(f, "%s\"%s\":{", k ? "," : "", rows[k].key);
-      if (rows[k].count)
-        fprintf(f, "\"before\":%.0f,\"after\":%.0f,\"delta\":%.0f", rows[k].va, rows[k].vb,
-                rows[k].vb - rows[k].va);
+  for (int k = 0; k < d->ndevs; k++) {
+    const an_diff_dev *dd = &d->devs[k];
+    fprintf(f, "%s{\"device\":%d,\"device_after\":%d,\"rows\":{", k ? "," : "", a->devs[dd->i].dev,
+            b->devs[dd->j].dev);
+    for (int m = 0; m < dd->nrows; m++) {
+      const an_diff_row *row = &dd->rows[m];
+      fprintf(f, "%s\"%s\":{", m ? "," : "", row->key);
+      if (row->count)
+        fprintf(f, "\"before\":%.0f,\"after\":%.0f,\"delta\":%.0f", row->va, row->vb,
+                row->vb - row->va);
       else
-        fprintf(f, "\"before\":%.6f,\"after\":%.6f,\"delta\":%.6f", rows[k].va, rows[k].vb,
-                rows[k].vb - rows[k].va);
-      if (rows[k].va != 0)
-        fprintf(f, ",\"change_fraction\":%.6f}", (rows[k].vb - rows[k].va) / rows[k].va);
+        fprintf(f, "\"before\":%.6f,\"after\":%.6f,\"delta\":%.6f", row->va, row->vb,
+                row->vb - row->va);
+      if (row->va != 0)
+        fprintf(f, ",\"change_fraction\":%.6f}", (row->vb - row->va) / row->va);
       else
         fprintf(f, ",\"change_fraction\":null}");
     }

@@ -231,53 +231,17 @@ void an_write_text(an_out *o, an_report **r, int n) {
 
 /* ---- diff ---- */
 
-/* The rows of one device of `pinwheel diff` (text and JSON share them). */
-int an_diff_rows(const an_report *a, const an_report *b, int i, int j, diff_row *rows) {
-  const an_dev *x = &a->devs[i], *y = &b->devs[j];
-  const an_stepsum *sx = &a->stepsum[i], *sy = &b->stepsum[j];
-  diff_row v[] = {
-      {"span_ms", "span ms", an_ms(x->span), an_ms(y->span), 0},
-      {"gpu_step_ms_median", "GPU step ms (median)", an_ms(sx->step_med), an_ms(sy->step_med), 0},
-      {"gpu_step_ms_p95", "GPU step ms (p95)", an_ms(sx->step_p95), an_ms(sy->step_p95), 0},
-      {"h2d_ms_per_step_median", "H2D ms per step (median)", an_ms(sx->h2d_med), an_ms(sy->h2d_med),
-       0},
-      {"h2d_exposed_ms_per_step_median", "H2D exposed ms per step (median)", an_ms(sx->exposed_med),
-       an_ms(sy->exposed_med), 0},
-      {"h2d_hidden_pct_per_step_median", "H2D hidden % per step (median)",
-       sx->hidden_med > 0 ? 100 * sx->hidden_med : 0, sy->hidden_med > 0 ? 100 * sy->hidden_med : 0,
-       0},
-      {"busy_pct", "busy %", an_pct(x->busy, x->span), an_pct(y->busy, y->span), 0},
-      {"kernel_pct", "kernel %", an_pct(x->kernel, x->span), an_pct(y->kernel, y->span), 0},
-      {"idle_ms", "idle ms", an_ms(x->idle), an_ms(y->idle), 0},
-      {"h2d_copies", "H2D copies", (double)x->h2d.copies, (double)y->h2d.copies, 1},
-      {"h2d_ms", "H2D ms", an_ms(x->h2d.time), an_ms(y->h2d.time), 0},
-      {"h2d_hidden_pct", "H2D hidden %", an_pct(x->h2d.hidden, x->h2d.time),
-       an_pct(y->h2d.hidden, y->h2d.time), 0},
-      {"h2d_exposed_ms", "H2D exposed ms", an_ms(x->h2d.exposed), an_ms(y->h2d.exposed), 0},
-      {"d2h_ms", "D2H ms", an_ms(x->d2h.time), an_ms(y->d2h.time), 0},
-      {"pageable_copies", "pageable copies", (double)x->pg_copies, (double)y->pg_copies, 1},
-      {"pageable_host_blocked_ms", "pageable host blocked ms", an_ms(x->pg_host), an_ms(y->pg_host),
-       0},
-  };
-  int n = (int)(sizeof v / sizeof v[0]);
-  if (!sx->n || !sy->n) { /* no steps: the per-step rows say nothing */
-    memmove(&v[1], &v[6], (size_t)(n - 6) * sizeof v[0]);
-    n -= 5;
-  }
-  memcpy(rows, v, (size_t)n * sizeof *v);
-  return n;
-}
-
 /* What each side's figures cover: its steps (marked, inferred, none) and what was left out. */
-static void diff_steps(FILE *f, const an_report *a, const an_report *b) {
+static void diff_steps(FILE *f, const an_diff *d) {
   static const char *src[] = {"no steps", "marked", "inferred"};
+  const an_report *a = d->a, *b = d->b;
   fprintf(f, "  steps:  %zu %s -> %zu %s", a->nsteps, src[a->step_src], b->nsteps,
           src[b->step_src]);
   if (a->steady || b->steady)
     fprintf(f, "; start-up %.3f -> %.3f ms and teardown %.3f -> %.3f ms not counted",
             an_ms(a->startup), an_ms(b->startup), an_ms(a->teardown), an_ms(b->teardown));
   fprintf(f, "\n");
-  if (an_diff_by_order(a, b))
+  if (d->by_order)
     for (int i = 0; i < a->ndevs; i++)
       fprintf(f,
               "  the traces ran on different devices: before's device %d is compared with "
@@ -285,29 +249,29 @@ static void diff_steps(FILE *f, const an_report *a, const an_report *b) {
               a->devs[i].dev, b->devs[i].dev);
 }
 
-void an_write_diff(an_out *o, an_report *a, an_report *b) {
+void an_write_diff(an_out *o, const an_diff *d) {
   FILE *f = o->f;
+  const an_report *a = d->a, *b = d->b;
   fprintf(f, "pinwheel diff\n  before: %s\n  after:  %s\n", a->t->path, b->t->path);
-  diff_steps(f, a, b);
-  for (int i = 0; i < a->ndevs; i++) {
-    int j = an_diff_peer(a, b, i);
-    if (j < 0) continue;
-    diff_row rows[32];
-    int n = an_diff_rows(a, b, i, j, rows);
+  diff_steps(f, d);
+  for (int k = 0; k < d->ndevs; k++) {
+    const an_diff_dev *dd = &d->devs[k];
+    int i = dd->i, j = dd->j;
     char dn[32];
     if (a->devs[i].dev == b->devs[j].dev)
       snprintf(dn, sizeof dn, "device %d", a->devs[i].dev);
     else
       snprintf(dn, sizeof dn, "device %d -> %d", a->devs[i].dev, b->devs[j].dev);
     fprintf(f, "\n%-34s %14s %14s %14s %9s\n", dn, "before", "after", "delta", "change");
-    for (int k = 0; k < n; k++) {
-      double d = rows[k].vb - rows[k].va;
-      if (rows[k].count)
-        fprintf(f, "  %-32s %14.0f %14.0f %+14.0f", rows[k].n, rows[k].va, rows[k].vb, d);
+    for (int m = 0; m < dd->nrows; m++) {
+      const an_diff_row *row = &dd->rows[m];
+      double delta = row->vb - row->va;
+      if (row->count)
+        fprintf(f, "  %-32s %14.0f %14.0f %+14.0f", row->n, row->va, row->vb, delta);
       else
-        fprintf(f, "  %-32s %14.3f %14.3f %+14.3f", rows[k].n, rows[k].va, rows[k].vb, d);
-      if (rows[k].va != 0)
-        fprintf(f, " %+8.1f%%\n", 100.0 * d / rows[k].va);
+        fprintf(f, "  %-32s %14.3f %14.3f %+14.3f", row->n, row->va, row->vb, delta);
+      if (row->va != 0)
+        fprintf(f, " %+8.1f%%\n", 100.0 * delta / row->va);
       else
         fprintf(f, " %9s\n", "-");
     }
