@@ -198,24 +198,87 @@ static void marked_groups(an_report *r, const cix *byc, size_t nc) {
   free(dma);
 }
 
-void an_pass_pinwheel(an_report *r) {
+/* D2H: one call of a thread in a run of chunks, each followed by an event record; a run that
+ * ended becomes a staged copy when its chunks are all of one size but the last. */
+static void d2h_chunks(an_report *r, thr *th, size_t k, long oi, int is_event, int is_record) {
   const an_trace *t = r->t;
-  r->staged_role = calloc(t->nops + 1, 1);
-  r->staged_group = calloc(t->nops + 1, sizeof *r->staged_group);
-  r->staged_call = calloc(t->ncalls + 1, 1);
-  cix *byc = malloc((t->nops + 1) * sizeof *byc);
+  const an_op *o = oi >= 0 ? &t->ops[oi] : NULL;
+  int chunk = o && o->type == AN_MEMCPY && o->ckind == AN_CK_D2H && o->srck == AN_MK_DEVICE &&
+              o->dstk == AN_MK_PINNED && !r->staged_role[oi];
+  if (th->want_record && !is_record) th->nchunk = 0; /* a chunk without its record: not ours */
+  if (chunk && th->nchunk && t->ops[th->chunk[0]].bytes != o->bytes &&
+      t->ops[th->chunk[th->nchunk - 1]].bytes != t->ops[th->chunk[0]].bytes)
+    th->nchunk = 0;                        /* sizes: all equal but the last */
+  if (!chunk && !is_event && th->nchunk) { /* the run ended */
+    int ok = th->nchunk >= 2;
+    for (size_t i = 0; ok && i + 1 < th->nchunk; i++)
+      ok = t->ops[th->chunk[i]].bytes == t->ops[th->chunk[0]].bytes;
+    if (ok && t->ops[th->chunk[th->nchunk - 1]].bytes > t->ops[th->chunk[0]].bytes) ok = 0;
+    an_pwgroup *g = ok ? new_group(r) : NULL;
+    if (g) {
+      g->dir = AN_CK_D2H;
+      g->dev = t->ops[th->chunk[0]].dev;
+      g->stream = t->ops[th->chunk[0]].stream;
+      close_group(r, g, th->chunk, th->nchunk, AN_PW_DMA);
+      g->count_op = g->first;
+      flag_calls(r, th->tid, th->call0, th->last);
+    }
+    th->nchunk = 0;
+  }
+  if (chunk && !th->nchunk) th->call0 = k;
+  if (chunk) push(&th->chunk, &th->nchunk, &th->capchunk, (size_t)oi);
+  if (th->nchunk) th->last = k;
+  th->want_record = chunk;
+}
+
+/* H2D through the ring: one copy call of a thread, a DMA on a side stream or the ring copy (or
+ * its first piece) that closes the DMAs before it. */
+static void h2d_ring(an_report *r, thr *th, size_t k, long oi, const side *sides, size_t m) {
+  const an_trace *t = r->t;
+  const an_op *o = &t->ops[oi];
+  if (o->ckind == AN_CK_H2D && o->srck == AN_MK_PINNED && o->dstk == AN_MK_DEVICE &&
+      is_side(sides, m, o->dev, o->stream)) {
+    if (!th->ndma) th->call0 = k;
+    push(&th->dma, &th->ndma, &th->capdma, (size_t)oi);
+    th->dma_bytes += o->bytes;
+  } else if (o->ckind == AN_CK_D2D && th->ndma) {
+    uint64_t want = o->bytes + (th->ring1 >= 0 ? t->ops[th->ring1].bytes : 0);
+    if (want == th->dma_bytes && t->ops[th->dma[0]].dev == o->dev) {
+      an_pwgroup *g = new_group(r);
+      if (g) {
+        g->dir = AN_CK_H2D;
+        g->dev = o->dev;
+        g->stream = o->stream;
+        close_group(r, g, th->dma, th->ndma, AN_PW_DMA);
+        g->count_op = (size_t)oi;
+        r->staged_role[oi] = AN_PW_RING;
+        r->staged_group[oi] = (uint32_t)(g - r->pw);
+        if (th->ring1 >= 0) {
+          r->staged_role[th->ring1] = AN_PW_RING;
+          r->staged_group[th->ring1] = (uint32_t)(g - r->pw);
+        }
+        flag_calls(r, th->tid, th->call0, k);
+      }
+      th->ndma = 0, th->dma_bytes = 0, th->ring1 = -1;
+    } else if (want < th->dma_bytes && th->ring1 < 0) {
+      th->ring1 = oi; /* the ring wrapped: the second piece comes next */
+    } else {          /* not the pattern: forget these DMAs */
+      th->ndma = 0, th->dma_bytes = 0, th->ring1 = -1;
+    }
+  }
+}
+
+/* The streams that carry only pinned -> device copies (pinwheel's side streams), one entry per
+ * stream, sorted for is_side. */
+static side *side_streams(const an_trace *t, size_t *n) {
   side *sides = malloc((t->nops + 1) * sizeof *sides);
-  size_t nc = 0, ns = 0, m = 0;
+  size_t ns = 0, m = 0;
   for (size_t i = 0; i < t->nops; i++) {
     const an_op *o = &t->ops[i];
-    if (o->corr >= 0) byc[nc++] = (cix){o->corr, i};
     sides[ns++] = (side){o->dev, o->stream,
                          o->type == AN_MEMCPY && o->ckind == AN_CK_H2D && o->srck == AN_MK_PINNED &&
                              o->dstk == AN_MK_DEVICE};
   }
-  qsort(byc, nc, sizeof *byc, cmp_cix);
-  marked_groups(r, byc, nc);
-  r->pw_marked = r->npw;
   qsort(sides, ns, sizeof *sides, cmp_side);
   for (size_t i = 0; i < ns; i++) { /* one entry per stream: only DMAs if every op was one */
     if (m && !cmp_side(&sides[m - 1], &sides[i]))
@@ -223,6 +286,23 @@ void an_pass_pinwheel(an_report *r) {
     else
       sides[m++] = sides[i];
   }
+  *n = m;
+  return sides;
+}
+
+void an_pass_pinwheel(an_report *r) {
+  const an_trace *t = r->t;
+  r->staged_role = calloc(t->nops + 1, 1);
+  r->staged_group = calloc(t->nops + 1, sizeof *r->staged_group);
+  r->staged_call = calloc(t->ncalls + 1, 1);
+  cix *byc = malloc((t->nops + 1) * sizeof *byc);
+  size_t nc = 0, m;
+  for (size_t i = 0; i < t->nops; i++)
+    if (t->ops[i].corr >= 0) byc[nc++] = (cix){t->ops[i].corr, i};
+  qsort(byc, nc, sizeof *byc, cmp_cix);
+  marked_groups(r, byc, nc);
+  r->pw_marked = r->npw;
+  side *sides = side_streams(t, &m);
   thr *ts = NULL;
   size_t nt = 0, capt = 0;
   for (size_t k = 0; k < t->ncalls; k++) { /* calls are sorted by start */
@@ -233,67 +313,10 @@ void an_pass_pinwheel(an_report *r) {
     int is_record = !strncmp(nm, "cudaEventRecord", 15);
     int is_event = !strncmp(nm, "cudaEvent", 9) || !strncmp(nm, "cuEvent", 7);
     long oi = c->api == AN_API_MEMCPY ? op_of(byc, nc, c->corr) : -1;
-    const an_op *o = oi >= 0 ? &t->ops[oi] : NULL;
-    /* D2H: a run of chunks, each followed by an event record */
-    int chunk = o && o->type == AN_MEMCPY && o->ckind == AN_CK_D2H && o->srck == AN_MK_DEVICE &&
-                o->dstk == AN_MK_PINNED && !r->staged_role[oi];
-    if (th->want_record && !is_record) th->nchunk = 0; /* a chunk without its record: not ours */
-    if (chunk && th->nchunk && t->ops[th->chunk[0]].bytes != o->bytes &&
-        t->ops[th->chunk[th->nchunk - 1]].bytes != t->ops[th->chunk[0]].bytes)
-      th->nchunk = 0;                        /* sizes: all equal but the last */
-    if (!chunk && !is_event && th->nchunk) { /* the run ended */
-      int ok = th->nchunk >= 2;
-      for (size_t i = 0; ok && i + 1 < th->nchunk; i++)
-        ok = t->ops[th->chunk[i]].bytes == t->ops[th->chunk[0]].bytes;
-      if (ok && t->ops[th->chunk[th->nchunk - 1]].bytes > t->ops[th->chunk[0]].bytes) ok = 0;
-      an_pwgroup *g = ok ? new_group(r) : NULL;
-      if (g) {
-        g->dir = AN_CK_D2H;
-        g->dev = t->ops[th->chunk[0]].dev;
-        g->stream = t->ops[th->chunk[0]].stream;
-        close_group(r, g, th->chunk, th->nchunk, AN_PW_DMA);
-        g->count_op = g->first;
-        flag_calls(r, th->tid, th->call0, th->last);
-      }
-      th->nchunk = 0;
-    }
-    if (chunk && !th->nchunk) th->call0 = k;
-    if (chunk) push(&th->chunk, &th->nchunk, &th->capchunk, (size_t)oi);
-    if (th->nchunk) th->last = k;
-    th->want_record = chunk;
-    if (!o || o->type != AN_MEMCPY) continue;
+    d2h_chunks(r, th, k, oi, is_event, is_record);
+    if (oi < 0 || t->ops[oi].type != AN_MEMCPY) continue;
     if (r->staged_role[oi]) continue; /* the collector marked it: grouped above */
-    /* H2D through the ring */
-    if (o->ckind == AN_CK_H2D && o->srck == AN_MK_PINNED && o->dstk == AN_MK_DEVICE &&
-        is_side(sides, m, o->dev, o->stream)) {
-      if (!th->ndma) th->call0 = k;
-      push(&th->dma, &th->ndma, &th->capdma, (size_t)oi);
-      th->dma_bytes += o->bytes;
-    } else if (o->ckind == AN_CK_D2D && th->ndma) {
-      uint64_t want = o->bytes + (th->ring1 >= 0 ? t->ops[th->ring1].bytes : 0);
-      if (want == th->dma_bytes && t->ops[th->dma[0]].dev == o->dev) {
-        an_pwgroup *g = new_group(r);
-        if (g) {
-          g->dir = AN_CK_H2D;
-          g->dev = o->dev;
-          g->stream = o->stream;
-          close_group(r, g, th->dma, th->ndma, AN_PW_DMA);
-          g->count_op = (size_t)oi;
-          r->staged_role[oi] = AN_PW_RING;
-          r->staged_group[oi] = (uint32_t)(g - r->pw);
-          if (th->ring1 >= 0) {
-            r->staged_role[th->ring1] = AN_PW_RING;
-            r->staged_group[th->ring1] = (uint32_t)(g - r->pw);
-          }
-          flag_calls(r, th->tid, th->call0, k);
-        }
-        th->ndma = 0, th->dma_bytes = 0, th->ring1 = -1;
-      } else if (want < th->dma_bytes && th->ring1 < 0) {
-        th->ring1 = oi; /* the ring wrapped: the second piece comes next */
-      } else {          /* not the pattern: forget these DMAs */
-        th->ndma = 0, th->dma_bytes = 0, th->ring1 = -1;
-      }
-    }
+    h2d_ring(r, th, k, oi, sides, m);
   }
   for (size_t i = 0; i < nt; i++)
     free(ts[i].dma), free(ts[i].chunk);
