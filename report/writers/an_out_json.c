@@ -142,28 +142,19 @@ static void json_window(FILE *f, const an_report *r) {
     fprintf(f, "{\"over\":\"%s\"}", r->only_step >= 0 ? "step" : "trace");
 }
 
-static void json_report(FILE *f, const an_report *r) {
-  fprintf(f, "{\"schema\":\"pinwheel-report/3\",\"trace\":");
-  an_json_string(f, r->t->path);
-  fprintf(f, ",\"format\":\"%s\",\"step_filter\":", r->t->format);
-  if (r->only_step >= 0)
-    fprintf(f, "%d", r->only_step);
-  else
-    fprintf(f, "null");
-  json_window(f, r);
-  fprintf(f, ",\"devices\":[");
-  for (int i = 0; i < r->ndevs; i++) {
-    if (i) fputc(',', f);
-    json_dev(f, r, i);
-  }
+static void json_host_syncs(FILE *f, const an_report *r) {
   fprintf(f,
-          "],\"host\":{\"sync_calls\":%" PRIu64
+          ",\"host\":{\"sync_calls\":%" PRIu64
           ",\"sync_us\":%.3f,\"sync_longest_us\":%.3f,\"by_api\":{",
           r->sync_calls, r->sync_time / 1e3, r->sync_longest / 1e3);
   for (int a = AN_API_MEMCPY; a < AN_API_N; a++)
     fprintf(f, "%s\"%s\":{\"calls\":%" PRIu64 ",\"us\":%.3f}", a == AN_API_MEMCPY ? "" : ",",
             an_api_name[a], r->api_calls[a], r->api_time[a] / 1e3);
-  fprintf(f, "}},\"step_summary\":[");
+  fprintf(f, "}}");
+}
+
+static void json_steps(FILE *f, const an_report *r) {
+  fprintf(f, ",\"step_summary\":[");
   int first = 1;
   for (int i = 0; i < r->ndevs; i++) {
     const an_stepsum *s = &r->stepsum[i];
@@ -194,7 +185,12 @@ static void json_report(FILE *f, const an_report *r) {
     }
     fprintf(f, "]}");
   }
-  fprintf(f, "],\"kernels\":[");
+  fprintf(f, "]");
+}
+
+/* The kernel table, the GPU's idle gaps and the exposed copies. */
+static void json_lists(FILE *f, const an_report *r) {
+  fprintf(f, ",\"kernels\":[");
   for (size_t k = 0; k < r->nkstats; k++) {
     const an_kstat *s = &r->kstats[k];
     fprintf(f, "%s{\"device\":%d,\"name\":", k ? "," : "", s->dev);
@@ -216,12 +212,11 @@ static void json_report(FILE *f, const an_report *r) {
             k ? "," : "", x->dev, x->stream, an_ck_name[x->ckind], an_mk_name[x->srck],
             an_mk_name[x->dstk], x->bytes, x->s / 1e3, x->dur / 1e3, x->hidden);
   }
-  /* per copy: how much of it ran under compute, the longest 100 copies */
-  fprintf(f, "],\"copies\":[");
-  json_copies(f, r);
-  fprintf(f, "],\"what_if\":");
-  json_whatif(f, r);
-  /* the copies pinwheel staged in this run, when it ran under pinwheel (an_pinwheel.c) */
+  fprintf(f, "]");
+}
+
+/* The copies pinwheel staged in this run, when it ran under pinwheel (an_pinwheel.c). */
+static void json_pinwheel(FILE *f, const an_report *r) {
   int64_t dt = r->pw_h2d_dma, dh = r->pw_h2d_hidden;
   fprintf(f,
           ",\"pinwheel\":{\"staged_h2d\":%" PRIu64 ",\"staged_h2d_bytes\":%" PRIu64
@@ -239,6 +234,9 @@ static void json_report(FILE *f, const an_report *r) {
           !r->npw                  ? "null"
           : r->pw_marked == r->npw ? "\"collector marks\""
                                    : "\"pattern\"");
+}
+
+static void json_findings(FILE *f, const an_report *r) {
   fprintf(f, ",\"thresholds\":{");
   for (int i = 0; i < an_nthresholds; i++)
     fprintf(f, "%s\"%s\":%g", i ? "," : "", an_thresholds[i].name, an_thresholds[i].value);
@@ -249,7 +247,35 @@ static void json_report(FILE *f, const an_report *r) {
     an_json_string(f, r->findings[k].message);
     fputc('}', f);
   }
-  fprintf(f, "]}");
+  fprintf(f, "]");
+}
+
+static void json_report(FILE *f, const an_report *r) {
+  fprintf(f, "{\"schema\":\"pinwheel-report/3\",\"trace\":");
+  an_json_string(f, r->t->path);
+  fprintf(f, ",\"format\":\"%s\",\"step_filter\":", r->t->format);
+  if (r->only_step >= 0)
+    fprintf(f, "%d", r->only_step);
+  else
+    fprintf(f, "null");
+  json_window(f, r);
+  fprintf(f, ",\"devices\":[");
+  for (int i = 0; i < r->ndevs; i++) {
+    if (i) fputc(',', f);
+    json_dev(f, r, i);
+  }
+  fprintf(f, "]");
+  json_host_syncs(f, r);
+  json_steps(f, r);
+  json_lists(f, r);
+  /* per copy: how much of it ran under compute, the longest 100 copies */
+  fprintf(f, ",\"copies\":[");
+  json_copies(f, r);
+  fprintf(f, "],\"what_if\":");
+  json_whatif(f, r);
+  json_pinwheel(f, r);
+  json_findings(f, r);
+  fprintf(f, "}");
 }
 
 void an_write_json(an_out *o, an_report **r, int n) {
