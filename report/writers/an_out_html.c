@@ -1,9 +1,11 @@
 /* an_out_html.c — the SVG timeline and the HTML report.
  *
- * The SVG is drawn from per-pixel coverage, never one element per event, so its size follows the
- * picture's width and the number of lanes, not the trace.  Each run of one colour carries a
- * tooltip naming the longest operation in it (name, duration, bytes, stream).  The HTML says
- * everything the text report says, and zooms to a step: each listed step has its own timeline.
+ * The SVG draws a timeline the timeline pass worked out (an_timeline.c): a rectangle per run of
+ * one class in a lane, never one element per event, so its size follows the picture's width and
+ * the number of lanes, not the trace.  Each run carries a tooltip naming the longest operation
+ * in it (name, duration, bytes, stream).  The HTML says everything the text report says, one
+ * function per section, and zooms to a step: each listed step has its own timeline.
+ * Must never: compute a figure (the passes did), or let a string from a trace through unescaped.
  */
 #define _GNU_SOURCE
 #include "an_out.h"
@@ -205,9 +207,7 @@ static void html_steps(FILE *f, const an_report *x) {
   fprintf(f, "</table>\n");
 }
 
-/* The top kernels, the exposed copies and the GPU's idle gaps. */
-static void html_lists(FILE *f, const an_report *x) {
-  char b[32];
+static void html_kernels(FILE *f, const an_report *x) {
   if (x->nkstats) {
     fprintf(f, "<h2>Top kernels</h2><table><tr><th>device</th><th>name</th><th>count</th>"
                "<th>total ms</th><th>mean us</th><th>share</th></tr>\n");
@@ -232,6 +232,10 @@ static void html_lists(FILE *f, const an_report *x) {
     }
     fprintf(f, "</table>\n");
   }
+}
+
+static void html_exposed(FILE *f, const an_report *x) {
+  char b[32];
   if (x->nexposed) {
     fprintf(f,
             "<h2>Exposed copies</h2><p>the longest %zu of %zu</p><table><tr><th>device</th>"
@@ -252,6 +256,9 @@ static void html_lists(FILE *f, const an_report *x) {
     }
     fprintf(f, "</table>\n");
   }
+}
+
+static void html_gaps(FILE *f, const an_report *x) {
   if (x->ngaps) {
     fprintf(f,
             "<h2>GPU idle gaps</h2><p>at least %.3g ms: %zu; the longest:</p><table><tr><th>"
@@ -326,6 +333,7 @@ static void html_devices(FILE *f, const an_report *x) {
     cell_host(f, dv->pg_host, dv->pg_copies, dv->pg_unknown);
     fprintf(f, "</tr>\n");
   }
+  fprintf(f, "</table>\n");
 }
 
 /* Each device's busy fraction over time, one cell per bucket (the text's "utilization over
@@ -371,9 +379,8 @@ static void each_step(an_out *o, const an_report *x) {
   }
 }
 
-static void html_report(an_out *o, const an_report *x) {
-  FILE *f = o->f;
-  char b[32];
+/* The title, the steps line and the headline. */
+static void html_head(FILE *f, const an_report *x) {
   fprintf(f, "<h1>pinwheel report: <code>");
   an_xml_escape(f, x->t->path);
   fprintf(f, "</code>");
@@ -391,9 +398,9 @@ static void html_report(an_out *o, const an_report *x) {
   }
   free(buf);
   fprintf(f, "</b></p>\n");
-  html_devices(f, x);
-  fprintf(f, "</table>\n");
-  util_strips(f, x);
+}
+
+static void html_idle(FILE *f, const an_report *x) {
   fprintf(f, "<h3>Where idle time went</h3><table><tr><th>device</th><th>idle "
              "ms</th><th>host-bound (nothing queued)</th><th>waiting on copies</th><th>other "
              "(work queued)</th></tr>\n");
@@ -403,7 +410,13 @@ static void html_report(an_out *o, const an_report *x) {
         f, "<tr><td>%d</td><td>%.3f</td><td>%.3f ms</td><td>%.3f ms</td><td>%.3f ms</td></tr>\n",
         x->devs[d].dev, an_ms(x->devs[d].idle), an_ms(i->host), an_ms(i->copy), an_ms(i->other));
   }
-  fprintf(f, "</table>\n<h3>Other operations</h3><table><tr><th>device</th><th>class</th><th>count"
+  fprintf(f, "</table>\n");
+}
+
+/* D2D, peer, memset and communication: each device's other operations. */
+static void html_classes(FILE *f, const an_report *x) {
+  char b[32];
+  fprintf(f, "<h3>Other operations</h3><table><tr><th>device</th><th>class</th><th>count"
              "</th><th>bytes</th><th>ms</th></tr>\n");
   int any = 0;
   for (int d = 0; d < x->ndevs; d++)
@@ -416,16 +429,20 @@ static void html_report(an_out *o, const an_report *x) {
               c == AN_OC_COMM ? "" : an_bytes_h(k->bytes, b), an_ms(k->time));
     }
   if (!any) fprintf(f, "<tr><td colspan=\"5\">none</td></tr>\n");
-  fprintf(f, "</table>\n<h3>Host syncs</h3><table><tr><th>call</th><th>count</th><th>host "
+  fprintf(f, "</table>\n");
+}
+
+static void html_syncs(FILE *f, const an_report *x) {
+  fprintf(f, "<h3>Host syncs</h3><table><tr><th>call</th><th>count</th><th>host "
              "ms</th></tr>\n");
   for (int a = AN_API_STREAM_SYNC; a <= AN_API_EVENT_SYNC; a++)
     fprintf(f, "<tr><td>%s</td><td>%" PRIu64 "</td><td>%.3f</td></tr>\n", an_api_name[a],
             x->api_calls[a], an_ms(x->api_time[a]));
   fprintf(f, "<tr><th>all</th><td>%" PRIu64 "</td><td>%.3f (longest %.3f)</td></tr></table>\n",
           x->sync_calls, an_ms(x->sync_time), an_ms(x->sync_longest));
-  html_steps(f, x);
-  html_lists(f, x);
-  html_whatif(f, x);
+}
+
+static void html_findings(FILE *f, const an_report *x) {
   fprintf(f, "<h2>Findings</h2><ul>\n");
   for (int k = 0; k < x->nfindings; k++) {
     fprintf(f, "<li class=\"%s\"><b>%s</b>: ", x->findings[k].severity, x->findings[k].check);
@@ -433,7 +450,24 @@ static void html_report(an_out *o, const an_report *x) {
     fprintf(f, "</li>\n");
   }
   if (!x->nfindings) fprintf(f, "<li>none</li>\n");
-  fprintf(f, "</ul>\n<h2>Timeline</h2>\n");
+  fprintf(f, "</ul>\n");
+}
+
+static void html_report(an_out *o, const an_report *x) {
+  FILE *f = o->f;
+  html_head(f, x);
+  html_devices(f, x);
+  util_strips(f, x);
+  html_idle(f, x);
+  html_classes(f, x);
+  html_syncs(f, x);
+  html_steps(f, x);
+  html_kernels(f, x);
+  html_exposed(f, x);
+  html_gaps(f, x);
+  html_whatif(f, x);
+  html_findings(f, x);
+  fprintf(f, "<h2>Timeline</h2>\n");
   if (x->ntimelines) an_write_svg(o, x, &x->timelines[0], 0);
   each_step(o, x);
 }
