@@ -315,6 +315,18 @@ typedef struct an_timeline {
   size_t nlanes;
 } an_timeline;
 
+/* The report's figures over all its devices (the figures pass): what the headline and the rank
+ * table of several traces say. */
+enum { AN_RANK_COLS = 7 };
+typedef struct an_totals {
+  int64_t h2d_time, h2d_hidden, pg_host; /* summed over the devices */
+  uint64_t h2d_copies, pg_copies, pg_unknown;
+  int64_t step_med; /* the slowest device's median step */
+  /* the rank row: span ms (the longest device's), busy % (the devices' mean), H2D exposed ms,
+   * sync ms, pageable host ms, step median ms and the copies pinwheel staged */
+  double rank[AN_RANK_COLS];
+} an_totals;
+
 typedef struct an_report {
   const an_trace *t;
   an_dev *devs;
@@ -357,6 +369,7 @@ typedef struct an_report {
   size_t pw_marked;       /* of npw, found by the collector's marks (the rest: by pattern) */
   uint64_t pw_sync_calls; /* pinwheel's own host syncs while staging (the figures pass) */
   int64_t pw_sync_time;
+  an_totals tot;
   an_finding findings[16];
   int nfindings;
   an_whatif *whatif; /* [ndevs] */

@@ -323,6 +323,27 @@ static void longest_copies(an_report *r) {
   free(cp);
 }
 
+/* The figures over all devices: the headline's totals and the rank row. */
+static void totals(an_report *r) {
+  an_totals *x = &r->tot;
+  int64_t span = 0, busy = 0, exp = 0;
+  for (int i = 0; i < r->ndevs; i++) {
+    const an_dev *d = &r->devs[i];
+    an_sat_add(&x->h2d_time, d->h2d.time), an_sat_add(&x->h2d_hidden, d->h2d.hidden);
+    x->h2d_copies += d->h2d.copies;
+    x->pg_copies += d->pg_copies, x->pg_unknown += d->pg_unknown,
+        an_sat_add(&x->pg_host, d->pg_host);
+    if (d->span > span) span = d->span;
+    an_sat_add(&busy, d->busy), an_sat_add(&exp, d->h2d.exposed);
+    if (r->stepsum[i].step_med > x->step_med) x->step_med = r->stepsum[i].step_med;
+  }
+  double v[AN_RANK_COLS] = {an_ms(span),       an_pct(busy, span) / (r->ndevs ? r->ndevs : 1),
+                            an_ms(exp),        an_ms(r->sync_time),
+                            an_ms(x->pg_host), an_ms(x->step_med),
+                            (double)r->npw};
+  memcpy(x->rank, v, sizeof v);
+}
+
 void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
   const an_trace *t = r->t;
   int windowed = w0 != INT64_MIN || w1 != INT64_MAX;
@@ -377,4 +398,5 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
   qsort(r->exposed, r->nexposed, sizeof *r->exposed, cmp_exposed);
   kernel_table(r, w0, w1);
   longest_copies(r);
+  totals(r);
 }

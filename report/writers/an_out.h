@@ -17,11 +17,9 @@ void an_headline(FILE *f, const an_report *r);
 void an_steps_line(FILE *f, const an_report *r);
 /* How the copies pinwheel staged were recognised in the trace (one sentence). */
 const char *an_pw_how(const an_report *r);
-/* The rank table of several traces (text and HTML): a row per file, its columns span ms,
- * busy %, H2D exposed ms, sync ms, pageable host ms, step median ms (the slowest device's) and
- * the copies pinwheel staged; lo and hi gather each column's spread. */
-enum { AN_RANK_COLS = 7 };
-void an_rank_row(const an_report *r, double *v, double *lo, double *hi);
+/* The rank table of several traces (text and HTML): each column's spread over the rows
+ * (an_totals.rank), the largest less the smallest. */
+void an_rank_spread(an_report **r, int n, double *spread);
 /* The kind of an op for people: "H2D pageable->device". */
 void an_kind(char *buf, size_t n, uint8_t ck, uint8_t src, uint8_t dst);
 

@@ -480,11 +480,10 @@ static void html_ranks(FILE *f, an_report **r, int n) {
           "ms</th><th>busy</th><th>H2D exposed ms</th><th>sync ms</th><th>pageable host "
           "ms</th><th>step median ms</th><th>staged</th></tr>\n",
           n);
-  double lo[AN_RANK_COLS], hi[AN_RANK_COLS], v[AN_RANK_COLS];
-  for (int k = 0; k < AN_RANK_COLS; k++)
-    lo[k] = 1e300, hi[k] = -1;
+  double sp[AN_RANK_COLS];
+  an_rank_spread(r, n, sp);
   for (int i = 0; i < n; i++) {
-    an_rank_row(r[i], v, lo, hi);
+    const double *v = r[i]->tot.rank;
     fprintf(f, "<tr><td><a href=\"#rank-%d\">%d</a></td><td><code>", i, i);
     an_xml_escape(f, r[i]->t->path);
     fprintf(f,
@@ -495,8 +494,7 @@ static void html_ranks(FILE *f, an_report **r, int n) {
   fprintf(f,
           "<tr><th>spread</th><td></td><td>%.3f</td><td>%.1f %%</td><td>%.3f</td><td>%.3f</td>"
           "<td>%.3f</td><td>%.3f</td><td>%.0f</td></tr></table>\n",
-          hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2], hi[3] - lo[3], hi[4] - lo[4], hi[5] - lo[5],
-          hi[6] - lo[6]);
+          sp[0], sp[1], sp[2], sp[3], sp[4], sp[5], sp[6]);
 }
 
 void an_write_html(an_out *o, an_report **r, int n) {

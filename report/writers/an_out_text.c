@@ -214,18 +214,15 @@ void an_write_text(an_out *o, an_report **r, int n) {
      * staged in that rank's run (0 when it ran without pinwheel) */
     fprintf(o->f, "\nranks (one per file):\n  %-5s %10s %8s %12s %10s %12s %12s %8s\n", "rank",
             "span ms", "busy", "H2D exp ms", "sync ms", "pg host ms", "step med ms", "staged");
-    double lo[AN_RANK_COLS], hi[AN_RANK_COLS];
-    for (int k = 0; k < AN_RANK_COLS; k++)
-      lo[k] = 1e300, hi[k] = -1;
+    double sp[AN_RANK_COLS];
+    an_rank_spread(r, n, sp);
     for (int i = 0; i < n; i++) {
-      double v[AN_RANK_COLS];
-      an_rank_row(r[i], v, lo, hi);
+      const double *v = r[i]->tot.rank;
       fprintf(o->f, "  %-5d %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f %8.0f\n", i, v[0], v[1],
               v[2], v[3], v[4], v[5], v[6]);
     }
-    fprintf(o->f, "  %-5s %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f %8.0f\n", "spread",
-            hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2], hi[3] - lo[3], hi[4] - lo[4],
-            hi[5] - lo[5], hi[6] - lo[6]);
+    fprintf(o->f, "  %-5s %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f %8.0f\n", "spread", sp[0],
+            sp[1], sp[2], sp[3], sp[4], sp[5], sp[6]);
   }
 }
 
