@@ -229,6 +229,7 @@ typedef struct an_whatif {
   int64_t host, gpu; /* median of the baseline step's host and busy time */
   int64_t copy_host; /* median host time in eligible copy calls */
   int bound;         /* predicted step is host- (0) or GPU-bound (1) */
+  double speedup;    /* baseline / predicted, 0 when nothing is predicted */
 } an_whatif;
 
 /* One step on one device (DESIGN.md §5). */
@@ -261,6 +262,7 @@ typedef struct an_kstat {
   uint8_t type; /* AN_KERNEL or AN_COMM */
   uint64_t count;
   int64_t total;
+  double share; /* % of its device's kernel time */
 } an_kstat;
 
 typedef struct an_opclass { /* D2D, peer, memset and communication rows */
@@ -344,6 +346,7 @@ typedef struct an_report {
     int64_t cpu_s, cpu_e;
     an_stepdev *devs;
     int ndevs;
+    int64_t gpu; /* the slowest device's gpu_step */
   } * steps;
   size_t nsteps;
   an_stepsum *stepsum;  /* [ndevs] */
@@ -373,6 +376,8 @@ typedef struct an_report {
   an_finding findings[16];
   int nfindings;
   an_whatif *whatif; /* [ndevs] */
+  int whatif_any;    /* a device has steps with copies pinwheel would stage */
+  int whatif_top;    /* the slowest device's what-if (the step waits for it), or -1 */
   /* where the steps came from (an_infer.c): marked in the trace, inferred, or none */
   int step_src;    /* AN_STEPS_* */
   an_step *isteps; /* the inferred steps' host ranges (the trace's own when marked) */

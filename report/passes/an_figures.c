@@ -285,6 +285,12 @@ static void kernel_table(an_report *r, int64_t w0, int64_t w1) {
   qsort(all, m, sizeof *all, cmp_kstat);
   r->nkstats = m < 20 ? m : 20;
   r->kstats = realloc(all, (r->nkstats + 1) * sizeof *all);
+  for (size_t k = 0; k < r->nkstats; k++) {
+    int64_t kt = 0;
+    for (int i = 0; i < r->ndevs; i++)
+      if (r->devs[i].dev == r->kstats[k].dev) kt = r->devs[i].kernel;
+    r->kstats[k].share = an_pct(r->kstats[k].total, kt);
+  }
 }
 
 static int cmp_op_dur(const void *a, const void *b) {

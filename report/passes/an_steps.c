@@ -152,8 +152,10 @@ static void fill_steps(an_report *r, const an_step *cs, size_t nst, size_t *cnt)
     sf->cpu_e = cs[k].e;
     sf->ndevs = r->ndevs;
     sf->devs = calloc((size_t)r->ndevs + 1, sizeof *sf->devs);
-    for (int i = 0; i < r->ndevs; i++)
+    for (int i = 0; i < r->ndevs; i++) {
       step_device(r, i, &order[cnt[k]], cnt[k + 1] - cnt[k], &L, &prev[i], &sf->devs[i]);
+      if (sf->devs[i].has && sf->devs[i].gpu > sf->gpu) sf->gpu = sf->devs[i].gpu;
+    }
   }
   free(prev), free(L.h), free(L.dd), free(L.kk), free(L.aa), free(order), free(fill);
 }

@@ -203,6 +203,7 @@ static void whatif_dev(an_report *r, int i, delta *d, size_t ns, int64_t *v[7], 
   /* GPU-bound when the predicted step is (within 1 %) its predicted GPU part */
   int64_t g_med = an_median(gp, n);
   w->bound = g_med >= w->predicted - w->predicted / 100;
+  w->speedup = w->predicted > 0 ? (double)w->baseline / (double)w->predicted : 0.0;
 }
 
 void an_pass_whatif(an_report *r) {
@@ -214,8 +215,14 @@ void an_pass_whatif(an_report *r) {
     v[k] = malloc(ns * sizeof *v[k]);
   delta *d = malloc(ns * sizeof *d);
   an_iv *buf = malloc((t->ncalls + t->nops + 1) * sizeof *buf);
-  for (int i = 0; i < r->ndevs; i++)
+  r->whatif_top = -1;
+  for (int i = 0; i < r->ndevs; i++) {
     whatif_dev(r, i, d, ns, v, buf);
+    const an_whatif *w = &r->whatif[i];
+    r->whatif_any |= w->steps > 0 && (w->copies || w->d2h_copies);
+    if (w->steps && (r->whatif_top < 0 || w->baseline > r->whatif[r->whatif_top].baseline))
+      r->whatif_top = i;
+  }
   for (int k = 0; k < 7; k++)
     free(v[k]);
   free(d), free(buf);

@@ -213,9 +213,6 @@ static void html_kernels(FILE *f, const an_report *x) {
                "<th>total ms</th><th>mean us</th><th>share</th></tr>\n");
     for (size_t k = 0; k < x->nkstats && k < 10; k++) {
       const an_kstat *s = &x->kstats[k];
-      int64_t kt = 0;
-      for (int i = 0; i < x->ndevs; i++)
-        if (x->devs[i].dev == s->dev) kt = x->devs[i].kernel;
       const char *nm = an_name(x->t, s->name);
       char cut[121];
       snprintf(cut, sizeof cut, "%s", nm);
@@ -223,12 +220,11 @@ static void html_kernels(FILE *f, const an_report *x) {
       an_xml_escape(f, nm);
       fprintf(f, "\">");
       an_xml_escape(f, cut);
-      fprintf(f,
-              "%s</code>%s</td><td>%" PRIu64
-              "</td><td>%.3f</td><td>%.3f</td><td>%.1f %%</td></tr>\n",
-              strlen(nm) > 120 ? "..." : "", s->type == AN_COMM ? " (communication)" : "", s->count,
-              an_ms(s->total), (double)s->total / (double)(s->count ? s->count : 1) / 1e3,
-              an_pct(s->total, kt));
+      fprintf(
+          f,
+          "%s</code>%s</td><td>%" PRIu64 "</td><td>%.3f</td><td>%.3f</td><td>%.1f %%</td></tr>\n",
+          strlen(nm) > 120 ? "..." : "", s->type == AN_COMM ? " (communication)" : "", s->count,
+          an_ms(s->total), (double)s->total / (double)(s->count ? s->count : 1) / 1e3, s->share);
     }
     fprintf(f, "</table>\n");
   }
@@ -277,10 +273,7 @@ static void html_whatif(FILE *f, const an_report *x) {
   char *buf = NULL;
   size_t len = 0;
   FILE *mf;
-  int wany = 0;
-  for (int i = 0; i < x->ndevs; i++)
-    wany |= x->whatif[i].steps > 0 && (x->whatif[i].copies || x->whatif[i].d2h_copies);
-  if (wany) {
+  if (x->whatif_any) {
     fprintf(f,
             "<h2>What-if under pinwheel</h2><table><tr><th>device</th><th>now ms per %s</th>"
             "<th>under pinwheel</th><th>speedup</th><th>with PINWHEEL_SYNC=elide</th><th>host "
@@ -292,8 +285,7 @@ static void html_whatif(FILE *f, const an_report *x) {
       fprintf(f,
               "<tr><td>%d</td><td>%.3f</td><td>%.3f</td><td>%.2f x</td><td>%.3f</td><td>%.3f</td>"
               "<td>%.3f</td><td>%.3f</td><td>%s</td></tr>\n",
-              w->dev, an_ms(w->baseline), an_ms(w->predicted),
-              w->predicted > 0 ? (double)w->baseline / (double)w->predicted : 0.0,
+              w->dev, an_ms(w->baseline), an_ms(w->predicted), w->speedup,
               an_ms(w->predicted_elide), an_ms(w->host), an_ms(w->gpu), an_ms(w->copy_host),
               w->bound ? "GPU" : "host");
     }
@@ -367,9 +359,7 @@ static void each_step(an_out *o, const an_report *x) {
     /* the label is the step's own time, as in the table (the slowest device's gpu_step); the
      * timeline may start earlier, at a first operation that ran before the previous step's last
      * (a prefetch copy) */
-    int64_t g = 0;
-    for (int d = 0; d < st->ndevs; d++)
-      if (st->devs[d].has && st->devs[d].gpu > g) g = st->devs[d].gpu;
+    int64_t g = st->gpu;
     fprintf(f, "<details id=\"step-%d\"><summary>step %d: %.3f ms", st->num, st->num, an_ms(g));
     if (tl->w1 - tl->w0 != g)
       fprintf(f, " (timeline from its first operation: %.3f ms)", an_ms(tl->w1 - tl->w0));

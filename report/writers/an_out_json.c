@@ -89,9 +89,7 @@ static void json_copies(FILE *f, const an_report *r) {
 
 static void json_whatif(FILE *f, const an_report *r) {
   /* the top-level figures: the slowest device, as the step waits for it */
-  int top = -1;
-  for (int i = 0; i < r->ndevs; i++)
-    if (r->whatif[i].steps && (top < 0 || r->whatif[i].baseline > r->whatif[top].baseline)) top = i;
+  int top = r->whatif_top;
   fprintf(f, "{\"per\":\"%s\",\"baseline_step_us\":", r->nsteps ? "step" : "trace");
   if (top >= 0)
     fprintf(f, "%.3f,\"predicted_step_us\":%.3f,\"predicted_elide_step_us\":%.3f",

@@ -113,10 +113,7 @@ void an_whatif_assumptions(FILE *f, const char *indent) {
 }
 
 static void whatif_text(FILE *f, const an_report *r) {
-  int any = 0;
-  for (int i = 0; i < r->ndevs; i++)
-    any |= r->whatif[i].steps > 0 && (r->whatif[i].copies || r->whatif[i].d2h_copies);
-  if (!any) return;
+  if (!r->whatif_any) return;
   const char *per = r->nsteps ? "step" : "trace (no steps)";
   fprintf(f, "\nwhat-if under pinwheel (medians per %s)\n", per);
   fprintf(f, "  %-4s %12s %12s %8s %12s %10s %10s %12s\n", "dev", "now ms", "pinwheel ms",
@@ -125,9 +122,8 @@ static void whatif_text(FILE *f, const an_report *r) {
     const an_whatif *w = &r->whatif[i];
     if (!w->steps) continue;
     fprintf(f, "  %-4d %12.3f %12.3f %7.2fx %12.3f %10.3f %10.3f %12.3f\n", w->dev,
-            an_ms(w->baseline), an_ms(w->predicted),
-            w->predicted > 0 ? (double)w->baseline / (double)w->predicted : 0.0,
-            an_ms(w->predicted_elide), an_ms(w->host), an_ms(w->gpu), an_ms(w->copy_host));
+            an_ms(w->baseline), an_ms(w->predicted), w->speedup, an_ms(w->predicted_elide),
+            an_ms(w->host), an_ms(w->gpu), an_ms(w->copy_host));
   }
   an_whatif_assumptions(f, "  ");
 }
@@ -138,14 +134,10 @@ static void kernels_text(FILE *f, const an_report *r) {
           "total ms", "mean us", "share", "name");
   for (size_t k = 0; k < r->nkstats && k < 10; k++) {
     const an_kstat *s = &r->kstats[k];
-    int64_t kt = 0;
-    for (int i = 0; i < r->ndevs; i++)
-      if (r->devs[i].dev == s->dev) kt = r->devs[i].kernel;
     const char *nm = an_name(r->t, s->name);
     fprintf(f, "  %-4d %8" PRIu64 " %12.3f %10.3f %6.1f%%  %.*s%s%s\n", s->dev, s->count,
-            an_ms(s->total), (double)s->total / (double)(s->count ? s->count : 1) / 1e3,
-            an_pct(s->total, kt), 90, nm, strlen(nm) > 90 ? "..." : "",
-            s->type == AN_COMM ? " [communication]" : "");
+            an_ms(s->total), (double)s->total / (double)(s->count ? s->count : 1) / 1e3, s->share,
+            90, nm, strlen(nm) > 90 ? "..." : "", s->type == AN_COMM ? " [communication]" : "");
   }
 }
 
