@@ -1,8 +1,9 @@
 /* an_analyze.c — the analysis: the passes in their order, the steady state, and the thresholds.
  *
  * Owns: an_analyze (pinwheel's copies, the steps marked or inferred, the step zoom or the steady
- * state, then the figures, the what-if and the findings over that window), freeing a report,
- * and the thresholds table every pass reads.
+ * state, then the figures, the what-if and the findings over that window, and the timelines when
+ * a form draws them), freeing a report, which steps are listed, and the thresholds table every
+ * pass reads.
  * Must never: compute a figure itself (each pass owns its own), or print.
  */
 #define _GNU_SOURCE

@@ -2,8 +2,9 @@
  *
  * Owns: the definitions (K, H, D, A unions per device; overlap = |H ∩ K| / |H|; exposed = |H \ K|;
  * busy = |A| / span; hidden % per copy), where idle time goes, the kernel table and the other
- * operation classes, over a window (the steady state, a step, or the whole trace).  K never holds
- * communication kernels.
+ * operation classes, over a window (the steady state, a step, or the whole trace); the totals
+ * over all devices (the headline's, the rank row), and the longest copies of the whole trace.
+ * K never holds communication kernels.
  * Must never: call another pass (an_analyze runs them in order), or print.
  */
 #define _GNU_SOURCE

@@ -1,5 +1,5 @@
-/* an_out.h — what the output forms share (an_out_*.c only): number formatting and the steps
- * shown.  Escaping (an_xml_escape, an_json_string) is in an.h. */
+/* an_out.h — what the output forms share (an_out_*.c only): number formatting, the headline and
+ * the steps line.  Escaping (an_xml_escape, an_json_string) is in an.h. */
 #ifndef PW_AN_OUT_H
 #define PW_AN_OUT_H
 

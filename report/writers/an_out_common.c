@@ -1,7 +1,7 @@
 /* an_out_common.c — escaping and the formatting every output form shares.
  *
- * Owns: escaping.  Every string that came from a trace goes through an_xml_escape or
- * an_json_string before it reaches HTML, SVG or JSON.
+ * Owns: escaping, the headline and the steps line, the rank table's spread.  Every string that came
+ * from a trace goes through an_xml_escape or an_json_string before it reaches HTML, SVG or JSON.
  */
 #define _GNU_SOURCE
 #include "an_out.h"
