@@ -168,6 +168,13 @@ int an_us_to_ns(const char *num, size_t n, int64_t *out);
 static inline void an_sat_add(int64_t *a, int64_t b) {
   if (__builtin_add_overflow(*a, b, a)) *a = b > 0 ? INT64_MAX : INT64_MIN;
 }
+/* ns as ms; a as a percentage of b (0 when b is not positive) */
+static inline double an_ms(int64_t ns) {
+  return (double)ns / 1e6;
+}
+static inline double an_pct(int64_t a, int64_t b) {
+  return b > 0 ? 100.0 * (double)a / (double)b : 0;
+}
 
 /* ---- intervals ---- */
 typedef struct an_iv {
@@ -499,12 +506,6 @@ int64_t an_median(int64_t *v, size_t n); /* sorts v */
 int64_t an_p95(int64_t *v, size_t n);    /* sorts v */
 
 /* ---- pinwheel diff (an_diff.c) ---- */
-static inline double an_ms(int64_t ns) {
-  return (double)ns / 1e6;
-}
-static inline double an_pct(int64_t a, int64_t b) {
-  return b > 0 ? 100.0 * (double)a / (double)b : 0;
-}
 typedef struct an_diff_row {
   const char *key, *n; /* key: stable, for JSON; n: the text's label */
   double va, vb;       /* before and after, in the unit the label names */
