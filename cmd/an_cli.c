@@ -14,9 +14,9 @@
 #include "cli.h"
 
 static void print_thresholds(FILE *f) {
-  for (int i = 0; i < an_nrules; i++)
-    fprintf(f, "  %-24s %8g %-5s %s\n", an_rules[i].name, an_rules[i].value, an_rules[i].unit,
-            an_rules[i].meaning);
+  for (int i = 0; i < an_nthresholds; i++)
+    fprintf(f, "  %-24s %8g %-5s %s\n", an_thresholds[i].name, an_thresholds[i].value,
+            an_thresholds[i].unit, an_thresholds[i].meaning);
 }
 
 static FILE *open_out(const char *path) {
@@ -122,142 +122,206 @@ static void no_step(const an_trace *t, int step) {
   an_report_free(all);
 }
 
-int pw_cmd_report(int argc, char **argv) {
-  const char *format = "text", *out = NULL;
-  int step = -1, nfiles = 0, opts = 1;
-  const char **files = calloc((size_t)argc + 1, sizeof *files);
+/* ---- the output forms: one table dispatches them ---- */
+
+static void write_html(an_out *o, an_report **r, int n) {
+  an_write_html(o, r, n);
+}
+static void write_svg(an_out *o, an_report **r, int n) { /* one trace: checked before */
+  (void)n;
+  an_write_svg(o, r[0], &r[0]->timelines[0], 1);
+}
+
+static const struct out_format {
+  const char *name;
+  void (*report)(an_out *, an_report **, int); /* pinwheel report --format NAME */
+  void (*diff)(an_out *, const an_diff *);     /* pinwheel diff --format NAME */
+  int (*export)(FILE *, const an_trace *);     /* pinwheel export --format NAME */
+  int draws;     /* it draws the timelines: an_analyze runs the timeline pass */
+  int one_trace; /* it shows one trace only */
+  int color;     /* in colour on a terminal (NO_COLOR unset) */
+} formats[] = {
+    {"text", an_write_text, an_write_diff, NULL, 0, 0, 1},
+    {"json", an_write_json, an_write_diff_json, NULL, 0, 0, 0},
+    {"html", write_html, NULL, NULL, 1, 0, 0},
+    {"svg", write_svg, NULL, NULL, 1, 1, 0},
+    {"chrome", NULL, NULL, an_write_chrome, 0, 0, 0},
+};
+enum { NFORMATS = sizeof formats / sizeof formats[0] };
+enum { FOR_REPORT, FOR_DIFF, FOR_EXPORT };
+
+static int offers(const struct out_format *fm, int cmd) {
+  return cmd == FOR_REPORT ? fm->report != NULL
+         : cmd == FOR_DIFF ? fm->diff != NULL
+                           : fm->export != NULL;
+}
+
+/* The format named, if the subcommand offers it; else NULL, and *names lists those it offers. */
+static const struct out_format *format_of(const char *name, int cmd, char *names, size_t n) {
+  size_t len = 0;
+  names[0] = 0;
+  for (int i = 0; i < NFORMATS; i++) {
+    if (!offers(&formats[i], cmd)) continue;
+    if (!strcmp(formats[i].name, name)) return &formats[i];
+    len += (size_t)snprintf(names + len, len < n ? n - len : 0, "%s%s", len ? ", " : "",
+                            formats[i].name);
+  }
+  return NULL;
+}
+
+/* ---- pinwheel report ---- */
+
+typedef struct report_args {
+  const struct out_format *format;
+  const char *out;
+  int step;
+  const char **files;
+  int nfiles;
+} report_args;
+
+/* A value-taking option given last, without its value. */
+static int needs_value(const char *a) {
+  static const char *const with_value[] = {"--format", "-o",           "--step",
+                                           "--steps",  "--step-range", "--threshold"};
+  for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
+    if (!strcmp(a, with_value[i])) return 1;
+  return 0;
+}
+
+/* One option of `pinwheel report` with its value at argv[*i + 1]: -1 taken (and *i past its
+ * value), else the exit status. */
+static int report_option(report_args *ra, int argc, char **argv, int *i) {
+  const char *a = argv[*i];
+  char names[128];
+  if (*i + 1 >= argc || !needs_value(a)) {
+    fprintf(stderr, "pinwheel report: %s option %s\n%s",
+            *i + 1 < argc || !needs_value(a) ? "unknown" : "a value is missing after the", a,
+            pw_help_report);
+    return 2;
+  }
+  const char *v = argv[++*i];
+  if (!strcmp(a, "--format")) {
+    if (!(ra->format = format_of(v, FOR_REPORT, names, sizeof names))) {
+      fprintf(stderr, "pinwheel report: unknown format '%s' (%s)\n", v, names);
+      return 2;
+    }
+  } else if (!strcmp(a, "-o")) {
+    ra->out = v;
+  } else if (!strcmp(a, "--step")) {
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || end == v || *end || n < 0 || n > 1000000000) {
+      fprintf(stderr, "pinwheel report: --step needs a step number, not '%s'\n", v);
+      return 2;
+    }
+    ra->step = (int)n;
+  } else if (!strcmp(a, "--steps")) {
+    if (strcmp(v, "all") && strcmp(v, "summary")) {
+      fprintf(stderr, "pinwheel report: --steps takes 'all' or 'summary', not '%s'\n", v);
+      return 2;
+    }
+    an_all_steps = !strcmp(v, "all");
+    if (!an_all_steps) an_thresholds[AN_T_STEPS_SHOWN].value = 0;
+  } else if (!strcmp(a, "--step-range")) {
+    if (step_range(v)) return 2;
+  } else if (an_threshold_set(v)) { /* --threshold */
+    fprintf(stderr, "pinwheel report: bad threshold '%s'; the thresholds are:\n", v);
+    print_thresholds(stderr);
+    return 2;
+  }
+  return -1;
+}
+
+/* The command line of `pinwheel report`: -1 to go on, else the exit status. */
+static int report_args_parse(report_args *ra, int argc, char **argv) {
+  int opts = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    int has_val = i + 1 < argc;
     if (!opts || !strcmp(a, "-") || a[0] != '-') {
-      files[nfiles++] = a;
+      ra->files[ra->nfiles++] = a;
     } else if (!strcmp(a, "--")) {
       opts = 0;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       fputs(pw_help_report, stdout);
       fputs(pw_help_thresholds, stdout);
       print_thresholds(stdout);
-      free(files);
       return 0;
-    } else if (!strcmp(a, "--format") && has_val) {
-      format = argv[++i];
-      if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "html") &&
-          strcmp(format, "svg")) {
-        fprintf(stderr, "pinwheel report: unknown format '%s' (text, json, html, svg)\n", format);
-        free(files);
-        return 2;
-      }
-    } else if (!strcmp(a, "-o") && has_val) {
-      out = argv[++i];
-    } else if (!strcmp(a, "--step") && has_val) {
-      char *end;
-      errno = 0;
-      long v = strtol(argv[++i], &end, 10);
-      if (errno || end == argv[i] || *end || v < 0 || v > 1000000000) {
-        fprintf(stderr, "pinwheel report: --step needs a step number, not '%s'\n", argv[i]);
-        free(files);
-        return 2;
-      }
-      step = (int)v;
-    } else if (!strcmp(a, "--steps") && has_val) {
-      const char *v = argv[++i];
-      if (strcmp(v, "all") && strcmp(v, "summary")) {
-        fprintf(stderr, "pinwheel report: --steps takes 'all' or 'summary', not '%s'\n", v);
-        free(files);
-        return 2;
-      }
-      an_all_steps = !strcmp(v, "all");
-      if (!an_all_steps) an_rules[AN_R_STEPS_SHOWN].value = 0;
-    } else if (!strcmp(a, "--step-range") && has_val) {
-      if (step_range(argv[++i])) {
-        free(files);
-        return 2;
-      }
     } else if (!strcmp(a, "--whole-trace")) {
       an_whole_trace = 1;
-    } else if (!strcmp(a, "--threshold") && has_val) {
-      if (an_rule_set(argv[++i])) {
-        fprintf(stderr, "pinwheel report: bad threshold '%s'; the thresholds are:\n", argv[i]);
-        print_thresholds(stderr);
-        free(files);
-        return 2;
-      }
     } else {
-      fprintf(stderr, "pinwheel report: %s option %s\n%s",
-              has_val || (strcmp(a, "--format") && strcmp(a, "-o") && strcmp(a, "--step") &&
-                          strcmp(a, "--steps") && strcmp(a, "--step-range") &&
-                          strcmp(a, "--threshold"))
-                  ? "unknown"
-                  : "a value is missing after the",
-              a, pw_help_report);
-      free(files);
-      return 2;
+      int rc = report_option(ra, argc, argv, &i);
+      if (rc >= 0) return rc;
     }
   }
-  int n = nfiles;
-  if (n <= 0) {
+  if (ra->nfiles <= 0) {
     fprintf(stderr, "pinwheel report: no trace given\n%s", pw_help_report);
-    free(files);
     return 2;
   }
-  if (!strcmp(format, "svg") && n != 1) {
-    fprintf(stderr, "pinwheel report: --format svg draws one trace; give one file\n");
-    free(files);
+  if (ra->format->one_trace && ra->nfiles != 1) {
+    fprintf(stderr, "pinwheel report: --format %s draws one trace; give one file\n",
+            ra->format->name);
     return 2;
   }
   int stdins = 0;
-  for (int k = 0; k < n; k++)
-    stdins += !strcmp(files[k], "-");
+  for (int k = 0; k < ra->nfiles; k++)
+    stdins += !strcmp(ra->files[k], "-");
   if (stdins > 1) {
     fprintf(stderr, "pinwheel report: standard input (-) can be given once\n");
-    free(files);
     return 2;
   }
+  return -1;
+}
+
+/* Each trace read and analysed, in order; 0, or 2 after saying what went wrong. */
+static int report_analyze(const report_args *ra, an_trace **t, an_report **r) {
+  an_timelines = ra->format->draws;
+  for (int k = 0; k < ra->nfiles; k++) {
+    if (!(t[k] = load_or_say(ra->files[k])) || !usable(t[k], t[k]->path)) return 2;
+    if (!(r[k] = an_analyze(t[k], ra->step))) {
+      no_step(t[k], ra->step);
+      return 2;
+    }
+  }
+  return 0;
+}
+
+static int report_write(const report_args *ra, an_report **r) {
+  FILE *f = open_out(ra->out);
+  if (!f) return 2;
+  an_out o = {.f = f,
+              .color = ra->format->color && f == stdout && isatty(1) && !getenv("NO_COLOR")};
+  ra->format->report(&o, r, ra->nfiles);
+  return close_out(f, ra->out);
+}
+
+int pw_cmd_report(int argc, char **argv) {
+  report_args ra = {.format = &formats[0], .step = -1};
+  ra.files = calloc((size_t)argc + 1, sizeof *ra.files);
+  int rc = report_args_parse(&ra, argc, argv);
+  if (rc >= 0) {
+    free(ra.files);
+    return rc;
+  }
+  int n = ra.nfiles;
   an_trace **t = calloc((size_t)n, sizeof *t);
   an_report **r = calloc((size_t)n, sizeof *r);
-  int rc = 0;
-  for (int k = 0; k < n && !rc; k++) {
-    if (!(t[k] = load_or_say(files[k])) || !usable(t[k], t[k]->path))
-      rc = 2;
-    else if (!(r[k] = an_analyze(t[k], step))) {
-      no_step(t[k], step);
-      rc = 2;
-    }
-  }
-  if (!rc) {
-    FILE *f = open_out(out);
-    if (!f)
-      rc = 2;
-    else {
-      an_out o = {.f = f,
-                  .color =
-                      !strcmp(format, "text") && f == stdout && isatty(1) && !getenv("NO_COLOR")};
-      if (!strcmp(format, "text"))
-        an_write_text(&o, r, n);
-      else if (!strcmp(format, "json"))
-        an_write_json(&o, r, n);
-      else if (!strcmp(format, "html"))
-        an_write_html(&o, r, n, step);
-      else {
-        int64_t w0 = INT64_MIN, w1 = INT64_MAX;
-        if (step >= 0 && r[0]->ndevs) w0 = r[0]->devs[0].t0, w1 = r[0]->devs[0].t1;
-        an_write_svg(&o, r[0], w0, w1, 1);
-      }
-      rc = close_out(f, out);
-    }
-  }
+  rc = report_analyze(&ra, t, r);
+  if (!rc) rc = report_write(&ra, r);
   for (int k = 0; k < n; k++) {
     an_report_free(r[k]);
     an_free(t[k]);
   }
   free(r);
   free(t);
-  free(files);
+  free(ra.files);
   return rc;
 }
 
 int pw_cmd_diff(int argc, char **argv) {
-  const char *files[2] = {NULL, NULL}, *format = "text";
+  const char *files[2] = {NULL, NULL};
+  const struct out_format *format = &formats[0];
+  char names[128];
   int nf = 0, opts = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -273,9 +337,8 @@ int pw_cmd_diff(int argc, char **argv) {
       fputs(pw_help_diff, stdout);
       return 0;
     } else if (!strcmp(a, "--format") && i + 1 < argc) {
-      format = argv[++i];
-      if (strcmp(format, "text") && strcmp(format, "json")) {
-        fprintf(stderr, "pinwheel diff: unknown format '%s' (text, json)\n", format);
+      if (!(format = format_of(argv[++i], FOR_DIFF, names, sizeof names))) {
+        fprintf(stderr, "pinwheel diff: unknown format '%s' (%s)\n", argv[i], names);
         return 2;
       }
     } else if (!strcmp(a, "--step-range") && i + 1 < argc) {
@@ -300,18 +363,17 @@ int pw_cmd_diff(int argc, char **argv) {
   if (a && b && usable(b, b->path)) {
     an_report *ra = an_analyze(a, -1), *rb = an_analyze(b, -1);
     an_out o = {.f = stdout};
-    if (!an_diff_comparable(ra, rb)) {
+    an_diff *d = an_compare(ra, rb);
+    if (!d) {
       fprintf(stderr,
               "pinwheel diff: the traces ran on different devices (%s: %d, %s: %d "
               "devices); no device of one maps to one of the other\n",
               a->path, ra->ndevs, b->path, rb->ndevs);
     } else {
-      if (!strcmp(format, "json"))
-        an_write_diff_json(&o, ra, rb);
-      else
-        an_write_diff(&o, ra, rb);
+      format->diff(&o, d);
       rc = close_out(stdout, NULL);
     }
+    an_diff_free(d);
     an_report_free(ra);
     an_report_free(rb);
   }
@@ -322,6 +384,8 @@ int pw_cmd_diff(int argc, char **argv) {
 
 int pw_cmd_export(int argc, char **argv) {
   const char *out = NULL, *in = NULL;
+  const struct out_format *format = &formats[NFORMATS - 1];
+  char names[128];
   int opts = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -334,8 +398,8 @@ int pw_cmd_export(int argc, char **argv) {
     } else if (!strcmp(a, "--")) {
       opts = 0;
     } else if (!strcmp(a, "--format") && i + 1 < argc) {
-      if (strcmp(argv[++i], "chrome")) {
-        fprintf(stderr, "pinwheel export: the only format is chrome\n");
+      if (!(format = format_of(argv[++i], FOR_EXPORT, names, sizeof names))) {
+        fprintf(stderr, "pinwheel export: the only format is %s\n", names);
         return 2;
       }
     } else if (!strcmp(a, "-o") && i + 1 < argc) {
@@ -357,7 +421,7 @@ int pw_cmd_export(int argc, char **argv) {
   an_trace *t = load_or_say(in);
   if (!t) return 2;
   FILE *f = open_out(out);
-  int rc = f ? (an_write_chrome(f, t), close_out(f, out)) : 2;
+  int rc = f ? (format->export(f, t), close_out(f, out)) : 2;
   an_free(t);
   return rc;
 }

@@ -125,11 +125,11 @@ int main(int argc, char **argv) {
 #ifdef PW_HAVE_ANALYZER
   fputs(".SH REPORT THRESHOLDS\n", f);
   text(f, pw_help_thresholds);
-  for (int i = 0; i < an_nrules; i++) {
+  for (int i = 0; i < an_nthresholds; i++) {
     char def[64];
-    snprintf(def, sizeof def, "%g%s%s", an_rules[i].value, *an_rules[i].unit ? " " : "",
-             an_rules[i].unit);
-    entry(f, an_rules[i].name, def, an_rules[i].meaning);
+    snprintf(def, sizeof def, "%g%s%s", an_thresholds[i].value, *an_thresholds[i].unit ? " " : "",
+             an_thresholds[i].unit);
+    entry(f, an_thresholds[i].name, def, an_thresholds[i].meaning);
   }
 #endif
   fputs(".SH EXIT STATUS\n", f);

@@ -28,18 +28,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[512];
   an_trace *t = an_load(path, err, sizeof err);
   if (t) {
+    an_timelines = 1;
     an_report *r = an_analyze(t, -1);
     FILE *null = fopen("/dev/null", "w");
     an_out o = {.f = null};
     an_write_text(&o, &r, 1);
     an_write_json(&o, &r, 1);
-    an_write_html(&o, &r, 1, -1);
+    an_write_html(&o, &r, 1);
     an_write_chrome(null, t);
-    an_write_diff(&o, r, r);
-    an_write_diff_json(&o, r, r);
+    an_diff *d = an_compare(r, r);
+    an_write_diff(&o, d);
+    an_write_diff_json(&o, d);
+    an_diff_free(d);
     if (r->nsteps) {
       an_report *s = an_analyze(t, r->steps[0].num);
-      if (s) an_write_svg(&o, s, s->ndevs ? s->devs[0].t0 : 0, s->ndevs ? s->devs[0].t1 : 1, 1);
+      if (s) an_write_svg(&o, s, &s->timelines[0], 1);
       an_report_free(s);
     }
     fclose(null);

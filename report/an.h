@@ -12,8 +12,26 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* AN_COMM: a communication kernel (NCCL and the like): not compute that hides a copy. */
-enum { AN_KERNEL = 0, AN_MEMCPY, AN_MEMSET, AN_COMM };
+/* The operation types of the model: (id, the category `pinwheel export` gives it in Chrome trace
+ * JSON).  AN_COMM: a communication kernel (NCCL and the like): not compute that hides a copy. */
+#define AN_OP_TYPES(X)                                                                             \
+  X(KERNEL, "kernel")                                                                              \
+  X(MEMCPY, "gpu_memcpy")                                                                          \
+  X(MEMSET, "gpu_memset")                                                                          \
+  X(COMM, "kernel")
+/* The "other operations" each device reports beside its kernels and H2D/D2H copies: (id, the
+ * report's name, its JSON key).  Communication kernels move no bytes of their own. */
+#define AN_OP_CLASSES(X)                                                                           \
+  X(D2D, "D2D", "d2d")                                                                             \
+  X(P2P, "P2P", "p2p")                                                                             \
+  X(MEMSET, "memset", "memset")                                                                    \
+  X(COMM, "communication", "communication")
+#define AN_X_ID_OP(id, cat) AN_##id,
+#define AN_X_ID_OC(id, rn, key) AN_OC_##id,
+enum { AN_OP_TYPES(AN_X_ID_OP) AN_OP_N };
+enum { AN_OP_CLASSES(AN_X_ID_OC) AN_OC_N };
+extern const char *const an_op_cat[AN_OP_N];
+extern const char *const an_oc_name[AN_OC_N], *const an_oc_key[AN_OC_N];
 /* The analyzer's name tables, each from one list: (id, the report's name, the trace's name).
  * Copy kinds and memory kinds as Kineto writes them in "Memcpy HtoD (Pageable -> Device)". */
 #define AN_COPY_KINDS(X)                                                                           \
@@ -30,7 +48,7 @@ enum { AN_KERNEL = 0, AN_MEMCPY, AN_MEMSET, AN_COMM };
   X(DEVICE, "device", "Device")                                                                    \
   X(MANAGED, "managed", "Managed")                                                                 \
   X(ARRAY, "array", "Array")
-/* Runtime API classes: (id, report name, the runtime names that belong to it, "" = by rule) */
+/* Runtime API classes: (id, the report's name) */
 #define AN_APIS(X)                                                                                 \
   X(OTHER, "other")                                                                                \
   X(MEMCPY, "cudaMemcpy*")                                                                         \
@@ -150,6 +168,13 @@ int an_us_to_ns(const char *num, size_t n, int64_t *out);
 static inline void an_sat_add(int64_t *a, int64_t b) {
   if (__builtin_add_overflow(*a, b, a)) *a = b > 0 ? INT64_MAX : INT64_MIN;
 }
+/* ns as ms; a as a percentage of b (0 when b is not positive) */
+static inline double an_ms(int64_t ns) {
+  return (double)ns / 1e6;
+}
+static inline double an_pct(int64_t a, int64_t b) {
+  return b > 0 ? 100.0 * (double)a / (double)b : 0;
+}
 
 /* ---- intervals ---- */
 typedef struct an_iv {
@@ -197,7 +222,7 @@ typedef struct an_exposed {
 } an_exposed;
 
 typedef struct an_finding {
-  const char *rule, *severity;
+  const char *check, *severity; /* the check that found it (JSON: "rule") */
   char message[512];
 } an_finding;
 
@@ -211,6 +236,7 @@ typedef struct an_whatif {
   int64_t host, gpu; /* median of the baseline step's host and busy time */
   int64_t copy_host; /* median host time in eligible copy calls */
   int bound;         /* predicted step is host- (0) or GPU-bound (1) */
+  double speedup;    /* baseline / predicted, 0 when nothing is predicted */
 } an_whatif;
 
 /* One step on one device (DESIGN.md §5). */
@@ -243,6 +269,7 @@ typedef struct an_kstat {
   uint8_t type; /* AN_KERNEL or AN_COMM */
   uint64_t count;
   int64_t total;
+  double share; /* % of its device's kernel time */
 } an_kstat;
 
 typedef struct an_opclass { /* D2D, peer, memset and communication rows */
@@ -264,6 +291,51 @@ typedef struct an_pwgroup {
   uint64_t bytes;
 } an_pwgroup;
 
+/* The timelines the HTML and SVG forms draw (an_timeline.c): per (device, stream) lane, the
+ * window cut into AN_TL_COLS columns, each of the class that covers most of it; the classes:
+ * (id, the name a legend gives it). */
+#define AN_TL_CLASSES(X)                                                                           \
+  X(NONE, "")                                                                                      \
+  X(KERNEL, "kernel")                                                                              \
+  X(COMM, "communication")                                                                         \
+  X(H2D_HIDDEN, "H2D hidden under compute")                                                        \
+  X(H2D_EXPOSED, "H2D exposed")                                                                    \
+  X(D2H, "D2H")                                                                                    \
+  X(MEMSET, "memset")                                                                              \
+  X(COPY, "other copy")
+#define AN_X_ID_TL(id, label) AN_TL_##id,
+enum { AN_TL_CLASSES(AN_X_ID_TL) AN_TL_N };
+enum { AN_TL_COLS = 1030, AN_TL_LANES = 64 };
+typedef struct an_tl_run {
+  int c0, c1; /* columns [c0, c1) */
+  int cls;    /* AN_TL_* */
+  long top;   /* the longest operation in it, or -1 */
+  int64_t ns; /* the time its columns stand for */
+} an_tl_run;
+typedef struct an_tl_lane {
+  int dev, stream;
+  an_tl_run *runs;
+  size_t nruns;
+} an_tl_lane;
+typedef struct an_timeline {
+  int64_t w0, w1; /* the window drawn */
+  int step;       /* the step's index, or -1: the report's own window */
+  an_tl_lane *lanes;
+  size_t nlanes;
+} an_timeline;
+
+/* The report's figures over all its devices (the figures pass): what the headline and the rank
+ * table of several traces say. */
+enum { AN_RANK_COLS = 7 };
+typedef struct an_totals {
+  int64_t h2d_time, h2d_hidden, pg_host; /* summed over the devices */
+  uint64_t h2d_copies, pg_copies, pg_unknown;
+  int64_t step_med; /* the slowest device's median step */
+  /* the rank row: span ms (the longest device's), busy % (the devices' mean), H2D exposed ms,
+   * sync ms, pageable host ms, step median ms and the copies pinwheel staged */
+  double rank[AN_RANK_COLS];
+} an_totals;
+
 typedef struct an_report {
   const an_trace *t;
   an_dev *devs;
@@ -281,22 +353,23 @@ typedef struct an_report {
     int64_t cpu_s, cpu_e;
     an_stepdev *devs;
     int ndevs;
+    int64_t gpu; /* the slowest device's gpu_step */
   } * steps;
   size_t nsteps;
-  an_stepsum *stepsum; /* [ndevs] */
-  an_iv **ku;          /* [ndevs] the merged kernel intervals of each device, whole trace */
-  size_t *nku;
-  int32_t *op_step;         /* [nops]: the step index of each op, -1 if none */
-  an_idle *idle;            /* [ndevs] */
-  an_opclass (*classes)[4]; /* [ndevs][D2D, P2P, memset, comm] */
-  an_kstat *kstats;         /* top kernels, by total time */
+  an_stepsum *stepsum;  /* [ndevs] */
+  an_iv **kernel_union; /* [ndevs] the merged kernel intervals of each device, whole trace */
+  size_t *nkernel_union;
+  int32_t *op_step;               /* [nops]: the step index of each op, -1 if none */
+  an_idle *idle;                  /* [ndevs] */
+  an_opclass (*classes)[AN_OC_N]; /* [ndevs][AN_OC_*] */
+  an_kstat *kstats;               /* top kernels, by total time */
   size_t nkstats;
   int only_step; /* -1, or the step the report is zoomed to */
-  /* pinwheel's staged copies (an_pinwheel.c); opflag NULL before that pass */
-  uint8_t *opflag;   /* [nops] AN_PW_* */
-  uint32_t *opgroup; /* [nops] index into pw */
-  uint8_t *callflag; /* [ncalls] 1: a call pinwheel made for a staged copy, by pattern (calls
-                        the collector marked carry an_call.pw instead) */
+  /* pinwheel's staged copies (an_pinwheel.c); staged_role NULL before that pass */
+  uint8_t *staged_role;   /* [nops] AN_PW_*: the op's part in a staged copy, if any */
+  uint32_t *staged_group; /* [nops] the staged copy it belongs to: an index into pw */
+  uint8_t *staged_call;   /* [ncalls] 1: a call pinwheel made for a staged copy, by pattern (calls
+                          the collector marked carry an_call.pw instead) */
   an_pwgroup *pw;
   size_t npw, cappw;
   uint64_t pw_h2d, pw_d2h, pw_h2d_bytes, pw_d2h_bytes; /* staged in the window (figures pass) */
@@ -306,9 +379,12 @@ typedef struct an_report {
   size_t pw_marked;       /* of npw, found by the collector's marks (the rest: by pattern) */
   uint64_t pw_sync_calls; /* pinwheel's own host syncs while staging (the figures pass) */
   int64_t pw_sync_time;
+  an_totals tot;
   an_finding findings[16];
   int nfindings;
   an_whatif *whatif; /* [ndevs] */
+  int whatif_any;    /* a device has steps with copies pinwheel would stage */
+  int whatif_top;    /* the slowest device's what-if (the step waits for it), or -1 */
   /* where the steps came from (an_infer.c): marked in the trace, inferred, or none */
   int step_src;    /* AN_STEPS_* */
   an_step *isteps; /* the inferred steps' host ranges (the trace's own when marked) */
@@ -319,37 +395,42 @@ typedef struct an_report {
   int steady;
   int64_t steady0, steady1, startup, teardown;
   int64_t step_kernels; /* the median step's kernels, all devices */
+  an_exposed *longest;  /* the longest copies of the whole trace (at most 100), hidden measured
+                           against all the device's kernels (the figures pass) */
+  size_t nlongest;
+  an_timeline *timelines; /* [0]: the report's window; then each listed step's (an_timeline.c) */
+  size_t ntimelines;
 } an_report;
 enum { AN_STEPS_NONE = 0, AN_STEPS_MARKED, AN_STEPS_INFERRED };
 
 /* Thresholds and what-if assumptions: one table, indexed by enum, overridable by name. */
-#define AN_RULES(X)                                                                                \
+#define AN_THRESHOLDS(X)                                                                           \
   X(EXPOSED_MIN_US, "exposed_min_us", 100, "us",                                                   \
-    "copies longer than this are checked for exposure (RATELProf hidden_transfers)")               \
+    "copies longer than this are checked for exposure")                                            \
   X(EXPOSED_MAX_HIDDEN_PCT, "exposed_max_hidden_pct", 50, "%",                                     \
     "a copy hidden this much or less under compute is exposed")                                    \
-  X(GAP_MS, "gap_ms", 1, "ms", "GPU idle gaps at least this long are listed (nsys gpu_gaps)")      \
+  X(GAP_MS, "gap_ms", 1, "ms", "GPU idle gaps at least this long are listed")                      \
   X(SYNC_SHARE_PCT, "sync_share_pct", 5, "%",                                                      \
-    "host time in sync calls above this share of the span is a finding (nsys cuda_api_sync)")      \
+    "host time in sync calls above this share of the span is a finding")                           \
   X(SYNC_LONGEST_MS, "sync_longest_ms", 1, "ms",                                                   \
     "a single sync call at least this long is a finding")                                          \
-  X(LOW_UTIL_PCT, "low_util_pct", 50, "%",                                                         \
-    "utilization buckets below this are low (nsys gpu_time_util)")                                 \
+  X(LOW_UTIL_PCT, "low_util_pct", 50, "%", "utilization buckets below this are low")               \
   X(BUCKETS, "buckets", 20, "", "utilization buckets over the span")                               \
   X(PAGEABLE_MIN_KIB, "pageable_min_kib", 0, "KiB",                                                \
-    "pageable copies at least this large are reported (nsys cuda_memcpy_async)")                   \
+    "pageable copies at least this large are reported")                                            \
   X(PAGEABLE_WARN_PCT, "pageable_warn_pct", 1, "%",                                                \
     "pageable copies are a warning when their host or GPU time is this share of the span")         \
   X(ELIGIBLE_MIN_KIB, "eligible_min_kib", 64, "KiB",                                               \
     "what-if: pageable copies pinwheel stages (PINWHEEL_MIN_BYTES)")                               \
   X(H2D_GBPS, "h2d_gbps", 42, "GB/s",                                                              \
-    "what-if: a staged H2D copy until its bytes are on the device (copy_bw, 16 cores): the "       \
-    "program's sync after the copy waits for the DMA")                                             \
+    "what-if: a staged H2D copy until its bytes are on the device (measured on 16 CPU cores): "    \
+    "the program's sync after the copy waits for the DMA")                                         \
   X(H2D_ELIDE_GBPS, "h2d_elide_gbps", 53.6, "GB/s",                                                \
-    "what-if, PINWHEEL_SYNC=elide: a staged H2D copy until the call returns (copy_bw, 16 cores)")  \
+    "what-if, PINWHEEL_SYNC=elide: a staged H2D copy until the call returns (measured on 16 CPU "  \
+    "cores)")                                                                                      \
   X(D2H_GBPS, "d2h_gbps", 50, "GB/s",                                                              \
     "what-if: a staged D2H copy after the GPU is done (a fresh destination is mapped while the "   \
-    "GPU computes: copy_bw's D2H, 16 cores)")                                                      \
+    "GPU computes; measured on 16 CPU cores)")                                                     \
   X(LINK_GBPS, "link_gbps", 50, "GB/s", "what-if: a D2H DMA into pinned memory")                   \
   X(D2D_GBPS, "d2d_gbps", 2000, "GB/s",                                                            \
     "what-if: the device-to-device copy out of pinwheel's ring")                                   \
@@ -362,28 +443,33 @@ enum { AN_STEPS_NONE = 0, AN_STEPS_MARKED, AN_STEPS_INFERRED };
     "text and HTML list every step when there are this many or fewer")
 
 enum {
-#define AN_R_ENUM(id, name, val, unit, meaning) AN_R_##id,
-  AN_RULES(AN_R_ENUM)
-#undef AN_R_ENUM
-      AN_R_N
+#define AN_T_ENUM(id, name, val, unit, meaning) AN_T_##id,
+  AN_THRESHOLDS(AN_T_ENUM)
+#undef AN_T_ENUM
+      AN_T_N
 };
 
-typedef struct an_rule {
+typedef struct an_threshold {
   const char *name;
   double value;
   const char *unit, *meaning;
-} an_rule;
-extern an_rule an_rules[AN_R_N];
-#define an_nrules AN_R_N
-static inline double an_th(int id) {
-  return an_rules[id].value;
+} an_threshold;
+extern an_threshold an_thresholds[AN_T_N];
+#define an_nthresholds AN_T_N
+static inline double an_threshold_value(int id) {
+  return an_thresholds[id].value;
 }
-int an_rule_set(const char *assign); /* "name=value"; 0 ok */
+int an_threshold_set(const char *assign); /* "name=value"; 0 ok */
 
 /* 1 for communication kernels (NCCL, and collectives by name). */
 int an_is_comm(const char *name, size_t n);
 /* The runtime call with this correlation id, or NULL. */
 const an_call *an_call_of(const an_trace *t, int64_t corr);
+/* The distinct (device, stream) pairs of a trace, sorted; the caller frees them. */
+typedef struct an_lane {
+  int dev, stream;
+} an_lane;
+an_lane *an_lanes(const an_trace *t, size_t *n);
 
 /* 1: the headline figures over the whole trace, start-up and teardown included (--whole-trace);
  * 0 (default): over the steps' steady state when the trace has steps, marked or inferred. */
@@ -408,10 +494,38 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1); /* an_figures.c: dev
                                                                exposed, idle, classes, kernels */
 void an_pass_whatif(an_report *r);                          /* an_whatif.c */
 void an_pass_findings(an_report *r);                        /* an_findings.c */
+/* 1: an_analyze also draws the timelines (the HTML and SVG forms need them): an_timeline.c */
+extern int an_timelines;
+void an_pass_timeline(an_report *r);
+/* Whether every step is listed (and drawn): --steps all, or no more than steps_shown of them. */
+extern int an_all_steps;
+int an_list_steps(const an_report *r);
 void an_report_free(an_report *r);
 an_iv *an_kernel_union(const an_trace *t, int dev, size_t *n);
 int64_t an_median(int64_t *v, size_t n); /* sorts v */
 int64_t an_p95(int64_t *v, size_t n);    /* sorts v */
+
+/* ---- pinwheel diff (an_diff.c) ---- */
+typedef struct an_diff_row {
+  const char *key, *n; /* key: stable, for JSON; n: the text's label */
+  double va, vb;       /* before and after, in the unit the label names */
+  int count;           /* printed as integers */
+} an_diff_row;
+enum { AN_DIFF_ROWS = 16 };
+typedef struct an_diff_dev {
+  int i, j; /* device i of before (a->devs) against device j of after */
+  an_diff_row rows[AN_DIFF_ROWS];
+  int nrows;
+} an_diff_dev;
+typedef struct an_diff {
+  const an_report *a, *b; /* before, after */
+  int by_order; /* they ran on as many devices, but not the same ones: compared in order of id */
+  an_diff_dev *devs;
+  int ndevs;
+} an_diff;
+/* NULL when the traces ran on different numbers of devices: no device maps to one other. */
+an_diff *an_compare(const an_report *a, const an_report *b);
+void an_diff_free(an_diff *d);
 
 /* ---- outputs ---- */
 typedef struct an_out {
@@ -420,10 +534,11 @@ typedef struct an_out {
 } an_out;
 void an_write_text(an_out *o, an_report **r, int n);
 void an_write_json(an_out *o, an_report **r, int n);
-void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int standalone);
-void an_write_html(an_out *o, an_report **r, int n, int step);
-void an_write_diff(an_out *o, an_report *a, an_report *b);
-void an_write_diff_json(an_out *o, an_report *a, an_report *b);
+/* One of the report's timelines (an_timeline.c), drawn as SVG; standalone: a file of its own. */
+void an_write_svg(an_out *o, const an_report *r, const an_timeline *tl, int standalone);
+void an_write_html(an_out *o, an_report **r, int n);
+void an_write_diff(an_out *o, const an_diff *d);
+void an_write_diff_json(an_out *o, const an_diff *d);
 int an_write_chrome(FILE *f, const an_trace *t);
 /* Escape for XML/HTML text and attributes. */
 void an_xml_escape(FILE *f, const char *s);

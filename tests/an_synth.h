@@ -183,35 +183,35 @@ static inline void check_figures(const char *path) {
   assert_true(r->idle[0].host == 80 * US && r->idle[0].copy == 0 && r->idle[0].other == 10 * US);
   /* exposed transfers: the H2D is 150 us but 66.7 % hidden; the D2H is only 50 us: none */
   assert_int_equal(r->nexposed, 0);
-  an_rule_set("exposed_min_us=40");
+  an_threshold_set("exposed_min_us=40");
   an_report *r2 = an_analyze(t, -1);
   assert_int_equal(r2->nexposed, 1); /* the D2H: 0 % hidden */
   assert_true(r2->exposed[0].dur == 50 * US);
-  an_rule_set("exposed_max_hidden_pct=70");
+  an_threshold_set("exposed_max_hidden_pct=70");
   an_report_free(r2);
   r2 = an_analyze(t, -1);
   assert_int_equal(r2->nexposed, 2);
-  an_rule_set("exposed_min_us=100");
-  an_rule_set("exposed_max_hidden_pct=50");
+  an_threshold_set("exposed_min_us=100");
+  an_threshold_set("exposed_max_hidden_pct=50");
   an_report_free(r2);
   /* gaps: [310,400) is 90 us */
-  an_rule_set("gap_ms=0.05");
+  an_threshold_set("gap_ms=0.05");
   r2 = an_analyze(t, -1);
   assert_int_equal(r2->ngaps, 1);
   assert_true(r2->gaps[0].e - r2->gaps[0].s == 90 * US);
-  an_rule_set("gap_ms=1");
+  an_threshold_set("gap_ms=1");
   an_report_free(r2);
   /* what-if: eligible needs >= 64 KiB; with 0 the 1000-byte copy counts.  Step 1: host 225 - its
    * call 170 + 1000 B at 42 GB/s (23 ns) = 55 us; GPU 300 - the DMA 150 + 0 = 150: 150.  Step 2:
    * nothing eligible: max(host 225, GPU 60) = 225.  Medians: now 225, predicted 187.5. */
   assert_int_equal(r->whatif[0].copies, 0);
-  an_rule_set("eligible_min_kib=0");
+  an_threshold_set("eligible_min_kib=0");
   r2 = an_analyze(t, -1);
   assert_int_equal(r2->whatif[0].copies, 1);
   assert_int_equal(r2->whatif[0].steps, 2);
   assert_true(r2->whatif[0].baseline == 225 * US);
   assert_true(r2->whatif[0].predicted >= 187500 && r2->whatif[0].predicted <= 187501);
-  an_rule_set("eligible_min_kib=64");
+  an_threshold_set("eligible_min_kib=64");
   an_report_free(r2);
   /* --step 2: its GPU window runs from step 1's last op (300) to its own (450) */
   r2 = an_analyze(t, 2);

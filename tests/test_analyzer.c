@@ -70,6 +70,37 @@ static void test_nsys_figures(void **state) {
   check_figures(write_nsys());
 }
 
+/* The timeline pass: the H2D copy [50,200) us under kernels [0,100) and [150,300) is drawn
+ * hidden, exposed for [100,150), hidden again; the D2H after it; each of the two steps gets a
+ * timeline of its own. */
+static void test_timeline(void **state) {
+  char err[512];
+  an_trace *t = an_load(write_kineto("tl", 0, NULL), err, sizeof err);
+  if (!t) fail_msg("%s", err);
+  an_timelines = 1;
+  an_report *r = an_analyze(t, -1);
+  an_timelines = 0;
+  assert_int_equal(r->ntimelines, 3);
+  assert_int_equal(r->timelines[1].step, 0);
+  assert_int_equal(r->timelines[2].step, 1);
+  const an_timeline *tl = &r->timelines[0];
+  assert_int_equal(tl->w1 - tl->w0, 450 * US);
+  assert_int_equal(tl->nlanes, 2);
+  const an_tl_lane *copies = &tl->lanes[1];
+  assert_int_equal(copies->stream, 9);
+  static const int want[] = {AN_TL_H2D_HIDDEN, AN_TL_H2D_EXPOSED, AN_TL_H2D_HIDDEN, AN_TL_D2H};
+  assert_int_equal(copies->nruns, 4);
+  for (int k = 0; k < 4; k++)
+    assert_int_equal(copies->runs[k].cls, want[k]);
+  const an_tl_run *x = &copies->runs[1];
+  double col = 450.0 * US / AN_TL_COLS;
+  assert_true(llabs(x->ns - 50 * US) <= 2 * col); /* [100,150): 50 us exposed */
+  assert_true(llabs((int64_t)(x->c0 * col) - 100 * US) <= 2 * col);
+  assert_int_equal(t->ops[copies->runs[1].top].ckind, AN_CK_H2D); /* named by the copy */
+  an_report_free(r);
+  an_free(t);
+}
+
 static void test_gzip_same(void **state) {
   char *p = write_kineto("gz", 0, NULL), cmd[400];
   snprintf(cmd, sizeof cmd, "gzip -kf %s", p);
@@ -135,8 +166,9 @@ static void test_extremes_no_overflow(void **state) {
   char err[512];
   an_trace *t = an_load(p, err, sizeof err);
   assert_non_null(t);
+  an_timelines = 1;
   an_report *r = an_analyze(t, -1);
-  an_write_svg(&o, r, INT64_MIN, INT64_MAX, 1);
+  an_write_svg(&o, r, &r->timelines[0], 1);
   an_write_text(&o, &r, 1);
   an_report_free(r);
   an_free(t);
@@ -154,18 +186,19 @@ static void test_extremes_no_overflow(void **state) {
   p = write_bytes("wide", wide, strlen(wide));
   t = an_load(p, err, sizeof err);
   if (!t) fail_msg("%s", err);
-  an_rule_set("d2d_gbps=0.000001");
-  an_rule_set("eligible_min_kib=0");
+  an_threshold_set("d2d_gbps=0.000001");
+  an_threshold_set("eligible_min_kib=0");
   r = an_analyze(t, -1);
   assert_true(r->devs[0].span > (1LL << 62));
   an_report *two[2] = {r, r};
   an_write_text(&o, two, 2);
   an_write_json(&o, two, 2);
-  an_write_html(&o, &r, 1, -1);
-  an_write_svg(&o, r, INT64_MIN, INT64_MAX, 1);
+  an_write_html(&o, &r, 1);
+  an_write_svg(&o, r, &r->timelines[0], 1);
   an_write_chrome(null, t);
-  an_rule_set("d2d_gbps=2000");
-  an_rule_set("eligible_min_kib=64");
+  an_threshold_set("d2d_gbps=2000");
+  an_threshold_set("eligible_min_kib=64");
+  an_timelines = 0;
   an_report_free(r);
   an_free(t);
   /* one step past the limits is refused, with a message */
@@ -178,15 +211,11 @@ static void test_extremes_no_overflow(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_intervals),
-      cmocka_unit_test(test_us_to_ns),
-      cmocka_unit_test(test_kineto_figures),
-      cmocka_unit_test(test_kineto_unsorted_same),
-      cmocka_unit_test(test_nsys_figures),
-      cmocka_unit_test(test_gzip_same),
-      cmocka_unit_test(test_real_fixtures),
-      cmocka_unit_test(test_nsys_step_range),
-      cmocka_unit_test(test_extremes_no_overflow),
+      cmocka_unit_test(test_intervals),       cmocka_unit_test(test_us_to_ns),
+      cmocka_unit_test(test_kineto_figures),  cmocka_unit_test(test_kineto_unsorted_same),
+      cmocka_unit_test(test_nsys_figures),    cmocka_unit_test(test_gzip_same),
+      cmocka_unit_test(test_timeline),        cmocka_unit_test(test_real_fixtures),
+      cmocka_unit_test(test_nsys_step_range), cmocka_unit_test(test_extremes_no_overflow),
   };
   return an_test_cleanup(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -106,7 +106,8 @@ static void test_pinwheel_attribution(void **state) {
   assert_true(d->h2d.time == 600 * US && d->h2d.hidden == 100 * US);
   assert_int_equal(d->d2h.copies, 2); /* the staged one and the program's own */
   assert_int_equal(d->d2h.bytes, (10u << 20) + (4u << 20));
-  assert_int_equal(r->classes[0][0].count, 1); /* D2D: only the one that was not a ring copy */
+  assert_int_equal(r->classes[0][AN_OC_D2D].count,
+                   1); /* D2D: only the one that was not a ring copy */
   assert_int_equal(r->pw[0].hidden, 100 * US);
   assert_int_equal(r->pw[0].dma_time, 300 * US);
   /* the most that could have been hidden: kernel time from the call of the first DMA to the
@@ -119,7 +120,7 @@ static void test_pinwheel_attribution(void **state) {
   /* the findings say what pinwheel did, not to run under it */
   int staged = 0;
   for (int k = 0; k < r->nfindings; k++) {
-    staged |= !strcmp(r->findings[k].rule, "pinwheel_staged");
+    staged |= !strcmp(r->findings[k].check, "pinwheel_staged");
     assert_null(strstr(r->findings[k].message, "run under pinwheel"));
   }
   assert_true(staged);

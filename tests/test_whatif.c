@@ -112,7 +112,7 @@ static void test_busy_time_not_range(void **state) {
   const an_whatif *w = &r->whatif[0];
   assert_int_equal(w->steps, 6);
   assert_int_equal(w->copies, 6);
-  int64_t want = 50 * MS + (int64_t)((double)BATCH / an_th(AN_R_D2D_GBPS));
+  int64_t want = 50 * MS + (int64_t)((double)BATCH / an_threshold_value(AN_T_D2D_GBPS));
   assert_true(w->predicted >= want - 10 && w->predicted <= want + 10);
   assert_int_equal(w->bound, 1); /* GPU-bound */
   /* the host part: every step's work, 40.1 ms, whatever its range; of it the copy's call */
@@ -132,7 +132,7 @@ static void test_range_without_operators(void **state) {
   assert_int_equal(w->steps, 6);
   /* a step's host part is its range less the copy's waiting; the long-idle steps (33, 37 and
    * 30 ms) are host-bound at about 40 + idle - 5 ms: the median of the six lies above 50 ms */
-  int64_t want = 50 * MS + (int64_t)((double)BATCH / an_th(AN_R_D2D_GBPS));
+  int64_t want = 50 * MS + (int64_t)((double)BATCH / an_threshold_value(AN_T_D2D_GBPS));
   assert_true(w->predicted > want + 5 * MS);
   an_report_free(r);
   an_free(t);

@@ -1,8 +1,9 @@
 /* an_analyze.c — the analysis: the passes in their order, the steady state, and the thresholds.
  *
  * Owns: an_analyze (pinwheel's copies, the steps marked or inferred, the step zoom or the steady
- * state, then the figures, the what-if and the findings over that window), freeing a report,
- * and the thresholds table every pass reads.
+ * state, then the figures, the what-if and the findings over that window, and the timelines when
+ * a form draws them), freeing a report, which steps are listed, and the thresholds table every
+ * pass reads.
  * Must never: compute a figure itself (each pass owns its own), or print.
  */
 #define _GNU_SOURCE
@@ -11,27 +12,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-an_rule an_rules[AN_R_N] = {
-#define AN_R_ROW(id, nm, val, un, mean) [AN_R_##id] = {nm, val, un, mean},
-    AN_RULES(AN_R_ROW)
-#undef AN_R_ROW
+an_threshold an_thresholds[AN_T_N] = {
+#define AN_T_ROW(id, nm, val, un, mean) [AN_T_##id] = {nm, val, un, mean},
+    AN_THRESHOLDS(AN_T_ROW)
+#undef AN_T_ROW
 };
 
-int an_rule_set(const char *assign) {
+int an_threshold_set(const char *assign) {
   const char *eq = strchr(assign, '=');
   if (!eq) return -1;
-  for (int i = 0; i < an_nrules; i++)
-    if (strlen(an_rules[i].name) == (size_t)(eq - assign) &&
-        !strncmp(an_rules[i].name, assign, (size_t)(eq - assign))) {
+  for (int i = 0; i < an_nthresholds; i++)
+    if (strlen(an_thresholds[i].name) == (size_t)(eq - assign) &&
+        !strncmp(an_thresholds[i].name, assign, (size_t)(eq - assign))) {
       char *end;
       double v = strtod(eq + 1, &end);
       if (end == eq + 1 || *end || !(v >= 0) || v > 1e15) return -1;
-      if (i == AN_R_BUCKETS && (v < 1 || v > 64)) return -1;
-      if ((i == AN_R_H2D_GBPS || i == AN_R_H2D_ELIDE_GBPS || i == AN_R_D2H_GBPS ||
-           i == AN_R_LINK_GBPS || i == AN_R_D2D_GBPS) &&
+      if (i == AN_T_BUCKETS && (v < 1 || v > 64)) return -1;
+      if ((i == AN_T_H2D_GBPS || i == AN_T_H2D_ELIDE_GBPS || i == AN_T_D2H_GBPS ||
+           i == AN_T_LINK_GBPS || i == AN_T_D2D_GBPS) &&
           v <= 0)
         return -1;
-      an_rules[i].value = v;
+      an_thresholds[i].value = v;
       return 0;
     }
   return -1;
@@ -58,6 +59,11 @@ static int device_ids(const an_trace *t, int **out) {
 }
 
 int an_whole_trace;
+int an_all_steps;
+
+int an_list_steps(const an_report *r) {
+  return an_all_steps || r->nsteps <= (size_t)an_threshold_value(AN_T_STEPS_SHOWN);
+}
 
 /* The steady state: from the first step's GPU window to the last one's end.  The headline
  * figures are computed over it (start-up — allocation, compilation, warm-up — and teardown are
@@ -111,6 +117,7 @@ an_report *an_analyze(const an_trace *t, int only_step) {
   an_pass_figures(r, w0, w1);
   an_pass_whatif(r);
   an_pass_findings(r);
+  if (an_timelines) an_pass_timeline(r);
   return r;
 }
 
@@ -120,22 +127,29 @@ void an_report_free(an_report *r) {
     free(r->steps[k].devs);
   free(r->steps);
   free(r->stepsum);
-  for (int i = 0; r->ku && i < r->ndevs; i++)
-    free(r->ku[i]);
-  free(r->ku);
-  free(r->nku);
+  for (int i = 0; r->kernel_union && i < r->ndevs; i++)
+    free(r->kernel_union[i]);
+  free(r->kernel_union);
+  free(r->nkernel_union);
   free(r->op_step);
   free(r->idle);
   free(r->classes);
   free(r->kstats);
   free(r->whatif);
   free(r->isteps);
-  free(r->opflag);
-  free(r->opgroup);
-  free(r->callflag);
+  free(r->staged_role);
+  free(r->staged_group);
+  free(r->staged_call);
   free(r->pw);
   free(r->devs);
   free(r->gaps);
   free(r->exposed);
+  free(r->longest);
+  for (size_t i = 0; i < r->ntimelines; i++) {
+    for (size_t l = 0; l < r->timelines[i].nlanes; l++)
+      free(r->timelines[i].lanes[l].runs);
+    free(r->timelines[i].lanes);
+  }
+  free(r->timelines);
   free(r);
 }

@@ -2,8 +2,9 @@
  *
  * Owns: the definitions (K, H, D, A unions per device; overlap = |H ∩ K| / |H|; exposed = |H \ K|;
  * busy = |A| / span; hidden % per copy), where idle time goes, the kernel table and the other
- * operation classes, over a window (the steady state, a step, or the whole trace).  K never holds
- * communication kernels.
+ * operation classes, over a window (the steady state, a step, or the whole trace); the totals
+ * over all devices (the headline's, the rank row), and the longest copies of the whole trace.
+ * K never holds communication kernels.
  * Must never: call another pass (an_analyze runs them in order), or print.
  */
 #define _GNU_SOURCE
@@ -71,7 +72,7 @@ static void device_figures(const an_report *r, int dev, int64_t w0, int64_t w1, 
   int64_t t0 = INT64_MAX, t1 = INT64_MIN;
   size_t lo, hi;
   an_op_range(t, w0, w1, &lo, &hi);
-  uint64_t pg_min = (uint64_t)(an_th(AN_R_PAGEABLE_MIN_KIB) * 1024);
+  uint64_t pg_min = (uint64_t)(an_threshold_value(AN_T_PAGEABLE_MIN_KIB) * 1024);
   for (size_t i = lo; i < hi; i++) {
     const an_op *o = &t->ops[i];
     if (o->dev != dev || o->e < w0 || o->s >= w1) continue;
@@ -80,19 +81,19 @@ static void device_figures(const an_report *r, int dev, int64_t w0, int64_t w1, 
     if (e > t1) t1 = e;
     int c = -1;
     if (o->type == AN_KERNEL) out->kernels++;
-    if (o->type == AN_COMM) c = 3;
-    if (o->type == AN_MEMSET) c = 2;
+    if (o->type == AN_COMM) c = AN_OC_COMM;
+    if (o->type == AN_MEMSET) c = AN_OC_MEMSET;
     if (o->type == AN_MEMCPY) {
       /* a copy pinwheel staged counts once, as the program's copy (an_pinwheel.c) */
       uint64_t b;
       int cnt = an_pw_counts(r, i, &b);
-      int staged = r->opflag && r->opflag[i];
-      uint8_t ck = staged ? r->pw[r->opgroup[i]].dir : o->ckind;
+      int staged = r->staged_role && r->staged_role[i];
+      uint8_t ck = staged ? r->pw[r->staged_group[i]].dir : o->ckind;
       an_xfer *x = ck == AN_CK_H2D ? &out->h2d : ck == AN_CK_D2H ? &out->d2h : NULL;
       if (x && o->ckind != AN_CK_D2D) x->has = 1;
       if (x && cnt) x->copies++, x->bytes += b, x->has = 1;
-      if (o->ckind == AN_CK_D2D && !staged) c = 0;
-      if (o->ckind == AN_CK_P2P) c = 1;
+      if (o->ckind == AN_CK_D2D && !staged) c = AN_OC_D2D;
+      if (o->ckind == AN_CK_P2P) c = AN_OC_P2P;
       if ((o->srck == AN_MK_PAGEABLE || o->dstk == AN_MK_PAGEABLE) && o->bytes >= pg_min) {
         const an_call *k = an_call_of(t, o->corr);
         out->pg_copies++;
@@ -116,7 +117,7 @@ static void device_figures(const an_report *r, int dev, int64_t w0, int64_t w1, 
   out->idle = out->span - out->busy;
   fill_xfer(&out->h2d, L.h, L.nh, &L);
   fill_xfer(&out->d2h, L.d, L.nd, &L);
-  int nb = (int)an_th(AN_R_BUCKETS);
+  int nb = (int)an_threshold_value(AN_T_BUCKETS);
   out->nbuckets = nb;
   for (int b = 0; b < nb && out->span > 0; b++) {
     int64_t bs = t0 + (int64_t)((double)out->span * b / nb),
@@ -184,7 +185,8 @@ static void host_calls(an_report *r, int64_t w0, int64_t w1) {
      * program's, but its syncs are still not the program's. */
     int sync =
         k->api == AN_API_STREAM_SYNC || k->api == AN_API_DEVICE_SYNC || k->api == AN_API_EVENT_SYNC;
-    if (sync && (k->pw || (r->callflag && r->callflag[i]))) { /* the staged copy's: own line */
+    if (sync &&
+        (k->pw || (r->staged_call && r->staged_call[i]))) { /* the staged copy's: own line */
       r->pw_sync_calls++;
       an_sat_add(&r->pw_sync_time, k->e - k->s);
       continue;
@@ -211,8 +213,8 @@ static void host_calls(an_report *r, int64_t w0, int64_t w1) {
 static void staged_copies(an_report *r, int dev, int64_t w0, int64_t w1, const lists *L,
                           size_t *cape) {
   const an_trace *t = r->t;
-  int64_t exp_min = (int64_t)(an_th(AN_R_EXPOSED_MIN_US) * 1e3);
-  double exp_hidden = an_th(AN_R_EXPOSED_MAX_HIDDEN_PCT) / 100.0;
+  int64_t exp_min = (int64_t)(an_threshold_value(AN_T_EXPOSED_MIN_US) * 1e3);
+  double exp_hidden = an_threshold_value(AN_T_EXPOSED_MAX_HIDDEN_PCT) / 100.0;
   for (size_t g = 0; g < r->npw; g++) {
     an_pwgroup *p = &r->pw[g];
     if (p->dev != dev || p->e <= w0 || p->s >= w1) continue;
@@ -223,7 +225,7 @@ static void staged_copies(an_report *r, int dev, int64_t w0, int64_t w1, const l
       r->pw_d2h++, r->pw_d2h_bytes += p->bytes;
     int64_t hid = 0;
     for (size_t k = p->first; k < t->nops && t->ops[k].s <= p->e; k++)
-      if (r->opflag[k] == AN_PW_DMA && r->opgroup[k] == g)
+      if (r->staged_role[k] == AN_PW_DMA && r->staged_group[k] == g)
         hid += an_cover(L->k, L->nk, t->ops[k].s, t->ops[k].e);
     if (hid > p->dma_time) hid = p->dma_time; /* DMAs of one copy may overlap each other */
     p->hidden = hid;
@@ -284,6 +286,69 @@ static void kernel_table(an_report *r, int64_t w0, int64_t w1) {
   qsort(all, m, sizeof *all, cmp_kstat);
   r->nkstats = m < 20 ? m : 20;
   r->kstats = realloc(all, (r->nkstats + 1) * sizeof *all);
+  for (size_t k = 0; k < r->nkstats; k++) {
+    int64_t kt = 0;
+    for (int i = 0; i < r->ndevs; i++)
+      if (r->devs[i].dev == r->kstats[k].dev) kt = r->devs[i].kernel;
+    r->kstats[k].share = an_pct(r->kstats[k].total, kt);
+  }
+}
+
+static int cmp_op_dur(const void *a, const void *b) {
+  const an_op *x = *(const an_op *const *)a, *y = *(const an_op *const *)b;
+  int64_t dx = x->e - x->s, dy = y->e - y->s;
+  return dx < dy ? 1 : dx > dy ? -1 : 0;
+}
+
+/* The longest 100 copies of the whole trace, each with the part of it under its device's
+ * kernels (whole trace, whatever the window). */
+static void longest_copies(an_report *r) {
+  const an_trace *t = r->t;
+  size_t nc = 0;
+  const an_op **cp = malloc((t->nops + 1) * sizeof *cp);
+  for (size_t i = 0; i < t->nops; i++)
+    if (t->ops[i].type == AN_MEMCPY) cp[nc++] = &t->ops[i];
+  qsort(cp, nc, sizeof *cp, cmp_op_dur);
+  r->nlongest = nc < 100 ? nc : 100;
+  r->longest = calloc(r->nlongest + 1, sizeof *r->longest);
+  for (size_t k = 0; k < r->nlongest; k++) {
+    const an_op *o = cp[k];
+    size_t nk;
+    const an_iv *kernels = an_dev_kernels(r, o->dev, &nk);
+    int64_t dur = o->e - o->s, hid = an_cover(kernels, nk, o->s, o->e);
+    r->longest[k] = (an_exposed){.dev = o->dev,
+                                 .stream = o->stream,
+                                 .s = o->s,
+                                 .dur = dur,
+                                 .hidden = dur > 0 ? (double)hid / (double)dur : 1.0,
+                                 .bytes = o->bytes,
+                                 .ckind = o->ckind,
+                                 .srck = o->srck,
+                                 .dstk = o->dstk,
+                                 .corr = o->corr};
+  }
+  free(cp);
+}
+
+/* The figures over all devices: the headline's totals and the rank row. */
+static void totals(an_report *r) {
+  an_totals *x = &r->tot;
+  int64_t span = 0, busy = 0, exp = 0;
+  for (int i = 0; i < r->ndevs; i++) {
+    const an_dev *d = &r->devs[i];
+    an_sat_add(&x->h2d_time, d->h2d.time), an_sat_add(&x->h2d_hidden, d->h2d.hidden);
+    x->h2d_copies += d->h2d.copies;
+    x->pg_copies += d->pg_copies, x->pg_unknown += d->pg_unknown,
+        an_sat_add(&x->pg_host, d->pg_host);
+    if (d->span > span) span = d->span;
+    an_sat_add(&busy, d->busy), an_sat_add(&exp, d->h2d.exposed);
+    if (r->stepsum[i].step_med > x->step_med) x->step_med = r->stepsum[i].step_med;
+  }
+  double v[AN_RANK_COLS] = {an_ms(span),       an_pct(busy, span) / (r->ndevs ? r->ndevs : 1),
+                            an_ms(exp),        an_ms(r->sync_time),
+                            an_ms(x->pg_host), an_ms(x->step_med),
+                            (double)r->npw};
+  memcpy(x->rank, v, sizeof v);
 }
 
 void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
@@ -295,9 +360,9 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
     device_figures(r, r->devs[i].dev, w0, w1, windowed, &r->devs[i], r->classes[i]);
   host_calls(r, w0, w1);
   /* gaps and exposed copies, per device */
-  int64_t gap_min = (int64_t)(an_th(AN_R_GAP_MS) * 1e6);
-  int64_t exp_min = (int64_t)(an_th(AN_R_EXPOSED_MIN_US) * 1e3);
-  double exp_hidden = an_th(AN_R_EXPOSED_MAX_HIDDEN_PCT) / 100.0;
+  int64_t gap_min = (int64_t)(an_threshold_value(AN_T_GAP_MS) * 1e6);
+  int64_t exp_min = (int64_t)(an_threshold_value(AN_T_EXPOSED_MIN_US) * 1e3);
+  double exp_hidden = an_threshold_value(AN_T_EXPOSED_MAX_HIDDEN_PCT) / 100.0;
   size_t capg = 64, cape = 64;
   r->gaps = malloc(capg * sizeof *r->gaps);
   r->exposed = malloc(cape * sizeof *r->exposed);
@@ -315,7 +380,7 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
     for (size_t k = lo; k < hi; k++) {
       const an_op *o = &t->ops[k];
       if (o->dev != dev || o->type != AN_MEMCPY || o->e <= w0 || o->s >= w1) continue;
-      if (r->opflag && r->opflag[k]) continue; /* staged copies: one row each, below */
+      if (r->staged_role && r->staged_role[k]) continue; /* staged copies: one row each, below */
       int64_t dur = o->e - o->s;
       int64_t hid = an_cover(L.k, L.nk, o->s, o->e);
       double hf = dur > 0 ? (double)hid / (double)dur : 1.0;
@@ -339,4 +404,6 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
   qsort(r->gaps, r->ngaps, sizeof *r->gaps, cmp_gap);
   qsort(r->exposed, r->nexposed, sizeof *r->exposed, cmp_exposed);
   kernel_table(r, w0, w1);
+  longest_copies(r);
+  totals(r);
 }

@@ -1,6 +1,6 @@
-/* an_findings.c — the findings pass: one table of rules, each a check that may write a message.
+/* an_findings.c — the findings pass: one table of checks, each of which may write a message.
  *
- * A rule reads only the report (the figures, steps, idle split and what-if passes ran before)
+ * A check reads only the report (the figures, steps, idle split and what-if passes ran before)
  * and its thresholds from the table in an_analyze.c.  Messages give the figure, the threshold it
  * crossed and what to do, in the per-step unit when the trace has steps.
  */
@@ -25,7 +25,7 @@ static int64_t span_of(const an_report *r) {
 /* A check returns 0 (nothing to say), 1 (a finding of the table's severity) or AN_AS_INFO. */
 enum { AN_AS_INFO = 2 };
 
-static int rule_pageable(const an_report *r, char *m, size_t n) {
+static int check_pageable(const an_report *r, char *m, size_t n) {
   uint64_t pg = 0, unk = 0, pgb = 0;
   int64_t pgh = 0;
   for (int i = 0; i < r->ndevs; i++) {
@@ -61,10 +61,12 @@ static int rule_pageable(const an_report *r, char *m, size_t n) {
   for (int i = 0; i < r->ndevs; i++)
     an_sat_add(&gpu, r->devs[i].pg_time);
   if (gpu > cost) cost = gpu;
-  return (double)cost >= an_th(AN_R_PAGEABLE_WARN_PCT) / 100.0 * (double)span ? 1 : AN_AS_INFO;
+  return (double)cost >= an_threshold_value(AN_T_PAGEABLE_WARN_PCT) / 100.0 * (double)span
+             ? 1
+             : AN_AS_INFO;
 }
 
-static int rule_staged(const an_report *r, char *m, size_t n) {
+static int check_staged(const an_report *r, char *m, size_t n) {
   if (!r->npw) return 0;
   int64_t dt = r->pw_h2d_dma, hid = r->pw_h2d_hidden;
   size_t l = 0;
@@ -88,20 +90,21 @@ static int rule_staged(const an_report *r, char *m, size_t n) {
   return 1;
 }
 
-static int rule_exposed(const an_report *r, char *m, size_t n) {
+static int check_exposed(const an_report *r, char *m, size_t n) {
   if (!r->nexposed) return 0;
   snprintf(m, n,
            "%zu copies longer than %.0f us ran with at most %.0f %% of their time under compute; "
            "the longest: %.3f ms (%.1f %% hidden)",
-           r->nexposed, an_th(AN_R_EXPOSED_MIN_US), an_th(AN_R_EXPOSED_MAX_HIDDEN_PCT),
-           ms(r->exposed[0].dur), r->exposed[0].hidden * 100);
+           r->nexposed, an_threshold_value(AN_T_EXPOSED_MIN_US),
+           an_threshold_value(AN_T_EXPOSED_MAX_HIDDEN_PCT), ms(r->exposed[0].dur),
+           r->exposed[0].hidden * 100);
   return 1;
 }
 
-static int rule_sync(const an_report *r, char *m, size_t n) {
+static int check_sync(const an_report *r, char *m, size_t n) {
   int64_t span = span_of(r);
-  if (span <= 0 || (r->sync_time * 100.0 / (double)span < an_th(AN_R_SYNC_SHARE_PCT) &&
-                    r->sync_longest < (int64_t)(an_th(AN_R_SYNC_LONGEST_MS) * 1e6)))
+  if (span <= 0 || (r->sync_time * 100.0 / (double)span < an_threshold_value(AN_T_SYNC_SHARE_PCT) &&
+                    r->sync_longest < (int64_t)(an_threshold_value(AN_T_SYNC_LONGEST_MS) * 1e6)))
     return 0;
   snprintf(m, n,
            "the host waited %.3f ms in %" PRIu64 " sync calls (%.1f %% of the span; longest "
@@ -111,17 +114,17 @@ static int rule_sync(const an_report *r, char *m, size_t n) {
   return 1;
 }
 
-static int rule_gaps(const an_report *r, char *m, size_t n) {
+static int check_gaps(const an_report *r, char *m, size_t n) {
   if (!r->ngaps) return 0;
   int64_t tot = 0;
   for (size_t g = 0; g < r->ngaps; g++)
     an_sat_add(&tot, r->gaps[g].e - r->gaps[g].s);
   snprintf(m, n, "%zu GPU idle gaps of at least %.3g ms, %.3f ms in all; the longest %.3f ms",
-           r->ngaps, an_th(AN_R_GAP_MS), ms(tot), ms(r->gaps[0].e - r->gaps[0].s));
+           r->ngaps, an_threshold_value(AN_T_GAP_MS), ms(tot), ms(r->gaps[0].e - r->gaps[0].s));
   return 1;
 }
 
-static int rule_idle(const an_report *r, char *m, size_t n) {
+static int check_idle(const an_report *r, char *m, size_t n) {
   size_t l = 0;
   m[0] = 0;
   for (int i = 0; i < r->ndevs && l < n; i++) {
@@ -147,26 +150,26 @@ static int rule_idle(const an_report *r, char *m, size_t n) {
   return m[0] != 0;
 }
 
-static int rule_low_util(const an_report *r, char *m, size_t n) {
+static int check_low_util(const an_report *r, char *m, size_t n) {
   size_t l = 0;
   m[0] = 0;
   for (int i = 0; i < r->ndevs && l < n; i++) {
     int low = 0;
     for (int b = 0; b < r->devs[i].nbuckets; b++)
-      low += r->devs[i].util[b] * 100 < an_th(AN_R_LOW_UTIL_PCT);
+      low += r->devs[i].util[b] * 100 < an_threshold_value(AN_T_LOW_UTIL_PCT);
     if (low)
       l += (size_t)snprintf(m + l, n - l, "%sdevice %d: %d of %d time buckets below %.0f %% busy",
                             l ? "; " : "", r->devs[i].dev, low, r->devs[i].nbuckets,
-                            an_th(AN_R_LOW_UTIL_PCT));
+                            an_threshold_value(AN_T_LOW_UTIL_PCT));
   }
   return m[0] != 0;
 }
 
-static int rule_comm(const an_report *r, char *m, size_t n) {
+static int check_comm(const an_report *r, char *m, size_t n) {
   uint64_t c = 0;
   int64_t tm = 0;
   for (int i = 0; i < r->ndevs; i++)
-    c += r->classes[i][3].count, an_sat_add(&tm, r->classes[i][3].time);
+    c += r->classes[i][AN_OC_COMM].count, an_sat_add(&tm, r->classes[i][AN_OC_COMM].time);
   if (!c) return 0;
   snprintf(m, n,
            "%" PRIu64 " communication kernels (NCCL and the like, %.3f ms) are counted as their "
@@ -175,7 +178,7 @@ static int rule_comm(const an_report *r, char *m, size_t n) {
   return 1;
 }
 
-static int rule_whatif(const an_report *r, char *m, size_t n) {
+static int check_whatif(const an_report *r, char *m, size_t n) {
   size_t l = 0;
   m[0] = 0;
   for (int i = 0; i < r->ndevs && l < n; i++) {
@@ -197,27 +200,27 @@ static int rule_whatif(const an_report *r, char *m, size_t n) {
 }
 
 static const struct {
-  const char *rule, *severity;
-  int (*check)(const an_report *, char *, size_t);
-} rules[] = {
-    {"pinwheel_staged", "info", rule_staged},
-    {"pageable_copies", "warning", rule_pageable},
-    {"exposed_transfers", "warning", rule_exposed},
-    {"sync_stalls", "info", rule_sync},
-    {"gpu_gaps", "info", rule_gaps},
-    {"idle_time", "info", rule_idle},
-    {"low_utilization", "info", rule_low_util},
-    {"communication", "info", rule_comm},
-    {"what_if_pinwheel", "info", rule_whatif},
+  const char *name, *severity;
+  int (*run)(const an_report *, char *, size_t);
+} checks[] = {
+    {"pinwheel_staged", "info", check_staged},
+    {"pageable_copies", "warning", check_pageable},
+    {"exposed_transfers", "warning", check_exposed},
+    {"sync_stalls", "info", check_sync},
+    {"gpu_gaps", "info", check_gaps},
+    {"idle_time", "info", check_idle},
+    {"low_utilization", "info", check_low_util},
+    {"communication", "info", check_comm},
+    {"what_if_pinwheel", "info", check_whatif},
 };
 
 void an_pass_findings(an_report *r) {
-  for (size_t i = 0; i < sizeof rules / sizeof rules[0] && r->nfindings < 16; i++) {
+  for (size_t i = 0; i < sizeof checks / sizeof checks[0] && r->nfindings < 16; i++) {
     an_finding *f = &r->findings[r->nfindings];
-    int rc = rules[i].check(r, f->message, sizeof f->message);
+    int rc = checks[i].run(r, f->message, sizeof f->message);
     if (rc) {
-      f->rule = rules[i].rule;
-      f->severity = rc == AN_AS_INFO ? "info" : rules[i].severity;
+      f->check = checks[i].name;
+      f->severity = rc == AN_AS_INFO ? "info" : checks[i].severity;
       r->nfindings++;
     }
   }

@@ -121,7 +121,7 @@ static uint64_t seq_hash(const sigtab *S, uint32_t a, uint32_t b) {
 static int64_t host_start(const an_report *r, uint32_t i) {
   const an_trace *t = r->t;
   const an_op *o = &t->ops[i];
-  if (r->opflag && r->opflag[i]) o = &t->ops[r->pw[r->opgroup[i]].first];
+  if (r->staged_role && r->staged_role[i]) o = &t->ops[r->pw[r->staged_group[i]].first];
   const an_call *c = an_call_of(t, o->corr);
   return c ? c->s : o->s;
 }
@@ -145,7 +145,7 @@ static int try_anchor(const an_report *r, const sigtab *S, uint32_t s, int64_t *
   /* pinwheel's DMAs and ring copies come when its staging issues them: only the op where a
    * staged copy counts once stands for the program's copy */
   uint64_t bytes;
-  if (r->opflag && r->opflag[oc[0]] && an_pw_counts(r, oc[0], &bytes) != 2) return 0;
+  if (r->staged_role && r->staged_role[oc[0]] && an_pw_counts(r, oc[0], &bytes) != 2) return 0;
   for (uint32_t j = 0; j + 1 < n; j++)
     buf[j] = host_start(r, oc[j + 1]) - host_start(r, oc[j]);
   int64_t *srt = buf + n;
@@ -153,7 +153,7 @@ static int try_anchor(const an_report *r, const sigtab *S, uint32_t s, int64_t *
   qsort(srt, n - 1, sizeof *srt, cmp_i64v);
   int64_t P = srt[(n - 1) / 2];
   if (P <= 0) return 0;
-  double tol = an_th(AN_R_STEP_PERIOD_TOL_PCT) / 100.0;
+  double tol = an_threshold_value(AN_T_STEP_PERIOD_TOL_PCT) / 100.0;
   uint32_t best_lo = 0, best_len = 0, lo = 0;
   for (uint32_t j = 0; j + 1 < n; j++) {
     int ok = buf[j] >= P * (1 - tol) && buf[j] <= P * (1 + tol);
@@ -176,7 +176,7 @@ static int try_anchor(const an_report *r, const sigtab *S, uint32_t s, int64_t *
       ;
     if (k - j > mode) mode = k - j;
   }
-  if (mode * 100.0 < an_th(AN_R_STEP_MATCH_PCT) * best_len) return 0;
+  if (mode * 100.0 < an_threshold_value(AN_T_STEP_MATCH_PCT) * best_len) return 0;
   /* score: the anchor stream's GPU time over the run (the loop doing the most work wins) */
   uint32_t a = S->pos[oc[best_lo]], b = S->pos[oc[best_lo + best_len]];
   int64_t sc = S->dpre[b - 1] - (a ? S->dpre[a - 1] : 0);
@@ -193,7 +193,7 @@ static int try_anchor(const an_report *r, const sigtab *S, uint32_t s, int64_t *
  */
 static int is_h2d(const an_report *r, uint32_t i) {
   const an_op *o = &r->t->ops[i];
-  if (r->opflag && r->opflag[i]) return r->pw[r->opgroup[i]].dir == AN_CK_H2D;
+  if (r->staged_role && r->staged_role[i]) return r->pw[r->staged_group[i]].dir == AN_CK_H2D;
   return o->type == AN_MEMCPY && o->ckind == AN_CK_H2D;
 }
 
@@ -231,7 +231,7 @@ static int64_t trailing_end(const an_trace *t, const sigtab *S, const cand *c) {
     else
       hi = mid - 1;
   }
-  if (lo * 100.0 < an_th(AN_R_STEP_MATCH_PCT) * len) return INT64_MIN;
+  if (lo * 100.0 < an_threshold_value(AN_T_STEP_MATCH_PCT) * len) return INT64_MIN;
   /* the op at stream position z + len - 1: found by its position (pos is a permutation) */
   int64_t end = INT64_MIN;
   const an_op *o0 = &t->ops[oc[c->hi]];
@@ -274,7 +274,9 @@ static int make_steps(an_report *r, const sigtab *S, const cand *c) {
   const uint32_t *oc = S->ops + S->first[c->sig];
   int64_t tail = trailing_end(t, S, c);
   size_t nfull = c->hi - c->lo, n = nfull + (tail != INT64_MIN);
-  if (n < (size_t)an_th(AN_R_STEP_MIN) || !(r->isteps = calloc(n + 1, sizeof *r->isteps))) return 0;
+  if (n < (size_t)an_threshold_value(AN_T_STEP_MIN) ||
+      !(r->isteps = calloc(n + 1, sizeof *r->isteps)))
+    return 0;
   for (uint32_t j = c->lo; j < c->hi; j++)
     r->isteps[j - c->lo] =
         (an_step){host_start(r, oc[j]), host_start(r, oc[j + 1]), (int)(j - c->lo + 1)};

@@ -20,7 +20,7 @@
  * A pattern found also names the calls pinwheel made on that thread while staging the copy, from
  * its first DMA (or chunk) to its ring copy (or its last chunk's event calls): its event syncs
  * while it waited for staging space or for a chunk to land are not the program's syncs
- * (callflag).  Those it made before its first DMA cannot be told from the program's.
+ * (staged_call).  Those it made before its first DMA cannot be told from the program's.
  */
 #define _GNU_SOURCE
 #include "an.h"
@@ -128,8 +128,8 @@ static void close_group(an_report *r, an_pwgroup *g, const size_t *dma, size_t n
   g->s = INT64_MAX, g->e = INT64_MIN;
   for (size_t i = 0; i < n; i++) {
     const an_op *o = &t->ops[dma[i]];
-    r->opflag[dma[i]] = flag;
-    r->opgroup[dma[i]] = (uint32_t)(g - r->pw);
+    r->staged_role[dma[i]] = flag;
+    r->staged_group[dma[i]] = (uint32_t)(g - r->pw);
     iv[i] = (an_iv){o->s, o->e};
     if (o->s < g->s) g->s = o->s, g->first = dma[i];
     if (o->e > g->e) g->e = o->e;
@@ -145,7 +145,7 @@ static void close_group(an_report *r, an_pwgroup *g, const size_t *dma, size_t n
  * found by pattern. */
 static void flag_calls(an_report *r, int32_t tid, size_t a, size_t b) {
   for (size_t k = a; k <= b && k < r->t->ncalls; k++)
-    if (r->t->calls[k].tid == tid) r->callflag[k] = 1;
+    if (r->t->calls[k].tid == tid) r->staged_call[k] = 1;
 }
 
 /* The collector's marked operations: one staged copy per (device, correlation id). */
@@ -188,8 +188,8 @@ static void marked_groups(an_report *r, const cix *byc, size_t nc) {
       for (size_t k = i; k < j; k++) { /* every ring piece of this copy */
         size_t oi = byc[k].op;
         if (t->ops[oi].pw && t->ops[oi].ckind == AN_CK_D2D && t->ops[oi].dev == dev) {
-          r->opflag[oi] = AN_PW_RING;
-          r->opgroup[oi] = (uint32_t)(g - r->pw);
+          r->staged_role[oi] = AN_PW_RING;
+          r->staged_group[oi] = (uint32_t)(g - r->pw);
         }
       }
     }
@@ -198,24 +198,87 @@ static void marked_groups(an_report *r, const cix *byc, size_t nc) {
   free(dma);
 }
 
-void an_pass_pinwheel(an_report *r) {
+/* D2H: one call of a thread in a run of chunks, each followed by an event record; a run that
+ * ended becomes a staged copy when its chunks are all of one size but the last. */
+static void d2h_chunks(an_report *r, thr *th, size_t k, long oi, int is_event, int is_record) {
   const an_trace *t = r->t;
-  r->opflag = calloc(t->nops + 1, 1);
-  r->opgroup = calloc(t->nops + 1, sizeof *r->opgroup);
-  r->callflag = calloc(t->ncalls + 1, 1);
-  cix *byc = malloc((t->nops + 1) * sizeof *byc);
+  const an_op *o = oi >= 0 ? &t->ops[oi] : NULL;
+  int chunk = o && o->type == AN_MEMCPY && o->ckind == AN_CK_D2H && o->srck == AN_MK_DEVICE &&
+              o->dstk == AN_MK_PINNED && !r->staged_role[oi];
+  if (th->want_record && !is_record) th->nchunk = 0; /* a chunk without its record: not ours */
+  if (chunk && th->nchunk && t->ops[th->chunk[0]].bytes != o->bytes &&
+      t->ops[th->chunk[th->nchunk - 1]].bytes != t->ops[th->chunk[0]].bytes)
+    th->nchunk = 0;                        /* sizes: all equal but the last */
+  if (!chunk && !is_event && th->nchunk) { /* the run ended */
+    int ok = th->nchunk >= 2;
+    for (size_t i = 0; ok && i + 1 < th->nchunk; i++)
+      ok = t->ops[th->chunk[i]].bytes == t->ops[th->chunk[0]].bytes;
+    if (ok && t->ops[th->chunk[th->nchunk - 1]].bytes > t->ops[th->chunk[0]].bytes) ok = 0;
+    an_pwgroup *g = ok ? new_group(r) : NULL;
+    if (g) {
+      g->dir = AN_CK_D2H;
+      g->dev = t->ops[th->chunk[0]].dev;
+      g->stream = t->ops[th->chunk[0]].stream;
+      close_group(r, g, th->chunk, th->nchunk, AN_PW_DMA);
+      g->count_op = g->first;
+      flag_calls(r, th->tid, th->call0, th->last);
+    }
+    th->nchunk = 0;
+  }
+  if (chunk && !th->nchunk) th->call0 = k;
+  if (chunk) push(&th->chunk, &th->nchunk, &th->capchunk, (size_t)oi);
+  if (th->nchunk) th->last = k;
+  th->want_record = chunk;
+}
+
+/* H2D through the ring: one copy call of a thread, a DMA on a side stream or the ring copy (or
+ * its first piece) that closes the DMAs before it. */
+static void h2d_ring(an_report *r, thr *th, size_t k, long oi, const side *sides, size_t m) {
+  const an_trace *t = r->t;
+  const an_op *o = &t->ops[oi];
+  if (o->ckind == AN_CK_H2D && o->srck == AN_MK_PINNED && o->dstk == AN_MK_DEVICE &&
+      is_side(sides, m, o->dev, o->stream)) {
+    if (!th->ndma) th->call0 = k;
+    push(&th->dma, &th->ndma, &th->capdma, (size_t)oi);
+    th->dma_bytes += o->bytes;
+  } else if (o->ckind == AN_CK_D2D && th->ndma) {
+    uint64_t want = o->bytes + (th->ring1 >= 0 ? t->ops[th->ring1].bytes : 0);
+    if (want == th->dma_bytes && t->ops[th->dma[0]].dev == o->dev) {
+      an_pwgroup *g = new_group(r);
+      if (g) {
+        g->dir = AN_CK_H2D;
+        g->dev = o->dev;
+        g->stream = o->stream;
+        close_group(r, g, th->dma, th->ndma, AN_PW_DMA);
+        g->count_op = (size_t)oi;
+        r->staged_role[oi] = AN_PW_RING;
+        r->staged_group[oi] = (uint32_t)(g - r->pw);
+        if (th->ring1 >= 0) {
+          r->staged_role[th->ring1] = AN_PW_RING;
+          r->staged_group[th->ring1] = (uint32_t)(g - r->pw);
+        }
+        flag_calls(r, th->tid, th->call0, k);
+      }
+      th->ndma = 0, th->dma_bytes = 0, th->ring1 = -1;
+    } else if (want < th->dma_bytes && th->ring1 < 0) {
+      th->ring1 = oi; /* the ring wrapped: the second piece comes next */
+    } else {          /* not the pattern: forget these DMAs */
+      th->ndma = 0, th->dma_bytes = 0, th->ring1 = -1;
+    }
+  }
+}
+
+/* The streams that carry only pinned -> device copies (pinwheel's side streams), one entry per
+ * stream, sorted for is_side. */
+static side *side_streams(const an_trace *t, size_t *n) {
   side *sides = malloc((t->nops + 1) * sizeof *sides);
-  size_t nc = 0, ns = 0, m = 0;
+  size_t ns = 0, m = 0;
   for (size_t i = 0; i < t->nops; i++) {
     const an_op *o = &t->ops[i];
-    if (o->corr >= 0) byc[nc++] = (cix){o->corr, i};
     sides[ns++] = (side){o->dev, o->stream,
                          o->type == AN_MEMCPY && o->ckind == AN_CK_H2D && o->srck == AN_MK_PINNED &&
                              o->dstk == AN_MK_DEVICE};
   }
-  qsort(byc, nc, sizeof *byc, cmp_cix);
-  marked_groups(r, byc, nc);
-  r->pw_marked = r->npw;
   qsort(sides, ns, sizeof *sides, cmp_side);
   for (size_t i = 0; i < ns; i++) { /* one entry per stream: only DMAs if every op was one */
     if (m && !cmp_side(&sides[m - 1], &sides[i]))
@@ -223,6 +286,23 @@ void an_pass_pinwheel(an_report *r) {
     else
       sides[m++] = sides[i];
   }
+  *n = m;
+  return sides;
+}
+
+void an_pass_pinwheel(an_report *r) {
+  const an_trace *t = r->t;
+  r->staged_role = calloc(t->nops + 1, 1);
+  r->staged_group = calloc(t->nops + 1, sizeof *r->staged_group);
+  r->staged_call = calloc(t->ncalls + 1, 1);
+  cix *byc = malloc((t->nops + 1) * sizeof *byc);
+  size_t nc = 0, m;
+  for (size_t i = 0; i < t->nops; i++)
+    if (t->ops[i].corr >= 0) byc[nc++] = (cix){t->ops[i].corr, i};
+  qsort(byc, nc, sizeof *byc, cmp_cix);
+  marked_groups(r, byc, nc);
+  r->pw_marked = r->npw;
+  side *sides = side_streams(t, &m);
   thr *ts = NULL;
   size_t nt = 0, capt = 0;
   for (size_t k = 0; k < t->ncalls; k++) { /* calls are sorted by start */
@@ -233,67 +313,10 @@ void an_pass_pinwheel(an_report *r) {
     int is_record = !strncmp(nm, "cudaEventRecord", 15);
     int is_event = !strncmp(nm, "cudaEvent", 9) || !strncmp(nm, "cuEvent", 7);
     long oi = c->api == AN_API_MEMCPY ? op_of(byc, nc, c->corr) : -1;
-    const an_op *o = oi >= 0 ? &t->ops[oi] : NULL;
-    /* D2H: a run of chunks, each followed by an event record */
-    int chunk = o && o->type == AN_MEMCPY && o->ckind == AN_CK_D2H && o->srck == AN_MK_DEVICE &&
-                o->dstk == AN_MK_PINNED && !r->opflag[oi];
-    if (th->want_record && !is_record) th->nchunk = 0; /* a chunk without its record: not ours */
-    if (chunk && th->nchunk && t->ops[th->chunk[0]].bytes != o->bytes &&
-        t->ops[th->chunk[th->nchunk - 1]].bytes != t->ops[th->chunk[0]].bytes)
-      th->nchunk = 0;                        /* sizes: all equal but the last */
-    if (!chunk && !is_event && th->nchunk) { /* the run ended */
-      int ok = th->nchunk >= 2;
-      for (size_t i = 0; ok && i + 1 < th->nchunk; i++)
-        ok = t->ops[th->chunk[i]].bytes == t->ops[th->chunk[0]].bytes;
-      if (ok && t->ops[th->chunk[th->nchunk - 1]].bytes > t->ops[th->chunk[0]].bytes) ok = 0;
-      an_pwgroup *g = ok ? new_group(r) : NULL;
-      if (g) {
-        g->dir = AN_CK_D2H;
-        g->dev = t->ops[th->chunk[0]].dev;
-        g->stream = t->ops[th->chunk[0]].stream;
-        close_group(r, g, th->chunk, th->nchunk, AN_PW_DMA);
-        g->count_op = g->first;
-        flag_calls(r, th->tid, th->call0, th->last);
-      }
-      th->nchunk = 0;
-    }
-    if (chunk && !th->nchunk) th->call0 = k;
-    if (chunk) push(&th->chunk, &th->nchunk, &th->capchunk, (size_t)oi);
-    if (th->nchunk) th->last = k;
-    th->want_record = chunk;
-    if (!o || o->type != AN_MEMCPY) continue;
-    if (r->opflag[oi]) continue; /* the collector marked it: grouped above */
-    /* H2D through the ring */
-    if (o->ckind == AN_CK_H2D && o->srck == AN_MK_PINNED && o->dstk == AN_MK_DEVICE &&
-        is_side(sides, m, o->dev, o->stream)) {
-      if (!th->ndma) th->call0 = k;
-      push(&th->dma, &th->ndma, &th->capdma, (size_t)oi);
-      th->dma_bytes += o->bytes;
-    } else if (o->ckind == AN_CK_D2D && th->ndma) {
-      uint64_t want = o->bytes + (th->ring1 >= 0 ? t->ops[th->ring1].bytes : 0);
-      if (want == th->dma_bytes && t->ops[th->dma[0]].dev == o->dev) {
-        an_pwgroup *g = new_group(r);
-        if (g) {
-          g->dir = AN_CK_H2D;
-          g->dev = o->dev;
-          g->stream = o->stream;
-          close_group(r, g, th->dma, th->ndma, AN_PW_DMA);
-          g->count_op = (size_t)oi;
-          r->opflag[oi] = AN_PW_RING;
-          r->opgroup[oi] = (uint32_t)(g - r->pw);
-          if (th->ring1 >= 0) {
-            r->opflag[th->ring1] = AN_PW_RING;
-            r->opgroup[th->ring1] = (uint32_t)(g - r->pw);
-          }
-          flag_calls(r, th->tid, th->call0, k);
-        }
-        th->ndma = 0, th->dma_bytes = 0, th->ring1 = -1;
-      } else if (want < th->dma_bytes && th->ring1 < 0) {
-        th->ring1 = oi; /* the ring wrapped: the second piece comes next */
-      } else {          /* not the pattern: forget these DMAs */
-        th->ndma = 0, th->dma_bytes = 0, th->ring1 = -1;
-      }
-    }
+    d2h_chunks(r, th, k, oi, is_event, is_record);
+    if (oi < 0 || t->ops[oi].type != AN_MEMCPY) continue;
+    if (r->staged_role[oi]) continue; /* the collector marked it: grouped above */
+    h2d_ring(r, th, k, oi, sides, m);
   }
   for (size_t i = 0; i < nt; i++)
     free(ts[i].dma), free(ts[i].chunk);
@@ -305,11 +328,11 @@ void an_pass_pinwheel(an_report *r) {
 /* For figures: does op i count as a copy of its own (1), as the staged copy it belongs to (2:
  * count the group's bytes here), or not at all (0: a DMA of a staged copy, counted once)? */
 int an_pw_counts(const an_report *r, size_t i, uint64_t *bytes) {
-  if (!r->opflag || !r->opflag[i]) {
+  if (!r->staged_role || !r->staged_role[i]) {
     *bytes = r->t->ops[i].bytes;
     return 1;
   }
-  const an_pwgroup *g = &r->pw[r->opgroup[i]];
+  const an_pwgroup *g = &r->pw[r->staged_group[i]];
   *bytes = g->bytes;
   return g->count_op == i ? 2 : 0;
 }

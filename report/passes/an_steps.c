@@ -70,6 +70,96 @@ static void fill_stepsum(an_report *r) {
   free(a), free(b), free(c), free(d), free(h);
 }
 
+/* Scratch interval lists for one step on one device: its H2D and D2H copies, kernels, all. */
+typedef struct step_lists {
+  an_iv *h, *dd, *kk, *aa;
+} step_lists;
+
+/* One step on device i: its operations ops[0..n) (indices into the trace, the step's, in start
+ * order); *prev: the end of the device's previous step, INT64_MIN before the first. */
+static void step_device(an_report *r, int i, const size_t *ops, size_t n, step_lists *L,
+                        int64_t *prev, an_stepdev *sd) {
+  const an_trace *t = r->t;
+  uint64_t pg_min = (uint64_t)(an_threshold_value(AN_T_PAGEABLE_MIN_KIB) * 1024);
+  sd->dev = r->devs[i].dev;
+  size_t nh = 0, nd = 0, nk = 0, na = 0;
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  for (size_t j = 0; j < n; j++) {
+    const an_op *o = &t->ops[ops[j]];
+    if (o->dev != sd->dev) continue;
+    sd->has = 1;
+    L->aa[na++] = (an_iv){o->s, o->e};
+    if (o->s < first) first = o->s;
+    if (o->e > last) last = o->e;
+    if (o->type == AN_KERNEL) sd->kernels++, L->kk[nk++] = (an_iv){o->s, o->e};
+    if (o->type != AN_MEMCPY) continue;
+    uint64_t b;
+    int counted = an_pw_counts(r, ops[j], &b); /* a staged copy counts once */
+    int staged = r->staged_role && r->staged_role[ops[j]];
+    uint8_t ck = staged ? r->pw[r->staged_group[ops[j]]].dir : o->ckind;
+    an_xfer *x = ck == AN_CK_H2D ? &sd->h2d : ck == AN_CK_D2H ? &sd->d2h : NULL;
+    if (x && counted) x->copies++, x->bytes += b, x->has = 1;
+    if (o->ckind == AN_CK_H2D)
+      L->h[nh++] = (an_iv){o->s, o->e}, sd->h2d.has = 1;
+    else if (o->ckind == AN_CK_D2H)
+      L->dd[nd++] = (an_iv){o->s, o->e}, sd->d2h.has = 1;
+    if ((o->srck == AN_MK_PAGEABLE || o->dstk == AN_MK_PAGEABLE) && o->bytes >= pg_min) {
+      const an_call *c = an_call_of(t, o->corr);
+      sd->pg_copies++;
+      if (c)
+        an_sat_add(&sd->pg_host, c->e - c->s);
+      else
+        sd->pg_unknown++;
+    }
+  }
+  if (!sd->has) return;
+  xfer_of(&sd->h2d, L->h, nh, r->kernel_union[i], r->nkernel_union[i]);
+  xfer_of(&sd->d2h, L->dd, nd, r->kernel_union[i], r->nkernel_union[i]);
+  nk = an_union(L->kk, nk);
+  sd->kernel_time = an_total(L->kk, nk);
+  na = an_union(L->aa, na);
+  sd->busy = an_total(L->aa, na);
+  sd->first = first;
+  sd->last = last;
+  sd->gpu = last - (*prev != INT64_MIN ? *prev : first);
+  *prev = last;
+}
+
+/* Each step on each device, from the operations joined to it (op_step); cnt: where each step's
+ * operations start in that order, as counted by an_pass_steps. */
+static void fill_steps(an_report *r, const an_step *cs, size_t nst, size_t *cnt) {
+  const an_trace *t = r->t;
+  for (size_t k = 0; k < nst; k++)
+    cnt[k + 1] += cnt[k];
+  size_t *order = malloc((cnt[nst] + 1) * sizeof *order), *fill = calloc(nst + 1, sizeof *fill),
+         maxn = 0;
+  for (size_t i = 0; i < t->nops; i++)
+    if (r->op_step[i] >= 0) {
+      size_t k = (size_t)r->op_step[i];
+      order[cnt[k] + fill[k]++] = i;
+    }
+  for (size_t k = 0; k < nst; k++)
+    if (cnt[k + 1] - cnt[k] > maxn) maxn = cnt[k + 1] - cnt[k];
+  step_lists L = {malloc((maxn + 1) * sizeof(an_iv)), malloc((maxn + 1) * sizeof(an_iv)),
+                  malloc((maxn + 1) * sizeof(an_iv)), malloc((maxn + 1) * sizeof(an_iv))};
+  int64_t *prev = malloc(((size_t)r->ndevs + 1) * sizeof *prev);
+  for (int i = 0; i < r->ndevs; i++)
+    prev[i] = INT64_MIN;
+  for (size_t k = 0; k < nst; k++) {
+    struct an_stepfig *sf = &r->steps[k];
+    sf->num = cs[k].num;
+    sf->cpu_s = cs[k].s;
+    sf->cpu_e = cs[k].e;
+    sf->ndevs = r->ndevs;
+    sf->devs = calloc((size_t)r->ndevs + 1, sizeof *sf->devs);
+    for (int i = 0; i < r->ndevs; i++) {
+      step_device(r, i, &order[cnt[k]], cnt[k + 1] - cnt[k], &L, &prev[i], &sf->devs[i]);
+      if (sf->devs[i].has && sf->devs[i].gpu > sf->gpu) sf->gpu = sf->devs[i].gpu;
+    }
+  }
+  free(prev), free(L.h), free(L.dd), free(L.kk), free(L.aa), free(order), free(fill);
+}
+
 void an_pass_steps(an_report *r) {
   const an_trace *t = r->t;
   /* the trace's marked steps, or the ones the inference pass found */
@@ -87,88 +177,15 @@ void an_pass_steps(an_report *r) {
   r->nsteps = nst;
   r->steps = calloc(nst + 1, sizeof *r->steps);
   /* every device's kernel union, once: the steps, the copies' hidden % and the timeline use it */
-  r->ku = calloc((size_t)r->ndevs + 1, sizeof *r->ku);
-  r->nku = calloc((size_t)r->ndevs + 1, sizeof *r->nku);
+  r->kernel_union = calloc((size_t)r->ndevs + 1, sizeof *r->kernel_union);
+  r->nkernel_union = calloc((size_t)r->ndevs + 1, sizeof *r->nkernel_union);
   for (int i = 0; i < r->ndevs; i++)
-    r->ku[i] = an_kernel_union(t, r->devs[i].dev, &r->nku[i]);
-  if (!nst) {
-    free(cnt);
-    return;
+    r->kernel_union[i] = an_kernel_union(t, r->devs[i].dev, &r->nkernel_union[i]);
+  if (nst) {
+    fill_steps(r, cs, nst, cnt);
+    fill_stepsum(r);
   }
-  for (size_t k = 0; k < nst; k++)
-    cnt[k + 1] += cnt[k];
-  size_t *order = malloc((cnt[nst] + 1) * sizeof *order), *fill = calloc(nst + 1, sizeof *fill),
-         maxn = 0;
-  for (size_t i = 0; i < t->nops; i++)
-    if (r->op_step[i] >= 0) {
-      size_t k = (size_t)r->op_step[i];
-      order[cnt[k] + fill[k]++] = i;
-    }
-  for (size_t k = 0; k < nst; k++)
-    if (cnt[k + 1] - cnt[k] > maxn) maxn = cnt[k + 1] - cnt[k];
-  an_iv *h = malloc((maxn + 1) * sizeof *h), *dd = malloc((maxn + 1) * sizeof *dd),
-        *kk = malloc((maxn + 1) * sizeof *kk), *aa = malloc((maxn + 1) * sizeof *aa);
-  an_iv **ku = r->ku;
-  size_t *nku = r->nku;
-  int64_t *prev = malloc(((size_t)r->ndevs + 1) * sizeof *prev);
-  for (int i = 0; i < r->ndevs; i++)
-    prev[i] = INT64_MIN;
-  uint64_t pg_min = (uint64_t)(an_th(AN_R_PAGEABLE_MIN_KIB) * 1024);
-  for (size_t k = 0; k < nst; k++) {
-    struct an_stepfig *sf = &r->steps[k];
-    sf->num = cs[k].num;
-    sf->cpu_s = cs[k].s;
-    sf->cpu_e = cs[k].e;
-    sf->ndevs = r->ndevs;
-    sf->devs = calloc((size_t)r->ndevs + 1, sizeof *sf->devs);
-    for (int i = 0; i < r->ndevs; i++) {
-      an_stepdev *sd = &sf->devs[i];
-      sd->dev = r->devs[i].dev;
-      size_t nh = 0, nd = 0, nk = 0, na = 0;
-      int64_t first = INT64_MAX, last = INT64_MIN;
-      for (size_t j = cnt[k]; j < cnt[k + 1]; j++) {
-        const an_op *o = &t->ops[order[j]];
-        if (o->dev != sd->dev) continue;
-        sd->has = 1;
-        aa[na++] = (an_iv){o->s, o->e};
-        if (o->s < first) first = o->s;
-        if (o->e > last) last = o->e;
-        if (o->type == AN_KERNEL) sd->kernels++, kk[nk++] = (an_iv){o->s, o->e};
-        if (o->type != AN_MEMCPY) continue;
-        uint64_t b;
-        int counted = an_pw_counts(r, order[j], &b); /* a staged copy counts once */
-        int staged = r->opflag && r->opflag[order[j]];
-        uint8_t ck = staged ? r->pw[r->opgroup[order[j]]].dir : o->ckind;
-        an_xfer *x = ck == AN_CK_H2D ? &sd->h2d : ck == AN_CK_D2H ? &sd->d2h : NULL;
-        if (x && counted) x->copies++, x->bytes += b, x->has = 1;
-        if (o->ckind == AN_CK_H2D)
-          h[nh++] = (an_iv){o->s, o->e}, sd->h2d.has = 1;
-        else if (o->ckind == AN_CK_D2H)
-          dd[nd++] = (an_iv){o->s, o->e}, sd->d2h.has = 1;
-        if ((o->srck == AN_MK_PAGEABLE || o->dstk == AN_MK_PAGEABLE) && o->bytes >= pg_min) {
-          const an_call *c = an_call_of(t, o->corr);
-          sd->pg_copies++;
-          if (c)
-            an_sat_add(&sd->pg_host, c->e - c->s);
-          else
-            sd->pg_unknown++;
-        }
-      }
-      if (!sd->has) continue;
-      xfer_of(&sd->h2d, h, nh, ku[i], nku[i]);
-      xfer_of(&sd->d2h, dd, nd, ku[i], nku[i]);
-      nk = an_union(kk, nk);
-      sd->kernel_time = an_total(kk, nk);
-      na = an_union(aa, na);
-      sd->busy = an_total(aa, na);
-      sd->first = first;
-      sd->last = last;
-      sd->gpu = last - (prev[i] != INT64_MIN ? prev[i] : first);
-      prev[i] = last;
-    }
-  }
-  free(prev), free(h), free(dd), free(kk), free(aa), free(order), free(fill), free(cnt);
-  fill_stepsum(r);
+  free(cnt);
 }
 
 int an_step_window(const struct an_stepfig *sf, int64_t *w0, int64_t *w1) {
@@ -187,7 +204,7 @@ int an_step_window(const struct an_stepfig *sf, int64_t *w0, int64_t *w1) {
 
 const an_iv *an_dev_kernels(const an_report *r, int dev, size_t *n) {
   for (int i = 0; i < r->ndevs; i++)
-    if (r->devs[i].dev == dev) return *n = r->nku[i], r->ku[i];
+    if (r->devs[i].dev == dev) return *n = r->nkernel_union[i], r->kernel_union[i];
   *n = 0;
   return NULL;
 }

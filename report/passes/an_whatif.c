@@ -60,7 +60,8 @@ static int64_t copy_wait(const an_call *c, const an_op *o) {
 /* H2D copies pinwheel stages (pageable to device, at least eligible_min_kib). */
 static int staged_h2d(const an_op *o) {
   return o->type == AN_MEMCPY && o->ckind == AN_CK_H2D && o->srck == AN_MK_PAGEABLE &&
-         o->dstk == AN_MK_DEVICE && o->bytes >= (uint64_t)(an_th(AN_R_ELIGIBLE_MIN_KIB) * 1024);
+         o->dstk == AN_MK_DEVICE &&
+         o->bytes >= (uint64_t)(an_threshold_value(AN_T_ELIGIBLE_MIN_KIB) * 1024);
 }
 
 /* When the host waited for the GPU, merged: the program's sync calls, and the calls of the
@@ -96,9 +97,11 @@ typedef struct delta {
 
 static void copy_deltas(const an_report *r, int dev, delta *d, size_t ns) {
   const an_trace *t = r->t;
-  uint64_t elig = (uint64_t)(an_th(AN_R_ELIGIBLE_MIN_KIB) * 1024);
-  double r_h2d = an_th(AN_R_H2D_GBPS), r_h2de = an_th(AN_R_H2D_ELIDE_GBPS),
-         r_d2h = an_th(AN_R_D2H_GBPS), r_link = an_th(AN_R_LINK_GBPS), r_d2d = an_th(AN_R_D2D_GBPS);
+  uint64_t elig = (uint64_t)(an_threshold_value(AN_T_ELIGIBLE_MIN_KIB) * 1024);
+  double r_h2d = an_threshold_value(AN_T_H2D_GBPS),
+         r_h2de = an_threshold_value(AN_T_H2D_ELIDE_GBPS),
+         r_d2h = an_threshold_value(AN_T_D2H_GBPS), r_link = an_threshold_value(AN_T_LINK_GBPS),
+         r_d2d = an_threshold_value(AN_T_D2D_GBPS);
   for (size_t k = 0; k < t->nops; k++) {
     const an_op *o = &t->ops[k];
     if (o->dev != dev || o->type != AN_MEMCPY || o->bytes < elig) continue;
@@ -200,6 +203,7 @@ static void whatif_dev(an_report *r, int i, delta *d, size_t ns, int64_t *v[7], 
   /* GPU-bound when the predicted step is (within 1 %) its predicted GPU part */
   int64_t g_med = an_median(gp, n);
   w->bound = g_med >= w->predicted - w->predicted / 100;
+  w->speedup = w->predicted > 0 ? (double)w->baseline / (double)w->predicted : 0.0;
 }
 
 void an_pass_whatif(an_report *r) {
@@ -211,8 +215,14 @@ void an_pass_whatif(an_report *r) {
     v[k] = malloc(ns * sizeof *v[k]);
   delta *d = malloc(ns * sizeof *d);
   an_iv *buf = malloc((t->ncalls + t->nops + 1) * sizeof *buf);
-  for (int i = 0; i < r->ndevs; i++)
+  r->whatif_top = -1;
+  for (int i = 0; i < r->ndevs; i++) {
     whatif_dev(r, i, d, ns, v, buf);
+    const an_whatif *w = &r->whatif[i];
+    r->whatif_any |= w->steps > 0 && (w->copies || w->d2h_copies);
+    if (w->steps && (r->whatif_top < 0 || w->baseline > r->whatif[r->whatif_top].baseline))
+      r->whatif_top = i;
+  }
   for (int k = 0; k < 7; k++)
     free(v[k]);
   free(d), free(buf);

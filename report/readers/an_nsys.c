@@ -90,9 +90,9 @@ static int add_failed(an_trace *t, int rc, const char *table, char *err, size_t 
   return -1;
 }
 
-int an_read_nsys(an_trace *t, char *err, size_t errn) {
+/* The file opened as SQLite and readable; -1 (err says why) if not. */
+static int open_export(an_trace *t, sqlite3 **dbp, char *err, size_t errn) {
   sqlite3 *db = NULL;
-  int rc = -1;
   if (sqlite3_open_v2(t->path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
     snprintf(err, errn, "%s: cannot open as SQLite: %s", t->path, db ? sqlite3_errmsg(db) : "?");
     sqlite3_close(db);
@@ -108,6 +108,75 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
     sqlite3_close(db);
     return -1;
   }
+  *dbp = db;
+  return 0;
+}
+
+/* One query over an activity table: the operations of one type. */
+typedef struct op_query {
+  const char *sql, *table;
+  int type, enabled;
+} op_query;
+
+/* The type's own columns of one row (from column 5 on): its name, copy kinds and bytes. */
+static int op_columns(an_trace *t, sqlite3_stmt *q, const op_query *qs, an_op *op, char *err,
+                      size_t errn) {
+  static const char *const ck_names[] = {"Memcpy",      "Memcpy HtoD", "Memcpy DtoH",
+                                         "Memcpy DtoD", "Memcpy HtoH", "Memcpy PtoP"};
+  if (qs->type == AN_KERNEL) {
+    const unsigned char *nm = sqlite3_column_text(q, 5);
+    op->name =
+        nm ? an_intern(t, (const char *)nm, strlen((const char *)nm)) : an_intern(t, "kernel", 6);
+    return 0;
+  }
+  if (qs->type == AN_MEMCPY) {
+    op->ckind = nsys_copy_kind(sqlite3_column_int(q, 5));
+    op->srck = nsys_mem_kind(sqlite3_column_int(q, 6));
+    op->dstk = nsys_mem_kind(sqlite3_column_int(q, 7));
+  }
+  if (col_count(q, qs->type == AN_MEMCPY ? 8 : 5, &op->bytes)) {
+    snprintf(err, errn, "%s: table %s has a byte count out of range", t->path, qs->table);
+    return -1;
+  }
+  const char *nm = qs->type == AN_MEMCPY ? ck_names[op->ckind] : "Memset";
+  op->name = an_intern(t, nm, strlen(nm));
+  return 0;
+}
+
+static int read_op_table(an_trace *t, sqlite3 *db, const op_query *qs, char *err, size_t errn) {
+  sqlite3_stmt *q;
+  if (sqlite3_prepare_v2(db, qs->sql, -1, &q, NULL) != SQLITE_OK) {
+    snprintf(err, errn, "%s: table %s lacks the columns of the nsys schema: %s", t->path, qs->table,
+             sqlite3_errmsg(db));
+    return -1;
+  }
+  int s;
+  while ((s = sqlite3_step(q)) == SQLITE_ROW) {
+    an_op op = {.s = sqlite3_column_int64(q, 0),
+                .e = sqlite3_column_int64(q, 1),
+                .dev = sqlite3_column_int(q, 2),
+                .stream = sqlite3_column_int(q, 3),
+                .corr = sqlite3_column_int64(q, 4),
+                .type = (uint8_t)qs->type};
+    sqlite3_int64 dev = sqlite3_column_int64(q, 2);
+    if (dev != op.dev) op.dev = -1; /* did not fit: refused below */
+    int arc = 0;
+    if (op_columns(t, q, qs, &op, err, errn) || (arc = an_add_op(t, &op))) {
+      if (arc) add_failed(t, arc, qs->table, err, errn);
+      sqlite3_finalize(q);
+      return -1;
+    }
+  }
+  sqlite3_finalize(q);
+  if (s != SQLITE_DONE) {
+    snprintf(err, errn, "%s: reading %s failed: %s", t->path, qs->table, sqlite3_errmsg(db));
+    return -1;
+  }
+  return 0;
+}
+
+/* The GPU operations: kernels, memcpys and memsets. */
+static int read_ops(an_trace *t, sqlite3 *db, int strings, char *err, size_t errn) {
   int kernels = has_table(db, "CUPTI_ACTIVITY_KIND_KERNEL"),
       memcpys = has_table(db, "CUPTI_ACTIVITY_KIND_MEMCPY");
   if (!kernels && !memcpys) {
@@ -115,13 +184,9 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
              "%s: SQLite, but not an nsys export with CUDA activity (no CUPTI_ACTIVITY_KIND_KERNEL "
              "or _MEMCPY table)",
              t->path);
-    goto out;
+    return -1;
   }
-  int strings = has_table(db, "StringIds");
-  struct {
-    const char *sql, *table;
-    int type, enabled;
-  } qs[] = {
+  op_query qs[] = {
       {strings ? "SELECT k.start, k.end, k.deviceId, k.streamId, k.correlationId, s.value FROM "
                  "CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.shortName"
                : "SELECT start, end, deviceId, streamId, correlationId, NULL FROM "
@@ -135,127 +200,87 @@ int an_read_nsys(an_trace *t, char *err, size_t errn) {
        "CUPTI_ACTIVITY_KIND_MEMSET",
        "CUPTI_ACTIVITY_KIND_MEMSET", AN_MEMSET, has_table(db, "CUPTI_ACTIVITY_KIND_MEMSET")},
   };
-  static const char *const ck_names[] = {"Memcpy",      "Memcpy HtoD", "Memcpy DtoH",
-                                         "Memcpy DtoD", "Memcpy HtoH", "Memcpy PtoP"};
-  for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
-    if (!qs[i].enabled) continue;
-    sqlite3_stmt *q;
-    if (sqlite3_prepare_v2(db, qs[i].sql, -1, &q, NULL) != SQLITE_OK) {
-      snprintf(err, errn, "%s: table %s lacks the columns of the nsys schema: %s", t->path,
-               qs[i].table, sqlite3_errmsg(db));
-      goto out;
-    }
-    int s;
-    while ((s = sqlite3_step(q)) == SQLITE_ROW) {
-      an_op op = {.s = sqlite3_column_int64(q, 0),
-                  .e = sqlite3_column_int64(q, 1),
-                  .dev = sqlite3_column_int(q, 2),
-                  .stream = sqlite3_column_int(q, 3),
-                  .corr = sqlite3_column_int64(q, 4),
-                  .type = (uint8_t)qs[i].type};
-      sqlite3_int64 dev = sqlite3_column_int64(q, 2);
-      if (dev != op.dev) op.dev = -1; /* did not fit: refused below */
-      if (qs[i].type == AN_KERNEL) {
-        const unsigned char *nm = sqlite3_column_text(q, 5);
-        op.name = nm ? an_intern(t, (const char *)nm, strlen((const char *)nm))
-                     : an_intern(t, "kernel", 6);
-      } else if (qs[i].type == AN_MEMCPY) {
-        op.ckind = nsys_copy_kind(sqlite3_column_int(q, 5));
-        op.srck = nsys_mem_kind(sqlite3_column_int(q, 6));
-        op.dstk = nsys_mem_kind(sqlite3_column_int(q, 7));
-        if (col_count(q, 8, &op.bytes)) {
-          snprintf(err, errn, "%s: table %s has a byte count out of range", t->path, qs[i].table);
-          sqlite3_finalize(q);
-          goto out;
-        }
-        const char *nm = ck_names[op.ckind];
-        op.name = an_intern(t, nm, strlen(nm));
-      } else {
-        if (col_count(q, 5, &op.bytes)) {
-          snprintf(err, errn, "%s: table %s has a byte count out of range", t->path, qs[i].table);
-          sqlite3_finalize(q);
-          goto out;
-        }
-        op.name = an_intern(t, "Memset", 6);
-      }
-      int arc = an_add_op(t, &op);
-      if (arc) {
-        add_failed(t, arc, qs[i].table, err, errn);
-        sqlite3_finalize(q);
-        goto out;
-      }
-    }
-    sqlite3_finalize(q);
-    if (s != SQLITE_DONE) {
-      snprintf(err, errn, "%s: reading %s failed: %s", t->path, qs[i].table, sqlite3_errmsg(db));
-      goto out;
+  for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++)
+    if (qs[i].enabled && read_op_table(t, db, &qs[i], err, errn)) return -1;
+  return 0;
+}
+
+/* The runtime calls, when the export has them and the strings that name them. */
+static int read_calls(an_trace *t, sqlite3 *db, char *err, size_t errn) {
+  sqlite3_stmt *q;
+  /* globalTid (the host thread) is in every nsys schema that has this table; an export
+   * without it still reads, with every call on one thread */
+  if (sqlite3_prepare_v2(db,
+                         "SELECT r.start, r.end, r.correlationId, s.value, r.globalTid FROM "
+                         "CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId",
+                         -1, &q, NULL) != SQLITE_OK &&
+      sqlite3_prepare_v2(db,
+                         "SELECT r.start, r.end, r.correlationId, s.value, 0 FROM "
+                         "CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId",
+                         -1, &q, NULL) != SQLITE_OK) {
+    snprintf(err, errn,
+             "%s: table CUPTI_ACTIVITY_KIND_RUNTIME lacks the columns of the nsys schema: %s",
+             t->path, sqlite3_errmsg(db));
+    return -1;
+  }
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    const unsigned char *nm = sqlite3_column_text(q, 3);
+    if (!nm) continue;
+    int64_t tid = sqlite3_column_int64(q, 4);
+    an_call c = {.s = sqlite3_column_int64(q, 0),
+                 .e = sqlite3_column_int64(q, 1),
+                 .corr = sqlite3_column_int64(q, 2),
+                 .tid = (int32_t)(tid & 0xffffff), /* nsys: pid << 24 | tid */
+                 .name = an_intern(t, (const char *)nm, strlen((const char *)nm)),
+                 .api = an_api_of((const char *)nm, strlen((const char *)nm))};
+    int arc = an_add_call(t, &c);
+    if (arc) {
+      add_failed(t, arc, "CUPTI_ACTIVITY_KIND_RUNTIME", err, errn);
+      sqlite3_finalize(q);
+      return -1;
     }
   }
-  if (strings && has_table(db, "CUPTI_ACTIVITY_KIND_RUNTIME")) {
-    sqlite3_stmt *q;
-    /* globalTid (the host thread) is in every nsys schema that has this table; an export
-     * without it still reads, with every call on one thread */
-    if (sqlite3_prepare_v2(db,
-                           "SELECT r.start, r.end, r.correlationId, s.value, r.globalTid FROM "
-                           "CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId",
-                           -1, &q, NULL) != SQLITE_OK &&
-        sqlite3_prepare_v2(db,
-                           "SELECT r.start, r.end, r.correlationId, s.value, 0 FROM "
-                           "CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId",
-                           -1, &q, NULL) != SQLITE_OK) {
-      snprintf(err, errn,
-               "%s: table CUPTI_ACTIVITY_KIND_RUNTIME lacks the columns of the nsys schema: %s",
-               t->path, sqlite3_errmsg(db));
-      goto out;
-    }
+  sqlite3_finalize(q);
+  return 0;
+}
+
+/* The steps: NVTX ranges named by --step-range, or ProfilerStep#. */
+static int read_steps(an_trace *t, sqlite3 *db, int strings, char *err, size_t errn) {
+  sqlite3_stmt *q;
+  int ok = (strings && sqlite3_prepare_v2(db,
+                                          "SELECT n.start, n.end, COALESCE(n.text, s.value) "
+                                          "FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = "
+                                          "n.textId WHERE n.end IS NOT NULL",
+                                          -1, &q, NULL) == SQLITE_OK) ||
+           sqlite3_prepare_v2(db, "SELECT start, end, text FROM NVTX_EVENTS WHERE end IS NOT NULL",
+                              -1, &q, NULL) == SQLITE_OK;
+  if (ok) {
     while (sqlite3_step(q) == SQLITE_ROW) {
-      const unsigned char *nm = sqlite3_column_text(q, 3);
-      if (!nm) continue;
-      int64_t tid = sqlite3_column_int64(q, 4);
-      an_call c = {.s = sqlite3_column_int64(q, 0),
-                   .e = sqlite3_column_int64(q, 1),
-                   .corr = sqlite3_column_int64(q, 2),
-                   .tid = (int32_t)(tid & 0xffffff), /* nsys: pid << 24 | tid */
-                   .name = an_intern(t, (const char *)nm, strlen((const char *)nm)),
-                   .api = an_api_of((const char *)nm, strlen((const char *)nm))};
-      int arc = an_add_call(t, &c);
+      const char *txt = (const char *)sqlite3_column_text(q, 2);
+      int num;
+      if (!txt || !an_step_match(txt, strlen(txt), &num)) continue;
+      an_step st = {.s = sqlite3_column_int64(q, 0), .e = sqlite3_column_int64(q, 1), .num = num};
+      if (st.e < st.s) continue; /* an open range: not a step */
+      int arc = an_add_step(t, &st);
       if (arc) {
-        add_failed(t, arc, "CUPTI_ACTIVITY_KIND_RUNTIME", err, errn);
+        add_failed(t, arc, "NVTX_EVENTS", err, errn);
         sqlite3_finalize(q);
-        goto out;
+        return -1;
       }
     }
-    sqlite3_finalize(q);
   }
-  if (has_table(db, "NVTX_EVENTS")) { /* steps: ranges named by --step-range, or ProfilerStep# */
-    sqlite3_stmt *q;
-    int ok =
-        (strings && sqlite3_prepare_v2(db,
-                                       "SELECT n.start, n.end, COALESCE(n.text, s.value) "
-                                       "FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = "
-                                       "n.textId WHERE n.end IS NOT NULL",
-                                       -1, &q, NULL) == SQLITE_OK) ||
-        sqlite3_prepare_v2(db, "SELECT start, end, text FROM NVTX_EVENTS WHERE end IS NOT NULL", -1,
-                           &q, NULL) == SQLITE_OK;
-    if (ok) {
-      while (sqlite3_step(q) == SQLITE_ROW) {
-        const char *txt = (const char *)sqlite3_column_text(q, 2);
-        int num;
-        if (!txt || !an_step_match(txt, strlen(txt), &num)) continue;
-        an_step st = {.s = sqlite3_column_int64(q, 0), .e = sqlite3_column_int64(q, 1), .num = num};
-        if (st.e < st.s) continue; /* an open range: not a step */
-        int arc = an_add_step(t, &st);
-        if (arc) {
-          add_failed(t, arc, "NVTX_EVENTS", err, errn);
-          sqlite3_finalize(q);
-          goto out;
-        }
-      }
-    }
-    sqlite3_finalize(q);
-  }
-  rc = 0;
-out:
+  sqlite3_finalize(q);
+  return 0;
+}
+
+int an_read_nsys(an_trace *t, char *err, size_t errn) {
+  sqlite3 *db;
+  if (open_export(t, &db, err, errn)) return -1;
+  int strings = has_table(db, "StringIds");
+  int rc = read_ops(t, db, strings, err, errn);
+  if (!rc && strings && has_table(db, "CUPTI_ACTIVITY_KIND_RUNTIME"))
+    rc = read_calls(t, db, err, errn);
+  if (!rc && has_table(db, "NVTX_EVENTS")) rc = read_steps(t, db, strings, err, errn);
   sqlite3_close(db);
   return rc;
 }

@@ -128,11 +128,17 @@ const char *an_name(const an_trace *t, uint32_t id) {
 #define AN_X_RN(id, rn, tn) rn,
 #define AN_X_TN(id, rn, tn) tn,
 #define AN_X_API(id, rn) rn,
+#define AN_X_CAT(id, cat) cat,
+#define AN_X_OC_RN(id, rn, key) rn,
+#define AN_X_OC_KEY(id, rn, key) key,
 const char *const an_ck_name[AN_CK_N] = {AN_COPY_KINDS(AN_X_RN)};
 const char *const an_ck_trace[AN_CK_N] = {AN_COPY_KINDS(AN_X_TN)};
 const char *const an_mk_name[AN_MK_N] = {AN_MEM_KINDS(AN_X_RN)};
 const char *const an_mk_trace[AN_MK_N] = {AN_MEM_KINDS(AN_X_TN)};
 const char *const an_api_name[AN_API_N] = {AN_APIS(AN_X_API)};
+const char *const an_op_cat[AN_OP_N] = {AN_OP_TYPES(AN_X_CAT)};
+const char *const an_oc_name[AN_OC_N] = {AN_OP_CLASSES(AN_X_OC_RN)};
+const char *const an_oc_key[AN_OC_N] = {AN_OP_CLASSES(AN_X_OC_KEY)};
 
 static uint8_t mem_kind(const char *s, size_t n) {
   for (int i = 1; i < AN_MK_N; i++)
@@ -346,32 +352,26 @@ static int cmp_op(const void *a, const void *b) {
   return x->s < y->s ? -1 : x->s > y->s;
 }
 
-an_trace *an_load(const char *path, char *err, size_t errn) {
-  an_trace *t = calloc(1, sizeof *t);
-  if (!t) return NULL;
-  t->path = strdup(path);
-  an_intern(t, "", 0);
+/* The file's first bytes, to pick its reader: how many were read, 0 after saying why none. */
+static size_t file_head(const char *path, unsigned char *head, size_t n, char *err, size_t errn) {
   struct stat sb;
   if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
     snprintf(err, errn, "%s: a directory, not a trace file", path);
-    an_free(t);
-    return NULL;
+    return 0;
   }
   FILE *raw = fopen(path, "rb");
   if (!raw) {
     snprintf(err, errn, "%s: cannot open: %s", path, strerror(errno));
-    an_free(t);
-    return NULL;
+    return 0;
   }
-  unsigned char head[16] = {0};
-  size_t got = fread(head, 1, sizeof head, raw);
+  size_t got = fread(head, 1, n, raw);
   fclose(raw);
-  if (got == 0) {
-    snprintf(err, errn, "%s: the file is empty", path);
-    an_free(t);
-    return NULL;
-  }
-  /* the readers, tried in order: the first whose signature matches reads the file */
+  if (got == 0) snprintf(err, errn, "%s: the file is empty", path);
+  return got;
+}
+
+/* The readers, tried in order: the first whose signature matches reads the file. */
+static int read_trace(an_trace *t, const unsigned char *head, size_t got, char *err, size_t errn) {
   static const struct {
     const char *format;
     int (*match)(const unsigned char *head, size_t n);
@@ -380,18 +380,17 @@ an_trace *an_load(const char *path, char *err, size_t errn) {
       {"nsys", is_sqlite, an_read_nsys},
       {"kineto", any_file, an_read_kineto}, /* JSON, or gzip of it: it says which it is not */
   };
-  int rc = -1;
   for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++)
     if (readers[i].match(head, got)) {
       t->format = readers[i].format;
-      rc = readers[i].read(t, err, errn);
-      break;
+      return readers[i].read(t, err, errn);
     }
-  if (rc != 0) {
-    an_free(t);
-    return NULL;
-  }
-  /* sort only what is not in order already (a trace written in time order is common) */
+  return -1;
+}
+
+/* Operations and calls sorted by start, and the calls indexed by correlation id.  Sorts only
+ * what is not in order already (a trace written in time order is common). */
+static int sort_trace(an_trace *t, char *err, size_t errn) {
   size_t in = 1;
   while (in < t->nops && cmp_op(&t->ops[in - 1], &t->ops[in]) <= 0)
     in++;
@@ -402,9 +401,8 @@ an_trace *an_load(const char *path, char *err, size_t errn) {
   if (t->ncalls > UINT32_MAX) t->ncalls = UINT32_MAX; /* 4 G calls: far beyond any memory here */
   t->bycorr = malloc((t->ncalls + 1) * sizeof *t->bycorr);
   if (!t->bycorr) {
-    snprintf(err, errn, "%s: out of memory", path);
-    an_free(t);
-    return NULL;
+    snprintf(err, errn, "%s: out of memory", t->path);
+    return -1;
   }
   for (size_t i = 0; i < t->ncalls; i++)
     if (t->calls[i].corr >= 0) t->bycorr[t->nbycorr++] = (uint32_t)i;
@@ -412,12 +410,15 @@ an_trace *an_load(const char *path, char *err, size_t errn) {
   for (in = 1; in < t->nbycorr && cmp_bycorr(&t->bycorr[in - 1], &t->bycorr[in]) <= 0;)
     in++;
   if (in < t->nbycorr) qsort(t->bycorr, t->nbycorr, sizeof *t->bycorr, cmp_bycorr);
-  /* communication kernels, decided once per name */
+  return 0;
+}
+
+/* Communication kernels, decided once per name. */
+static int mark_comm(an_trace *t, char *err, size_t errn) {
   uint8_t *comm = malloc(t->nnames + 1);
   if (!comm) {
-    snprintf(err, errn, "%s: out of memory", path);
-    an_free(t);
-    return NULL;
+    snprintf(err, errn, "%s: out of memory", t->path);
+    return -1;
   }
   for (size_t i = 0; i < t->nnames; i++)
     comm[i] = (uint8_t)an_is_comm(t->names[i], strlen(t->names[i]));
@@ -425,21 +426,39 @@ an_trace *an_load(const char *path, char *err, size_t errn) {
     if (t->ops[i].type == AN_KERNEL && t->ops[i].name < t->nnames && comm[t->ops[i].name])
       t->ops[i].type = AN_COMM;
   free(comm);
-  /* Steps in time order; a range written twice (one per thread or per pass) counts once;
-   * unnumbered ones take their position. */
-  if (t->nsteps) {
-    qsort(t->steps, t->nsteps, sizeof *t->steps, cmp_step);
-    size_t m = 0;
-    for (size_t i = 0; i < t->nsteps; i++) {
-      an_step st = t->steps[i];
-      if (st.num < 0) st.num = (int)m;
-      int dup = 0;
-      for (size_t k = m > 4 ? m - 4 : 0; k < m; k++)
-        dup |= t->steps[k].num == st.num;
-      if (!dup) t->steps[m++] = st;
-    }
-    t->nsteps = m;
+  return 0;
+}
+
+/* Steps in time order; a range written twice (one per thread or per pass) counts once;
+ * unnumbered ones take their position. */
+static void order_steps(an_trace *t) {
+  if (!t->nsteps) return;
+  qsort(t->steps, t->nsteps, sizeof *t->steps, cmp_step);
+  size_t m = 0;
+  for (size_t i = 0; i < t->nsteps; i++) {
+    an_step st = t->steps[i];
+    if (st.num < 0) st.num = (int)m;
+    int dup = 0;
+    for (size_t k = m > 4 ? m - 4 : 0; k < m; k++)
+      dup |= t->steps[k].num == st.num;
+    if (!dup) t->steps[m++] = st;
   }
+  t->nsteps = m;
+}
+
+an_trace *an_load(const char *path, char *err, size_t errn) {
+  an_trace *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->path = strdup(path);
+  an_intern(t, "", 0);
+  unsigned char head[16] = {0};
+  size_t got = file_head(path, head, sizeof head, err, errn);
+  if (!got || read_trace(t, head, got, err, errn) != 0 || sort_trace(t, err, errn) ||
+      mark_comm(t, err, errn)) {
+    an_free(t);
+    return NULL;
+  }
+  order_steps(t);
   for (size_t i = 0; i < t->nops; i++)
     if (t->ops[i].e - t->ops[i].s > t->maxdur) t->maxdur = t->ops[i].e - t->ops[i].s;
   merge_busy(t);
@@ -461,4 +480,21 @@ static size_t first_at_or_after(const an_trace *t, int64_t s) {
 void an_op_range(const an_trace *t, int64_t w0, int64_t w1, size_t *lo, size_t *hi) {
   *lo = w0 < INT64_MIN + t->maxdur + 1 ? 0 : first_at_or_after(t, w0 - t->maxdur);
   *hi = w1 == INT64_MAX ? t->nops : first_at_or_after(t, w1 + 1);
+}
+
+static int cmp_lane(const void *a, const void *b) {
+  const an_lane *x = a, *y = b;
+  return x->dev != y->dev ? x->dev - y->dev : x->stream - y->stream;
+}
+
+an_lane *an_lanes(const an_trace *t, size_t *n) {
+  an_lane *lanes = malloc((t->nops + 1) * sizeof *lanes);
+  size_t nl = 0, m = 0;
+  for (size_t i = 0; i < t->nops; i++)
+    lanes[nl++] = (an_lane){t->ops[i].dev, t->ops[i].stream};
+  qsort(lanes, nl, sizeof *lanes, cmp_lane);
+  for (size_t i = 0; i < nl; i++)
+    if (!m || cmp_lane(&lanes[m - 1], &lanes[i])) lanes[m++] = lanes[i];
+  *n = m;
+  return lanes;
 }

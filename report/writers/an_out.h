@@ -1,5 +1,5 @@
-/* an_out.h — what the output forms share (an_out_*.c only): number formatting and the steps
- * shown.  Escaping (an_xml_escape, an_json_string) is in an.h. */
+/* an_out.h — what the output forms share (an_out_*.c only): number formatting, the headline and
+ * the steps line.  Escaping (an_xml_escape, an_json_string) is in an.h. */
 #ifndef PW_AN_OUT_H
 #define PW_AN_OUT_H
 
@@ -7,12 +7,6 @@
 
 #define AN_HOST_PID 1000000
 
-static inline double an_ms(int64_t ns) {
-  return (double)ns / 1e6;
-}
-static inline double an_pct(int64_t a, int64_t b) {
-  return b > 0 ? 100.0 * (double)a / (double)b : 0;
-}
 /* "1.5 MiB"; buf of 32 */
 const char *an_bytes_h(uint64_t v, char *buf);
 /* "12.345" ms, or "unknown" when none of the copies had a runtime call */
@@ -23,35 +17,12 @@ void an_headline(FILE *f, const an_report *r);
 void an_steps_line(FILE *f, const an_report *r);
 /* How the copies pinwheel staged were recognised in the trace (one sentence). */
 const char *an_pw_how(const an_report *r);
-/* The distinct (device, stream) pairs of a trace, sorted; the caller frees them. */
-typedef struct an_lane {
-  int dev, stream;
-} an_lane;
-an_lane *an_lanes(const an_trace *t, size_t *n);
-/* pinwheel diff: the device of b that device i of a is compared with, or -1. */
-/* The rank table of several traces (text and HTML): a row per file, its columns span ms,
- * busy %, H2D exposed ms, sync ms, pageable host ms, step median ms (the slowest device's) and
- * the copies pinwheel staged; lo and hi gather each column's spread. */
-enum { AN_RANK_COLS = 7 };
-void an_rank_row(const an_report *r, double *v, double *lo, double *hi);
-int an_diff_peer(const an_report *a, const an_report *b, int i);
-/* The two traces ran on as many devices, but not the same ones: compared in order of id. */
-int an_diff_by_order(const an_report *a, const an_report *b);
-/* 0 when the traces ran on different numbers of devices: no device maps to one other. */
-int an_diff_comparable(const an_report *a, const an_report *b);
-/* Whether every step is listed: --steps all, or no more than steps_shown of them. */
-extern int an_all_steps;
-int an_list_steps(const an_report *r);
+/* The rank table of several traces (text and HTML): each column's spread over the rows
+ * (an_totals.rank), the largest less the smallest. */
+void an_rank_spread(an_report **r, int n, double *spread);
 /* The kind of an op for people: "H2D pageable->device". */
 void an_kind(char *buf, size_t n, uint8_t ck, uint8_t src, uint8_t dst);
 
-/* `pinwheel diff`: the rows of one device (before = a->devs[i], after = b->devs[j]). */
-typedef struct diff_row {
-  const char *key, *n; /* key: stable, for JSON; n: the text's label */
-  double va, vb;
-  int count; /* printed as integers */
-} diff_row;
-int an_diff_rows(const an_report *a, const an_report *b, int i, int j, diff_row *rows);
 /* The what-if's assumptions, one paragraph (text and HTML). */
 void an_whatif_assumptions(FILE *f, const char *indent);
 

@@ -31,19 +31,18 @@ static int cmp_int(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
-int an_write_chrome(FILE *f, const an_trace *t) {
-  fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-  /* lanes: (device, stream) and host threads, each named once */
+/* Lanes: a process per device, a thread per stream (and a steps track), each named once.
+ * Returns the devices, sorted; *first: no event written yet. */
+static int *gpu_lanes(FILE *f, const an_trace *t, size_t *ndev, int *first) {
   size_t m;
   an_lane *lanes = an_lanes(t, &m);
-  int first = 1;
   for (size_t i = 0; i < m; i++) {
     if (i == 0 || lanes[i].dev != lanes[i - 1].dev) {
       fprintf(f,
               "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":"
               "\"GPU %d\"}}",
-              first ? "" : ",\n", lanes[i].dev, lanes[i].dev);
-      first = 0;
+              *first ? "" : ",\n", lanes[i].dev, lanes[i].dev);
+      *first = 0;
       if (t->nsteps)
         fprintf(f,
                 ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":-1,\"args\":{"
@@ -55,15 +54,21 @@ int an_write_chrome(FILE *f, const an_trace *t) {
             "\"stream %d\"}}",
             lanes[i].dev, lanes[i].stream, lanes[i].stream);
   }
-  size_t ndev = 0;
   int *devs = malloc((m + 1) * sizeof *devs);
+  *ndev = 0;
   for (size_t i = 0; i < m; i++)
-    if (!ndev || devs[ndev - 1] != lanes[i].dev) devs[ndev++] = lanes[i].dev;
-  static const char *cat[] = {"kernel", "gpu_memcpy", "gpu_memset", "kernel"};
+    if (!*ndev || devs[*ndev - 1] != lanes[i].dev) devs[(*ndev)++] = lanes[i].dev;
+  free(lanes);
+  return devs;
+}
+
+/* The GPU operations, each with the end of its launch flow where its call is present. */
+static void gpu_ops(FILE *f, const an_trace *t, int *first) {
   for (size_t i = 0; i < t->nops; i++) {
     const an_op *o = &t->ops[i];
-    fprintf(f, "%s{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", first ? "" : ",\n", cat[o->type & 3]);
-    first = 0;
+    fprintf(f, "%s{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", *first ? "" : ",\n",
+            an_op_cat[o->type < AN_OP_N ? o->type : AN_KERNEL]);
+    *first = 0;
     if (o->type == AN_MEMCPY) /* Kineto's form, so the kinds survive a round trip */
       fprintf(f, "\"Memcpy %s (%s -> %s)\"", an_ck_trace[o->ckind], an_mk_trace[o->srck],
               an_mk_trace[o->dstk]);
@@ -85,7 +90,10 @@ int an_write_chrome(FILE *f, const an_trace *t) {
       fputc('}', f);
     }
   }
-  /* step ranges on every device's steps track (the CPU range: where its work was launched) */
+}
+
+/* Step ranges on every device's steps track (the CPU range: where its work was launched). */
+static void step_ranges(FILE *f, const an_trace *t, const int *devs, size_t ndev) {
   for (size_t d = 0; d < ndev; d++)
     for (size_t i = 0; i < t->nsteps; i++) {
       const an_step *st = &t->steps[i];
@@ -96,13 +104,17 @@ int an_write_chrome(FILE *f, const an_trace *t) {
       ts_dur(f, st->s, st->e);
       fputc('}', f);
     }
-  /* the runtime calls: one host process, one track per thread, their own names */
+}
+
+/* The runtime calls: one host process, one track per thread, their own names; each starts the
+ * flow to its operation. */
+static void host_calls(FILE *f, const an_trace *t, int *first) {
   if (t->ncalls) {
     fprintf(f,
             "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":"
             "\"host\"}}",
-            first ? "" : ",\n", AN_HOST_PID);
-    first = 0;
+            *first ? "" : ",\n", AN_HOST_PID);
+    *first = 0;
     int *tids = malloc((t->ncalls + 1) * sizeof *tids);
     for (size_t i = 0; i < t->ncalls; i++)
       tids[i] = t->calls[i].tid;
@@ -132,8 +144,17 @@ int an_write_chrome(FILE *f, const an_trace *t) {
       fputc('}', f);
     }
   }
+}
+
+int an_write_chrome(FILE *f, const an_trace *t) {
+  fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+  int first = 1;
+  size_t ndev;
+  int *devs = gpu_lanes(f, t, &ndev, &first);
+  gpu_ops(f, t, &first);
+  step_ranges(f, t, devs, ndev);
+  host_calls(f, t, &first);
   fprintf(f, "\n]}\n");
-  free(lanes);
   free(devs);
   return ferror(f) ? -1 : 0;
 }

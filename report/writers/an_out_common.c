@@ -1,7 +1,7 @@
 /* an_out_common.c — escaping and the formatting every output form shares.
  *
- * Owns: escaping.  Every string that came from a trace goes through an_xml_escape or
- * an_json_string before it reaches HTML, SVG or JSON.
+ * Owns: escaping, the headline and the steps line, the rank table's spread.  Every string that came
+ * from a trace goes through an_xml_escape or an_json_string before it reaches HTML, SVG or JSON.
  */
 #define _GNU_SOURCE
 #include "an_out.h"
@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
-
-int an_all_steps;
 
 void an_xml_escape(FILE *f, const char *s) {
   for (; *s; s++) {
@@ -95,9 +93,7 @@ void an_steps_line(FILE *f, const an_report *r) {
     fprintf(f, "no repeating steps found: figures over the whole trace\n");
     return;
   }
-  int64_t med = 0;
-  for (int i = 0; i < r->ndevs; i++)
-    if (r->stepsum[i].step_med > med) med = r->stepsum[i].step_med;
+  int64_t med = r->tot.step_med;
   if (r->step_src == AN_STEPS_INFERRED)
     fprintf(f, "steps inferred: %zu iterations of %" PRId64 " kernel%s, median %.1f ms", r->nsteps,
             r->step_kernels, r->step_kernels == 1 ? "" : "s", an_ms(med));
@@ -111,13 +107,9 @@ void an_steps_line(FILE *f, const an_report *r) {
 }
 
 void an_headline(FILE *f, const an_report *r) {
-  int64_t h = 0, hid = 0, pgh = 0;
-  uint64_t pg = 0, unk = 0, nh = 0;
-  for (int i = 0; i < r->ndevs; i++) {
-    an_sat_add(&h, r->devs[i].h2d.time), an_sat_add(&hid, r->devs[i].h2d.hidden);
-    nh += r->devs[i].h2d.copies;
-    pg += r->devs[i].pg_copies, unk += r->devs[i].pg_unknown, an_sat_add(&pgh, r->devs[i].pg_host);
-  }
+  const an_totals *x = &r->tot;
+  int64_t h = x->h2d_time, hid = x->h2d_hidden, pgh = x->pg_host;
+  uint64_t pg = x->pg_copies, unk = x->pg_unknown, nh = x->h2d_copies;
   if (nh)
     fprintf(f, "H2D: %.3f ms, %.1f %% hidden under compute", an_ms(h), an_pct(hid, h));
   else
@@ -174,63 +166,15 @@ const char *an_pw_how(const an_report *r) {
          "by an event record";
 }
 
-static int cmp_lane(const void *a, const void *b) {
-  const an_lane *x = a, *y = b;
-  return x->dev != y->dev ? x->dev - y->dev : x->stream - y->stream;
-}
-
-an_lane *an_lanes(const an_trace *t, size_t *n) {
-  an_lane *lanes = malloc((t->nops + 1) * sizeof *lanes);
-  size_t nl = 0, m = 0;
-  for (size_t i = 0; i < t->nops; i++)
-    lanes[nl++] = (an_lane){t->ops[i].dev, t->ops[i].stream};
-  qsort(lanes, nl, sizeof *lanes, cmp_lane);
-  for (size_t i = 0; i < nl; i++)
-    if (!m || cmp_lane(&lanes[m - 1], &lanes[i])) lanes[m++] = lanes[i];
-  *n = m;
-  return lanes;
-}
-
-static int same_devices(const an_report *a, const an_report *b) {
-  if (a->ndevs != b->ndevs) return 0;
-  for (int i = 0; i < a->ndevs; i++)
-    if (a->devs[i].dev != b->devs[i].dev) return 0;
-  return 1;
-}
-
-int an_diff_by_order(const an_report *a, const an_report *b) {
-  return !same_devices(a, b) && a->ndevs == b->ndevs;
-}
-
-int an_diff_comparable(const an_report *a, const an_report *b) {
-  return same_devices(a, b) || a->ndevs == b->ndevs;
-}
-
-int an_diff_peer(const an_report *a, const an_report *b, int i) {
-  if (an_diff_by_order(a, b)) return i; /* devices sorted by id: the i-th with the i-th */
-  for (int j = 0; j < b->ndevs; j++)
-    if (b->devs[j].dev == a->devs[i].dev) return j;
-  return -1;
-}
-
-int an_list_steps(const an_report *r) {
-  return an_all_steps || r->nsteps <= (size_t)an_th(AN_R_STEPS_SHOWN);
-}
-
-void an_rank_row(const an_report *r, double *v, double *lo, double *hi) {
-  int64_t span = 0, busy = 0, exp = 0, pgh = 0, step = 0;
-  for (int d = 0; d < r->ndevs; d++) {
-    if (r->devs[d].span > span) span = r->devs[d].span;
-    an_sat_add(&busy, r->devs[d].busy), an_sat_add(&exp, r->devs[d].h2d.exposed);
-    an_sat_add(&pgh, r->devs[d].pg_host);
-    if (r->stepsum[d].step_med > step) step = r->stepsum[d].step_med;
-  }
-  double x[AN_RANK_COLS] = {an_ms(span),   an_pct(busy, span) / (r->ndevs ? r->ndevs : 1),
-                            an_ms(exp),    an_ms(r->sync_time),
-                            an_ms(pgh),    an_ms(step),
-                            (double)r->npw};
-  for (int k = 0; k < AN_RANK_COLS; k++) {
-    v[k] = x[k];
-    lo[k] = v[k] < lo[k] ? v[k] : lo[k], hi[k] = v[k] > hi[k] ? v[k] : hi[k];
-  }
+void an_rank_spread(an_report **r, int n, double *spread) {
+  double lo[AN_RANK_COLS], hi[AN_RANK_COLS];
+  for (int k = 0; k < AN_RANK_COLS; k++)
+    lo[k] = 1e300, hi[k] = -1;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < AN_RANK_COLS; k++) {
+      const double v = r[i]->tot.rank[k];
+      lo[k] = v < lo[k] ? v : lo[k], hi[k] = v > hi[k] ? v : hi[k];
+    }
+  for (int k = 0; k < AN_RANK_COLS; k++)
+    spread[k] = hi[k] - lo[k];
 }

@@ -1,9 +1,11 @@
 /* an_out_html.c — the SVG timeline and the HTML report.
  *
- * The SVG is drawn from per-pixel coverage, never one element per event, so its size follows the
- * picture's width and the number of lanes, not the trace.  Each run of one colour carries a
- * tooltip naming the longest operation in it (name, duration, bytes, stream).  The HTML says
- * everything the text report says, and zooms to a step: each listed step has its own timeline.
+ * The SVG draws a timeline the timeline pass worked out (an_timeline.c): a rectangle per run of
+ * one class in a lane, never one element per event, so its size follows the picture's width and
+ * the number of lanes, not the trace.  Each run carries a tooltip naming the longest operation
+ * in it (name, duration, bytes, stream).  The HTML says everything the text report says, one
+ * function per section, and zooms to a step: each listed step has its own timeline.
+ * Must never: compute a figure (the passes did), or let a string from a trace through unescaped.
  */
 #define _GNU_SOURCE
 #include "an_out.h"
@@ -12,12 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_NONE, P_KERNEL, P_COMM, P_H2D_HIDDEN, P_H2D_EXPOSED, P_D2H, P_MEMSET, P_COPY, P_N };
-static const char *p_color[P_N] = {"",        "#4c78a8", "#72b7b2", "#54a24b",
-                                   "#e45756", "#f58518", "#9d9d9d", "#b279a2"};
-static const char *p_label[P_N] = {
-    "",    "kernel", "communication", "H2D hidden under compute", "H2D exposed",
-    "D2H", "memset", "other copy"};
+#define AN_X_TL_LABEL(id, label) label,
+static const char *const p_label[AN_TL_N] = {AN_TL_CLASSES(AN_X_TL_LABEL)};
+static const char *const p_color[AN_TL_N] = {
+    [AN_TL_KERNEL] = "#4c78a8",      [AN_TL_COMM] = "#72b7b2", [AN_TL_H2D_HIDDEN] = "#54a24b",
+    [AN_TL_H2D_EXPOSED] = "#e45756", [AN_TL_D2H] = "#f58518",  [AN_TL_MEMSET] = "#9d9d9d",
+    [AN_TL_COPY] = "#b279a2"};
+/* the picture: the timeline pass's columns, between a margin for the lanes' names and one on
+ * the right */
+enum { LEFT = 130, COLS = AN_TL_COLS, W = LEFT + COLS + 40, LANE_H = 22, TOP = 40 };
 
 static void tooltip(FILE *f, const an_trace *t, const an_op *o, int cls, int64_t run_ns) {
   char b[32], kind[64];
@@ -36,29 +41,19 @@ static void tooltip(FILE *f, const an_trace *t, const an_op *o, int cls, int64_t
   fprintf(f, ", %.3f ms, GPU %d stream %d</title>", an_ms(o->e - o->s), o->dev, o->stream);
 }
 
-void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int standalone) {
-  FILE *f = o->f;
-  const an_trace *t = r->t;
-  enum { W = 1200, LEFT = 130, COLS = W - LEFT - 40, LANE_H = 22, TOP = 40 };
-  if (w0 == INT64_MIN) {
-    w0 = INT64_MAX, w1 = INT64_MIN;
-    for (size_t i = 0; i < t->nops; i++) {
-      if (t->ops[i].s < w0) w0 = t->ops[i].s;
-      if (t->ops[i].e > w1) w1 = t->ops[i].e;
-    }
-  }
-  if (w1 <= w0) w0 = 0, w1 = 1; /* nothing to draw */
-  size_t nl;
-  an_lane *lanes = an_lanes(t, &nl);
-  if (nl > 64) nl = 64;
-  /* the legend, wrapped to the width */
-  int legend_rows = 1, lx = LEFT;
-  for (int p = 1; p < P_N; p++) {
+/* The legend's rows, wrapped to the width. */
+static int legend_rows(void) {
+  int rows = 1, lx = LEFT;
+  for (int p = 1; p < AN_TL_N; p++) {
     int wdt = 40 + 7 * (int)strlen(p_label[p]);
-    if (lx + wdt > W - 10) legend_rows++, lx = LEFT;
+    if (lx + wdt > W - 10) rows++, lx = LEFT;
     lx += wdt;
   }
-  int height = TOP + (int)nl * LANE_H + 50 + 18 * legend_rows;
+  return rows;
+}
+
+static void svg_head(FILE *f, const an_report *r, const an_timeline *tl, int standalone) {
+  int height = TOP + (int)tl->nlanes * LANE_H + 50 + 18 * legend_rows();
   if (standalone) fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
   fprintf(
       f,
@@ -67,87 +62,28 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
       "fill=\"#fff\"/>\n",
       W, height, W, height);
   fprintf(f, "<text x=\"8\" y=\"18\" font-size=\"14\" font-weight=\"bold\">");
-  an_xml_escape(f, t->path);
-  fprintf(f, " — %.3f ms</text>\n", an_ms(w1 - w0));
-  /* coverage per lane and column, per class; and the longest op of each column */
-  double *cov = calloc((size_t)COLS * P_N, sizeof *cov);
-  long *top = malloc((size_t)COLS * sizeof *top);
-  double colw = (double)(w1 - w0) / COLS;
-  size_t lo, hi, nk = 0;
-  an_op_range(t, w0, w1, &lo, &hi);
-  const an_iv *k = NULL;
-  for (size_t l = 0; l < nl; l++) {
-    memset(cov, 0, (size_t)COLS * P_N * sizeof *cov);
-    for (int c = 0; c < COLS; c++)
-      top[c] = -1;
-    if (l == 0 || lanes[l].dev != lanes[l - 1].dev) /* lanes are sorted by device */
-      k = an_dev_kernels(r, lanes[l].dev, &nk);
-    for (size_t i = lo; i < hi; i++) {
-      const an_op *op = &t->ops[i];
-      if (op->dev != lanes[l].dev || op->stream != lanes[l].stream || op->e <= w0 || op->s >= w1)
-        continue;
-      int cls = op->type == AN_KERNEL    ? P_KERNEL
-                : op->type == AN_COMM    ? P_COMM
-                : op->type == AN_MEMSET  ? P_MEMSET
-                : op->ckind == AN_CK_H2D ? P_H2D_EXPOSED
-                : op->ckind == AN_CK_D2H ? P_D2H
-                                         : P_COPY;
-      int64_t s = op->s > w0 ? op->s : w0, e = op->e < w1 ? op->e : w1;
-      int c0 = (int)((double)(s - w0) / colw), c1 = (int)((double)(e - w0) / colw);
-      if (c1 >= COLS) c1 = COLS - 1;
-      for (int c = c0; c <= c1; c++) {
-        if (top[c] < 0 || t->ops[top[c]].e - t->ops[top[c]].s < op->e - op->s) top[c] = (long)i;
-        int64_t cs = w0 + (int64_t)(c * colw), ce = w0 + (int64_t)((c + 1) * colw);
-        int64_t a = s > cs ? s : cs, b = e < ce ? e : ce;
-        if (b <= a) {
-          if (c == c0) cov[c * P_N + cls] += 1e-9; /* a very short event still shows */
-          continue;
-        }
-        if (cls == P_H2D_EXPOSED) {
-          int64_t hid = an_cover(k, nk, a, b);
-          cov[c * P_N + P_H2D_HIDDEN] += (double)hid;
-          cov[c * P_N + P_H2D_EXPOSED] += (double)(b - a - hid);
-        } else {
-          cov[c * P_N + cls] += (double)(b - a);
-        }
-      }
-    }
-    int y = TOP + (int)l * LANE_H;
-    fprintf(f, "<text x=\"8\" y=\"%d\">GPU %d stream %d</text>\n", y + 15, lanes[l].dev,
-            lanes[l].stream);
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f4f4\"/>\n", LEFT,
-            y + 2, COLS, LANE_H - 4);
-    int run_cls = P_NONE, run_start = 0;
-    long run_top = -1;
-    for (int c = 0; c <= COLS; c++) {
-      int best = P_NONE;
-      if (c < COLS) {
-        double bv = 0;
-        for (int p = 1; p < P_N; p++)
-          if (cov[c * P_N + p] > bv) bv = cov[c * P_N + p], best = p;
-      }
-      if (best != run_cls) {
-        if (run_cls != P_NONE) {
-          fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">",
-                  LEFT + run_start, y + 3, c - run_start, LANE_H - 6, p_color[run_cls]);
-          if (run_top >= 0)
-            tooltip(f, t, &t->ops[run_top], run_cls, (int64_t)((c - run_start) * colw));
-          fprintf(f, "</rect>\n");
-        }
-        run_cls = best;
-        run_start = c;
-        run_top = -1;
-      }
-      if (c < COLS && top[c] >= 0 &&
-          (run_top < 0 ||
-           t->ops[top[c]].e - t->ops[top[c]].s > t->ops[run_top].e - t->ops[run_top].s))
-        run_top = top[c];
-    }
+  an_xml_escape(f, r->t->path);
+  fprintf(f, " — %.3f ms</text>\n", an_ms(tl->w1 - tl->w0));
+}
+
+/* One lane: its name, its background, a rectangle per run with its tooltip. */
+static void svg_lane(FILE *f, const an_trace *t, const an_tl_lane *lane, int l) {
+  int y = TOP + l * LANE_H;
+  fprintf(f, "<text x=\"8\" y=\"%d\">GPU %d stream %d</text>\n", y + 15, lane->dev, lane->stream);
+  fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f4f4\"/>\n", LEFT, y + 2,
+          COLS, LANE_H - 4);
+  for (size_t k = 0; k < lane->nruns; k++) {
+    const an_tl_run *run = &lane->runs[k];
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">", LEFT + run->c0,
+            y + 3, run->c1 - run->c0, LANE_H - 6, p_color[run->cls]);
+    if (run->top >= 0) tooltip(f, t, &t->ops[run->top], run->cls, run->ns);
+    fprintf(f, "</rect>\n");
   }
-  free(cov);
-  free(top);
-  int ay = TOP + (int)nl * LANE_H + 8;
-  /* step markers: where each step's GPU work ended, on the first device */
+}
+
+/* Step markers: where each step's GPU work ended, on the first device. */
+static void svg_step_marks(FILE *f, const an_report *r, const an_timeline *tl, int ay) {
+  int64_t w0 = tl->w0, w1 = tl->w1;
   for (size_t s = 0; s < r->nsteps; s++) {
     const an_stepdev *sd = r->steps[s].ndevs ? &r->steps[s].devs[0] : NULL;
     if (!sd || !sd->has || sd->last < w0 || sd->last > w1) continue;
@@ -159,7 +95,10 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
         "text-anchor=\"middle\" font-size=\"9\">%d</text>\n",
         x, TOP, x, ay, r->steps[s].num, sd->dev, an_ms(sd->gpu), x, TOP - 3, r->steps[s].num);
   }
-  /* axis: the first label starts at the axis, the last ends at it, so none is clipped */
+}
+
+/* The axis: the first label starts at the axis, the last ends at it, so none is clipped. */
+static void svg_axis(FILE *f, const an_timeline *tl, int ay) {
   fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", LEFT, ay,
           LEFT + COLS, ay);
   for (int i = 0; i <= 10; i++) {
@@ -171,11 +110,13 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
             i == 0    ? "start"
             : i == 10 ? "end"
                       : "middle",
-            (double)(w1 - w0) * i / 10 / 1e6);
+            (double)(tl->w1 - tl->w0) * i / 10 / 1e6);
   }
-  lx = LEFT;
-  int ly = ay + 38;
-  for (int p = 1; p < P_N; p++) {
+}
+
+static void svg_legend(FILE *f, int ay) {
+  int lx = LEFT, ly = ay + 38;
+  for (int p = 1; p < AN_TL_N; p++) {
     int wdt = 40 + 7 * (int)strlen(p_label[p]);
     if (lx + wdt > W - 10) lx = LEFT, ly += 18;
     fprintf(f,
@@ -184,8 +125,18 @@ void an_write_svg(an_out *o, const an_report *r, int64_t w0, int64_t w1, int sta
             lx, ly - 10, p_color[p], lx + 16, ly, p_label[p]);
     lx += wdt;
   }
+}
+
+void an_write_svg(an_out *o, const an_report *r, const an_timeline *tl, int standalone) {
+  FILE *f = o->f;
+  svg_head(f, r, tl, standalone);
+  for (size_t l = 0; l < tl->nlanes; l++)
+    svg_lane(f, r->t, &tl->lanes[l], (int)l);
+  int ay = TOP + (int)tl->nlanes * LANE_H + 8;
+  svg_step_marks(f, r, tl, ay);
+  svg_axis(f, tl, ay);
+  svg_legend(f, ay);
   fprintf(f, "</svg>\n");
-  free(lanes);
 }
 
 /* ---- HTML ---- */
@@ -256,17 +207,12 @@ static void html_steps(FILE *f, const an_report *x) {
   fprintf(f, "</table>\n");
 }
 
-/* The top kernels, the exposed copies and the GPU's idle gaps. */
-static void html_lists(FILE *f, const an_report *x) {
-  char b[32];
+static void html_kernels(FILE *f, const an_report *x) {
   if (x->nkstats) {
     fprintf(f, "<h2>Top kernels</h2><table><tr><th>device</th><th>name</th><th>count</th>"
                "<th>total ms</th><th>mean us</th><th>share</th></tr>\n");
     for (size_t k = 0; k < x->nkstats && k < 10; k++) {
       const an_kstat *s = &x->kstats[k];
-      int64_t kt = 0;
-      for (int i = 0; i < x->ndevs; i++)
-        if (x->devs[i].dev == s->dev) kt = x->devs[i].kernel;
       const char *nm = an_name(x->t, s->name);
       char cut[121];
       snprintf(cut, sizeof cut, "%s", nm);
@@ -274,15 +220,18 @@ static void html_lists(FILE *f, const an_report *x) {
       an_xml_escape(f, nm);
       fprintf(f, "\">");
       an_xml_escape(f, cut);
-      fprintf(f,
-              "%s</code>%s</td><td>%" PRIu64
-              "</td><td>%.3f</td><td>%.3f</td><td>%.1f %%</td></tr>\n",
-              strlen(nm) > 120 ? "..." : "", s->type == AN_COMM ? " (communication)" : "", s->count,
-              an_ms(s->total), (double)s->total / (double)(s->count ? s->count : 1) / 1e3,
-              an_pct(s->total, kt));
+      fprintf(
+          f,
+          "%s</code>%s</td><td>%" PRIu64 "</td><td>%.3f</td><td>%.3f</td><td>%.1f %%</td></tr>\n",
+          strlen(nm) > 120 ? "..." : "", s->type == AN_COMM ? " (communication)" : "", s->count,
+          an_ms(s->total), (double)s->total / (double)(s->count ? s->count : 1) / 1e3, s->share);
     }
     fprintf(f, "</table>\n");
   }
+}
+
+static void html_exposed(FILE *f, const an_report *x) {
+  char b[32];
   if (x->nexposed) {
     fprintf(f,
             "<h2>Exposed copies</h2><p>the longest %zu of %zu</p><table><tr><th>device</th>"
@@ -303,11 +252,14 @@ static void html_lists(FILE *f, const an_report *x) {
     }
     fprintf(f, "</table>\n");
   }
+}
+
+static void html_gaps(FILE *f, const an_report *x) {
   if (x->ngaps) {
     fprintf(f,
             "<h2>GPU idle gaps</h2><p>at least %.3g ms: %zu; the longest:</p><table><tr><th>"
             "device</th><th>ms</th><th>at ms</th></tr>\n",
-            an_th(AN_R_GAP_MS), x->ngaps);
+            an_threshold_value(AN_T_GAP_MS), x->ngaps);
     for (size_t k = 0; k < x->ngaps && k < 10; k++)
       fprintf(f, "<tr><td>%d</td><td>%.3f</td><td>+%.3f</td></tr>\n", x->gaps[k].dev,
               an_ms(x->gaps[k].e - x->gaps[k].s),
@@ -321,10 +273,7 @@ static void html_whatif(FILE *f, const an_report *x) {
   char *buf = NULL;
   size_t len = 0;
   FILE *mf;
-  int wany = 0;
-  for (int i = 0; i < x->ndevs; i++)
-    wany |= x->whatif[i].steps > 0 && (x->whatif[i].copies || x->whatif[i].d2h_copies);
-  if (wany) {
+  if (x->whatif_any) {
     fprintf(f,
             "<h2>What-if under pinwheel</h2><table><tr><th>device</th><th>now ms per %s</th>"
             "<th>under pinwheel</th><th>speedup</th><th>with PINWHEEL_SYNC=elide</th><th>host "
@@ -336,8 +285,7 @@ static void html_whatif(FILE *f, const an_report *x) {
       fprintf(f,
               "<tr><td>%d</td><td>%.3f</td><td>%.3f</td><td>%.2f x</td><td>%.3f</td><td>%.3f</td>"
               "<td>%.3f</td><td>%.3f</td><td>%s</td></tr>\n",
-              w->dev, an_ms(w->baseline), an_ms(w->predicted),
-              w->predicted > 0 ? (double)w->baseline / (double)w->predicted : 0.0,
+              w->dev, an_ms(w->baseline), an_ms(w->predicted), w->speedup,
               an_ms(w->predicted_elide), an_ms(w->host), an_ms(w->gpu), an_ms(w->copy_host),
               w->bound ? "GPU" : "host");
     }
@@ -377,6 +325,7 @@ static void html_devices(FILE *f, const an_report *x) {
     cell_host(f, dv->pg_host, dv->pg_copies, dv->pg_unknown);
     fprintf(f, "</tr>\n");
   }
+  fprintf(f, "</table>\n");
 }
 
 /* Each device's busy fraction over time, one cell per bucket (the text's "utilization over
@@ -402,30 +351,26 @@ static void util_strips(FILE *f, const an_report *x) {
 /* Zoom: each listed step on its own timeline, from the previous step's end to its own. */
 static void each_step(an_out *o, const an_report *x) {
   FILE *f = o->f;
-  if (x->only_step < 0 && x->nsteps && an_list_steps(x)) {
-    fprintf(f, "<h3>Each step</h3>\n");
-    for (size_t k = 0; k < x->nsteps; k++) {
-      int64_t a, e;
-      if (!an_step_window(&x->steps[k], &a, &e) || a >= e) continue;
-      /* the label is the step's own time, as in the table (the slowest device's gpu_step);
-       * the timeline may start earlier, at a first operation that ran before the previous
-       * step's last (a prefetch copy) */
-      int64_t g = 0;
-      for (int i = 0; i < x->steps[k].ndevs; i++)
-        if (x->steps[k].devs[i].has && x->steps[k].devs[i].gpu > g) g = x->steps[k].devs[i].gpu;
-      fprintf(f, "<details id=\"step-%d\"><summary>step %d: %.3f ms", x->steps[k].num,
-              x->steps[k].num, an_ms(g));
-      if (e - a != g) fprintf(f, " (timeline from its first operation: %.3f ms)", an_ms(e - a));
-      fprintf(f, "</summary>\n");
-      an_write_svg(o, x, a, e, 0);
-      fprintf(f, "</details>\n");
-    }
+  if (x->only_step >= 0 || !x->nsteps || !an_list_steps(x)) return;
+  fprintf(f, "<h3>Each step</h3>\n");
+  for (size_t i = 1; i < x->ntimelines; i++) {
+    const an_timeline *tl = &x->timelines[i];
+    const struct an_stepfig *st = &x->steps[tl->step];
+    /* the label is the step's own time, as in the table (the slowest device's gpu_step); the
+     * timeline may start earlier, at a first operation that ran before the previous step's last
+     * (a prefetch copy) */
+    int64_t g = st->gpu;
+    fprintf(f, "<details id=\"step-%d\"><summary>step %d: %.3f ms", st->num, st->num, an_ms(g));
+    if (tl->w1 - tl->w0 != g)
+      fprintf(f, " (timeline from its first operation: %.3f ms)", an_ms(tl->w1 - tl->w0));
+    fprintf(f, "</summary>\n");
+    an_write_svg(o, x, tl, 0);
+    fprintf(f, "</details>\n");
   }
 }
 
-static void html_report(an_out *o, const an_report *x) {
-  FILE *f = o->f;
-  char b[32];
+/* The title, the steps line and the headline. */
+static void html_head(FILE *f, const an_report *x) {
   fprintf(f, "<h1>pinwheel report: <code>");
   an_xml_escape(f, x->t->path);
   fprintf(f, "</code>");
@@ -443,9 +388,9 @@ static void html_report(an_out *o, const an_report *x) {
   }
   free(buf);
   fprintf(f, "</b></p>\n");
-  html_devices(f, x);
-  fprintf(f, "</table>\n");
-  util_strips(f, x);
+}
+
+static void html_idle(FILE *f, const an_report *x) {
   fprintf(f, "<h3>Where idle time went</h3><table><tr><th>device</th><th>idle "
              "ms</th><th>host-bound (nothing queued)</th><th>waiting on copies</th><th>other "
              "(work queued)</th></tr>\n");
@@ -455,41 +400,65 @@ static void html_report(an_out *o, const an_report *x) {
         f, "<tr><td>%d</td><td>%.3f</td><td>%.3f ms</td><td>%.3f ms</td><td>%.3f ms</td></tr>\n",
         x->devs[d].dev, an_ms(x->devs[d].idle), an_ms(i->host), an_ms(i->copy), an_ms(i->other));
   }
-  fprintf(f, "</table>\n<h3>Other operations</h3><table><tr><th>device</th><th>class</th><th>count"
+  fprintf(f, "</table>\n");
+}
+
+/* D2D, peer, memset and communication: each device's other operations. */
+static void html_classes(FILE *f, const an_report *x) {
+  char b[32];
+  fprintf(f, "<h3>Other operations</h3><table><tr><th>device</th><th>class</th><th>count"
              "</th><th>bytes</th><th>ms</th></tr>\n");
-  static const char *cls[] = {"D2D", "P2P", "memset", "communication (hides no copies)"};
   int any = 0;
   for (int d = 0; d < x->ndevs; d++)
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < AN_OC_N; c++) {
       const an_opclass *k = &x->classes[d][c];
       if (!k->count) continue;
       any = 1;
-      fprintf(f, "<tr><td>%d</td><td>%s</td><td>%" PRIu64 "</td><td>%s</td><td>%.3f</td></tr>\n",
-              x->devs[d].dev, cls[c], k->count, c == 3 ? "" : an_bytes_h(k->bytes, b),
-              an_ms(k->time));
+      fprintf(f, "<tr><td>%d</td><td>%s%s</td><td>%" PRIu64 "</td><td>%s</td><td>%.3f</td></tr>\n",
+              x->devs[d].dev, an_oc_name[c], c == AN_OC_COMM ? " (hides no copies)" : "", k->count,
+              c == AN_OC_COMM ? "" : an_bytes_h(k->bytes, b), an_ms(k->time));
     }
   if (!any) fprintf(f, "<tr><td colspan=\"5\">none</td></tr>\n");
-  fprintf(f, "</table>\n<h3>Host syncs</h3><table><tr><th>call</th><th>count</th><th>host "
+  fprintf(f, "</table>\n");
+}
+
+static void html_syncs(FILE *f, const an_report *x) {
+  fprintf(f, "<h3>Host syncs</h3><table><tr><th>call</th><th>count</th><th>host "
              "ms</th></tr>\n");
   for (int a = AN_API_STREAM_SYNC; a <= AN_API_EVENT_SYNC; a++)
     fprintf(f, "<tr><td>%s</td><td>%" PRIu64 "</td><td>%.3f</td></tr>\n", an_api_name[a],
             x->api_calls[a], an_ms(x->api_time[a]));
   fprintf(f, "<tr><th>all</th><td>%" PRIu64 "</td><td>%.3f (longest %.3f)</td></tr></table>\n",
           x->sync_calls, an_ms(x->sync_time), an_ms(x->sync_longest));
-  html_steps(f, x);
-  html_lists(f, x);
-  html_whatif(f, x);
+}
+
+static void html_findings(FILE *f, const an_report *x) {
   fprintf(f, "<h2>Findings</h2><ul>\n");
   for (int k = 0; k < x->nfindings; k++) {
-    fprintf(f, "<li class=\"%s\"><b>%s</b>: ", x->findings[k].severity, x->findings[k].rule);
+    fprintf(f, "<li class=\"%s\"><b>%s</b>: ", x->findings[k].severity, x->findings[k].check);
     an_xml_escape(f, x->findings[k].message);
     fprintf(f, "</li>\n");
   }
   if (!x->nfindings) fprintf(f, "<li>none</li>\n");
-  fprintf(f, "</ul>\n<h2>Timeline</h2>\n");
-  int64_t w0 = INT64_MIN, w1 = INT64_MAX;
-  if (x->only_step >= 0 && x->ndevs) w0 = x->devs[0].t0, w1 = x->devs[0].t1;
-  an_write_svg(o, x, w0, w1, 0);
+  fprintf(f, "</ul>\n");
+}
+
+static void html_report(an_out *o, const an_report *x) {
+  FILE *f = o->f;
+  html_head(f, x);
+  html_devices(f, x);
+  util_strips(f, x);
+  html_idle(f, x);
+  html_classes(f, x);
+  html_syncs(f, x);
+  html_steps(f, x);
+  html_kernels(f, x);
+  html_exposed(f, x);
+  html_gaps(f, x);
+  html_whatif(f, x);
+  html_findings(f, x);
+  fprintf(f, "<h2>Timeline</h2>\n");
+  if (x->ntimelines) an_write_svg(o, x, &x->timelines[0], 0);
   each_step(o, x);
 }
 
@@ -501,11 +470,10 @@ static void html_ranks(FILE *f, an_report **r, int n) {
           "ms</th><th>busy</th><th>H2D exposed ms</th><th>sync ms</th><th>pageable host "
           "ms</th><th>step median ms</th><th>staged</th></tr>\n",
           n);
-  double lo[AN_RANK_COLS], hi[AN_RANK_COLS], v[AN_RANK_COLS];
-  for (int k = 0; k < AN_RANK_COLS; k++)
-    lo[k] = 1e300, hi[k] = -1;
+  double sp[AN_RANK_COLS];
+  an_rank_spread(r, n, sp);
   for (int i = 0; i < n; i++) {
-    an_rank_row(r[i], v, lo, hi);
+    const double *v = r[i]->tot.rank;
     fprintf(f, "<tr><td><a href=\"#rank-%d\">%d</a></td><td><code>", i, i);
     an_xml_escape(f, r[i]->t->path);
     fprintf(f,
@@ -516,13 +484,11 @@ static void html_ranks(FILE *f, an_report **r, int n) {
   fprintf(f,
           "<tr><th>spread</th><td></td><td>%.3f</td><td>%.1f %%</td><td>%.3f</td><td>%.3f</td>"
           "<td>%.3f</td><td>%.3f</td><td>%.0f</td></tr></table>\n",
-          hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2], hi[3] - lo[3], hi[4] - lo[4], hi[5] - lo[5],
-          hi[6] - lo[6]);
+          sp[0], sp[1], sp[2], sp[3], sp[4], sp[5], sp[6]);
 }
 
-void an_write_html(an_out *o, an_report **r, int n, int step) {
+void an_write_html(an_out *o, an_report **r, int n) {
   FILE *f = o->f;
-  (void)step;
   fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>pinwheel "
              "report</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
              "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px "

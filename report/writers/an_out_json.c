@@ -42,11 +42,10 @@ static void json_dev(FILE *f, const an_report *r, int i) {
   const an_idle *x = &r->idle[i];
   fprintf(f, "},\"idle_split_us\":{\"host_bound\":%.3f,\"waiting_on_copies\":%.3f,\"other\":%.3f}",
           x->host / 1e3, x->copy / 1e3, x->other / 1e3);
-  static const char *cls[] = {"d2d", "p2p", "memset", "communication"};
   fprintf(f, ",\"other_operations\":{");
-  for (int c = 0; c < 4; c++)
+  for (int c = 0; c < AN_OC_N; c++)
     fprintf(f, "%s\"%s\":{\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"time_us\":%.3f}",
-            c ? "," : "", cls[c], r->classes[i][c].count, r->classes[i][c].bytes,
+            c ? "," : "", an_oc_key[c], r->classes[i][c].count, r->classes[i][c].bytes,
             r->classes[i][c].time / 1e3);
   fprintf(f, "},\"utilization\":[");
   for (int k = 0; k < d->nbuckets; k++)
@@ -71,45 +70,26 @@ static void json_stepdev(FILE *f, const an_stepdev *d) {
           d->kernel_time / 1e3, d->busy / 1e3);
 }
 
-static int cmp_op_dur(const void *a, const void *b) {
-  const an_op *x = *(const an_op *const *)a, *y = *(const an_op *const *)b;
-  int64_t dx = x->e - x->s, dy = y->e - y->s;
-  return dx < dy ? 1 : dx > dy ? -1 : 0;
-}
-
 static void json_copies(FILE *f, const an_report *r) {
-  const an_trace *t = r->t;
-  size_t nc = 0;
-  const an_op **cp = malloc((t->nops + 1) * sizeof *cp);
-  for (size_t i = 0; i < t->nops; i++)
-    if (t->ops[i].type == AN_MEMCPY) cp[nc++] = &t->ops[i];
-  qsort(cp, nc, sizeof *cp, cmp_op_dur);
-  for (size_t k = 0; k < nc && k < 100; k++) {
-    const an_op *o = cp[k];
-    size_t nk;
-    const an_iv *ku = an_dev_kernels(r, o->dev, &nk);
-    int64_t dur = o->e - o->s, hid = an_cover(ku, nk, o->s, o->e);
-    const an_call *c = an_call_of(t, o->corr);
+  for (size_t k = 0; k < r->nlongest; k++) {
+    const an_exposed *x = &r->longest[k];
+    const an_call *c = an_call_of(r->t, x->corr);
     fprintf(f,
             "%s{\"device\":%d,\"stream\":%d,\"kind\":\"%s\",\"src\":\"%s\",\"dst\":\"%s\","
             "\"bytes\":%" PRIu64 ",\"start_us\":%.3f,\"dur_us\":%.3f,\"hidden_fraction\":%.4f,"
             "\"host_us\":",
-            k ? "," : "", o->dev, o->stream, an_ck_name[o->ckind], an_mk_name[o->srck],
-            an_mk_name[o->dstk], o->bytes, o->s / 1e3, dur / 1e3,
-            dur > 0 ? (double)hid / (double)dur : 1.0);
+            k ? "," : "", x->dev, x->stream, an_ck_name[x->ckind], an_mk_name[x->srck],
+            an_mk_name[x->dstk], x->bytes, x->s / 1e3, x->dur / 1e3, x->hidden);
     if (c)
       fprintf(f, "%.3f}", (c->e - c->s) / 1e3);
     else
       fprintf(f, "null}");
   }
-  free(cp);
 }
 
 static void json_whatif(FILE *f, const an_report *r) {
   /* the top-level figures: the slowest device, as the step waits for it */
-  int top = -1;
-  for (int i = 0; i < r->ndevs; i++)
-    if (r->whatif[i].steps && (top < 0 || r->whatif[i].baseline > r->whatif[top].baseline)) top = i;
+  int top = r->whatif_top;
   fprintf(f, "{\"per\":\"%s\",\"baseline_step_us\":", r->nsteps ? "step" : "trace");
   if (top >= 0)
     fprintf(f, "%.3f,\"predicted_step_us\":%.3f,\"predicted_elide_step_us\":%.3f",
@@ -120,8 +100,9 @@ static void json_whatif(FILE *f, const an_report *r) {
   fprintf(f,
           ",\"assumptions\":{\"eligible_min_kib\":%g,\"h2d_gbps\":%g,\"h2d_elide_gbps\":%g,"
           "\"d2h_gbps\":%g,\"link_gbps\":%g,\"d2d_gbps\":%g},\"devices\":[",
-          an_th(AN_R_ELIGIBLE_MIN_KIB), an_th(AN_R_H2D_GBPS), an_th(AN_R_H2D_ELIDE_GBPS),
-          an_th(AN_R_D2H_GBPS), an_th(AN_R_LINK_GBPS), an_th(AN_R_D2D_GBPS));
+          an_threshold_value(AN_T_ELIGIBLE_MIN_KIB), an_threshold_value(AN_T_H2D_GBPS),
+          an_threshold_value(AN_T_H2D_ELIDE_GBPS), an_threshold_value(AN_T_D2H_GBPS),
+          an_threshold_value(AN_T_LINK_GBPS), an_threshold_value(AN_T_D2D_GBPS));
   int first = 1;
   for (int i = 0; i < r->ndevs; i++) {
     const an_whatif *w = &r->whatif[i];
@@ -159,28 +140,19 @@ static void json_window(FILE *f, const an_report *r) {
     fprintf(f, "{\"over\":\"%s\"}", r->only_step >= 0 ? "step" : "trace");
 }
 
-static void json_report(FILE *f, const an_report *r) {
-  fprintf(f, "{\"schema\":\"pinwheel-report/3\",\"trace\":");
-  an_json_string(f, r->t->path);
-  fprintf(f, ",\"format\":\"%s\",\"step_filter\":", r->t->format);
-  if (r->only_step >= 0)
-    fprintf(f, "%d", r->only_step);
-  else
-    fprintf(f, "null");
-  json_window(f, r);
-  fprintf(f, ",\"devices\":[");
-  for (int i = 0; i < r->ndevs; i++) {
-    if (i) fputc(',', f);
-    json_dev(f, r, i);
-  }
+static void json_host_syncs(FILE *f, const an_report *r) {
   fprintf(f,
-          "],\"host\":{\"sync_calls\":%" PRIu64
+          ",\"host\":{\"sync_calls\":%" PRIu64
           ",\"sync_us\":%.3f,\"sync_longest_us\":%.3f,\"by_api\":{",
           r->sync_calls, r->sync_time / 1e3, r->sync_longest / 1e3);
   for (int a = AN_API_MEMCPY; a < AN_API_N; a++)
     fprintf(f, "%s\"%s\":{\"calls\":%" PRIu64 ",\"us\":%.3f}", a == AN_API_MEMCPY ? "" : ",",
             an_api_name[a], r->api_calls[a], r->api_time[a] / 1e3);
-  fprintf(f, "}},\"step_summary\":[");
+  fprintf(f, "}}");
+}
+
+static void json_steps(FILE *f, const an_report *r) {
+  fprintf(f, ",\"step_summary\":[");
   int first = 1;
   for (int i = 0; i < r->ndevs; i++) {
     const an_stepsum *s = &r->stepsum[i];
@@ -211,7 +183,12 @@ static void json_report(FILE *f, const an_report *r) {
     }
     fprintf(f, "]}");
   }
-  fprintf(f, "],\"kernels\":[");
+  fprintf(f, "]");
+}
+
+/* The kernel table, the GPU's idle gaps and the exposed copies. */
+static void json_lists(FILE *f, const an_report *r) {
+  fprintf(f, ",\"kernels\":[");
   for (size_t k = 0; k < r->nkstats; k++) {
     const an_kstat *s = &r->kstats[k];
     fprintf(f, "%s{\"device\":%d,\"name\":", k ? "," : "", s->dev);
@@ -233,12 +210,11 @@ static void json_report(FILE *f, const an_report *r) {
             k ? "," : "", x->dev, x->stream, an_ck_name[x->ckind], an_mk_name[x->srck],
             an_mk_name[x->dstk], x->bytes, x->s / 1e3, x->dur / 1e3, x->hidden);
   }
-  /* per copy: hidden % (RATELProf hidden_transfers), the longest 100 copies */
-  fprintf(f, "],\"copies\":[");
-  json_copies(f, r);
-  fprintf(f, "],\"what_if\":");
-  json_whatif(f, r);
-  /* the copies pinwheel staged in this run, when it ran under pinwheel (an_pinwheel.c) */
+  fprintf(f, "]");
+}
+
+/* The copies pinwheel staged in this run, when it ran under pinwheel (an_pinwheel.c). */
+static void json_pinwheel(FILE *f, const an_report *r) {
   int64_t dt = r->pw_h2d_dma, dh = r->pw_h2d_hidden;
   fprintf(f,
           ",\"pinwheel\":{\"staged_h2d\":%" PRIu64 ",\"staged_h2d_bytes\":%" PRIu64
@@ -256,17 +232,48 @@ static void json_report(FILE *f, const an_report *r) {
           !r->npw                  ? "null"
           : r->pw_marked == r->npw ? "\"collector marks\""
                                    : "\"pattern\"");
+}
+
+static void json_findings(FILE *f, const an_report *r) {
   fprintf(f, ",\"thresholds\":{");
-  for (int i = 0; i < an_nrules; i++)
-    fprintf(f, "%s\"%s\":%g", i ? "," : "", an_rules[i].name, an_rules[i].value);
+  for (int i = 0; i < an_nthresholds; i++)
+    fprintf(f, "%s\"%s\":%g", i ? "," : "", an_thresholds[i].name, an_thresholds[i].value);
   fprintf(f, "},\"findings\":[");
   for (int k = 0; k < r->nfindings; k++) {
     fprintf(f, "%s{\"rule\":\"%s\",\"severity\":\"%s\",\"message\":", k ? "," : "",
-            r->findings[k].rule, r->findings[k].severity);
+            r->findings[k].check, r->findings[k].severity);
     an_json_string(f, r->findings[k].message);
     fputc('}', f);
   }
-  fprintf(f, "]}");
+  fprintf(f, "]");
+}
+
+static void json_report(FILE *f, const an_report *r) {
+  fprintf(f, "{\"schema\":\"pinwheel-report/3\",\"trace\":");
+  an_json_string(f, r->t->path);
+  fprintf(f, ",\"format\":\"%s\",\"step_filter\":", r->t->format);
+  if (r->only_step >= 0)
+    fprintf(f, "%d", r->only_step);
+  else
+    fprintf(f, "null");
+  json_window(f, r);
+  fprintf(f, ",\"devices\":[");
+  for (int i = 0; i < r->ndevs; i++) {
+    if (i) fputc(',', f);
+    json_dev(f, r, i);
+  }
+  fprintf(f, "]");
+  json_host_syncs(f, r);
+  json_steps(f, r);
+  json_lists(f, r);
+  /* per copy: how much of it ran under compute, the longest 100 copies */
+  fprintf(f, ",\"copies\":[");
+  json_copies(f, r);
+  fprintf(f, "],\"what_if\":");
+  json_whatif(f, r);
+  json_pinwheel(f, r);
+  json_findings(f, r);
+  fprintf(f, "}");
 }
 
 void an_write_json(an_out *o, an_report **r, int n) {
@@ -283,32 +290,29 @@ void an_write_json(an_out *o, an_report **r, int n) {
   fputc('\n', o->f);
 }
 
-void an_write_diff_json(an_out *o, an_report *a, an_report *b) {
+void an_write_diff_json(an_out *o, const an_diff *d) {
   FILE *f = o->f;
+  const an_report *a = d->a, *b = d->b;
   fprintf(f, "{\"schema\":\"pinwheel-diff/2\",\"before\":");
   an_json_string(f, a->t->path);
   fprintf(f, ",\"after\":");
   an_json_string(f, b->t->path);
   fprintf(f, ",\"devices\":[");
-  int first = 1;
-  for (int i = 0; i < a->ndevs; i++) {
-    int j = an_diff_peer(a, b, i);
-    if (j < 0) continue;
-    diff_row rows[32];
-    int n = an_diff_rows(a, b, i, j, rows);
-    fprintf(f, "%s{\"device\":%d,\"device_after\":%d,\"rows\":{", first ? "" : ",", a->devs[i].dev,
-            b->devs[j].dev);
-    first = 0;
-    for (int k = 0; k < n; k++) {
-      fprintf(f, "%s\"%s\":{", k ? "," : "", rows[k].key);
-      if (rows[k].count)
-        fprintf(f, "\"before\":%.0f,\"after\":%.0f,\"delta\":%.0f", rows[k].va, rows[k].vb,
-                rows[k].vb - rows[k].va);
+  for (int k = 0; k < d->ndevs; k++) {
+    const an_diff_dev *dd = &d->devs[k];
+    fprintf(f, "%s{\"device\":%d,\"device_after\":%d,\"rows\":{", k ? "," : "", a->devs[dd->i].dev,
+            b->devs[dd->j].dev);
+    for (int m = 0; m < dd->nrows; m++) {
+      const an_diff_row *row = &dd->rows[m];
+      fprintf(f, "%s\"%s\":{", m ? "," : "", row->key);
+      if (row->count)
+        fprintf(f, "\"before\":%.0f,\"after\":%.0f,\"delta\":%.0f", row->va, row->vb,
+                row->vb - row->va);
       else
-        fprintf(f, "\"before\":%.6f,\"after\":%.6f,\"delta\":%.6f", rows[k].va, rows[k].vb,
-                rows[k].vb - rows[k].va);
-      if (rows[k].va != 0)
-        fprintf(f, ",\"change_fraction\":%.6f}", (rows[k].vb - rows[k].va) / rows[k].va);
+        fprintf(f, "\"before\":%.6f,\"after\":%.6f,\"delta\":%.6f", row->va, row->vb,
+                row->vb - row->va);
+      if (row->va != 0)
+        fprintf(f, ",\"change_fraction\":%.6f}", (row->vb - row->va) / row->va);
       else
         fprintf(f, ",\"change_fraction\":null}");
     }

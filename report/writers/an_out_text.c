@@ -28,13 +28,12 @@ static void dev_block(an_out *o, const an_report *r, int i) {
   fprintf(f, "  %-4s %8s %12s %12s %9s %12s\n", "", "copies", "bytes", "time", "hidden", "exposed");
   xfer_row(f, "H2D", &d->h2d);
   xfer_row(f, "D2H", &d->d2h);
-  static const char *cls[] = {"D2D", "P2P", "memset", "communication"};
-  for (int c = 0; c < 4; c++) {
+  for (int c = 0; c < AN_OC_N; c++) {
     const an_opclass *x = &r->classes[i][c];
     if (!x->count) continue;
-    fprintf(f, "  %-14s %8" PRIu64 " %12s %9.3f ms%s\n", cls[c], x->count,
-            c == 3 ? "" : an_bytes_h(x->bytes, b), an_ms(x->time),
-            c == 3 ? "  (not counted as compute that hides copies)" : "");
+    fprintf(f, "  %-14s %8" PRIu64 " %12s %9.3f ms%s\n", an_oc_name[c], x->count,
+            c == AN_OC_COMM ? "" : an_bytes_h(x->bytes, b), an_ms(x->time),
+            c == AN_OC_COMM ? "  (not counted as compute that hides copies)" : "");
   }
   fprintf(f, "  pageable: %" PRIu64 " copies, %s, %.3f ms on the GPU, host blocked %s ms\n",
           d->pg_copies, an_bytes_h(d->pg_bytes, b), an_ms(d->pg_time),
@@ -108,15 +107,13 @@ void an_whatif_assumptions(FILE *f, const char *indent) {
           "bytes at %.1f GB/s, its DMA at %.0f GB/s; the GPU starvation after a blocking copy "
           "goes with its host time; a step takes the longer of its host and GPU parts "
           "(--threshold NAME=VALUE changes any of these)\n",
-          indent, an_th(AN_R_ELIGIBLE_MIN_KIB), an_th(AN_R_H2D_GBPS), an_th(AN_R_H2D_ELIDE_GBPS),
-          an_th(AN_R_D2D_GBPS), an_th(AN_R_D2H_GBPS), an_th(AN_R_LINK_GBPS));
+          indent, an_threshold_value(AN_T_ELIGIBLE_MIN_KIB), an_threshold_value(AN_T_H2D_GBPS),
+          an_threshold_value(AN_T_H2D_ELIDE_GBPS), an_threshold_value(AN_T_D2D_GBPS),
+          an_threshold_value(AN_T_D2H_GBPS), an_threshold_value(AN_T_LINK_GBPS));
 }
 
 static void whatif_text(FILE *f, const an_report *r) {
-  int any = 0;
-  for (int i = 0; i < r->ndevs; i++)
-    any |= r->whatif[i].steps > 0 && (r->whatif[i].copies || r->whatif[i].d2h_copies);
-  if (!any) return;
+  if (!r->whatif_any) return;
   const char *per = r->nsteps ? "step" : "trace (no steps)";
   fprintf(f, "\nwhat-if under pinwheel (medians per %s)\n", per);
   fprintf(f, "  %-4s %12s %12s %8s %12s %10s %10s %12s\n", "dev", "now ms", "pinwheel ms",
@@ -125,9 +122,8 @@ static void whatif_text(FILE *f, const an_report *r) {
     const an_whatif *w = &r->whatif[i];
     if (!w->steps) continue;
     fprintf(f, "  %-4d %12.3f %12.3f %7.2fx %12.3f %10.3f %10.3f %12.3f\n", w->dev,
-            an_ms(w->baseline), an_ms(w->predicted),
-            w->predicted > 0 ? (double)w->baseline / (double)w->predicted : 0.0,
-            an_ms(w->predicted_elide), an_ms(w->host), an_ms(w->gpu), an_ms(w->copy_host));
+            an_ms(w->baseline), an_ms(w->predicted), w->speedup, an_ms(w->predicted_elide),
+            an_ms(w->host), an_ms(w->gpu), an_ms(w->copy_host));
   }
   an_whatif_assumptions(f, "  ");
 }
@@ -138,14 +134,10 @@ static void kernels_text(FILE *f, const an_report *r) {
           "total ms", "mean us", "share", "name");
   for (size_t k = 0; k < r->nkstats && k < 10; k++) {
     const an_kstat *s = &r->kstats[k];
-    int64_t kt = 0;
-    for (int i = 0; i < r->ndevs; i++)
-      if (r->devs[i].dev == s->dev) kt = r->devs[i].kernel;
     const char *nm = an_name(r->t, s->name);
     fprintf(f, "  %-4d %8" PRIu64 " %12.3f %10.3f %6.1f%%  %.*s%s%s\n", s->dev, s->count,
-            an_ms(s->total), (double)s->total / (double)(s->count ? s->count : 1) / 1e3,
-            an_pct(s->total, kt), 90, nm, strlen(nm) > 90 ? "..." : "",
-            s->type == AN_COMM ? " [communication]" : "");
+            an_ms(s->total), (double)s->total / (double)(s->count ? s->count : 1) / 1e3, s->share,
+            90, nm, strlen(nm) > 90 ? "..." : "", s->type == AN_COMM ? " [communication]" : "");
   }
 }
 
@@ -189,8 +181,8 @@ static void report_text(an_out *o, const an_report *r) {
     }
   }
   if (r->ngaps) {
-    fprintf(f, "\nGPU idle gaps >= %.3g ms (longest %zu of %zu):\n", an_th(AN_R_GAP_MS),
-            r->ngaps < 5 ? r->ngaps : 5, r->ngaps);
+    fprintf(f, "\nGPU idle gaps >= %.3g ms (longest %zu of %zu):\n",
+            an_threshold_value(AN_T_GAP_MS), r->ngaps < 5 ? r->ngaps : 5, r->ngaps);
     for (size_t k = 0; k < r->ngaps && k < 5; k++)
       fprintf(f, "  device %d: %.3f ms at +%.3f ms\n", r->gaps[k].dev,
               an_ms(r->gaps[k].e - r->gaps[k].s),
@@ -200,7 +192,7 @@ static void report_text(an_out *o, const an_report *r) {
   fprintf(f, "\nfindings:\n");
   if (!r->nfindings) fprintf(f, "  none\n");
   for (int k = 0; k < r->nfindings; k++)
-    fprintf(f, "  [%s] %s: %s\n", r->findings[k].severity, r->findings[k].rule,
+    fprintf(f, "  [%s] %s: %s\n", r->findings[k].severity, r->findings[k].check,
             r->findings[k].message);
 }
 
@@ -214,70 +206,31 @@ void an_write_text(an_out *o, an_report **r, int n) {
      * staged in that rank's run (0 when it ran without pinwheel) */
     fprintf(o->f, "\nranks (one per file):\n  %-5s %10s %8s %12s %10s %12s %12s %8s\n", "rank",
             "span ms", "busy", "H2D exp ms", "sync ms", "pg host ms", "step med ms", "staged");
-    double lo[AN_RANK_COLS], hi[AN_RANK_COLS];
-    for (int k = 0; k < AN_RANK_COLS; k++)
-      lo[k] = 1e300, hi[k] = -1;
+    double sp[AN_RANK_COLS];
+    an_rank_spread(r, n, sp);
     for (int i = 0; i < n; i++) {
-      double v[AN_RANK_COLS];
-      an_rank_row(r[i], v, lo, hi);
+      const double *v = r[i]->tot.rank;
       fprintf(o->f, "  %-5d %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f %8.0f\n", i, v[0], v[1],
               v[2], v[3], v[4], v[5], v[6]);
     }
-    fprintf(o->f, "  %-5s %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f %8.0f\n", "spread",
-            hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2], hi[3] - lo[3], hi[4] - lo[4],
-            hi[5] - lo[5], hi[6] - lo[6]);
+    fprintf(o->f, "  %-5s %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f %8.0f\n", "spread", sp[0],
+            sp[1], sp[2], sp[3], sp[4], sp[5], sp[6]);
   }
 }
 
 /* ---- diff ---- */
 
-/* The rows of one device of `pinwheel diff` (text and JSON share them). */
-int an_diff_rows(const an_report *a, const an_report *b, int i, int j, diff_row *rows) {
-  const an_dev *x = &a->devs[i], *y = &b->devs[j];
-  const an_stepsum *sx = &a->stepsum[i], *sy = &b->stepsum[j];
-  diff_row v[] = {
-      {"span_ms", "span ms", an_ms(x->span), an_ms(y->span), 0},
-      {"gpu_step_ms_median", "GPU step ms (median)", an_ms(sx->step_med), an_ms(sy->step_med), 0},
-      {"gpu_step_ms_p95", "GPU step ms (p95)", an_ms(sx->step_p95), an_ms(sy->step_p95), 0},
-      {"h2d_ms_per_step_median", "H2D ms per step (median)", an_ms(sx->h2d_med), an_ms(sy->h2d_med),
-       0},
-      {"h2d_exposed_ms_per_step_median", "H2D exposed ms per step (median)", an_ms(sx->exposed_med),
-       an_ms(sy->exposed_med), 0},
-      {"h2d_hidden_pct_per_step_median", "H2D hidden % per step (median)",
-       sx->hidden_med > 0 ? 100 * sx->hidden_med : 0, sy->hidden_med > 0 ? 100 * sy->hidden_med : 0,
-       0},
-      {"busy_pct", "busy %", an_pct(x->busy, x->span), an_pct(y->busy, y->span), 0},
-      {"kernel_pct", "kernel %", an_pct(x->kernel, x->span), an_pct(y->kernel, y->span), 0},
-      {"idle_ms", "idle ms", an_ms(x->idle), an_ms(y->idle), 0},
-      {"h2d_copies", "H2D copies", (double)x->h2d.copies, (double)y->h2d.copies, 1},
-      {"h2d_ms", "H2D ms", an_ms(x->h2d.time), an_ms(y->h2d.time), 0},
-      {"h2d_hidden_pct", "H2D hidden %", an_pct(x->h2d.hidden, x->h2d.time),
-       an_pct(y->h2d.hidden, y->h2d.time), 0},
-      {"h2d_exposed_ms", "H2D exposed ms", an_ms(x->h2d.exposed), an_ms(y->h2d.exposed), 0},
-      {"d2h_ms", "D2H ms", an_ms(x->d2h.time), an_ms(y->d2h.time), 0},
-      {"pageable_copies", "pageable copies", (double)x->pg_copies, (double)y->pg_copies, 1},
-      {"pageable_host_blocked_ms", "pageable host blocked ms", an_ms(x->pg_host), an_ms(y->pg_host),
-       0},
-  };
-  int n = (int)(sizeof v / sizeof v[0]);
-  if (!sx->n || !sy->n) { /* no steps: the per-step rows say nothing */
-    memmove(&v[1], &v[6], (size_t)(n - 6) * sizeof v[0]);
-    n -= 5;
-  }
-  memcpy(rows, v, (size_t)n * sizeof *v);
-  return n;
-}
-
 /* What each side's figures cover: its steps (marked, inferred, none) and what was left out. */
-static void diff_steps(FILE *f, const an_report *a, const an_report *b) {
+static void diff_steps(FILE *f, const an_diff *d) {
   static const char *src[] = {"no steps", "marked", "inferred"};
+  const an_report *a = d->a, *b = d->b;
   fprintf(f, "  steps:  %zu %s -> %zu %s", a->nsteps, src[a->step_src], b->nsteps,
           src[b->step_src]);
   if (a->steady || b->steady)
     fprintf(f, "; start-up %.3f -> %.3f ms and teardown %.3f -> %.3f ms not counted",
             an_ms(a->startup), an_ms(b->startup), an_ms(a->teardown), an_ms(b->teardown));
   fprintf(f, "\n");
-  if (an_diff_by_order(a, b))
+  if (d->by_order)
     for (int i = 0; i < a->ndevs; i++)
       fprintf(f,
               "  the traces ran on different devices: before's device %d is compared with "
@@ -285,29 +238,29 @@ static void diff_steps(FILE *f, const an_report *a, const an_report *b) {
               a->devs[i].dev, b->devs[i].dev);
 }
 
-void an_write_diff(an_out *o, an_report *a, an_report *b) {
+void an_write_diff(an_out *o, const an_diff *d) {
   FILE *f = o->f;
+  const an_report *a = d->a, *b = d->b;
   fprintf(f, "pinwheel diff\n  before: %s\n  after:  %s\n", a->t->path, b->t->path);
-  diff_steps(f, a, b);
-  for (int i = 0; i < a->ndevs; i++) {
-    int j = an_diff_peer(a, b, i);
-    if (j < 0) continue;
-    diff_row rows[32];
-    int n = an_diff_rows(a, b, i, j, rows);
+  diff_steps(f, d);
+  for (int k = 0; k < d->ndevs; k++) {
+    const an_diff_dev *dd = &d->devs[k];
+    int i = dd->i, j = dd->j;
     char dn[32];
     if (a->devs[i].dev == b->devs[j].dev)
       snprintf(dn, sizeof dn, "device %d", a->devs[i].dev);
     else
       snprintf(dn, sizeof dn, "device %d -> %d", a->devs[i].dev, b->devs[j].dev);
     fprintf(f, "\n%-34s %14s %14s %14s %9s\n", dn, "before", "after", "delta", "change");
-    for (int k = 0; k < n; k++) {
-      double d = rows[k].vb - rows[k].va;
-      if (rows[k].count)
-        fprintf(f, "  %-32s %14.0f %14.0f %+14.0f", rows[k].n, rows[k].va, rows[k].vb, d);
+    for (int m = 0; m < dd->nrows; m++) {
+      const an_diff_row *row = &dd->rows[m];
+      double delta = row->vb - row->va;
+      if (row->count)
+        fprintf(f, "  %-32s %14.0f %14.0f %+14.0f", row->n, row->va, row->vb, delta);
       else
-        fprintf(f, "  %-32s %14.3f %14.3f %+14.3f", rows[k].n, rows[k].va, rows[k].vb, d);
-      if (rows[k].va != 0)
-        fprintf(f, " %+8.1f%%\n", 100.0 * d / rows[k].va);
+        fprintf(f, "  %-32s %14.3f %14.3f %+14.3f", row->n, row->va, row->vb, delta);
+      if (row->va != 0)
+        fprintf(f, " %+8.1f%%\n", 100.0 * delta / row->va);
       else
         fprintf(f, " %9s\n", "-");
     }
