@@ -14,6 +14,10 @@
  *   exit-early: one copy large enough to be staged (starting the background setup), then exit.
  *   exec-traced: a traced run that fork-execs itself ("traced plain") with the same environment
  *   while its own trace is open, then uses CUDA again.
+ *   loop N [profiler|pause]: a start-up phase (other launches and copies), then N iterations of a
+ *   training-like loop (its batch copied in, three kernels, a result copied out, a sync), then a
+ *   teardown copy; with "profiler", iterations 4 to 6 between cudaProfilerStart and Stop; with
+ *   "pause", 300 ms of sleep after iteration 5.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -28,6 +32,7 @@
 #include <unistd.h>
 
 #include "fake/fake_api.h"
+#include <cuda_profiler_api.h>
 
 cudaError_t cudaMemcpy_ptds(void *, const void *, size_t, enum cudaMemcpyKind);
 cudaError_t cudaMemcpyAsync_ptsz(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
@@ -310,6 +315,43 @@ static int mode_traced(int profiler) {
   return failures != 0;
 }
 
+static void k_start(void) {}
+static void k_fwd(void) {}
+static void k_bwd(void) {}
+static void k_opt(void) {}
+static int mode_loop(int n, const char *how) {
+  static char batch[1 << 20], out[4096];
+  void *dev;
+  cudaStream_t s;
+  CHECK(cudaMalloc(&dev, sizeof batch) == cudaSuccess);
+  cudaStreamCreateWithFlags(&s, 0);
+  dim3 g = {1, 1, 1};
+  for (int i = 0; i < 5; i++) { /* start-up: weights in, a warm-up kernel */
+    cudaMemcpyAsync(dev, batch, 65536u * (unsigned)(i + 1), cudaMemcpyHostToDevice, s);
+    cudaLaunchKernel((void *)k_start, g, g, NULL, 0, s);
+  }
+  cudaStreamSynchronize(s);
+  struct timespec ms = {0, 2000000};
+  for (int it = 1; it <= n; it++) {
+    if (how && !strcmp(how, "profiler") && it == 4) cudaProfilerStart();
+    cudaMemcpyAsync(dev, batch, sizeof batch, cudaMemcpyHostToDevice, s);
+    cudaLaunchKernel((void *)k_fwd, g, g, NULL, 0, s);
+    cudaLaunchKernel((void *)k_bwd, g, g, NULL, 0, s);
+    cudaLaunchKernel((void *)k_opt, g, g, NULL, 0, s);
+    cudaMemcpyAsync(out, dev, sizeof out, cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+    nanosleep(&ms, NULL);
+    if (how && !strcmp(how, "profiler") && it == 6) cudaProfilerStop();
+    if (how && !strcmp(how, "pause") && it == 5) {
+      struct timespec p = {0, 300000000};
+      nanosleep(&p, NULL);
+    }
+  }
+  cudaMemcpy(out, dev, 1000, cudaMemcpyDeviceToHost); /* teardown */
+  printf("loop %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
 /* An NVTX module's first call, as nvtx3 makes it: load the library NVTX_INJECTION64_PATH names and
  * call its InitializeInjectionNvtx2 with the module's export table; then one CUDA call, so a traced
  * run starts its collector and flushes at exit. */
@@ -453,6 +495,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "exec-traced")) return mode_exec_traced(argv[0]);
   if (!strcmp(m, "exit-early")) return mode_exit_early();
   if (!strcmp(m, "traced")) return mode_traced(argc > 2 && !strcmp(argv[2], "profiler"));
+  if (!strcmp(m, "loop") && argc > 2) return mode_loop(atoi(argv[2]), argc > 3 ? argv[3] : NULL);
   if (!strcmp(m, "exit")) { /* one CUDA call, then the given status */
     char b[8] = {0};
     cudaMemcpy(b + 4, b, 4, cudaMemcpyHostToHost);

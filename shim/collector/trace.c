@@ -150,6 +150,33 @@ static uint32_t gpu_corr(const CUpti_Activity *r) {
   }
 }
 
+/* The capture window as the writer last saw it (window.c): API calls are kept when they start in
+ * it (seen: 1 kept, 2 left out), GPU operations with their call, other records by their start. */
+static pw_window cw;
+
+static uint64_t gpu_start(const CUpti_Activity *r) {
+  switch (r->kind) {
+  case CUPTI_ACTIVITY_KIND_KERNEL:
+  case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    return ((const CUpti_ActivityKernel10 *)(const void *)r)->start;
+  case CUPTI_ACTIVITY_KIND_MEMCPY:
+    return ((const CUpti_ActivityMemcpy6 *)(const void *)r)->start;
+  case CUPTI_ACTIVITY_KIND_MEMCPY2:
+    return ((const CUpti_ActivityMemcpyPtoP4 *)(const void *)r)->start;
+  case CUPTI_ACTIVITY_KIND_MEMSET:
+    return ((const CUpti_ActivityMemset4 *)(const void *)r)->start;
+  default:
+    return 0;
+  }
+}
+
+/* A GPU record whose call is known (or never comes): written when its call is in the window (or,
+ * with no call, when it starts in it). */
+static void write_gpu(const CUpti_Activity *r) {
+  uint64_t in = cmap_get(&seen, gpu_corr(r));
+  if (in ? in == 1 : pw_window_keep(&cw, gpu_start(r))) pw_tw_record(tw, r);
+}
+
 #define MAX_PENDING_RECORDS 100000
 
 static void hold(const CUpti_Activity *r) {
@@ -158,7 +185,7 @@ static void hold(const CUpti_Activity *r) {
                                           * bounded */
     size_t half = npending / 2;
     for (size_t i = 0; i < half; i++) {
-      pw_tw_record(tw, pending[i]);
+      write_gpu(pending[i]);
       free(pending[i]);
     }
     memmove(pending, pending + half, (npending - half) * sizeof *pending);
@@ -173,7 +200,7 @@ static void hold(const CUpti_Activity *r) {
   }
   if (!c || npending == cappending) { /* no memory: write it as it is */
     free(c);
-    pw_tw_record(tw, r);
+    write_gpu(r);
     return;
   }
   memcpy(c, r, sz);
@@ -184,13 +211,18 @@ static void release_pending(int all) {
   size_t m = 0;
   for (size_t i = 0; i < npending; i++) {
     if (all || cmap_get(&seen, gpu_corr(pending[i]))) {
-      pw_tw_record(tw, pending[i]);
+      write_gpu(pending[i]);
       free(pending[i]);
     } else {
       pending[m++] = pending[i];
     }
   }
   npending = m;
+}
+
+static int keep_marker(pw_tw *w, uint64_t start, uint64_t end) {
+  (void)w;
+  return pw_window_keep(&cw, start) && (end == start || pw_window_keep(&cw, end - 1));
 }
 
 static const char *api_name(pw_tw *w, int driver, uint32_t cbid) {
@@ -307,8 +339,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 /* Convert one buffer.  An external-correlation record (it comes with its call) marks the calls
  * pinwheel made itself; a GPU record waits until its call has been seen. */
 static void convert(qbuf *q) {
-  if (!q->buf) { /* a program's call pinwheel handled */
-    pw_tw_app_call(tw, q->name, q->start, q->end, q->tid, q->corr);
+  pw_trace_window_get(&cw); /* after the buffer completed: every change before its records */
+  if (!q->buf) {            /* a program's call pinwheel handled */
+    if (pw_window_keep(&cw, q->start))
+      pw_tw_app_call(tw, q->name, q->start, q->end, q->tid, q->corr);
     free(q);
     return;
   }
@@ -325,15 +359,24 @@ static void convert(qbuf *q) {
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
       break;
     case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER:
-      cmap_put(&seen, ((const CUpti_ActivityAPI *)(const void *)rec)->correlationId, 1);
-      pw_tw_record(tw, rec);
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const CUpti_ActivityAPI *a = (const void *)rec;
+      int in = pw_window_keep(&cw, a->start);
+      cmap_put(&seen, a->correlationId, in ? 1 : 2);
+      if (in) pw_tw_record(tw, rec);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      if (pw_window_keep(&cw, ((const CUpti_ActivitySynchronization2 *)(const void *)rec)->start))
+        pw_tw_record(tw, rec);
       break;
     default:
       if (gpu_corr(rec) && !cmap_get(&seen, gpu_corr(rec)))
         hold(rec);
+      else if (gpu_corr(rec))
+        write_gpu(rec);
       else
-        pw_tw_record(tw, rec);
+        pw_tw_record(tw, rec); /* markers: the writer keeps a range inside the window */
     }
   }
   free(q->buf);
@@ -465,11 +508,13 @@ static void finish(void) {
   pthread_cond_broadcast(&qcond);
   pthread_mutex_unlock(&qlock);
   pthread_join(writer, NULL);
-  release_pending(1); /* GPU records whose call never came (not traced): as they are */
+  pw_trace_window_get(&cw);
+  release_pending(1); /* GPU records whose call never came (not traced): by their own start */
   size_t dropped = 0;
   if (cu.dropped && cu.dropped(NULL, 0, &dropped) == CUPTI_SUCCESS) tw->dropped = dropped;
   pw_tw_end(tw);
   close_out();
+  pw_trace_window_end(path);
   if (tw->dropped)
     pw_log(PW_LOG_WARN, "trace %s: CUPTI dropped %llu records", path,
            (unsigned long long)tw->dropped);
@@ -479,6 +524,7 @@ void pw_trace_fork_child(void) {
   pthread_mutex_unlock(&qlock); /* taken by pw_trace_fork_prepare */
   /* the child must not write into its parent's file: it is untraced (a CUDA program may not use
    * CUDA across fork anyway); the writer thread does not exist here */
+  pw_trace_window_fork_child();
   if (!atomic_exchange(&active, 0)) return;
   gzf = NULL; /* its stream is the parent's: never ended here */
   if (fd >= 0) close(fd);
@@ -625,6 +671,10 @@ void pw_trace_start(void) {
     unlink(path);
     return;
   }
+  uint64_t t0 = 0;
+  if (cu.timestamp) cu.timestamp(&t0);
+  pw_trace_window_init(t0);
+  tw->keep = keep_marker;
   atomic_store(&active, 1);
   atomic_store(&pw_trace_want_atexit, 1);
   pw_log(PW_LOG_INFO, "tracing to %s", path);
@@ -674,6 +724,12 @@ void pw_trace_after_call(void) {
   if (atomic_load_explicit(&pw_trace_want_atexit, memory_order_relaxed) &&
       atomic_exchange(&pw_trace_want_atexit, 0))
     atexit(finish);
+}
+
+uint64_t pw_trace_now(void) {
+  uint64_t t = 0;
+  if (cu.timestamp) cu.timestamp(&t);
+  return t;
 }
 
 int pw_trace_active(void) {

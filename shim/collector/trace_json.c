@@ -197,6 +197,8 @@ static void marker(pw_tw *w, const CUpti_ActivityMarker2 *m) {
   } else if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
     for (int i = 0; i < PW_TW_MARKERS; i++)
       if (w->marks[i].used && w->marks[i].id == m->id) {
+        w->marks[i].used = 0;
+        if (w->keep && !w->keep(w, w->marks[i].start, m->timestamp)) return;
         begin_event(w);
         PUTS(w, "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":");
         put_str(w, w->marks[i].name);
