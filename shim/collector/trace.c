@@ -1,7 +1,8 @@
 /* trace.c — pinwheel's CUPTI collector: PINWHEEL_TRACE=PATH (pinwheel run --trace PATH).
  *
  * Owns: loading CUPTI with dlopen (only when tracing is asked for), the activity kinds, the
- * buffers (handed to a writer thread, off the application's threads), the exit flush and fork.
+ * buffers (handed to a writer thread at SCHED_IDLE, off the application's threads), the capture
+ * window's filtering of records (window.c decides), the exit flush and fork.
  * Must never: stop the program or change its exit status (CUPTI missing or unusable: one warning,
  * the program runs untraced), print unless something is wrong, write into a file a forked
  * child shares with its parent, or truncate a trace another process is writing (files.c: an
@@ -19,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -66,7 +68,8 @@ static int fd = -1;
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t qcond = PTHREAD_COND_INITIALIZER;
 static qbuf *qhead, *qtail;
-static int writer_busy, writer_stop;
+static int writer_stop, queued; /* queued: CUPTI buffers waiting */
+static atomic_int queued_hint;  /* CUPTI buffers waiting, read without the lock */
 static pthread_t writer;
 static pw_tw *tw;
 static char path[4096];
@@ -225,8 +228,26 @@ static int keep_marker(pw_tw *w, uint64_t start, uint64_t end) {
   return pw_window_keep(&cw, start) && (end == start || pw_window_keep(&cw, end - 1));
 }
 
+/* Names by callback id, looked up once (writer thread only): a CUPTI call, a copy and a search
+ * per record cost more than the rest of its conversion. */
+#define NAME_CACHE 2048
+static char *name_cache[2][NAME_CACHE];
+static const char *api_name_uncached(int driver, uint32_t cbid);
+
 static const char *api_name(pw_tw *w, int driver, uint32_t cbid) {
   (void)w;
+  if (cbid >= NAME_CACHE) return api_name_uncached(driver, cbid);
+  char **slot = &name_cache[driver != 0][cbid];
+  if (!*slot) {
+    const char *nm = api_name_uncached(driver, cbid);
+    if (!nm) return NULL;
+    *slot = strdup(nm);
+    if (!*slot) return nm;
+  }
+  return *slot;
+}
+
+static const char *api_name_uncached(int driver, uint32_t cbid) {
   const char *nm = NULL;
   if (!cu.callback_name ||
       cu.callback_name(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, cbid,
@@ -314,9 +335,12 @@ static void enqueue(qbuf *q) {
   else
     qhead = q;
   qtail = q;
+  if (q->buf) atomic_store_explicit(&queued_hint, ++queued, memory_order_relaxed);
   pthread_cond_broadcast(&qcond);
   pthread_mutex_unlock(&qlock);
 }
+
+static void catch_up(void);
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
   *buffer = aligned_alloc(8, BUF_SIZE);
@@ -334,6 +358,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
   }
   *q = (qbuf){.buf = buffer, .valid = valid};
   enqueue(q);
+  catch_up();
 }
 
 /* Convert one buffer.  An external-correlation record (it comes with its call) marks the calls
@@ -384,24 +409,60 @@ static void convert(qbuf *q) {
   release_pending(0);
 }
 
+/* The writer runs at SCHED_IDLE: the collector's work (conversion, gzip) must not take a core
+ * from the staging threads, whose batch waits for its slowest thread; a CPU that runs only
+ * SCHED_IDLE work counts as idle when the scheduler places a waking thread.  It converts in the
+ * CPU time the program leaves.  Should the program leave none for long, the queue is bounded all
+ * the same: past BACKLOG buffers, the thread that completes one (CUPTI's) converts the oldest
+ * itself when no conversion is under way.  convert_lock keeps the buffers in order. */
+#define BACKLOG 16 /* buffers of BUF_SIZE waiting: 128 MiB */
+static pthread_mutex_t convert_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The oldest queued item (qlock held), or NULL. */
+static qbuf *pop(void) {
+  qbuf *q = qhead;
+  if (!q) return NULL;
+  qhead = q->next;
+  if (!qhead) qtail = NULL;
+  if (q->buf) queued--;
+  return q;
+}
+
+static void catch_up(void) {
+  if (atomic_load_explicit(&queued_hint, memory_order_relaxed) <= BACKLOG ||
+      pthread_mutex_trylock(&convert_lock))
+    return;
+  pthread_mutex_lock(&qlock);
+  qbuf *q = queued > BACKLOG && !writer_stop ? pop() : NULL;
+  atomic_store_explicit(&queued_hint, queued, memory_order_relaxed);
+  pthread_mutex_unlock(&qlock);
+  if (q) convert(q);
+  pthread_mutex_unlock(&convert_lock);
+}
+
+/* Convert the oldest queued item, if any: 1 when there was one. */
+static int convert_one(void) {
+  pthread_mutex_lock(&convert_lock);
+  pthread_mutex_lock(&qlock);
+  qbuf *q = pop();
+  atomic_store_explicit(&queued_hint, queued, memory_order_relaxed);
+  pthread_mutex_unlock(&qlock);
+  if (q) convert(q);
+  pthread_mutex_unlock(&convert_lock);
+  return q != NULL;
+}
+
 static void *writer_main(void *arg) {
   (void)arg;
-  pthread_mutex_lock(&qlock);
   for (;;) {
+    pthread_mutex_lock(&qlock);
     while (!qhead && !writer_stop)
       pthread_cond_wait(&qcond, &qlock);
-    if (!qhead && writer_stop) break;
-    qbuf *q = qhead;
-    qhead = q->next;
-    if (!qhead) qtail = NULL;
-    writer_busy = 1;
+    int stop = !qhead && writer_stop;
     pthread_mutex_unlock(&qlock);
-    convert(q);
-    pthread_mutex_lock(&qlock);
-    writer_busy = 0;
-    pthread_cond_broadcast(&qcond);
+    if (stop) break;
+    convert_one();
   }
-  pthread_mutex_unlock(&qlock);
   return NULL;
 }
 
@@ -507,13 +568,18 @@ static void finish(void) {
   writer_stop = 1;
   pthread_cond_broadcast(&qcond);
   pthread_mutex_unlock(&qlock);
+  /* what is queued is converted here too, at the exiting thread's priority, not the writer's */
+  while (convert_one()) {
+  }
   pthread_join(writer, NULL);
+  pthread_mutex_lock(&convert_lock); /* a catch-up conversion still under way ends first */
   pw_trace_window_get(&cw);
   release_pending(1); /* GPU records whose call never came (not traced): by their own start */
   size_t dropped = 0;
   if (cu.dropped && cu.dropped(NULL, 0, &dropped) == CUPTI_SUCCESS) tw->dropped = dropped;
   pw_tw_end(tw);
   close_out();
+  pthread_mutex_unlock(&convert_lock);
   pw_trace_window_end(path);
   if (tw->dropped)
     pw_log(PW_LOG_WARN, "trace %s: CUPTI dropped %llu records", path,
@@ -530,6 +596,7 @@ void pw_trace_fork_child(void) {
   if (fd >= 0) close(fd);
   fd = -1;
   pthread_mutex_init(&qlock, NULL);
+  pthread_mutex_init(&convert_lock, NULL);
   pthread_cond_init(&qcond, NULL);
 }
 
@@ -665,6 +732,9 @@ void pw_trace_start(void) {
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int rc = pthread_create(&writer, NULL, writer_main, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  struct sched_param sp = {0}; /* set here, so it holds before the first buffer comes */
+  if (!rc && pthread_setschedparam(writer, SCHED_IDLE, &sp))
+    pw_log(PW_LOG_INFO, "trace writer: SCHED_IDLE refused; it runs at normal priority");
   if (rc) {
     pw_log(PW_LOG_WARN, "cannot start the trace writer; untraced");
     close_out();
