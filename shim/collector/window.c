@@ -16,8 +16,9 @@
  * kept in a ring.  A signature is an anchor when its last three occurrences are one period apart
  * and the stream ran one same sequence in both periods.  An H2D copy is taken first (a loop
  * iteration begins by copying its batch in, as the report's step inference prefers); any other
- * anchor when no H2D copy was found one period later.  The anchor's first occurrence in the loop
- * is iteration 1, so an H2D anchor is recognised at iteration 3 (any other at 4): A >= 3.
+ * anchor when no H2D copy was found one period later.  Iteration N begins at the anchor's Nth
+ * occurrence on its stream (start-up included, should the anchor occur there), so an H2D anchor
+ * is recognised at iteration 3 at the earliest (any other at 4): A >= 3.
  */
 #define _GNU_SOURCE
 #include "trace.h"
@@ -38,11 +39,13 @@
 _Atomic int pw_trace_watch;
 
 static pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
-static pw_window win; /* the live window; the writer takes copies of it */
+static atomic_int det_committed; /* det.a_stream and det.a_sig are set (written before it) */
+static pw_window win;            /* the live window; the writer takes copies of it */
 
 typedef struct sig_ent {
   uint64_t sig;
   uint64_t last, prev; /* positions (1-based) of its last two occurrences */
+  uint64_t count;      /* its occurrences */
 } sig_ent;
 
 typedef struct stream_st {
@@ -56,7 +59,6 @@ typedef struct stream_st {
 static struct {
   stream_st *s[STREAMS];
   int ns;
-  int committed;
   void *a_stream;
   uint64_t a_sig, iter, first, last;
   /* a non-H2D anchor waiting one period for an H2D one */
@@ -183,13 +185,15 @@ static void anchor_at(void) {
 }
 
 void pw_trace_step_op(uint64_t sig, void *stream, int h2d) {
+  /* once the anchor is known, only its occurrences take the lock */
+  if (atomic_load_explicit(&det_committed, memory_order_acquire) &&
+      (stream != det.a_stream || sig != det.a_sig))
+    return;
   pthread_mutex_lock(&wlock);
   if (!atomic_load_explicit(&pw_trace_watch, memory_order_relaxed)) goto out;
-  if (det.committed) {
-    if (stream == det.a_stream && sig == det.a_sig) {
-      det.iter++;
-      anchor_at();
-    }
+  if (atomic_load_explicit(&det_committed, memory_order_relaxed)) {
+    det.iter++;
+    anchor_at();
     goto out;
   }
   stream_st *s = stream_of(stream);
@@ -198,15 +202,17 @@ void pw_trace_step_op(uint64_t sig, void *stream, int h2d) {
   s->hash[i % RING] = s->hash[(i - 1) % RING] * B + sig + 1;
   sig_ent *e = entry(s, sig);
   uint64_t j = e->last, k = e->prev;
-  e->prev = j, e->last = i;
+  e->prev = j, e->last = i, e->count++;
   if (det.pending && stream == det.p_stream && sig == det.p_sig) { /* no H2D anchor came */
-    det.committed = 1, det.a_stream = stream, det.a_sig = sig, det.iter = 4;
+    det.a_stream = stream, det.a_sig = sig, det.iter = e->count;
+    atomic_store_explicit(&det_committed, 1, memory_order_release);
     anchor_at();
     goto out;
   }
   if (!k || i - j != j - k || i - k >= RING / 2 || seq(s, k, j) != seq(s, j, i)) goto out;
   if (h2d) {
-    det.committed = 1, det.a_stream = stream, det.a_sig = sig, det.iter = 3;
+    det.a_stream = stream, det.a_sig = sig, det.iter = e->count;
+    atomic_store_explicit(&det_committed, 1, memory_order_release);
     anchor_at();
   } else if (!det.pending) {
     det.pending = 1, det.p_stream = stream, det.p_sig = sig;
