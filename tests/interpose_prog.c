@@ -14,10 +14,11 @@
  *   exit-early: one copy large enough to be staged (starting the background setup), then exit.
  *   exec-traced: a traced run that fork-execs itself ("traced plain") with the same environment
  *   while its own trace is open, then uses CUDA again.
- *   loop N [profiler|pause]: a start-up phase (other launches and copies), then N iterations of a
- *   training-like loop (its batch copied in, three kernels, a result copied out, a sync), then a
+ *   loop N [profiler|pause|odd]: a start-up phase (other launches and copies), then N iterations of
+ * a training-like loop (its batch copied in, three kernels, a result copied out, a sync), then a
  *   teardown copy; with "profiler", iterations 4 to 6 between cudaProfilerStart and Stop; with
- *   "pause", 400 ms of sleep after iteration 5 (an iteration takes 20 ms).
+ *   "pause", 400 ms of sleep after iteration 5 (an iteration takes 20 ms); with "odd", one more
+ *   launch in iteration 1.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -351,6 +352,8 @@ static int mode_loop(int n, const char *how) {
     cudaLaunchKernel((void *)k_fwd, g, g, NULL, 0, s);
     cudaLaunchKernel((void *)k_bwd, g, g, NULL, 0, s);
     cudaLaunchKernel((void *)k_opt, g, g, NULL, 0, s);
+    if (how && !strcmp(how, "odd") && it == 1) /* the first iteration differs (an optimizer's) */
+      cudaLaunchKernel((void *)k_start, g, g, NULL, 0, s);
     cudaMemcpyAsync(out, dev, sizeof out, cudaMemcpyDeviceToHost, s);
     cudaStreamSynchronize(s);
     nanosleep(&ms, NULL);

@@ -327,6 +327,17 @@ static void test_trace_window(void **state) {
     free_result(&r);
     unlink(tpath);
   }
+  /* a first iteration unlike the others: the loop is recognised at iteration 4, which the trace
+   * starts with, and a warning says so */
+  const char *odd[] = {PW_CLI, "run",   "--trace", tpath, "--trace-steps", "3-6",
+                       "--",   PW_PROG, "loop",    "10",  "odd",           NULL};
+  result ro = run(odd, env);
+  assert_int_equal(ro.status, 0);
+  assert_non_null(strstr(ro.err, "recognised at iteration 4"));
+  assert_int_equal(count_in(tpath, "\"name\":\"fake_kernel_1\""), 3);
+  assert_int_equal(count_in(tpath, "\"name\":\"fake_kernel_0\""), 0);
+  free_result(&ro);
+  unlink(tpath);
   /* a range the loop never reaches: an empty trace, and one warning */
   const char *argv[] = {PW_CLI,  "run",  "--trace", tpath, "--trace-steps", "11-12", "--",
                         PW_PROG, "loop", "10",      NULL};
