@@ -111,6 +111,15 @@ int pw_cmd_run(int argc, char **argv) {
     fprintf(stderr, "pinwheel run: no command given\n%s", pw_help_run);
     return 2;
   }
+  static const pw_option_t window[] = {PW_OPT_TRACE_DELAY, PW_OPT_TRACE_DURATION,
+                                       PW_OPT_TRACE_CAPTURE, PW_OPT_TRACE_STEPS};
+  const char *trace = getenv("PINWHEEL_TRACE");
+  for (size_t k = 0; k < sizeof window / sizeof *window && (!trace || !*trace); k++)
+    if (getenv(pw_option_name(window[k]))) { /* a window of no trace: surely a mistake */
+      fprintf(stderr, "pinwheel run: %s needs a trace (--trace PATH)\n%s",
+              pw_option_name(window[k]), pw_help_run);
+      return 2;
+    }
   char lib[PATH_MAX];
   if (find_library(lib, sizeof lib) != 0) return 127;
   const char *old = getenv("LD_PRELOAD");

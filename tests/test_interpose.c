@@ -353,6 +353,12 @@ static void test_trace_window(void **state) {
   r = run(bad, env);
   assert_int_equal(r.status, 2);
   free_result(&r);
+  /* a window without a trace: a usage error too */
+  const char *notrace[] = {PW_CLI, "run", "--trace-delay", "1", "--", PW_PROG, "loop", "3", NULL};
+  r = run(notrace, env);
+  assert_int_equal(r.status, 2);
+  assert_non_null(strstr(r.err, "PINWHEEL_TRACE_DELAY needs a trace"));
+  free_result(&r);
 }
 
 /* A trace named *.gz is gzip (a bug once: plain JSON under a .gz name, which the analyzer read but
