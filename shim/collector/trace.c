@@ -335,8 +335,12 @@ static void enqueue(qbuf *q) {
   else
     qhead = q;
   qtail = q;
-  if (q->buf) atomic_store_explicit(&queued_hint, ++queued, memory_order_relaxed);
-  pthread_cond_broadcast(&qcond);
+  /* a staged call's record waits for the next buffer (or the exit): waking the writer for it
+   * would cost the program's thread a wake-up per staged copy */
+  if (q->buf) {
+    atomic_store_explicit(&queued_hint, ++queued, memory_order_relaxed);
+    pthread_cond_broadcast(&qcond);
+  }
   pthread_mutex_unlock(&qlock);
 }
 
