@@ -567,6 +567,7 @@ static void *open_cupti(char *why, size_t n) {
 
 static void finish(void) {
   if (!atomic_exchange(&active, 0)) return;
+  atomic_store(&pw_trace_watch, 0); /* the front ends stop reporting to a finished trace */
   if (cu.flush_all) cu.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   pthread_mutex_lock(&qlock);
   writer_stop = 1;

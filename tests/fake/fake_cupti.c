@@ -159,15 +159,19 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     }
     nvtx_table = NULL;
   }
-  if (pushed) { /* after the call's record: its external correlation */
+  pthread_mutex_lock(&calls_mu);
+  uint64_t ext = pushed;
+  CUpti_ExternalCorrelationKind ext_kind = pushed_kind;
+  pushed = 0;
+  pthread_mutex_unlock(&calls_mu);
+  if (ext) { /* after the call's record: its external correlation */
     CUpti_ActivityExternalCorrelation *x = (void *)(buf + valid);
     memset(x, 0, SLOT);
     x->kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-    x->externalKind = pushed_kind;
-    x->externalId = pushed;
+    x->externalKind = ext_kind;
+    x->externalId = ext;
     x->correlationId = c;
     valid += SLOT;
-    pushed = 0;
   }
   pthread_mutex_lock(&calls_mu);
   for (int i = 0; i < ncalls && valid + 2 * SLOT <= size; i++) {
@@ -207,7 +211,9 @@ CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const ch
 }
 
 CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind k, uint64_t id) {
+  pthread_mutex_lock(&calls_mu); /* staging threads push at once */
   pushed = id, pushed_kind = k;
+  pthread_mutex_unlock(&calls_mu);
   return CUPTI_SUCCESS;
 }
 
