@@ -31,7 +31,7 @@
 #include "pw.h"
 
 #define MAX_SPANS 256
-#define RING 8192    /* signatures kept per stream: a period is at most RING / 2 - 1 */
+#define RING 65536   /* signatures kept per stream: a period is at most RING / 2 - 1 */
 #define SIGS 16384   /* signatures followed per stream (a hash table; cleared when full) */
 #define STREAMS 16   /* streams followed */
 #define B 1000003ULL /* the rolling hash's base */
