@@ -310,6 +310,8 @@ static void test_trace_window(void **state) {
       fail_msg("case %zu (%s %s): kernels %d %d %d, want %d", i, cases[i].flag, cases[i].value,
                k[1], k[2], k[3], cases[i].kernels);
     assert_int_equal(count_in(tpath, "\"name\":\"fake_kernel_0\""), cases[i].startup);
+    /* the file says which window it holds */
+    assert_int_equal(count_in(tpath, "\"capture\":\""), 1);
     assert_int_equal(count_in(tpath, "\"bytes\":1000}"), cases[i].teardown);
     /* each kept copy and launch with its call: 5 calls an iteration (staged, the H2D copy is
      * pinwheel's calls and the program's) */
@@ -334,6 +336,7 @@ static void test_trace_window(void **state) {
   result ro = run(odd, env);
   assert_int_equal(ro.status, 0);
   assert_non_null(strstr(ro.err, "recognised at iteration 4"));
+  assert_int_equal(count_in(tpath, "\"capture\":\"iterations 3-6\"}"), 1);
   assert_int_equal(count_in(tpath, "\"name\":\"fake_kernel_1\""), 3);
   assert_int_equal(count_in(tpath, "\"name\":\"fake_kernel_0\""), 0);
   free_result(&ro);

@@ -748,7 +748,7 @@ void pw_trace_start(void) {
   }
   uint64_t t0 = 0;
   if (cu.timestamp) cu.timestamp(&t0);
-  pw_trace_window_init(t0);
+  pw_trace_window_init(t0, tw->capture, sizeof tw->capture);
   tw->keep = keep_marker;
   atomic_store(&active, 1);
   atomic_store(&pw_trace_want_atexit, 1);

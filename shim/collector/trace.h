@@ -30,6 +30,8 @@ typedef struct pw_tw {
   /* the program's call a pinwheel operation was issued for (a staged copy): its correlation id
    * in the trace, or 0.  GPU operations then carry that id, so they join the program's call. */
   uint64_t (*app_corr)(struct pw_tw *w, uint32_t corr);
+  /* the capture window, said in the document's "pinwheel" object; empty: the whole run */
+  char capture[128];
   /* whether an NVTX range [start, end] is in the capture window; NULL: every one */
   int (*keep)(struct pw_tw *w, uint64_t start, uint64_t end);
   pw_tw_lane lanes[PW_TW_LANES];
@@ -91,7 +93,8 @@ typedef struct pw_window {
 } pw_window;
 /* 1 while the front ends must report launches and copies (PINWHEEL_TRACE_STEPS): a relaxed load */
 extern _Atomic int pw_trace_watch;
-void pw_trace_window_init(uint64_t t0);   /* at the trace's start; t0 = CUPTI time then */
+/* at the trace's start; t0 = CUPTI time then.  Says the window in what (empty: the whole run). */
+void pw_trace_window_init(uint64_t t0, char *what, size_t n);
 void pw_trace_window_get(pw_window *out); /* a copy of the window, for the writer */
 int pw_window_keep(const pw_window *w, uint64_t ts);
 /* cudaProfilerStart (on = 1) / Stop (0) or the driver's, from the program */

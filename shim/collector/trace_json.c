@@ -405,6 +405,11 @@ void pw_tw_end(pw_tw *w) {
        "\"host (pid %u)\"}}",
        w->pid, w->pid);
   PUTS(w, "\n],\"pinwheel\":{\"dropped_records\":");
-  putf(w, "%" PRIu64 "}}\n", w->dropped);
+  putf(w, "%" PRIu64, w->dropped);
+  if (w->capture[0]) { /* a window of the run, not all of it */
+    PUTS(w, ",\"capture\":");
+    put_str(w, w->capture);
+  }
+  PUTS(w, "}}\n");
   w->flush(w);
 }

@@ -25,6 +25,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,7 +94,7 @@ static void span_close(void) {
   win.open = 0;
 }
 
-void pw_trace_window_init(uint64_t t0) {
+void pw_trace_window_init(uint64_t t0, char *what, size_t n) {
   pthread_mutex_lock(&wlock);
   memset(&win, 0, sizeof win);
   long long delay = pw_option_get(PW_OPT_TRACE_DELAY), dur = pw_option_get(PW_OPT_TRACE_DURATION);
@@ -109,6 +110,17 @@ void pw_trace_window_init(uint64_t t0) {
   }
   win.windowed = delay || dur || win.use_spans;
   pthread_mutex_unlock(&wlock);
+  size_t o = 0;
+  what[0] = 0;
+  if (steps)
+    o += (size_t)snprintf(what + o, n - o, "iterations %llu-%llu", (unsigned long long)det.first,
+                          (unsigned long long)det.last);
+  else if (win.use_spans)
+    o += (size_t)snprintf(what + o, n - o, "cudaProfilerStart-Stop");
+  if ((delay || dur) && o < n)
+    o += (size_t)snprintf(what + o, n - o, "%scalls from %lld.%03lld s", o ? ", " : "",
+                          delay / 1000, delay % 1000);
+  if (dur && o < n) snprintf(what + o, n - o, " for %lld.%03lld s", dur / 1000, dur % 1000);
 }
 
 void pw_trace_window_get(pw_window *out) {
