@@ -97,6 +97,10 @@ static void span_close(void) {
 void pw_trace_window_init(uint64_t t0, char *what, size_t n) {
   pthread_mutex_lock(&wlock);
   memset(&win, 0, sizeof win);
+  for (int i = 0; i < det.ns; i++) /* afresh (once per process, but the tests run it again) */
+    free(det.s[i]->tab), free(det.s[i]);
+  memset(&det, 0, sizeof det);
+  atomic_store(&det_committed, 0);
   long long delay = pw_option_get(PW_OPT_TRACE_DELAY), dur = pw_option_get(PW_OPT_TRACE_DURATION);
   win.lo = t0 + (uint64_t)delay * 1000000ull;
   win.hi = dur ? win.lo + (uint64_t)dur * 1000000ull : UINT64_MAX;
