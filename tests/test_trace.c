@@ -311,8 +311,8 @@ static void test_window_keep(void **state) {
 /* The loop finder (window.c) on sequences given by hand, with PINWHEEL_TRACE_STEPS: start-up
  * operations, then iterations of (an input copy, three kernels, a result copy) on one stream and
  * a kernel on another; the window opens at the 4th input copy and closes at the 7th.  Without an
- * input copy, a kernel anchors the loop one period later (at iteration 4, not 3).  (No CUPTI here: the spans' times are
- * 0, so the test follows their number and whether the last is open.) */
+ * input copy, a kernel anchors the loop one period later (at iteration 4, not 3).  (No CUPTI here:
+ * the spans' times are 0, so the test follows their number and whether the last is open.) */
 static void feed_loop(int iters, int with_copy, int *opened_at, int *closed_at) {
   void *s1 = (void *)0x10, *s2 = (void *)0x20;
   for (uint64_t i = 0; i < 7; i++) /* start-up: copies of other sizes, a warm-up kernel */
@@ -343,7 +343,7 @@ static void test_window_steps(void **state) {
   assert_true(atomic_load(&pw_trace_watch));
   feed_loop(10, 1, &opened, &closed);
   assert_int_equal(opened, 4);
-  assert_int_equal(closed, 7); /* by the copy that begins iteration 7 */
+  assert_int_equal(closed, 7);                /* by the copy that begins iteration 7 */
   assert_false(atomic_load(&pw_trace_watch)); /* done: the front ends stop reporting */
   /* no input copy: the first kernel is confirmed in iteration 3, taken at its 4th occurrence */
   setenv("PINWHEEL_TRACE_STEPS", "3-5", 1);
