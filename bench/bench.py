@@ -5,15 +5,23 @@ the same run.  Absolute times move between machines; the ratios in one run are w
 
     python3 bench/bench.py --build build [--reps 3] [--only train,copy,bw,copybound,d2h,launch,threads,jax] [--md OUT.md]
 
+The collector's overhead (`--only collector`): each workload class untraced and traced (.json and
+.json.gz, under pinwheel and with --mode off), interleaved; the overhead is traced / untraced - 1
+of the medians, and the target is at most 3 %.  The copy-bound loop also runs with 16 MiB chunks
+(a quarter of pinwheel's CUDA calls per copy): an overhead that shrinks with them is CUPTI's cost
+per call on the thread that issues the DMAs, not the writer's.
+
 Real libraries nobody here wrote, each skipped with a message when its package is missing:
     --only libs      (= cupy,numba,pin,hf,lightning)
 """
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -288,6 +296,40 @@ def main():
         r = interleave(variants, a.reps, r"([\d.]+) ms/step, final loss ([-\d.e+]+)", log)
         loss_table("Lightning Trainer.fit: DataLoader of 64 MiB pageable batches, small MLP, 270 timed steps, "
                    "median of %d" % a.reps, r, "Lightning")
+
+    if "collector" in only:  # the CUPTI collector's cost, per workload class
+        tdir = tempfile.mkdtemp(prefix="pwbench-trace-")
+        off = {"LD_PRELOAD": lib, "PINWHEEL_MODE": "off"}
+        classes = [
+            ("ResNet-50 training", [py, "samples/train_naive.py", "--iters", str(a.train_iters)],
+             r"([\d.]+) ms/iter"),
+            ("copy-bound loop (256 MiB batches)", [py, "samples/train_copybound.py", "--iters", "30", "--mode",
+                                                   "naive"], r"([\d.]+) ms/step, loss [-\d.]+, bytes ok"),
+            ("D2H-heavy inference", [py, "samples/infer_d2h.py", "--iters", "30", "--mode", "naive"],
+             r"([\d.]+) ms/step, checked \d+, bytes ok"),
+            ("naive_copy (C, 64 MiB)", [f"{B}/naive_copy", "64", "40", "6"], r"([\d.]+) ms/iter, checksum ok"),
+        ]
+        rows = []
+        for title, cmd, pat in classes:
+            variants = []
+            bases = [("pinwheel", shim), ("mode off", off)]
+            if title.startswith("copy-bound"):  # CUPTI's cost per call: a quarter of the DMA chunks
+                bases.insert(1, ("pinwheel 16M chunks", dict(shim, PINWHEEL_CHUNK="16M", PINWHEEL_HOST_POOL="192M")))
+            for base_name, env in bases:
+                variants.append((base_name, cmd, env))
+                for ext in ("json", "json.gz"):
+                    variants.append((f"{base_name}, traced .{ext}", cmd,
+                                     dict(env, PINWHEEL_TRACE=os.path.join(tdir, f"t.{ext}"))))
+            print(f"collector overhead, {title}:", flush=True)
+            r = interleave(variants, a.reps, pat, log)
+            for n, v in r.items():
+                base = med(r[n.split(",")[0]])
+                over = med(v) / base - 1
+                rows.append([title, n, f"{med(v):.2f}", "" if n == n.split(",")[0] else f"{100 * over:+.1f} %",
+                             "" if n == n.split(",")[0] else ("ok" if over <= 0.03 else "OVER 3 %")])
+        shutil.rmtree(tdir, ignore_errors=True)
+        table("The collector's overhead: traced / untraced - 1 of the medians of %d interleaved runs" % a.reps,
+              ["workload", "variant", "ms per step", "overhead", "<= 3 %"], rows)
 
     if a.md:
         with open(a.md, "w") as f:

@@ -20,7 +20,8 @@ const char pw_help_usage[] =
     "\n"
     "commands:\n"
     "  run [--stats] [--json] [--stats-file F] [--mode M] [--sync elide] [--trace PATH]\n"
-    "      [--] CMD ARGS...\n"
+    "      [--trace-delay S] [--trace-duration S] [--trace-capture cudaProfilerApi]\n"
+    "      [--trace-steps A-B] [--] CMD ARGS...\n"
     "                 run CMD under pinwheel (its exit status is CMD's)\n"
     "  options        list the PINWHEEL_* environment variables: name, default, meaning\n"
 #ifdef PW_HAVE_ANALYZER
@@ -59,7 +60,9 @@ const char pw_help_options[] =
 
 const char pw_help_run[] =
     "usage: pinwheel run [--stats] [--json] [--stats-file F] [--mode off|observe|stage]\n"
-    "                    [--sync keep|elide] [--trace PATH] [--] CMD ARGS...\n"
+    "                    [--sync keep|elide] [--trace PATH] [--trace-delay S]\n"
+    "                    [--trace-duration S] [--trace-capture cudaProfilerApi]\n"
+    "                    [--trace-steps A-B] [--] CMD ARGS...\n"
     "Runs CMD with pinwheel (libpinwheel.so) preloaded.  In stage mode, the default, its\n"
     "copies from pageable memory to the GPU are staged through pinned memory so that they\n"
     "overlap its compute; observe only counts and times its CUDA calls; off changes nothing.\n"
@@ -74,6 +77,14 @@ const char pw_help_run[] =
     "                  (--mode off: the program as it is); %p = process id, %r = rank; the\n"
     "                  program's NVTX ranges are included (NVTX_INJECTION64_PATH is set to\n"
     "                  libpinwheel_nvtx.so unless already set)\n"
+    "  --trace-delay S     the trace holds only the CUDA calls made S seconds or more after\n"
+    "                      the program's first one (and their GPU work)\n"
+    "  --trace-duration S  ... and less than S seconds after the delay's end\n"
+    "  --trace-capture cudaProfilerApi\n"
+    "                      ... and between the program's cudaProfilerStart and cudaProfilerStop\n"
+    "  --trace-steps A-B   ... and in iterations A to B (3 <= A <= B) of the program's loop, "
+    "which\n"
+    "                      pinwheel finds from its repeating launches and copies as it runs\n"
     "Every other PINWHEEL_* variable in the environment is passed on (`pinwheel options`).\n";
 
 const char pw_help_report[] =

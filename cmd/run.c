@@ -54,6 +54,24 @@ static void set_nvtx_injection(const char *lib) {
   if (access(nvtx, R_OK) == 0) setenv("NVTX_INJECTION64_PATH", nvtx, 1);
 }
 
+/* The options that take a value, and the PINWHEEL_* variable each sets; -1: not one. */
+static int value_option(const char *a) {
+  static const struct {
+    const char *flag;
+    pw_option_t opt;
+  } v[] = {{"--mode", PW_OPT_MODE},
+           {"--sync", PW_OPT_SYNC},
+           {"--stats-file", PW_OPT_STATS_FILE},
+           {"--trace", PW_OPT_TRACE},
+           {"--trace-delay", PW_OPT_TRACE_DELAY},
+           {"--trace-duration", PW_OPT_TRACE_DURATION},
+           {"--trace-capture", PW_OPT_TRACE_CAPTURE},
+           {"--trace-steps", PW_OPT_TRACE_STEPS}};
+  for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+    if (!strcmp(a, v[i].flag)) return (int)v[i].opt;
+  return -1;
+}
+
 int pw_cmd_run(int argc, char **argv) {
   int i = 1;
   for (; i < argc; i++) {
@@ -69,14 +87,9 @@ int pw_cmd_run(int argc, char **argv) {
     } else if (!strcmp(a, "--json")) {
       setenv("PINWHEEL_STATS", "1", 1);
       setenv("PINWHEEL_STATS_FORMAT", "json", 1);
-    } else if ((!strcmp(a, "--mode") || !strcmp(a, "--sync") || !strcmp(a, "--stats-file") ||
-                !strcmp(a, "--trace")) &&
-               i + 1 < argc) {
+    } else if (value_option(a) >= 0 && i + 1 < argc) {
       const char *v = argv[++i];
-      pw_option_t opt = !strcmp(a, "--mode")         ? PW_OPT_MODE
-                        : !strcmp(a, "--sync")       ? PW_OPT_SYNC
-                        : !strcmp(a, "--stats-file") ? PW_OPT_STATS_FILE
-                                                     : PW_OPT_TRACE;
+      pw_option_t opt = (pw_option_t)value_option(a);
       long long parsed;
       if (pw_option_parse(opt, v, &parsed) != 0) {
         fprintf(stderr, "pinwheel run: %s %s is not valid\n%s", a, v, pw_help_run);
@@ -98,6 +111,15 @@ int pw_cmd_run(int argc, char **argv) {
     fprintf(stderr, "pinwheel run: no command given\n%s", pw_help_run);
     return 2;
   }
+  static const pw_option_t window[] = {PW_OPT_TRACE_DELAY, PW_OPT_TRACE_DURATION,
+                                       PW_OPT_TRACE_CAPTURE, PW_OPT_TRACE_STEPS};
+  const char *trace = getenv("PINWHEEL_TRACE");
+  for (size_t k = 0; k < sizeof window / sizeof *window && (!trace || !*trace); k++)
+    if (getenv(pw_option_name(window[k]))) { /* a window of no trace: surely a mistake */
+      fprintf(stderr, "pinwheel run: %s needs a trace (--trace PATH)\n%s",
+              pw_option_name(window[k]), pw_help_run);
+      return 2;
+    }
   char lib[PATH_MAX];
   if (find_library(lib, sizeof lib) != 0) return 127;
   const char *old = getenv("LD_PRELOAD");

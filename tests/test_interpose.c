@@ -112,6 +112,8 @@ static void test_trace_with_fake_cupti(void **state) {
     result r = run(argv, env);
     if (r.status != 0) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
     assert_non_null(strstr(r.out, "traced ok"));
+    /* the writer thread takes only the CPU time the program leaves */
+    assert_non_null(strstr(r.out, "idle threads 1\n"));
     assert_int_equal(count_files(prefix), 1); /* the forked child wrote nothing */
     snprintf(path_glob, sizeof path_glob, "ls %s*", prefix);
     FILE *p = popen(path_glob, "r");
@@ -253,6 +255,112 @@ static void test_trace_nvtx(void **state) {
                           NULL};
   r = run(direct, noshim);
   assert_non_null(strstr(r.out, "nvtx: libpinwheel_nvtx.so init 0"));
+  free_result(&r);
+}
+
+/* How many times s occurs in the file at path. */
+static int count_in(const char *path, const char *s) {
+  char *text = slurp(path);
+  int n = 0;
+  for (const char *p = text; p && (p = strstr(p, s)); p += strlen(s))
+    n++;
+  free(text);
+  return n;
+}
+
+/* The capture window (`pinwheel run --trace-*`): a program with a start-up phase and a loop of 10
+ * iterations (its batch copied in, kernels 1-3, a result copied out), on the fake CUPTI, which
+ * records every copy and launch.  --trace-steps 4-7 holds exactly iterations 4 to 7, in every
+ * mode the loop is seen (off: the untouched program), and the report on it infers 4 steps;
+ * cudaProfilerStart/Stop around iterations 4-6 hold those three; a delay into the pause after
+ * iteration 5 holds iterations 6-10 and the teardown copy; a delay past the run's end holds no
+ * call, and says nothing about it (no range was asked for). */
+static void test_trace_window(void **state) {
+  (void)state;
+  char tpath[160];
+  snprintf(tpath, sizeof tpath, "/tmp/pwtest-window-%d.json", (int)getpid());
+  const char *env[] = {"PINWHEEL_CUPTI=" PW_FAKE_CUPTI, "FAKE_CUPTI_CALLS=1", NULL};
+  static const struct {
+    const char *mode, *flag, *value, *how;
+    int kernels, startup, teardown;
+  } cases[] = {
+      {"observe", "--trace-steps", "4-7", "plain", 4, 0, 0},
+      {"off", "--trace-steps", "4-7", "plain", 4, 0, 0},
+      {"stage", "--trace-steps", "3-3", "plain", 1, 0, 0},
+      {"observe", "--trace-capture", "cudaProfilerApi", "profiler", 3, 0, 0},
+      {"observe", "--trace-delay", "0.3", "pause", 5, 0, 1},
+      {"observe", "--trace-delay", "30s", "plain", 0, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const char *argv[] = {PW_CLI, "run",         "--mode",       cases[i].mode, "--trace",
+                          tpath,  cases[i].flag, cases[i].value, "--",          PW_PROG,
+                          "loop", "10",          cases[i].how,   NULL};
+    result r = run(argv, env);
+    if (r.status != 0) fail_msg("case %zu: status %d\n%s%s", i, r.status, r.out, r.err);
+    yajl_val v = parse_file(tpath);
+    assert_non_null(yajl_tree_get(v, (const char *[]){"traceEvents", NULL}, yajl_t_array));
+    yajl_tree_free(v);
+    int k[4];
+    for (int j = 1; j <= 3; j++) {
+      char name[64];
+      snprintf(name, sizeof name, "\"name\":\"fake_kernel_%d\"", j);
+      k[j] = count_in(tpath, name);
+    }
+    if (k[1] != cases[i].kernels || k[2] != k[1] || k[3] != k[1])
+      fail_msg("case %zu (%s %s): kernels %d %d %d, want %d", i, cases[i].flag, cases[i].value,
+               k[1], k[2], k[3], cases[i].kernels);
+    assert_int_equal(count_in(tpath, "\"name\":\"fake_kernel_0\""), cases[i].startup);
+    /* the file says which window it holds */
+    assert_int_equal(count_in(tpath, "\"capture\":\""), 1);
+    assert_int_equal(count_in(tpath, "\"bytes\":1000}"), cases[i].teardown);
+    /* each kept copy and launch with its call: 5 calls an iteration (staged, the H2D copy is
+     * pinwheel's calls and the program's) */
+    if (cases[i].kernels && !cases[i].teardown && strcmp(cases[i].mode, "stage"))
+      assert_int_equal(count_in(tpath, "\"cat\":\"cuda_runtime\""), 5 * cases[i].kernels);
+    if (!strcmp(cases[i].flag, "--trace-steps") && cases[i].kernels >= 3) {
+      const char *rargv[] = {PW_CLI, "report", tpath, NULL};
+      result rr = run(rargv, NULL);
+      char want[64];
+      snprintf(want, sizeof want, "steps inferred: %d iterations", cases[i].kernels);
+      if (!strstr(rr.out, want)) fail_msg("case %zu: report says\n%s%s", i, rr.out, rr.err);
+      free_result(&rr);
+    }
+    assert_null(strstr(r.err, "never"));
+    free_result(&r);
+    unlink(tpath);
+  }
+  /* a first iteration unlike the others: the loop is recognised at iteration 4, which the trace
+   * starts with, and a warning says so */
+  const char *odd[] = {PW_CLI, "run",   "--trace", tpath, "--trace-steps", "3-6",
+                       "--",   PW_PROG, "loop",    "10",  "odd",           NULL};
+  result ro = run(odd, env);
+  assert_int_equal(ro.status, 0);
+  assert_non_null(strstr(ro.err, "recognised at iteration 4"));
+  assert_int_equal(count_in(tpath, "\"capture\":\"iterations 3-6\"}"), 1);
+  assert_int_equal(count_in(tpath, "\"name\":\"fake_kernel_1\""), 3);
+  assert_int_equal(count_in(tpath, "\"name\":\"fake_kernel_0\""), 0);
+  free_result(&ro);
+  unlink(tpath);
+  /* a range the loop never reaches: an empty trace, and one warning */
+  const char *argv[] = {PW_CLI,  "run",  "--trace", tpath, "--trace-steps", "11-12", "--",
+                        PW_PROG, "loop", "10",      NULL};
+  result r = run(argv, env);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.err, "iterations 11-12 never came"));
+  assert_int_equal(count_in(tpath, "\"cat\":\"kernel\""), 0);
+  free_result(&r);
+  unlink(tpath);
+  /* an iteration range the loop cannot be recognised by (A < 3): a usage error */
+  const char *bad[] = {PW_CLI,  "run",  "--trace", tpath, "--trace-steps", "2-5", "--",
+                       PW_PROG, "loop", "10",      NULL};
+  r = run(bad, env);
+  assert_int_equal(r.status, 2);
+  free_result(&r);
+  /* a window without a trace: a usage error too */
+  const char *notrace[] = {PW_CLI, "run", "--trace-delay", "1", "--", PW_PROG, "loop", "3", NULL};
+  r = run(notrace, env);
+  assert_int_equal(r.status, 2);
+  assert_non_null(strstr(r.err, "PINWHEEL_TRACE_DELAY needs a trace"));
   free_result(&r);
 }
 
@@ -874,6 +982,7 @@ int main(void) {
       cmocka_unit_test(test_trace_without_cupti),
       cmocka_unit_test(test_trace_with_fake_cupti),
       cmocka_unit_test(test_trace_gz),
+      cmocka_unit_test(test_trace_window),
       cmocka_unit_test(test_trace_nvtx),
       cmocka_unit_test(test_text_summary),
       cmocka_unit_test(test_off_counts_nothing),

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <cmocka.h>
 
 #include "an.h"
+#include "pw.h"
 #include "trace.h"
 
 #define US 1000LL
@@ -282,6 +284,78 @@ static void test_path_template(void **state) {
   assert_string_equal(p, "out/trace.json"); /* one process: the name as given */
 }
 
+/* The capture window's judgement (window.c), on a window made by hand: a time range, spans (one
+ * still open), what falls on each boundary. */
+static void test_window_keep(void **state) {
+  (void)state;
+  pw_window w;
+  memset(&w, 0, sizeof w);
+  assert_true(pw_window_keep(&w, 5)); /* no window: everything */
+  w.windowed = 1, w.lo = 100, w.hi = 200;
+  assert_false(pw_window_keep(&w, 99));
+  assert_true(pw_window_keep(&w, 100));
+  assert_true(pw_window_keep(&w, 199));
+  assert_false(pw_window_keep(&w, 200));
+  w.use_spans = 1, w.nspans = 2, w.open = 1;
+  w.on[0] = 110, w.off[0] = 120, w.on[1] = 150, w.off[1] = UINT64_MAX;
+  assert_false(pw_window_keep(&w, 105));
+  assert_true(pw_window_keep(&w, 110));
+  assert_false(pw_window_keep(&w, 120));
+  assert_false(pw_window_keep(&w, 149));
+  assert_true(pw_window_keep(&w, 150));
+  assert_false(pw_window_keep(&w, 250)); /* past the duration, though the span is open */
+  w.nspans = 0;
+  assert_false(pw_window_keep(&w, 150)); /* spans asked for, none yet: nothing */
+}
+
+/* The loop finder (window.c) on sequences given by hand, with PINWHEEL_TRACE_STEPS: start-up
+ * operations, then iterations of (an input copy, three kernels, a result copy) on one stream and
+ * a kernel on another; the window opens at the 4th input copy and closes at the 7th.  Without an
+ * input copy, a kernel anchors the loop one period later (at iteration 4, not 3).  (No CUPTI here:
+ * the spans' times are 0, so the test follows their number and whether the last is open.) */
+static void feed_loop(int iters, int with_copy, int *opened_at, int *closed_at) {
+  void *s1 = (void *)0x10, *s2 = (void *)0x20;
+  for (uint64_t i = 0; i < 7; i++) /* start-up: copies of other sizes, a warm-up kernel */
+    pw_trace_step_op(i & 1 ? 0x777 : (1000 + i) << 3 | 1, s1, !(i & 1));
+  *opened_at = *closed_at = 0;
+  for (int it = 1; it <= iters; it++) {
+    if (with_copy) pw_trace_step_op(4096u << 3 | 1, s1, 1);
+    pw_trace_step_op(0xa1, s1, 0);
+    pw_trace_step_op(0xa2, s2, 0);
+    pw_trace_step_op(0xa3, s1, 0);
+    pw_trace_step_op(0xa4, s1, 0);
+    pw_trace_step_op(64u << 3 | 2, s1, 0);
+    pw_window w;
+    pw_trace_window_get(&w);
+    if (w.nspans && !*opened_at) *opened_at = it;
+    if (w.nspans && !w.open && !*closed_at) *closed_at = it;
+  }
+}
+
+static void test_window_steps(void **state) {
+  (void)state;
+  char what[128];
+  int opened, closed;
+  setenv("PINWHEEL_TRACE_STEPS", "4-6", 1);
+  pw_options_reset();
+  pw_trace_window_init(0, what, sizeof what);
+  assert_string_equal(what, "iterations 4-6");
+  assert_true(atomic_load(&pw_trace_watch));
+  feed_loop(10, 1, &opened, &closed);
+  assert_int_equal(opened, 4);
+  assert_int_equal(closed, 7);                /* by the copy that begins iteration 7 */
+  assert_false(atomic_load(&pw_trace_watch)); /* done: the front ends stop reporting */
+  /* no input copy: the first kernel is confirmed in iteration 3, taken at its 4th occurrence */
+  setenv("PINWHEEL_TRACE_STEPS", "3-5", 1);
+  pw_options_reset();
+  pw_trace_window_init(0, what, sizeof what);
+  feed_loop(10, 0, &opened, &closed);
+  assert_int_equal(opened, 4); /* later than asked: a warning says so */
+  assert_int_equal(closed, 6);
+  unsetenv("PINWHEEL_TRACE_STEPS");
+  pw_options_reset();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_records_read_back),
@@ -289,6 +363,8 @@ int main(void) {
       cmocka_unit_test(test_unpaired_and_unknown),
       cmocka_unit_test(test_staged_copy_carries_program_call),
       cmocka_unit_test(test_path_template),
+      cmocka_unit_test(test_window_keep),
+      cmocka_unit_test(test_window_steps),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   free(out);

@@ -1,7 +1,8 @@
 /* trace.c — pinwheel's CUPTI collector: PINWHEEL_TRACE=PATH (pinwheel run --trace PATH).
  *
  * Owns: loading CUPTI with dlopen (only when tracing is asked for), the activity kinds, the
- * buffers (handed to a writer thread, off the application's threads), the exit flush and fork.
+ * buffers (handed to a writer thread at SCHED_IDLE, off the application's threads), the capture
+ * window's filtering of records (window.c decides), the exit flush and fork.
  * Must never: stop the program or change its exit status (CUPTI missing or unusable: one warning,
  * the program runs untraced), print unless something is wrong, write into a file a forked
  * child shares with its parent, or truncate a trace another process is writing (files.c: an
@@ -19,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -66,7 +68,8 @@ static int fd = -1;
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t qcond = PTHREAD_COND_INITIALIZER;
 static qbuf *qhead, *qtail;
-static int writer_busy, writer_stop;
+static int writer_stop, queued; /* queued: CUPTI buffers waiting */
+static atomic_int queued_hint;  /* CUPTI buffers waiting, read without the lock */
 static pthread_t writer;
 static pw_tw *tw;
 static char path[4096];
@@ -150,6 +153,33 @@ static uint32_t gpu_corr(const CUpti_Activity *r) {
   }
 }
 
+/* The capture window as the writer last saw it (window.c): API calls are kept when they start in
+ * it (seen: 1 kept, 2 left out), GPU operations with their call, other records by their start. */
+static pw_window cw;
+
+static uint64_t gpu_start(const CUpti_Activity *r) {
+  switch (r->kind) {
+  case CUPTI_ACTIVITY_KIND_KERNEL:
+  case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    return ((const CUpti_ActivityKernel10 *)(const void *)r)->start;
+  case CUPTI_ACTIVITY_KIND_MEMCPY:
+    return ((const CUpti_ActivityMemcpy6 *)(const void *)r)->start;
+  case CUPTI_ACTIVITY_KIND_MEMCPY2:
+    return ((const CUpti_ActivityMemcpyPtoP4 *)(const void *)r)->start;
+  case CUPTI_ACTIVITY_KIND_MEMSET:
+    return ((const CUpti_ActivityMemset4 *)(const void *)r)->start;
+  default:
+    return 0;
+  }
+}
+
+/* A GPU record whose call is known (or never comes): written when its call is in the window (or,
+ * with no call, when it starts in it). */
+static void write_gpu(const CUpti_Activity *r) {
+  uint64_t in = cmap_get(&seen, gpu_corr(r));
+  if (in ? in == 1 : pw_window_keep(&cw, gpu_start(r))) pw_tw_record(tw, r);
+}
+
 #define MAX_PENDING_RECORDS 100000
 
 static void hold(const CUpti_Activity *r) {
@@ -158,7 +188,7 @@ static void hold(const CUpti_Activity *r) {
                                           * bounded */
     size_t half = npending / 2;
     for (size_t i = 0; i < half; i++) {
-      pw_tw_record(tw, pending[i]);
+      write_gpu(pending[i]);
       free(pending[i]);
     }
     memmove(pending, pending + half, (npending - half) * sizeof *pending);
@@ -173,7 +203,7 @@ static void hold(const CUpti_Activity *r) {
   }
   if (!c || npending == cappending) { /* no memory: write it as it is */
     free(c);
-    pw_tw_record(tw, r);
+    write_gpu(r);
     return;
   }
   memcpy(c, r, sz);
@@ -184,7 +214,7 @@ static void release_pending(int all) {
   size_t m = 0;
   for (size_t i = 0; i < npending; i++) {
     if (all || cmap_get(&seen, gpu_corr(pending[i]))) {
-      pw_tw_record(tw, pending[i]);
+      write_gpu(pending[i]);
       free(pending[i]);
     } else {
       pending[m++] = pending[i];
@@ -193,8 +223,31 @@ static void release_pending(int all) {
   npending = m;
 }
 
+static int keep_marker(pw_tw *w, uint64_t start, uint64_t end) {
+  (void)w;
+  return pw_window_keep(&cw, start) && (end == start || pw_window_keep(&cw, end - 1));
+}
+
+/* Names by callback id, looked up once (writer thread only): a CUPTI call, a copy and a search
+ * per record cost more than the rest of its conversion. */
+#define NAME_CACHE 2048
+static char *name_cache[2][NAME_CACHE];
+static const char *api_name_uncached(int driver, uint32_t cbid);
+
 static const char *api_name(pw_tw *w, int driver, uint32_t cbid) {
   (void)w;
+  if (cbid >= NAME_CACHE) return api_name_uncached(driver, cbid);
+  char **slot = &name_cache[driver != 0][cbid];
+  if (!*slot) {
+    const char *nm = api_name_uncached(driver, cbid);
+    if (!nm) return NULL;
+    *slot = strdup(nm);
+    if (!*slot) return nm;
+  }
+  return *slot;
+}
+
+static const char *api_name_uncached(int driver, uint32_t cbid) {
   const char *nm = NULL;
   if (!cu.callback_name ||
       cu.callback_name(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, cbid,
@@ -282,9 +335,16 @@ static void enqueue(qbuf *q) {
   else
     qhead = q;
   qtail = q;
-  pthread_cond_broadcast(&qcond);
+  /* a staged call's record waits for the next buffer (or the exit): waking the writer for it
+   * would cost the program's thread a wake-up per staged copy */
+  if (q->buf) {
+    atomic_store_explicit(&queued_hint, ++queued, memory_order_relaxed);
+    pthread_cond_broadcast(&qcond);
+  }
   pthread_mutex_unlock(&qlock);
 }
+
+static void catch_up(void);
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
   *buffer = aligned_alloc(8, BUF_SIZE);
@@ -302,13 +362,16 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
   }
   *q = (qbuf){.buf = buffer, .valid = valid};
   enqueue(q);
+  catch_up();
 }
 
 /* Convert one buffer.  An external-correlation record (it comes with its call) marks the calls
  * pinwheel made itself; a GPU record waits until its call has been seen. */
 static void convert(qbuf *q) {
-  if (!q->buf) { /* a program's call pinwheel handled */
-    pw_tw_app_call(tw, q->name, q->start, q->end, q->tid, q->corr);
+  pw_trace_window_get(&cw); /* after the buffer completed: every change before its records */
+  if (!q->buf) {            /* a program's call pinwheel handled */
+    if (pw_window_keep(&cw, q->start))
+      pw_tw_app_call(tw, q->name, q->start, q->end, q->tid, q->corr);
     free(q);
     return;
   }
@@ -325,15 +388,24 @@ static void convert(qbuf *q) {
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
       break;
     case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER:
-      cmap_put(&seen, ((const CUpti_ActivityAPI *)(const void *)rec)->correlationId, 1);
-      pw_tw_record(tw, rec);
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const CUpti_ActivityAPI *a = (const void *)rec;
+      int in = pw_window_keep(&cw, a->start);
+      cmap_put(&seen, a->correlationId, in ? 1 : 2);
+      if (in) pw_tw_record(tw, rec);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      if (pw_window_keep(&cw, ((const CUpti_ActivitySynchronization2 *)(const void *)rec)->start))
+        pw_tw_record(tw, rec);
       break;
     default:
       if (gpu_corr(rec) && !cmap_get(&seen, gpu_corr(rec)))
         hold(rec);
+      else if (gpu_corr(rec))
+        write_gpu(rec);
       else
-        pw_tw_record(tw, rec);
+        pw_tw_record(tw, rec); /* markers: the writer keeps a range inside the window */
     }
   }
   free(q->buf);
@@ -341,24 +413,60 @@ static void convert(qbuf *q) {
   release_pending(0);
 }
 
+/* The writer runs at SCHED_IDLE: the collector's work (conversion, gzip) must not take a core
+ * from the staging threads, whose batch waits for its slowest thread; a CPU that runs only
+ * SCHED_IDLE work counts as idle when the scheduler places a waking thread.  It converts in the
+ * CPU time the program leaves.  Should the program leave none for long, the queue is bounded all
+ * the same: past BACKLOG buffers, the thread that completes one (CUPTI's) converts the oldest
+ * itself when no conversion is under way.  convert_lock keeps the buffers in order. */
+#define BACKLOG 16 /* buffers of BUF_SIZE waiting: 128 MiB */
+static pthread_mutex_t convert_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The oldest queued item (qlock held), or NULL. */
+static qbuf *pop(void) {
+  qbuf *q = qhead;
+  if (!q) return NULL;
+  qhead = q->next;
+  if (!qhead) qtail = NULL;
+  if (q->buf) queued--;
+  return q;
+}
+
+static void catch_up(void) {
+  if (atomic_load_explicit(&queued_hint, memory_order_relaxed) <= BACKLOG ||
+      pthread_mutex_trylock(&convert_lock))
+    return;
+  pthread_mutex_lock(&qlock);
+  qbuf *q = queued > BACKLOG && !writer_stop ? pop() : NULL;
+  atomic_store_explicit(&queued_hint, queued, memory_order_relaxed);
+  pthread_mutex_unlock(&qlock);
+  if (q) convert(q);
+  pthread_mutex_unlock(&convert_lock);
+}
+
+/* Convert the oldest queued item, if any: 1 when there was one. */
+static int convert_one(void) {
+  pthread_mutex_lock(&convert_lock);
+  pthread_mutex_lock(&qlock);
+  qbuf *q = pop();
+  atomic_store_explicit(&queued_hint, queued, memory_order_relaxed);
+  pthread_mutex_unlock(&qlock);
+  if (q) convert(q);
+  pthread_mutex_unlock(&convert_lock);
+  return q != NULL;
+}
+
 static void *writer_main(void *arg) {
   (void)arg;
-  pthread_mutex_lock(&qlock);
   for (;;) {
+    pthread_mutex_lock(&qlock);
     while (!qhead && !writer_stop)
       pthread_cond_wait(&qcond, &qlock);
-    if (!qhead && writer_stop) break;
-    qbuf *q = qhead;
-    qhead = q->next;
-    if (!qhead) qtail = NULL;
-    writer_busy = 1;
+    int stop = !qhead && writer_stop;
     pthread_mutex_unlock(&qlock);
-    convert(q);
-    pthread_mutex_lock(&qlock);
-    writer_busy = 0;
-    pthread_cond_broadcast(&qcond);
+    if (stop) break;
+    convert_one();
   }
-  pthread_mutex_unlock(&qlock);
   return NULL;
 }
 
@@ -459,17 +567,25 @@ static void *open_cupti(char *why, size_t n) {
 
 static void finish(void) {
   if (!atomic_exchange(&active, 0)) return;
+  atomic_store(&pw_trace_watch, 0); /* the front ends stop reporting to a finished trace */
   if (cu.flush_all) cu.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   pthread_mutex_lock(&qlock);
   writer_stop = 1;
   pthread_cond_broadcast(&qcond);
   pthread_mutex_unlock(&qlock);
+  /* what is queued is converted here too, at the exiting thread's priority, not the writer's */
+  while (convert_one()) {
+  }
   pthread_join(writer, NULL);
-  release_pending(1); /* GPU records whose call never came (not traced): as they are */
+  pthread_mutex_lock(&convert_lock); /* a catch-up conversion still under way ends first */
+  pw_trace_window_get(&cw);
+  release_pending(1); /* GPU records whose call never came (not traced): by their own start */
   size_t dropped = 0;
   if (cu.dropped && cu.dropped(NULL, 0, &dropped) == CUPTI_SUCCESS) tw->dropped = dropped;
   pw_tw_end(tw);
   close_out();
+  pthread_mutex_unlock(&convert_lock);
+  pw_trace_window_end(path);
   if (tw->dropped)
     pw_log(PW_LOG_WARN, "trace %s: CUPTI dropped %llu records", path,
            (unsigned long long)tw->dropped);
@@ -479,11 +595,13 @@ void pw_trace_fork_child(void) {
   pthread_mutex_unlock(&qlock); /* taken by pw_trace_fork_prepare */
   /* the child must not write into its parent's file: it is untraced (a CUDA program may not use
    * CUDA across fork anyway); the writer thread does not exist here */
+  pw_trace_window_fork_child();
   if (!atomic_exchange(&active, 0)) return;
   gzf = NULL; /* its stream is the parent's: never ended here */
   if (fd >= 0) close(fd);
   fd = -1;
   pthread_mutex_init(&qlock, NULL);
+  pthread_mutex_init(&convert_lock, NULL);
   pthread_cond_init(&qcond, NULL);
 }
 
@@ -619,12 +737,19 @@ void pw_trace_start(void) {
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int rc = pthread_create(&writer, NULL, writer_main, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  struct sched_param sp = {0}; /* set here, so it holds before the first buffer comes */
+  if (!rc && pthread_setschedparam(writer, SCHED_IDLE, &sp))
+    pw_log(PW_LOG_INFO, "trace writer: SCHED_IDLE refused; it runs at normal priority");
   if (rc) {
     pw_log(PW_LOG_WARN, "cannot start the trace writer; untraced");
     close_out();
     unlink(path);
     return;
   }
+  uint64_t t0 = 0;
+  if (cu.timestamp) cu.timestamp(&t0);
+  pw_trace_window_init(t0, tw->capture, sizeof tw->capture);
+  tw->keep = keep_marker;
   atomic_store(&active, 1);
   atomic_store(&pw_trace_want_atexit, 1);
   pw_log(PW_LOG_INFO, "tracing to %s", path);
@@ -674,6 +799,12 @@ void pw_trace_after_call(void) {
   if (atomic_load_explicit(&pw_trace_want_atexit, memory_order_relaxed) &&
       atomic_exchange(&pw_trace_want_atexit, 0))
     atexit(finish);
+}
+
+uint64_t pw_trace_now(void) {
+  uint64_t t = 0;
+  if (cu.timestamp) cu.timestamp(&t);
+  return t;
 }
 
 int pw_trace_active(void) {

@@ -30,6 +30,10 @@ typedef struct pw_tw {
   /* the program's call a pinwheel operation was issued for (a staged copy): its correlation id
    * in the trace, or 0.  GPU operations then carry that id, so they join the program's call. */
   uint64_t (*app_corr)(struct pw_tw *w, uint32_t corr);
+  /* the capture window, said in the document's "pinwheel" object; empty: the whole run */
+  char capture[128];
+  /* whether an NVTX range [start, end] is in the capture window; NULL: every one */
+  int (*keep)(struct pw_tw *w, uint64_t start, uint64_t end);
   pw_tw_lane lanes[PW_TW_LANES];
   int nlanes;
   uint32_t threads[PW_TW_LANES];
@@ -76,5 +80,29 @@ void pw_trace_side_stream(int dev, void *stream);
  * tracing), and end writes the call with the shim's timing. */
 uint64_t pw_trace_own_begin(void);
 void pw_trace_own_end(uint64_t app, const char *name);
+/* CUPTI's clock now (its records' time base), 0 when not tracing. */
+uint64_t pw_trace_now(void);
+
+/* The capture window (window.c): intervals of CUPTI time; a call is in when it starts in one. */
+typedef struct pw_window {
+  int windowed;     /* 0: everything is kept */
+  uint64_t lo, hi;  /* PINWHEEL_TRACE_DELAY / _DURATION */
+  int use_spans;    /* also within one of the spans (profiler ranges, or the steps asked) */
+  int nspans, open; /* open: the last span has no end yet */
+  uint64_t on[256], off[256];
+} pw_window;
+/* 1 while the front ends must report launches and copies (PINWHEEL_TRACE_STEPS): a relaxed load */
+extern _Atomic int pw_trace_watch;
+/* at the trace's start; t0 = CUPTI time then.  Says the window in what (empty: the whole run). */
+void pw_trace_window_init(uint64_t t0, char *what, size_t n);
+void pw_trace_window_get(pw_window *out); /* a copy of the window, for the writer */
+int pw_window_keep(const pw_window *w, uint64_t ts);
+/* cudaProfilerStart (on = 1) / Stop (0) or the driver's, from the program */
+void pw_trace_profiler(int on);
+/* One of the program's launches or copies on stream (sig: what it is); h2d: a host-to-device
+ * copy.  Only while pw_trace_watch is set. */
+void pw_trace_step_op(uint64_t sig, void *stream, int h2d);
+void pw_trace_window_fork_child(void);
+void pw_trace_window_end(const char *path); /* at the exit flush: a window that never opened */
 
 #endif

@@ -46,27 +46,73 @@ static void putf(pw_tw *w, const char *fmt, ...) {
   put(w, b, (size_t)n < sizeof b ? (size_t)n : sizeof b - 1);
 }
 
+/* Numbers and strings are formatted by hand: vsnprintf per field was most of a record's cost
+ * (bench/trace_writer.c measures it). */
+static void put_u64(pw_tw *w, uint64_t v) {
+  char b[20];
+  int i = sizeof b;
+  do {
+    b[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  put(w, b + i, sizeof b - (size_t)i);
+}
+
+static void put_i64(pw_tw *w, int64_t v) {
+  if (v < 0) {
+    PUTS(w, "-");
+    put_u64(w, (uint64_t)0 - (uint64_t)v);
+  } else {
+    put_u64(w, (uint64_t)v);
+  }
+}
+
+static void put_cstr(pw_tw *w, const char *s) {
+  put(w, s, strlen(s));
+}
+
 static void put_str(pw_tw *w, const char *s) {
   PUTS(w, "\"");
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
+  while (s && *s) {
+    size_t n = 0; /* a run of characters that need no escape */
+    while (s[n] && s[n] != '"' && s[n] != '\\' && (unsigned char)s[n] >= 0x20)
+      n++;
+    put(w, s, n);
+    s += n;
+    if (!*s) break;
+    unsigned char c = (unsigned char)*s++;
     if (c == '"' || c == '\\') {
       char e[2] = {'\\', (char)c};
       put(w, e, 2);
-    } else if (c < 0x20) {
-      putf(w, "\\u%04x", c);
     } else {
-      put(w, (const char *)&c, 1);
+      putf(w, "\\u%04x", c);
     }
   }
   PUTS(w, "\"");
 }
 
+/* µs with the ns as three exact decimals */
+static void put_us(pw_tw *w, uint64_t ns) {
+  char d[4] = {'.', (char)('0' + ns / 100 % 10), (char)('0' + ns / 10 % 10), (char)('0' + ns % 10)};
+  put_u64(w, ns / 1000);
+  put(w, d, 4);
+}
+
 /* "ts":µs,"dur":µs, exact: ns as three decimals */
 static void put_time(pw_tw *w, uint64_t s, uint64_t e) {
-  uint64_t d = e > s ? e - s : 0;
-  putf(w, "\"ts\":%" PRIu64 ".%03u,\"dur\":%" PRIu64 ".%03u", s / 1000, (unsigned)(s % 1000),
-       d / 1000, (unsigned)(d % 1000));
+  PUTS(w, "\"ts\":");
+  put_us(w, s);
+  PUTS(w, ",\"dur\":");
+  put_us(w, e > s ? e - s : 0);
+}
+
+/* ,"pid":P,"tid":T, */
+static void put_ids(pw_tw *w, uint64_t pid, uint64_t tid) {
+  PUTS(w, ",\"pid\":");
+  put_u64(w, pid);
+  PUTS(w, ",\"tid\":");
+  put_u64(w, tid);
+  PUTS(w, ",");
 }
 
 static void begin_event(pw_tw *w) {
@@ -140,13 +186,17 @@ static void note_thread(pw_tw *w, uint32_t tid) {
 
 static void gpu_args(pw_tw *w, uint32_t dev, uint32_t stream, uint32_t corr) {
   uint64_t app = w->app_corr ? w->app_corr(w, corr) : 0;
-  if (app) /* issued by pinwheel for the program's call app: joined to that call */
-    putf(w,
-         ",\"args\":{\"device\":%u,\"stream\":%u,\"correlation\":%" PRIu64
-         ",\"pinwheel\":1,\"cupti_correlation\":%u",
-         dev, stream, app, corr);
-  else {
-    putf(w, ",\"args\":{\"device\":%u,\"stream\":%u,\"correlation\":%u", dev, stream, corr);
+  PUTS(w, ",\"args\":{\"device\":");
+  put_u64(w, dev);
+  PUTS(w, ",\"stream\":");
+  put_u64(w, stream);
+  PUTS(w, ",\"correlation\":");
+  if (app) { /* issued by pinwheel for the program's call app: joined to that call */
+    put_u64(w, app);
+    PUTS(w, ",\"pinwheel\":1,\"cupti_correlation\":");
+    put_u64(w, corr);
+  } else {
+    put_u64(w, corr);
     if (w->is_pinwheel_corr && w->is_pinwheel_corr(w, corr)) PUTS(w, ",\"pinwheel\":1");
   }
 }
@@ -197,6 +247,8 @@ static void marker(pw_tw *w, const CUpti_ActivityMarker2 *m) {
   } else if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
     for (int i = 0; i < PW_TW_MARKERS; i++)
       if (w->marks[i].used && w->marks[i].id == m->id) {
+        w->marks[i].used = 0;
+        if (w->keep && !w->keep(w, w->marks[i].start, m->timestamp)) return;
         begin_event(w);
         PUTS(w, "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":");
         put_str(w, w->marks[i].name);
@@ -218,25 +270,37 @@ void pw_tw_record(pw_tw *w, const CUpti_Activity *rec) {
     begin_event(w);
     PUTS(w, "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":");
     put_str(w, k->name ? k->name : "kernel");
-    putf(w, ",\"pid\":%u,\"tid\":%u,", k->deviceId, k->streamId);
+    put_ids(w, k->deviceId, k->streamId);
     put_time(w, k->start, k->end);
     gpu_args(w, k->deviceId, k->streamId, k->correlationId);
-    putf(w, ",\"grid\":[%d,%d,%d],\"block\":[%d,%d,%d]}}", k->gridX, k->gridY, k->gridZ, k->blockX,
-         k->blockY, k->blockZ);
+    const int32_t dims[6] = {k->gridX, k->gridY, k->gridZ, k->blockX, k->blockY, k->blockZ};
+    for (int i = 0; i < 6; i++) {
+      if (i % 3 == 0)
+        put_cstr(w, i ? "],\"block\":[" : ",\"grid\":[");
+      else
+        PUTS(w, ",");
+      put_i64(w, dims[i]);
+    }
+    PUTS(w, "]}}");
     note_lane(w, k->deviceId, k->streamId);
     break;
   }
   case CUPTI_ACTIVITY_KIND_MEMCPY: {
     const CUpti_ActivityMemcpy6 *m = (const void *)rec;
     begin_event(w);
-    putf(w,
-         "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy %s (%s -> %s)\",\"pid\":%u,"
-         "\"tid\":%u,",
-         copy_kind(m->copyKind), mem_kind(m->srcKind), mem_kind(m->dstKind), m->deviceId,
-         m->streamId);
+    PUTS(w, "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy ");
+    put_cstr(w, copy_kind(m->copyKind));
+    PUTS(w, " (");
+    put_cstr(w, mem_kind(m->srcKind));
+    PUTS(w, " -> ");
+    put_cstr(w, mem_kind(m->dstKind));
+    PUTS(w, ")\"");
+    put_ids(w, m->deviceId, m->streamId);
     put_time(w, m->start, m->end);
     gpu_args(w, m->deviceId, m->streamId, m->correlationId);
-    putf(w, ",\"bytes\":%" PRIu64 "}}", (uint64_t)m->bytes);
+    PUTS(w, ",\"bytes\":");
+    put_u64(w, m->bytes);
+    PUTS(w, "}}");
     note_lane(w, m->deviceId, m->streamId);
     break;
   }
@@ -271,15 +335,20 @@ void pw_tw_record(pw_tw *w, const CUpti_Activity *rec) {
     const char *nm =
         w->api_name ? w->api_name(w, rec->kind == CUPTI_ACTIVITY_KIND_DRIVER, a->cbid) : NULL;
     begin_event(w);
-    putf(w, "{\"ph\":\"X\",\"cat\":\"%s\",\"name\":",
-         rec->kind == CUPTI_ACTIVITY_KIND_DRIVER ? "cuda_driver" : "cuda_runtime");
+    if (rec->kind == CUPTI_ACTIVITY_KIND_DRIVER)
+      PUTS(w, "{\"ph\":\"X\",\"cat\":\"cuda_driver\",\"name\":");
+    else
+      PUTS(w, "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":");
     if (nm)
       put_str(w, nm);
     else
       putf(w, "\"cbid %u\"", a->cbid);
-    putf(w, ",\"pid\":%u,\"tid\":%u,", a->processId, a->threadId);
+    put_ids(w, a->processId, a->threadId);
     put_time(w, a->start, a->end);
-    putf(w, ",\"args\":{\"correlation\":%u,\"cbid\":%u", a->correlationId, a->cbid);
+    PUTS(w, ",\"args\":{\"correlation\":");
+    put_u64(w, a->correlationId);
+    PUTS(w, ",\"cbid\":");
+    put_u64(w, a->cbid);
     if (w->is_pinwheel_corr && w->is_pinwheel_corr(w, a->correlationId)) PUTS(w, ",\"pinwheel\":1");
     PUTS(w, "}}");
     note_thread(w, a->threadId);
@@ -336,6 +405,11 @@ void pw_tw_end(pw_tw *w) {
        "\"host (pid %u)\"}}",
        w->pid, w->pid);
   PUTS(w, "\n],\"pinwheel\":{\"dropped_records\":");
-  putf(w, "%" PRIu64 "}}\n", w->dropped);
+  putf(w, "%" PRIu64, w->dropped);
+  if (w->capture[0]) { /* a window of the run, not all of it */
+    PUTS(w, ",\"capture\":");
+    put_str(w, w->capture);
+  }
+  PUTS(w, "}}\n");
   w->flush(w);
 }

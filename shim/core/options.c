@@ -18,7 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
-enum { T_ENUM, T_BOOL, T_SIZE, T_INT, T_STRING };
+enum { T_ENUM, T_BOOL, T_SIZE, T_INT, T_STRING, T_SECONDS, T_RANGE };
 
 typedef struct pw_option_desc {
   const char *name;
@@ -35,6 +35,7 @@ static const char *const sync_choices[] = {"keep", "elide", NULL};
 static const char *const fresh_choices[] = {"touch", "populate", "hugepages", NULL};
 static const char *const setup_choices[] = {"background", "inline", NULL};
 static const char *const xla_choices[] = {"pinwheel", "xla", NULL};
+static const char *const capture_choices[] = {"none", "cudaProfilerApi", NULL};
 
 #define KiB 1024LL
 #define MiB (1024LL * 1024)
@@ -120,6 +121,20 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                             "staging of host-to-device copies off, so they reach the driver "
                             "pageable and pinwheel stages them, pipelined; xla: XLA stages them "
                             "(a memcpy into its pinned buffer, then the DMA; see README)"},
+    [PW_OPT_TRACE_DELAY] = {"PINWHEEL_TRACE_DELAY", T_SECONDS, 0, NULL,
+                            "the trace holds only the CUDA calls made this many seconds or more "
+                            "after the first one (and their GPU work)"},
+    [PW_OPT_TRACE_DURATION] = {"PINWHEEL_TRACE_DURATION", T_SECONDS, 0, NULL,
+                               "the trace holds only the calls made in this many seconds from "
+                               "the delay's end; 0 = to the end of the run"},
+    [PW_OPT_TRACE_CAPTURE] = {"PINWHEEL_TRACE_CAPTURE", T_ENUM, 0, capture_choices,
+                              "cudaProfilerApi: the trace holds only the calls made between "
+                              "the program's cudaProfilerStart and cudaProfilerStop (or "
+                              "cuProfilerStart/Stop), every such range"},
+    [PW_OPT_TRACE_STEPS] = {"PINWHEEL_TRACE_STEPS", T_RANGE, 0, NULL,
+                            "A-B: the trace holds only iterations A to B of the program's loop "
+                            "(A >= 3), counted from the repeating launches and copies pinwheel "
+                            "sees (see README)"},
 };
 
 static long long values[PW_OPT_COUNT];
@@ -198,6 +213,26 @@ int pw_option_parse(pw_option_t opt, const char *text, long long *out) {
   }
   case T_STRING:
     return *text ? (*out = 1, 0) : -1;
+  case T_SECONDS: { /* seconds, decimals allowed, an optional "s": kept in ms */
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || errno || !(v >= 0) || v > 1e9) return -1;
+    if (*end == 's') end++;
+    if (*end) return -1;
+    return *out = (long long)(v * 1000 + 0.5), 0;
+  }
+  case T_RANGE: { /* A-B, 3 <= A <= B: the loop is recognised during its first two iterations */
+    long long a, b;
+    const char *dash = strchr(text, '-');
+    char first[32];
+    if (!dash || (size_t)(dash - text) >= sizeof first) return -1;
+    memcpy(first, text, (size_t)(dash - text));
+    first[dash - text] = 0;
+    if (parse_size(first, &a, 0) || parse_size(dash + 1, &b, 0)) return -1;
+    if (a < 3 || b < a || b > 0x7fffffff) return -1;
+    return *out = a << 32 | b, 0;
+  }
   }
   return -1;
 }
@@ -209,6 +244,12 @@ static void default_text(const pw_option_desc *d, char *buf, size_t n) {
     break;
   case T_BOOL:
     snprintf(buf, n, "%d", (int)d->def);
+    break;
+  case T_SECONDS:
+    snprintf(buf, n, "%llds", d->def / 1000);
+    break;
+  case T_RANGE:
+    snprintf(buf, n, "(all)");
     break;
   case T_STRING: /* unset: the summary goes to stderr; no trace is written; CUPTI is searched */
     snprintf(buf, n, "%s", d == &table[PW_OPT_STATS_FILE] ? "(stderr)" : "(none)");

@@ -100,6 +100,12 @@ typedef enum pw_option_e {
   PW_OPT_TRACE,        /* CUPTI trace destination, %p = pid, %r = rank */
   PW_OPT_CUPTI,        /* path of libcupti, when the usual search does not find it */
   PW_OPT_XLA_STAGING,  /* pinwheel | xla: who stages JAX's host-to-device copies */
+  /* the trace's capture window: its start (ms after the first CUDA call), its length (ms, 0 = to
+   * the end), none | cudaProfilerApi, iterations A-B (A << 32 | B; 0 = every one) */
+  PW_OPT_TRACE_DELAY,
+  PW_OPT_TRACE_DURATION,
+  PW_OPT_TRACE_CAPTURE,
+  PW_OPT_TRACE_STEPS,
   PW_OPT_COUNT
 } pw_option_t;
 
@@ -248,7 +254,8 @@ enum {
   PW_CLASS_HOST_SYNC,
   PW_CLASS_HOST_MEM,
   PW_CLASS_PRIMARY_RELEASE,
-  PW_CLASS_DEVICE_RESET
+  PW_CLASS_DEVICE_RESET,
+  PW_CLASS_PROFILER
 };
 
 typedef struct pw_stats {

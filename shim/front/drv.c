@@ -149,9 +149,21 @@ static CUresult drv_missing(const char *name) {
                        .src = (const void *)(uintptr_t)src, .n = count, .dir = dirv,               \
                        .stream = (void *)(stream_expr), .sync_api = is_sync)                       \
   }
-#define DRV_LAUNCH(name, params, args)                                                             \
+#define DRV_LAUNCH(name, params, args, stream_expr)                                                \
   CUresult name params {                                                                           \
-    PW_FRONT_LAUNCH_BODY(CUresult, DRV_REAL(name), drv_missing(#name), PW_H_##name, args)          \
+    PW_FRONT_LAUNCH_BODY(CUresult, DRV_REAL(name), drv_missing(#name), PW_H_##name, args,          \
+                         stream_expr)                                                              \
+  }
+/* cuProfilerStart / Stop: the real call, then the trace's capture window follows it. */
+#define DRV_PROFILER(name, params, args, on)                                                       \
+  CUresult name params {                                                                           \
+    int mode = pw_enter();                                                                         \
+    if (!DRV_REAL(name)) return drv_missing(#name);                                                \
+    CUresult r = pw_drv.name args;                                                                 \
+    pw_after_real();                                                                               \
+    if (mode != PW_MODE_OFF) pw_count_call(PW_H_##name, 0);                                        \
+    if (!pw_depth) pw_trace_profiler(on);                                                          \
+    return r;                                                                                      \
   }
 #define DRV_SYNC(name, params, args, stream_expr)                                                  \
   CUresult name params {                                                                           \
@@ -202,7 +214,8 @@ static CUresult drv_missing(const char *name) {
   DRV_COPY(name, params, args, stream, dir, 1)
 #define PW_DRV_COPY_ASYNC(name, params, args, stream, dir)                                         \
   DRV_COPY(name, params, args, stream, dir, 0)
-#define PW_DRV_LAUNCH(name, params, args, stream, dir) DRV_LAUNCH(name, params, args)
+#define PW_DRV_LAUNCH(name, params, args, stream, dir) DRV_LAUNCH(name, params, args, stream)
+#define PW_DRV_PROFILER(name, params, args, stream, dir) DRV_PROFILER(name, params, args, stream)
 #define PW_DRV_HOST_SYNC(name, params, args, stream, dir) DRV_SYNC(name, params, args, stream)
 #define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
   PW_DRV_##class(name, params, args, stream, dir)

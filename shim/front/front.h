@@ -99,6 +99,11 @@ static inline void pw_after_real(void) {
   int mode = pw_enter();                                                                           \
   __typeof__(real) f_ = (real);                                                                    \
   if (!f_) return missing;                                                                         \
+  if (PW_UNLIKELY(atomic_load_explicit(&pw_trace_watch, memory_order_relaxed)) && !pw_depth) {     \
+    pw_copy w_ = {__VA_ARGS__};                                                                    \
+    pw_trace_step_op((uint64_t)w_.n << 3 | (uint64_t)(w_.dir & 7), w_.stream,                      \
+                     w_.dir == PW_DIR_H2D);                                                        \
+  }                                                                                                \
   if (mode == PW_MODE_OFF) PW_FRONT_OFF(T, f_, args);                                              \
   pw_elide_stream = NULL;                                                                          \
   pw_depth++;                                                                                      \
@@ -111,11 +116,18 @@ static inline void pw_after_real(void) {
   pw_front_copy_done(mode, r == OK, &c);                                                           \
   return r;
 
-/* Launches: counted; in observe mode also timed, with the cheap counter (launches are µs calls). */
-#define PW_FRONT_LAUNCH_BODY(T, real, missing, id, args)                                           \
+/* Launches: counted; in observe mode also timed, with the cheap counter (launches are µs calls).
+ * For a step range of the trace, a launch is told by its first argument (the kernel, or the
+ * launch configuration) and its call site. */
+#define PW_ARG1(a, ...) a
+#define PW_FRONT_LAUNCH_BODY(T, real, missing, id, args, stream_expr)                              \
   int mode = pw_enter();                                                                           \
   __typeof__(real) f_ = (real);                                                                    \
   if (!f_) return missing;                                                                         \
+  if (PW_UNLIKELY(atomic_load_explicit(&pw_trace_watch, memory_order_relaxed)) && !pw_depth)       \
+    pw_trace_step_op((uint64_t)(uintptr_t)(PW_ARG1 args)*0x9E3779B97F4A7C15ull ^                   \
+                         (uint64_t)(uintptr_t)__builtin_return_address(0),                         \
+                     (void *)(stream_expr), 0);                                                    \
   if (mode == PW_MODE_OFF) PW_FRONT_OFF(T, f_, args);                                              \
   pw_elide_stream = NULL;                                                                          \
   uint64_t t0 = mode == PW_MODE_OBSERVE ? pw_ticks() : 0;                                          \

@@ -84,9 +84,9 @@ static int dir_of_kind(enum cudaMemcpyKind k) {
                        .dir = dir_of_kind(kind), .stream = (void *)(stream_expr),                  \
                        .sync_api = is_sync)                                                        \
   }
-#define WRAP_LAUNCH(name, params, args)                                                            \
+#define WRAP_LAUNCH(name, params, args, stream_expr)                                               \
   cudaError_t name params {                                                                        \
-    PW_FRONT_LAUNCH_BODY(cudaError_t, REAL(name), missing(#name), PW_H_##name, args)               \
+    PW_FRONT_LAUNCH_BODY(cudaError_t, REAL(name), missing(#name), PW_H_##name, args, stream_expr)  \
   }
 #define WRAP_SYNC(name, params, args, stream_expr)                                                 \
   cudaError_t name params {                                                                        \
@@ -116,6 +116,19 @@ static void host_mem_done(const void *start, size_t size) {
     pw_after_real();                                                                               \
     pw_count_call(PW_H_##name, 0);                                                                 \
     if (r == cudaSuccess) host_mem_done region;                                                    \
+    return r;                                                                                      \
+  }
+
+/* cudaProfilerStart / Stop (PROFILER in hooks.def): the real call, then the trace's capture
+ * window follows it (PINWHEEL_TRACE_CAPTURE=cudaProfilerApi), in every mode. */
+#define WRAP_PROFILER(name, params, args, on)                                                      \
+  cudaError_t name params {                                                                        \
+    int mode = pw_enter();                                                                         \
+    if (!REAL(name)) return missing(#name);                                                        \
+    cudaError_t r = pw_real.name args;                                                             \
+    pw_after_real();                                                                               \
+    if (mode != PW_MODE_OFF) pw_count_call(PW_H_##name, 0);                                        \
+    if (!pw_depth) pw_trace_profiler(on);                                                          \
     return r;                                                                                      \
   }
 
@@ -170,7 +183,8 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
 /* One wrapper-generating macro per class of hooks.def, named PW_WRAP_<class>. */
 #define PW_WRAP_COPY_BLOCKING(name, params, args, stream) WRAP_COPY(name, params, args, stream, 1)
 #define PW_WRAP_COPY_ASYNC(name, params, args, stream) WRAP_COPY(name, params, args, stream, 0)
-#define PW_WRAP_LAUNCH(name, params, args, stream) WRAP_LAUNCH(name, params, args)
+#define PW_WRAP_LAUNCH(name, params, args, stream) WRAP_LAUNCH(name, params, args, stream)
+#define PW_WRAP_PROFILER(name, params, args, on) WRAP_PROFILER(name, params, args, on)
 #define PW_WRAP_HOST_SYNC(name, params, args, stream) WRAP_SYNC(name, params, args, stream)
 #define PW_WRAP_HOST_MEM(name, params, args, region) WRAP_HOST_MEM(name, params, args, region)
 #define PW_WRAP_DEVICE_RESET(name, params, args, stream) WRAP_RESET(name, params, args)

@@ -265,6 +265,14 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   *pctx = (CUcontext)&primary_ctx;
   return CUDA_SUCCESS;
 }
+CUresult cuProfilerStart(void) {
+  CALL_RECORD(.count = 1);
+  return e;
+}
+CUresult cuProfilerStop(void) {
+  CALL_RECORD(.count = 0);
+  return e;
+}
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
   int left = __atomic_sub_fetch(&primary_active, 1, __ATOMIC_SEQ_CST);
@@ -428,6 +436,8 @@ static const proc procs[] = {
     {"cuMemFreeHost", 2000, 0, (void *)cuMemFreeHost, NULL},
     {"cuMemHostUnregister", 4000, 0, (void *)cuMemHostUnregister, NULL},
     {"cuDevicePrimaryCtxRelease", 11000, 0, (void *)cuDevicePrimaryCtxRelease_v2, NULL},
+    {"cuProfilerStart", 4000, 0, (void *)cuProfilerStart, NULL},
+    {"cuProfilerStop", 4000, 0, (void *)cuProfilerStop, NULL},
 };
 
 /* The newest ABI of `symbol` not newer than version, the per-thread one when asked for. */

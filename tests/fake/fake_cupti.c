@@ -3,11 +3,15 @@
  * It keeps the buffer callbacks it is given, and on each flush fills one buffer with a few
  * records (a runtime call, its pageable H2D copy, a kernel) and completes it through them, as
  * CUPTI does.  Records sit in fixed 512-byte slots.  fake_cupti_flushes() tells how many flushes
- * reached which client.
+ * reached which client.  The fake runtime reports its copies and launches (fake_cupti_api, with
+ * FAKE_CUPTI_CALLS set): each becomes a runtime-call record and its GPU operation's, in the next
+ * flush's buffer.
  */
 #define _GNU_SOURCE
 #include <cupti.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -39,6 +43,76 @@ static uint64_t now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Calls the fake runtime reported, waiting for the next flush: (API record, GPU record) pairs. */
+#define MAX_CALLS 4096
+static uint8_t calls[MAX_CALLS][2][SLOT];
+static int ncalls;
+static pthread_mutex_t calls_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t gpu_clock;
+static const void *funcs[64], *streams[64];
+static char names[64][32];
+
+static int index_of(const void **tab, const void *p) {
+  for (int i = 0; i < 64; i++) {
+    if (tab[i] == p) return i;
+    if (!tab[i]) {
+      tab[i] = p;
+      return i;
+    }
+  }
+  return 63;
+}
+
+/* what: 0 a launch of func; 1 + cudaMemcpyKind a copy of bytes.  On stream. */
+__attribute__((visibility("default"))) void fake_cupti_api(const char *name, int what, size_t bytes,
+                                                           const void *func, const void *stream);
+static uint64_t now(void);
+void fake_cupti_api(const char *name, int what, size_t bytes, const void *func,
+                    const void *stream) {
+  (void)name;
+  pthread_mutex_lock(&calls_mu);
+  if (ncalls == MAX_CALLS) {
+    pthread_mutex_unlock(&calls_mu);
+    return;
+  }
+  memset(calls[ncalls], 0, sizeof calls[ncalls]);
+  uint64_t t = now();
+  uint32_t c = ++corr;
+  CUpti_ActivityAPI *a = (void *)calls[ncalls][0];
+  a->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  a->cbid = what ? 41 : 211;
+  a->start = t, a->end = t + 1000;
+  a->processId = 1, a->threadId = 1;
+  a->correlationId = c;
+  uint64_t g = gpu_clock > t + 200 ? gpu_clock : t + 200;
+  gpu_clock = g + 2000;
+  uint32_t sid = 10 + (uint32_t)index_of(streams, stream);
+  if (what) {
+    CUpti_ActivityMemcpy6 *m = (void *)calls[ncalls][1];
+    m->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+    m->copyKind = what == 2   ? CUPTI_ACTIVITY_MEMCPY_KIND_HTOD
+                  : what == 3 ? CUPTI_ACTIVITY_MEMCPY_KIND_DTOH
+                              : CUPTI_ACTIVITY_MEMCPY_KIND_DTOD;
+    m->srcKind =
+        what == 2 ? CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE : CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    m->dstKind =
+        what == 3 ? CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE : CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    m->bytes = bytes;
+    m->start = g, m->end = g + 2000;
+    m->streamId = sid, m->correlationId = c;
+  } else {
+    int f = index_of(funcs, func);
+    snprintf(names[f], sizeof names[f], "fake_kernel_%d", f);
+    CUpti_ActivityKernel10 *k = (void *)calls[ncalls][1];
+    k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k->name = names[f];
+    k->start = g, k->end = g + 2000;
+    k->streamId = sid, k->correlationId = c;
+  }
+  ncalls++;
+  pthread_mutex_unlock(&calls_mu);
 }
 
 CUptiResult cuptiActivityFlushAll(uint32_t flag) {
@@ -85,15 +159,27 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     }
     nvtx_table = NULL;
   }
-  if (pushed) { /* after the call's record: its external correlation */
-    CUpti_ActivityExternalCorrelation *x = (void *)(buf + 3 * SLOT);
+  pthread_mutex_lock(&calls_mu);
+  uint64_t ext = pushed;
+  CUpti_ExternalCorrelationKind ext_kind = pushed_kind;
+  pushed = 0;
+  pthread_mutex_unlock(&calls_mu);
+  if (ext) { /* after the call's record: its external correlation */
+    CUpti_ActivityExternalCorrelation *x = (void *)(buf + valid);
+    memset(x, 0, SLOT);
     x->kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-    x->externalKind = pushed_kind;
-    x->externalId = pushed;
+    x->externalKind = ext_kind;
+    x->externalId = ext;
     x->correlationId = c;
     valid += SLOT;
-    pushed = 0;
   }
+  pthread_mutex_lock(&calls_mu);
+  for (int i = 0; i < ncalls && valid + 2 * SLOT <= size; i++) {
+    memcpy(buf + valid, calls[i], 2 * SLOT);
+    valid += 2 * SLOT;
+  }
+  ncalls = 0;
+  pthread_mutex_unlock(&calls_mu);
   comp(NULL, 0, buf, size, valid);
   return CUPTI_SUCCESS;
 }
@@ -118,12 +204,16 @@ CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
 
 CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const char **name) {
   (void)d;
-  *name = cbid == 41 ? "cudaMemcpyAsync_v3020" : "cudaSomething_v1";
+  *name = cbid == 41    ? "cudaMemcpyAsync_v3020"
+          : cbid == 211 ? "cudaLaunchKernel_v7000"
+                        : "cudaSomething_v1";
   return CUPTI_SUCCESS;
 }
 
 CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind k, uint64_t id) {
+  pthread_mutex_lock(&calls_mu); /* staging threads push at once */
   pushed = id, pushed_kind = k;
+  pthread_mutex_unlock(&calls_mu);
   return CUPTI_SUCCESS;
 }
 

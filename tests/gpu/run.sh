@@ -149,6 +149,18 @@ for m in off observe stage; do
     python3 tests/gpu/check_trace.py $OUT/trace_torch_$m.json $m 10"
 done
 
+# the capture window: iterations 5-9 of the copy-bound loop (256 MiB batches), found by the shim
+# in every mode, hold exactly five input copies and the report infers five steps; a profiler
+# range around iterations 4-6 holds three; a delay and a duration bound the file
+for m in off stage; do
+  t trace_steps_$m bash -c "$B/pinwheel run --mode $m --trace $OUT/trace_steps_$m.json.gz \
+      --trace-steps 5-9 -- python3 samples/train_copybound.py --iters 12 --warmup 0 &&
+    python3 tests/gpu/check_window.py $B/pinwheel $OUT/trace_steps_$m.json.gz 5 268435456"
+  t trace_profiler_range_$m bash -c "$B/pinwheel run --mode $m --trace $OUT/trace_prof_$m.json \
+      --trace-capture cudaProfilerApi -- python3 tests/gpu/profiler_range.py &&
+    python3 tests/gpu/check_window.py $B/pinwheel $OUT/trace_prof_$m.json 3 67108864"
+done
+
 # a driver-API program that releases its primary context (freed: pinwheel holds no reference of
 # its own then) and copies under a context from cuCtxCreate (left to CUDA: other_context), bytes
 # compared by the program
