@@ -167,6 +167,19 @@ done
 t ctx_release env PINWHEEL_SETUP=inline \
   bash -c "$helpers; staged $B/ctx_release 64 | tee /dev/stderr | grep -q 'other_context'"
 
+# cudaDeviceReset mid-run: every byte right, and the copies after the reset staged again
+# (inline setup, so every eligible copy is staged: 8 before and 8 after; the summary counts 1 reset)
+t reset_resumes bash -c "
+  env PINWHEEL_SETUP=inline PINWHEEL_STATS_FORMAT=json PINWHEEL_STATS_FILE=$OUT/reset.json \\
+    PINWHEEL_MODE=stage PINWHEEL_STATS=1 LD_PRELOAD=$LIB $B/reset_copy 64 8 &&
+  python3 -c \"
+import json, sys
+s = json.loads(open('$OUT/reset.json').read().splitlines()[-1])
+st = s['staging']
+staged = st['ring']['calls'] + st['pinned_only']['calls']
+print('resets', st['device_resets'], 'H2D staged', staged, 'deferred', s.get('deferred'))
+sys.exit(0 if st['device_resets'] == 1 and staged >= 16 else 1)\""
+
 # copies on different streams stay independent: thread B's H2D on its own stream while thread A's
 # D2H waits behind a 300 ms kernel; B's median under pinwheel within 1.2 x (+1 ms) of CUDA's alone
 t two_streams_independent bash -c "
