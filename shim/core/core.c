@@ -5,7 +5,8 @@
  * At load, the constructor does two things only: it keeps a copy of the program's stderr (log.c:
  * the log and the summary go there, whatever fd 2 becomes), and it registers the one set of fork
  * handlers.  Every subsystem's fork reset is called from here, in this order, and none registers
- * its own:
+ * its own but the source guard (guard.c registers its handlers at its first protect, after
+ * CUDA's, so that its prepare, which waits for every guard's release, runs before theirs):
  *   prepare:  trace (its queue lock is taken, so no child inherits a queue mid-change)
  *   parent:   trace (unlocked)
  *   child:    counters, clock anchor, options (parse lock), setup gate, driver front end
@@ -14,10 +15,11 @@
  * where one reset reads another's state: the engine's reset comes after the pool's (the engine's
  * copies use the pool), and the trace's last (its reset may log).
  *
- * Must never: do more before the first hooked call than the constructor's two things (the
- * destructor only reads PINWHEEL_STATS), print unless asked (errors aside), print a summary for a
- * process that never intercepted a CUDA call (unless it is the command `pinwheel run` started,
- * whose user asked for its summary), or exit/abort the host process.
+ * Must never: do more before the first hooked call than the constructor's two things and
+ * memhooks.c's resolution of the real memory functions (the destructor only reads
+ * PINWHEEL_STATS), print unless asked (errors aside), print a summary for a process that never
+ * intercepted a CUDA call (unless it is the command `pinwheel run` started, whose user asked for
+ * its summary), or exit/abort the host process.
  */
 #define _GNU_SOURCE
 #include "real.h"

@@ -15,9 +15,9 @@
  * program whose first free came from there).  next_symbol walks the loaded objects after this one
  * (dl_iterate_phdr, in the order of the global scope) and looks the name up in each one's dynamic
  * symbol table (GNU or SysV hash), as RTLD_NEXT would: no dlerror state, no malloc.  A
- * constructor (the shim's only one, which does nothing else) resolves them all at load; a call
- * that comes earlier resolves on the spot.  Only if that lookup fails does the constructor ask
- * dlsym; while it runs on this thread, free and realloc go to glibc's __libc_free /
+ * constructor (which does nothing else; core.c's is the shim's other one) resolves them all at
+ * load; a call that comes earlier resolves on the spot.  Only if that lookup fails does the
+ * constructor ask dlsym; while it runs on this thread, free and realloc go to glibc's __libc_free /
  * __libc_realloc.  munmap, mremap, mprotect, MAP_FIXED mmap and shmat also tell guard.c that
  * mappings changed (its cache of verified mappings).
  *
