@@ -16,9 +16,9 @@
  * mprotect splits mappings (vm.max_map_count).  userfaultfd needs no signal at all.
  *
  * Costs, for 256 MiB of populated 4 KiB pages: about 5 ms to write-protect and as much to release
- * on one thread (issue 19 and the brief, kernel 6.18); the page-table walk splits over threads
+ * on one thread (measured on kernel 6.18); the page-table walk splits over threads
  * (UFFDIO_WRITEPROTECT takes mmap_lock for reading only): about 1 ms with 4 threads on the
- * 16-core H200 machine, no better with more (issue 19).  So a range of 8 MiB or more is split
+ * 16-core H200 machine, no better with more.  So a range of 8 MiB or more is split
  * over pw_guard_threads() threads (helpers started on first use, the caller takes a share; 4
  * where there are 8 CPUs or more, 2 below, 1 on one CPU), on 2 MiB boundaries.  Never-touched
  * pages cost about a tenth (markers only), and 2 MiB transparent huge pages about 1 % (0.03-0.05
