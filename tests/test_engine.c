@@ -938,5 +938,10 @@ int main(void) {
       cmocka_unit_test(test_not_deferred_reasons),
   };
   pw_log_set_level(PW_LOG_ERROR - 1); /* the failure tests log errors on purpose */
+  /* PW_TEST_SKIP=PATTERN leaves out the tests whose names match: the ThreadSanitizer tree skips the
+   * tests of the tests (a guard or a flag wait left out on purpose must show wrong bytes), whose
+   * deliberate race TSan reports and whose timing its instrumentation changes; the ASan and UBSan
+   * build runs them */
+  if (getenv("PW_TEST_SKIP")) cmocka_set_skip_filter(getenv("PW_TEST_SKIP"));
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
