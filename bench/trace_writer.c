@@ -18,20 +18,20 @@
 #include "trace.h"
 
 static size_t out_bytes;
-static void sink(pw_tw *w) {
+static void sink(pw_trace_writer *w) {
   out_bytes += w->len;
   w->len = 0;
 }
 
-static const char *names(pw_tw *w, int driver, uint32_t cbid) {
+static const char *names(pw_trace_writer *w, int driver, uint32_t cbid) {
   (void)w, (void)cbid;
   return driver ? "cuMemcpyAsync" : "cudaMemcpyAsync";
 }
-static int own(pw_tw *w, uint32_t corr) {
+static int own(pw_trace_writer *w, uint32_t corr) {
   (void)w;
   return corr & 1;
 }
-static uint64_t app(pw_tw *w, uint32_t corr) {
+static uint64_t app(pw_trace_writer *w, uint32_t corr) {
   (void)w;
   return corr % 5 == 0 ? (1ull << 40) + corr : 0;
 }
@@ -61,14 +61,14 @@ int main(int argc, char **argv) {
            "at::detail::Array<char*, 3>)";
   k.streamId = 7;
   k.gridX = 1024, k.gridY = k.gridZ = 1, k.blockX = 128, k.blockY = k.blockZ = 1;
-  pw_tw *w = calloc(1, sizeof *w);
+  pw_trace_writer *w = calloc(1, sizeof *w);
   if (!w) return 1;
   w->flush = sink;
   w->pid = 4242;
   w->api_name = names;
   w->is_pinwheel_corr = own;
   w->app_corr = app;
-  pw_tw_begin(w);
+  pw_trace_writer_begin(w);
   uint64_t t = 1700000000000000000ull;
   uint32_t corr = 1;
   double t0 = now();
@@ -78,21 +78,21 @@ int main(int argc, char **argv) {
       api.cbid = 41 + (uint32_t)j;
       api.start = t, api.end = t + 2345;
       api.correlationId = corr++;
-      pw_tw_record(w, (const CUpti_Activity *)(const void *)&api);
+      pw_trace_writer_record(w, (const CUpti_Activity *)(const void *)&api);
       t += 3000;
     }
     if (i < n) {
       mc.start = t, mc.end = t + 170000, mc.correlationId = corr - 4;
-      pw_tw_record(w, (const CUpti_Activity *)(const void *)&mc);
+      pw_trace_writer_record(w, (const CUpti_Activity *)(const void *)&mc);
       i++;
     }
     if (i < n && corr % 40 == 1) {
       k.start = t, k.end = t + 81234, k.correlationId = corr++;
-      pw_tw_record(w, (const CUpti_Activity *)(const void *)&k);
+      pw_trace_writer_record(w, (const CUpti_Activity *)(const void *)&k);
       i++;
     }
   }
-  pw_tw_end(w);
+  pw_trace_writer_end(w);
   double s = now() - t0;
   printf("%ld records in %.3f s: %.2f M records/s, %.1f MB/s of JSON (%.0f bytes a record)\n", n, s,
          n / s / 1e6, out_bytes / s / 1e6, (double)out_bytes / n);

@@ -25,7 +25,7 @@ static char *out;
 static size_t out_len, out_cap;
 static int flushes;
 
-static void to_memory(pw_tw *w) {
+static void to_memory(pw_trace_writer *w) {
   if (out_len + w->len + 1 > out_cap) {
     out_cap = (out_len + w->len + 1) * 2;
     out = realloc(out, out_cap);
@@ -37,29 +37,30 @@ static void to_memory(pw_tw *w) {
   flushes++;
 }
 
-static const char *names(pw_tw *w, int driver, uint32_t cbid) {
+static const char *names(pw_trace_writer *w, int driver, uint32_t cbid) {
   return cbid == 41    ? "cudaMemcpyAsync"
          : cbid == 211 ? "cudaLaunchKernel"
          : cbid == 131 ? "cudaEventSynchronize"
                        : NULL;
 }
-static int own(pw_tw *w, uint32_t corr) {
+static int own(pw_trace_writer *w, uint32_t corr) {
   return corr == 77;
 }
 
-static pw_tw *writer(void) {
-  pw_tw *w = calloc(1, sizeof *w);
+static pw_trace_writer *writer(void) {
+  pw_trace_writer *w = calloc(1, sizeof *w);
   w->flush = to_memory;
   w->pid = 4242;
   w->api_name = names;
   w->is_pinwheel_corr = own;
   out_len = 0;
   flushes = 0;
-  pw_tw_begin(w);
+  pw_trace_writer_begin(w);
   return w;
 }
 
-static void api(pw_tw *w, uint32_t cbid, uint64_t s, uint64_t e, uint32_t tid, uint32_t corr) {
+static void api(pw_trace_writer *w, uint32_t cbid, uint64_t s, uint64_t e, uint32_t tid,
+                uint32_t corr) {
   CUpti_ActivityAPI a;
   memset(&a, 0, sizeof a);
   a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
@@ -67,10 +68,10 @@ static void api(pw_tw *w, uint32_t cbid, uint64_t s, uint64_t e, uint32_t tid, u
   a.start = s, a.end = e;
   a.processId = 4242, a.threadId = tid;
   a.correlationId = corr;
-  pw_tw_record(w, (CUpti_Activity *)&a);
+  pw_trace_writer_record(w, (CUpti_Activity *)&a);
 }
 
-static void kernel(pw_tw *w, const char *name, uint64_t s, uint64_t e, uint32_t stream,
+static void kernel(pw_trace_writer *w, const char *name, uint64_t s, uint64_t e, uint32_t stream,
                    uint32_t corr) {
   CUpti_ActivityKernel10 k;
   memset(&k, 0, sizeof k);
@@ -79,11 +80,11 @@ static void kernel(pw_tw *w, const char *name, uint64_t s, uint64_t e, uint32_t 
   k.start = s, k.end = e;
   k.deviceId = 0, k.streamId = stream, k.correlationId = corr;
   k.gridX = 2, k.gridY = k.gridZ = 1, k.blockX = 128, k.blockY = k.blockZ = 1;
-  pw_tw_record(w, (CUpti_Activity *)&k);
+  pw_trace_writer_record(w, (CUpti_Activity *)&k);
 }
 
-static void memcpy_rec(pw_tw *w, uint8_t kind, uint8_t src, uint8_t dst, uint64_t bytes, uint64_t s,
-                       uint64_t e, uint32_t stream, uint32_t corr) {
+static void memcpy_rec(pw_trace_writer *w, uint8_t kind, uint8_t src, uint8_t dst, uint64_t bytes,
+                       uint64_t s, uint64_t e, uint32_t stream, uint32_t corr) {
   CUpti_ActivityMemcpy6 m;
   memset(&m, 0, sizeof m);
   m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
@@ -91,20 +92,20 @@ static void memcpy_rec(pw_tw *w, uint8_t kind, uint8_t src, uint8_t dst, uint64_
   m.bytes = bytes;
   m.start = s, m.end = e;
   m.deviceId = 0, m.streamId = stream, m.correlationId = corr;
-  pw_tw_record(w, (CUpti_Activity *)&m);
+  pw_trace_writer_record(w, (CUpti_Activity *)&m);
 }
 
-static void sync_rec(pw_tw *w, uint64_t s, uint64_t e, uint32_t corr) {
+static void sync_rec(pw_trace_writer *w, uint64_t s, uint64_t e, uint32_t corr) {
   CUpti_ActivitySynchronization2 y;
   memset(&y, 0, sizeof y);
   y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
   y.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE;
   y.start = s, y.end = e;
   y.correlationId = corr;
-  pw_tw_record(w, (CUpti_Activity *)&y);
+  pw_trace_writer_record(w, (CUpti_Activity *)&y);
 }
 
-static void marker(pw_tw *w, int start, uint32_t id, uint64_t ts, const char *name) {
+static void marker(pw_trace_writer *w, int start, uint32_t id, uint64_t ts, const char *name) {
   CUpti_ActivityMarker2 m;
   memset(&m, 0, sizeof m);
   m.kind = CUPTI_ACTIVITY_KIND_MARKER;
@@ -114,7 +115,7 @@ static void marker(pw_tw *w, int start, uint32_t id, uint64_t ts, const char *na
   m.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
   m.objectId.pt.threadId = 7;
   m.name = start ? name : NULL;
-  pw_tw_record(w, (CUpti_Activity *)&m);
+  pw_trace_writer_record(w, (CUpti_Activity *)&m);
 }
 
 static char *save(const char *tag) {
@@ -129,7 +130,7 @@ static char *save(const char *tag) {
 /* One step (an NVTX range "ProfilerStep#1" from 0 to 500 us): a pageable H2D [100,250) us whose
  * call takes 160 us, a kernel [200,400) on another stream: 50 of the copy's 150 us hidden. */
 static void test_records_read_back(void **state) {
-  pw_tw *w = writer();
+  pw_trace_writer *w = writer();
   const uint64_t t0 = 1700000000000000000ull; /* epoch ns, as CUPTI gives */
   marker(w, 1, 9, t0, "ProfilerStep#1");
   /* out of order: the kernel and the copy before their calls */
@@ -145,8 +146,8 @@ static void test_records_read_back(void **state) {
   api(w, 131, t0 + 300 * US, t0 + 320 * US, 7, 5);
   sync_rec(w, t0 + 301 * US, t0 + 319 * US, 5);
   marker(w, 0, 9, t0 + 500 * US, NULL);
-  w->side[w->nside++] = (pw_tw_lane){0, 13};
-  pw_tw_end(w);
+  w->side[w->nside++] = (pw_trace_writer_lane){0, 13};
+  pw_trace_writer_end(w);
   free(w);
   if (!strstr(out, "\"name\":\"Memcpy HtoD (Pageable -> Device)\"")) fail_msg("%s", out);
   assert_non_null(strstr(out, "\"name\":\"cudaMemcpyAsync\""));
@@ -180,13 +181,13 @@ static void test_records_read_back(void **state) {
 
 /* Thousands of events through a 64 KiB buffer: many flushes mid-document, one valid JSON. */
 static void test_many_flushes_one_document(void **state) {
-  pw_tw *w = writer();
+  pw_trace_writer *w = writer();
   for (int i = 0; i < 5000; i++) {
     kernel(w, "k", 1000000 + (uint64_t)i * 1000, 1000000 + (uint64_t)i * 1000 + 500, 7,
            (uint32_t)i + 1);
     api(w, 211, 999000 + (uint64_t)i * 1000, 999100 + (uint64_t)i * 1000, 7, (uint32_t)i + 1);
   }
-  pw_tw_end(w);
+  pw_trace_writer_end(w);
   assert_true(flushes > 10);
   assert_int_equal(w->events, 10000 + 3); /* and the M events: GPU 0, stream 7, host */
   free(w);
@@ -200,12 +201,12 @@ static void test_many_flushes_one_document(void **state) {
 
 /* An NVTX end with no start (it began before tracing) is dropped; unknown kinds are skipped. */
 static void test_unpaired_and_unknown(void **state) {
-  pw_tw *w = writer();
+  pw_trace_writer *w = writer();
   marker(w, 0, 5, 1000, NULL);
   CUpti_Activity other = {.kind = CUPTI_ACTIVITY_KIND_OVERHEAD};
-  pw_tw_record(w, &other);
+  pw_trace_writer_record(w, &other);
   api(w, 999, 1000, 2000, 3, 4); /* a cbid with no name */
-  pw_tw_end(w);
+  pw_trace_writer_end(w);
   free(w);
   assert_null(strstr(out, "user_annotation"));
   assert_non_null(strstr(out, "\"name\":\"cbid 999\""));
@@ -219,16 +220,16 @@ static void test_unpaired_and_unknown(void **state) {
  * shim's timing, correlation 2^40) and the operations issued for it, which carry that id and the
  * mark.  Without a ring (DMAs on the program's stream, no copy after them) it is still one
  * staged copy, and the step joins it through the program's call. */
-static uint64_t app_map(pw_tw *w, uint32_t corr) {
+static uint64_t app_map(pw_trace_writer *w, uint32_t corr) {
   return corr >= 10 && corr < 20 ? 1ull << 40 : 0;
 }
 
 static void test_staged_copy_carries_program_call(void **state) {
-  pw_tw *w = writer();
+  pw_trace_writer *w = writer();
   w->app_corr = app_map;
   const uint64_t t0 = 1000000000;
   marker(w, 1, 3, t0, "ProfilerStep#4");
-  pw_tw_app_call(w, "cudaMemcpyAsync", t0 + 10 * US, t0 + 90 * US, 7, 1ull << 40);
+  pw_trace_writer_app_call(w, "cudaMemcpyAsync", t0 + 10 * US, t0 + 90 * US, 7, 1ull << 40);
   for (int i = 0; i < 3; i++) { /* pinwheel's own calls and their DMAs on the caller's stream */
     api(w, 41, t0 + (20 + 10 * i) * US, t0 + (21 + 10 * i) * US, 7, 10 + i);
     memcpy_rec(w, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PINNED,
@@ -236,7 +237,7 @@ static void test_staged_copy_carries_program_call(void **state) {
                t0 + (55 + 30 * i) * US, 7, 10 + i);
   }
   marker(w, 0, 3, t0 + 200 * US, NULL);
-  pw_tw_end(w);
+  pw_trace_writer_end(w);
   free(w);
   assert_non_null(
       strstr(out, "\"correlation\":1099511627776,\"pinwheel\":1,\"cupti_correlation\":10"));

@@ -71,7 +71,7 @@ static qbuf *qhead, *qtail;
 static int writer_stop, queued; /* queued: CUPTI buffers waiting */
 static atomic_int queued_hint;  /* CUPTI buffers waiting, read without the lock */
 static pthread_t writer;
-static pw_tw *tw;
+static pw_trace_writer *tw;
 static char path[4096];
 /* Correlation ids, in open-addressing maps used by the writer thread only: the calls pinwheel
  * made itself (value: the program's call they were for, or 1), and the API calls seen so far. */
@@ -122,11 +122,11 @@ static void cmap_put(cmap *m, uint32_t k, uint64_t v) {
   m->key[i] = k, m->val[i] = v;
 }
 
-static int is_own(pw_tw *w, uint32_t corr) {
+static int is_own(pw_trace_writer *w, uint32_t corr) {
   (void)w;
   return cmap_get(&own, corr) != 0;
 }
-static uint64_t app_of(pw_tw *w, uint32_t corr) {
+static uint64_t app_of(pw_trace_writer *w, uint32_t corr) {
   (void)w;
   uint64_t v = cmap_get(&own, corr);
   return v >= (1ull << 40) ? v : 0;
@@ -177,7 +177,7 @@ static uint64_t gpu_start(const CUpti_Activity *r) {
  * with no call, when it starts in it). */
 static void write_gpu(const CUpti_Activity *r) {
   uint64_t in = cmap_get(&seen, gpu_corr(r));
-  if (in ? in == 1 : pw_window_keep(&cw, gpu_start(r))) pw_tw_record(tw, r);
+  if (in ? in == 1 : pw_window_keep(&cw, gpu_start(r))) pw_trace_writer_record(tw, r);
 }
 
 #define MAX_PENDING_RECORDS 100000
@@ -194,7 +194,7 @@ static void hold(const CUpti_Activity *r) {
     memmove(pending, pending + half, (npending - half) * sizeof *pending);
     npending -= half;
   }
-  size_t sz = pw_tw_record_size(r);
+  size_t sz = pw_trace_writer_record_size(r);
   CUpti_Activity *c = sz ? malloc(sz) : NULL;
   if (c && npending == cappending) {
     size_t nc = cappending ? cappending * 2 : 256;
@@ -223,7 +223,7 @@ static void release_pending(int all) {
   npending = m;
 }
 
-static int keep_marker(pw_tw *w, uint64_t start, uint64_t end) {
+static int keep_marker(pw_trace_writer *w, uint64_t start, uint64_t end) {
   (void)w;
   return pw_window_keep(&cw, start) && (end == start || pw_window_keep(&cw, end - 1));
 }
@@ -234,7 +234,7 @@ static int keep_marker(pw_tw *w, uint64_t start, uint64_t end) {
 static char *name_cache[2][NAME_CACHE];
 static const char *api_name_uncached(int driver, uint32_t cbid);
 
-static const char *api_name(pw_tw *w, int driver, uint32_t cbid) {
+static const char *api_name(pw_trace_writer *w, int driver, uint32_t cbid) {
   (void)w;
   if (cbid >= NAME_CACHE) return api_name_uncached(driver, cbid);
   char **slot = &name_cache[driver != 0][cbid];
@@ -322,7 +322,7 @@ static void write_all(const char *p, size_t n) {
   }
 }
 
-static void flush_file(pw_tw *w) {
+static void flush_file(pw_trace_writer *w) {
   write_all(w->buf, w->len);
   w->len = 0;
 }
@@ -371,7 +371,7 @@ static void convert(qbuf *q) {
   pw_trace_window_get(&cw); /* after the buffer completed: every change before its records */
   if (!q->buf) {            /* a program's call pinwheel handled */
     if (pw_window_keep(&cw, q->start))
-      pw_tw_app_call(tw, q->name, q->start, q->end, q->tid, q->corr);
+      pw_trace_writer_app_call(tw, q->name, q->start, q->end, q->tid, q->corr);
     free(q);
     return;
   }
@@ -392,12 +392,12 @@ static void convert(qbuf *q) {
       const CUpti_ActivityAPI *a = (const void *)rec;
       int in = pw_window_keep(&cw, a->start);
       cmap_put(&seen, a->correlationId, in ? 1 : 2);
-      if (in) pw_tw_record(tw, rec);
+      if (in) pw_trace_writer_record(tw, rec);
       break;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
       if (pw_window_keep(&cw, ((const CUpti_ActivitySynchronization2 *)(const void *)rec)->start))
-        pw_tw_record(tw, rec);
+        pw_trace_writer_record(tw, rec);
       break;
     default:
       if (gpu_corr(rec) && !cmap_get(&seen, gpu_corr(rec)))
@@ -405,7 +405,7 @@ static void convert(qbuf *q) {
       else if (gpu_corr(rec))
         write_gpu(rec);
       else
-        pw_tw_record(tw, rec); /* markers: the writer keeps a range inside the window */
+        pw_trace_writer_record(tw, rec); /* markers: the writer keeps a range inside the window */
     }
   }
   free(q->buf);
@@ -582,7 +582,7 @@ static void finish(void) {
   release_pending(1); /* GPU records whose call never came (not traced): by their own start */
   size_t dropped = 0;
   if (cu.dropped && cu.dropped(NULL, 0, &dropped) == CUPTI_SUCCESS) tw->dropped = dropped;
-  pw_tw_end(tw);
+  pw_trace_writer_end(tw);
   close_out();
   pthread_mutex_unlock(&convert_lock);
   pw_trace_window_end(path);
@@ -731,7 +731,7 @@ void pw_trace_start(void) {
     unlink(path);
     return;
   }
-  pw_tw_begin(tw);
+  pw_trace_writer_begin(tw);
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -823,7 +823,7 @@ void pw_trace_side_stream(int dev, void *stream) {
   if (lib) dlclose(lib);
   if (cu.stream_id(ctx, (CUstream)stream, 0, &id) != CUPTI_SUCCESS) return;
   pthread_mutex_lock(&qlock);
-  if (tw->nside < 16) tw->side[tw->nside++] = (pw_tw_lane){(uint32_t)dev, id};
+  if (tw->nside < 16) tw->side[tw->nside++] = (pw_trace_writer_lane){(uint32_t)dev, id};
   pthread_mutex_unlock(&qlock);
 }
 

@@ -8,55 +8,55 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PW_TW_LANES 256
-#define PW_TW_MARKERS 64
+#define PW_TRACE_WRITER_LANES 256
+#define PW_TRACE_WRITER_MARKERS 64
 
-typedef struct pw_tw_lane {
+typedef struct pw_trace_writer_lane {
   uint32_t dev, stream;
-} pw_tw_lane;
+} pw_trace_writer_lane;
 
 /* The writer: events go into buf, flush() empties it (to a file, or to a test's memory). */
-typedef struct pw_tw {
+typedef struct pw_trace_writer {
   char buf[1 << 16];
   size_t len;
-  void (*flush)(struct pw_tw *w);
+  void (*flush)(struct pw_trace_writer *w);
   void *ctx;
   uint64_t events, dropped;
   uint32_t pid;
   /* runtime / driver API names by callback id; NULL: "cbid N" */
-  const char *(*api_name)(struct pw_tw *w, int driver, uint32_t cbid);
+  const char *(*api_name)(struct pw_trace_writer *w, int driver, uint32_t cbid);
   /* whether pinwheel itself made the call with this correlation id (its args get "pinwheel":1) */
-  int (*is_pinwheel_corr)(struct pw_tw *w, uint32_t corr);
+  int (*is_pinwheel_corr)(struct pw_trace_writer *w, uint32_t corr);
   /* the program's call a pinwheel operation was issued for (a staged copy): its correlation id
    * in the trace, or 0.  GPU operations then carry that id, so they join the program's call. */
-  uint64_t (*app_corr)(struct pw_tw *w, uint32_t corr);
+  uint64_t (*app_corr)(struct pw_trace_writer *w, uint32_t corr);
   /* the capture window, said in the document's "pinwheel" object; empty: the whole run */
   char capture[128];
   /* whether an NVTX range [start, end] is in the capture window; NULL: every one */
-  int (*keep)(struct pw_tw *w, uint64_t start, uint64_t end);
-  pw_tw_lane lanes[PW_TW_LANES];
+  int (*keep)(struct pw_trace_writer *w, uint64_t start, uint64_t end);
+  pw_trace_writer_lane lanes[PW_TRACE_WRITER_LANES];
   int nlanes;
-  uint32_t threads[PW_TW_LANES];
+  uint32_t threads[PW_TRACE_WRITER_LANES];
   int nthreads;
-  pw_tw_lane side[16]; /* pinwheel's side streams, named as such */
+  pw_trace_writer_lane side[16]; /* pinwheel's side streams, named as such */
   int nside;
   struct {
     int used;
     uint32_t id, tid;
     uint64_t start;
     char name[128];
-  } marks[PW_TW_MARKERS];
-} pw_tw;
+  } marks[PW_TRACE_WRITER_MARKERS];
+} pw_trace_writer;
 
-void pw_tw_begin(pw_tw *w);
-void pw_tw_record(pw_tw *w, const CUpti_Activity *rec);
+void pw_trace_writer_begin(pw_trace_writer *w);
+void pw_trace_writer_record(pw_trace_writer *w, const CUpti_Activity *rec);
 /* A call of the program that pinwheel handled itself (a staged copy): CUPTI never saw it, so it
  * is written from the shim's own timing, with the correlation id its operations carry. */
-void pw_tw_app_call(pw_tw *w, const char *name, uint64_t start, uint64_t end, uint32_t tid,
-                    uint64_t corr);
-/* The size of a record of a kind pw_tw_record converts (0: not converted). */
-size_t pw_tw_record_size(const CUpti_Activity *rec);
-void pw_tw_end(pw_tw *w); /* names, the frame's end; flushes */
+void pw_trace_writer_app_call(pw_trace_writer *w, const char *name, uint64_t start, uint64_t end,
+                              uint32_t tid, uint64_t corr);
+/* The size of a record of a kind pw_trace_writer_record converts (0: not converted). */
+size_t pw_trace_writer_record_size(const CUpti_Activity *rec);
+void pw_trace_writer_end(pw_trace_writer *w); /* names, the frame's end; flushes */
 
 /* The collector (trace.c). */
 /* PINWHEEL_TRACE's path with %p = pid and %r = RANK, else LOCAL_RANK, else 0; 0 on success. */

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void put(pw_tw *w, const char *s, size_t n) {
+static void put(pw_trace_writer *w, const char *s, size_t n) {
   while (n) {
     size_t room = sizeof w->buf - w->len;
     if (!room) {
@@ -35,8 +35,8 @@ static void put(pw_tw *w, const char *s, size_t n) {
 
 #define PUTS(w, lit) put((w), (lit), sizeof(lit) - 1)
 
-static void putf(pw_tw *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void putf(pw_tw *w, const char *fmt, ...) {
+static void putf(pw_trace_writer *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void putf(pw_trace_writer *w, const char *fmt, ...) {
   char b[512];
   va_list ap;
   va_start(ap, fmt);
@@ -48,7 +48,7 @@ static void putf(pw_tw *w, const char *fmt, ...) {
 
 /* Numbers and strings are formatted by hand: vsnprintf per field was most of a record's cost
  * (bench/trace_writer.c measures it). */
-static void put_u64(pw_tw *w, uint64_t v) {
+static void put_u64(pw_trace_writer *w, uint64_t v) {
   char b[20];
   int i = sizeof b;
   do {
@@ -58,7 +58,7 @@ static void put_u64(pw_tw *w, uint64_t v) {
   put(w, b + i, sizeof b - (size_t)i);
 }
 
-static void put_i64(pw_tw *w, int64_t v) {
+static void put_i64(pw_trace_writer *w, int64_t v) {
   if (v < 0) {
     PUTS(w, "-");
     put_u64(w, (uint64_t)0 - (uint64_t)v);
@@ -67,11 +67,11 @@ static void put_i64(pw_tw *w, int64_t v) {
   }
 }
 
-static void put_cstr(pw_tw *w, const char *s) {
+static void put_cstr(pw_trace_writer *w, const char *s) {
   put(w, s, strlen(s));
 }
 
-static void put_str(pw_tw *w, const char *s) {
+static void put_str(pw_trace_writer *w, const char *s) {
   PUTS(w, "\"");
   while (s && *s) {
     size_t n = 0; /* a run of characters that need no escape */
@@ -92,14 +92,14 @@ static void put_str(pw_tw *w, const char *s) {
 }
 
 /* µs with the ns as three exact decimals */
-static void put_us(pw_tw *w, uint64_t ns) {
+static void put_us(pw_trace_writer *w, uint64_t ns) {
   char d[4] = {'.', (char)('0' + ns / 100 % 10), (char)('0' + ns / 10 % 10), (char)('0' + ns % 10)};
   put_u64(w, ns / 1000);
   put(w, d, 4);
 }
 
 /* "ts":µs,"dur":µs, exact: ns as three decimals */
-static void put_time(pw_tw *w, uint64_t s, uint64_t e) {
+static void put_time(pw_trace_writer *w, uint64_t s, uint64_t e) {
   PUTS(w, "\"ts\":");
   put_us(w, s);
   PUTS(w, ",\"dur\":");
@@ -107,7 +107,7 @@ static void put_time(pw_tw *w, uint64_t s, uint64_t e) {
 }
 
 /* ,"pid":P,"tid":T, */
-static void put_ids(pw_tw *w, uint64_t pid, uint64_t tid) {
+static void put_ids(pw_trace_writer *w, uint64_t pid, uint64_t tid) {
   PUTS(w, ",\"pid\":");
   put_u64(w, pid);
   PUTS(w, ",\"tid\":");
@@ -115,11 +115,11 @@ static void put_ids(pw_tw *w, uint64_t pid, uint64_t tid) {
   PUTS(w, ",");
 }
 
-static void begin_event(pw_tw *w) {
+static void begin_event(pw_trace_writer *w) {
   if (w->events++) PUTS(w, ",\n");
 }
 
-void pw_tw_begin(pw_tw *w) {
+void pw_trace_writer_begin(pw_trace_writer *w) {
   w->events = 0;
   PUTS(w, "{\"schemaVersion\":1,\"traceName\":\"pinwheel\",\"traceEvents\":[\n");
 }
@@ -172,19 +172,20 @@ static const char *mem_kind(uint8_t k) {
 }
 
 /* Remember a (device, stream) pair for the "M" events at the end. */
-static void note_lane(pw_tw *w, uint32_t dev, uint32_t stream) {
+static void note_lane(pw_trace_writer *w, uint32_t dev, uint32_t stream) {
   for (int i = 0; i < w->nlanes; i++)
     if (w->lanes[i].dev == dev && w->lanes[i].stream == stream) return;
-  if (w->nlanes < PW_TW_LANES) w->lanes[w->nlanes++] = (pw_tw_lane){dev, stream};
+  if (w->nlanes < PW_TRACE_WRITER_LANES)
+    w->lanes[w->nlanes++] = (pw_trace_writer_lane){dev, stream};
 }
 
-static void note_thread(pw_tw *w, uint32_t tid) {
+static void note_thread(pw_trace_writer *w, uint32_t tid) {
   for (int i = 0; i < w->nthreads; i++)
     if (w->threads[i] == tid) return;
-  if (w->nthreads < PW_TW_LANES) w->threads[w->nthreads++] = tid;
+  if (w->nthreads < PW_TRACE_WRITER_LANES) w->threads[w->nthreads++] = tid;
 }
 
-static void gpu_args(pw_tw *w, uint32_t dev, uint32_t stream, uint32_t corr) {
+static void gpu_args(pw_trace_writer *w, uint32_t dev, uint32_t stream, uint32_t corr) {
   uint64_t app = w->app_corr ? w->app_corr(w, corr) : 0;
   PUTS(w, ",\"args\":{\"device\":");
   put_u64(w, dev);
@@ -201,8 +202,8 @@ static void gpu_args(pw_tw *w, uint32_t dev, uint32_t stream, uint32_t corr) {
   }
 }
 
-void pw_tw_app_call(pw_tw *w, const char *name, uint64_t start, uint64_t end, uint32_t tid,
-                    uint64_t corr) {
+void pw_trace_writer_app_call(pw_trace_writer *w, const char *name, uint64_t start, uint64_t end,
+                              uint32_t tid, uint64_t corr) {
   begin_event(w);
   PUTS(w, "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":");
   put_str(w, name);
@@ -212,7 +213,7 @@ void pw_tw_app_call(pw_tw *w, const char *name, uint64_t start, uint64_t end, ui
   note_thread(w, tid);
 }
 
-size_t pw_tw_record_size(const CUpti_Activity *rec) {
+size_t pw_trace_writer_record_size(const CUpti_Activity *rec) {
   switch (rec->kind) {
   case CUPTI_ACTIVITY_KIND_KERNEL:
   case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
@@ -229,10 +230,10 @@ size_t pw_tw_record_size(const CUpti_Activity *rec) {
 }
 
 /* An NVTX range: its start is kept until its end arrives (they can come in separate buffers). */
-static void marker(pw_tw *w, const CUpti_ActivityMarker2 *m) {
+static void marker(pw_trace_writer *w, const CUpti_ActivityMarker2 *m) {
   if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
     int slot = -1;
-    for (int i = 0; i < PW_TW_MARKERS; i++)
+    for (int i = 0; i < PW_TRACE_WRITER_MARKERS; i++)
       if (!w->marks[i].used) {
         slot = i;
         break;
@@ -245,7 +246,7 @@ static void marker(pw_tw *w, const CUpti_ActivityMarker2 *m) {
         m->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? m->objectId.pt.threadId : 0;
     snprintf(w->marks[slot].name, sizeof w->marks[slot].name, "%s", m->name ? m->name : "");
   } else if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
-    for (int i = 0; i < PW_TW_MARKERS; i++)
+    for (int i = 0; i < PW_TRACE_WRITER_MARKERS; i++)
       if (w->marks[i].used && w->marks[i].id == m->id) {
         w->marks[i].used = 0;
         if (w->keep && !w->keep(w, w->marks[i].start, m->timestamp)) return;
@@ -262,7 +263,7 @@ static void marker(pw_tw *w, const CUpti_ActivityMarker2 *m) {
   }
 }
 
-void pw_tw_record(pw_tw *w, const CUpti_Activity *rec) {
+void pw_trace_writer_record(pw_trace_writer *w, const CUpti_Activity *rec) {
   switch (rec->kind) {
   case CUPTI_ACTIVITY_KIND_KERNEL:
   case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
@@ -375,7 +376,7 @@ void pw_tw_record(pw_tw *w, const CUpti_Activity *rec) {
   }
 }
 
-void pw_tw_end(pw_tw *w) {
+void pw_trace_writer_end(pw_trace_writer *w) {
   /* names: a process per device, a thread per stream (pinwheel's side stream by name), the
    * process's threads */
   for (int i = 0; i < w->nlanes; i++) {

@@ -6,6 +6,8 @@
  *   core/files.c        opening the summary and trace files: no symlink, only the user's files.
  *   core/options.c      the options table, parsed once from PINWHEEL_* variables.
  *   core/stats.c        counters (atomics only) and the exit summary (text / JSON).
+ *   core/pw_ops.def     the one list of pw_ops' members, from which the struct and every
+ *                       backend's table are generated.
  *   core/core.c         the lifecycle both front ends share: init at the first hooked call, the one
  *                       engine, the mode, the per-thread guard, fork and the exit summary.
  *   engine/copy.c       the copy routines (non-temporal stores, portable fallback), fresh-page
@@ -15,7 +17,8 @@
  *   front/runtime.c     the runtime front end: the exported cuda* wrappers (hooks.def), pw_real.
  *   front/runtime_ops.c the pw_ops table over the real CUDA runtime functions.
  *   front/drv.c         the driver front end: cu* wrappers (drv_hooks.def), dlsym,
- * cuGetProcAddress. front/drv_ops.c     the pw_ops table over the real CUDA driver functions.
+ *                       cuGetProcAddress.
+ *   front/drv_ops.c     the pw_ops table over the real CUDA driver functions.
  *   front/hostcopy.c    the program's own large memcpy into or out of its pinned memory.
  *   front/pjrt.c        JAX's CUDA plugin: XLA's own host-to-device staging turned off.
  *   collector/trace.c   the CUPTI collector (PINWHEEL_TRACE); trace_json.c its JSON writer;
@@ -143,46 +146,17 @@ extern const char *const pw_mem_names[PW_MEM_N];
 extern const char *const pw_dir_names[PW_DIR_N];
 
 /* ---- the CUDA operations the engine needs (filled from the real runtime, or simulated) ----
- * Every function returns 0 on success or a non-zero CUDA error number.  Streams and events are
- * opaque handles. */
+ * One member per entry of pw_ops.def, which says what each does. */
 typedef struct pw_ops {
-  int (*pointer_info)(const void *p, int *mem_kind, int *device);
-  int (*stream_capturing)(void *stream, int *capturing);
-  int (*stream_device)(void *stream, int *device);
-  int (*get_device)(int *device);
-  int (*set_device)(int device); /* this thread's current device */
-  int (*host_alloc)(void **p, size_t n);
-  void (*host_free)(void *p);
-  int (*device_alloc)(void **p, size_t n);
-  void (*device_free)(void *p);
-  int (*stream_create)(void **stream); /* non-blocking */
-  int (*event_create)(void **event);   /* no timing */
-  int (*event_record)(void *event, void *stream);
-  int (*event_query)(void *event); /* 0 done, 1 pending, else error */
-  int (*event_sync)(void *event);
-  int (*stream_wait_event)(void *stream, void *event);
-  int (*copy_async)(void *dst, const void *src, size_t n, int dir, void *stream);
-  int (*stream_sync)(void *stream);
-  /* Forget the error an internal call of ours left as the thread's last error. */
-  void (*clear_error)(void);
-  /* Returns 1 when the thread has an error pending that an internal call must not hide. */
-  int (*error_pending)(void);
-  /* Relax this thread's capture mode around engine calls; returns the mode to restore. */
-  int (*relax_capture)(int restore, int mode);
-  /* Optional (NULL: always), called once get_device and stream_device both reported `device`:
-   * 1 when the engine's state of `device` may be used for this copy.  The driver backend: the
-   * stream's context is `device`'s primary one, the only one the engine stages in for the driver
-   * front end (whose stream_device reports a device only for a stream of the calling thread's
-   * current context, so checking that context suffices).  Both backends: 0 once that state went
-   * with a primary context the program released (drv_ops.c). */
-  int (*context_ok)(void *stream, int device);
-  /* Optional (NULL: not available): the stream waits until the 32-bit value at flag, in pinned
-   * host memory mapped for the device, is >= value (cuStreamWaitValue32, GEQ).  Deferred staging
-   * needs it: the DMA of a chunk waits for the copy threads' store. */
-  int (*wait_host_value)(void *stream, const uint32_t *flag, uint32_t value);
-  /* The device allocation holding p: its base and size (cuMemGetAddressRange). */
-  int (*alloc_range)(const void *p, void **base, size_t *size);
+#define PW_OP(ret, name, params) ret(*name) params;
+#include "pw_ops.def"
 } pw_ops;
+/* One entry of a backend's table: fn, which must have the member's type (the _Generic has no other
+ * association), so a function of another type is a compile error, not a silent cast.  Each backend
+ * builds its table from the list, so every member is named and a missing op_<name> does not build:
+ * `#define PW_OP(ret, name, params) .name = PW_OPS_ENTRY(op_##name, ret, params),` then
+ * `const pw_ops its_ops = {` `#include "pw_ops.def"` `};`. */
+#define PW_OPS_ENTRY(fn, ret, params) _Generic((fn), ret(*) params : (fn))
 
 /* ---- stats ---- */
 enum {

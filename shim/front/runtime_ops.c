@@ -154,28 +154,8 @@ static int op_wait_host_value(void *s, const uint32_t *flag, uint32_t value) {
   return DRV(cuStreamWaitValue32_v2, (CUstream)s, d, value, CU_STREAM_WAIT_VALUE_GEQ);
 }
 
+/* The table, one entry per member of pw_ops.def (PW_OPS_ENTRY, pw.h). */
+#define PW_OP(ret, name, params) .name = PW_OPS_ENTRY(op_##name, ret, params),
 const pw_ops pw_real_ops = {
-    .pointer_info = op_pointer_info,
-    .stream_capturing = op_stream_capturing,
-    .stream_device = op_stream_device,
-    .get_device = op_get_device,
-    .set_device = op_set_device,
-    .host_alloc = op_host_alloc,
-    .host_free = op_host_free,
-    .device_alloc = op_device_alloc,
-    .device_free = op_device_free,
-    .stream_create = op_stream_create,
-    .event_create = op_event_create,
-    .event_record = op_event_record,
-    .event_query = op_event_query,
-    .event_sync = op_event_sync,
-    .stream_wait_event = op_stream_wait_event,
-    .copy_async = op_copy_async,
-    .stream_sync = op_stream_sync,
-    .clear_error = op_clear_error,
-    .error_pending = op_error_pending,
-    .relax_capture = op_relax_capture,
-    .context_ok = op_context_ok,
-    .alloc_range = op_alloc_range,
-    .wait_host_value = op_wait_host_value,
+#include "pw_ops.def"
 };

@@ -117,44 +117,16 @@ static CUresult do_copy(const char *fn, uintptr_t dst, uintptr_t src, size_t cou
   return e;
 }
 
-/* (the prototypes come from drv_hooks.def, above: these definitions must match them) */
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t count) {
-  return do_copy(__func__, dst, (uintptr_t)src, count, 0);
-}
-CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t count) {
-  return do_copy(__func__, dst, (uintptr_t)src, count, 0);
-}
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t count, CUstream stream) {
-  return do_copy(__func__, dst, (uintptr_t)src, count, stream);
-}
-CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t count,
-                                   CUstream stream) {
-  return do_copy(__func__, dst, (uintptr_t)src, count, stream);
-}
-CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t count) {
-  return do_copy(__func__, (uintptr_t)dst, src, count, 0);
-}
-CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t count) {
-  return do_copy(__func__, (uintptr_t)dst, src, count, 0);
-}
-CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t count, CUstream stream) {
-  return do_copy(__func__, (uintptr_t)dst, src, count, stream);
-}
-CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t count, CUstream stream) {
-  return do_copy(__func__, (uintptr_t)dst, src, count, stream);
-}
-CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t count) {
-  return do_copy(__func__, dst, src, count, 0);
-}
-CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t count) {
-  return do_copy(__func__, dst, src, count, 0);
-}
-CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t count, CUstream stream) {
-  return do_copy(__func__, dst, src, count, stream);
-}
-CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t count, CUstream stream) {
-  return do_copy(__func__, dst, src, count, stream);
-}
+/* The copy entry points are generated from drv_hooks.def: their parameter names are part of its
+ * contract (dst, src, count, and stream for COPY_ASYNC). */
+#define FAKE_COPY_BLOCKING(name, params, args, stream_expr)                                        \
+  CUresult name params {                                                                           \
+    return do_copy(#name, (uintptr_t)dst, (uintptr_t)src, count, 0);                               \
+  }
+#define FAKE_COPY_ASYNC(name, params, args, stream_expr)                                           \
+  CUresult name params {                                                                           \
+    return do_copy(#name, (uintptr_t)dst, (uintptr_t)src, count, stream);                          \
+  }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t count, CUstream stream) {
   return do_copy(__func__, dst, src, count, stream);
 }
@@ -162,44 +134,77 @@ CUresult cuMemcpyHtoD(unsigned int dst, const void *src, size_t count) {
   return do_copy(__func__, dst, (uintptr_t)src, count, 0);
 }
 
-/* ---- launches and syncs: recorded ---- */
-
-#define LAUNCH11(fn)                                                                               \
-  CUresult fn(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,       \
-              unsigned bz, unsigned shared, CUstream stream, void **params, void **extra) {        \
-    CALL_RECORD(.func = f, .grid = {gx, gy, gz}, .block = {bx, by, bz}, .shared = shared,          \
-                .stream = stream, .params = params, .extra = extra);                               \
+/* ---- launches, syncs and profiler calls: recorded ----
+ * Generated from drv_hooks.def like the copies: which fields a call records follows from the
+ * function's own type, FAKE_FIELDS(name) being the recorder of that type, called with the
+ * function's arguments.  A hooked function of a type not listed here is a compile error until it
+ * has a recorder. */
+static fake_drv_call launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                            unsigned by, unsigned bz, unsigned shared, CUstream stream,
+                            void **params, void **extra) {
+  return (fake_drv_call){.func = f,
+                         .grid = {gx, gy, gz},
+                         .block = {bx, by, bz},
+                         .shared = shared,
+                         .stream = stream,
+                         .params = params,
+                         .extra = extra};
+}
+static fake_drv_call launch_ex(const CUlaunchConfig *config, CUfunction f, void **params,
+                               void **extra) {
+  return (fake_drv_call){.config = config, .func = f, .params = params, .extra = extra};
+}
+static fake_drv_call on_stream(CUstream stream) {
+  return (fake_drv_call){.stream = stream};
+}
+static fake_drv_call on_context(CUcontext ctx) {
+  return (fake_drv_call){.ctx = ctx};
+}
+static fake_drv_call on_event(CUevent event) {
+  return (fake_drv_call){.event = event};
+}
+static fake_drv_call no_args(void) {
+  return (fake_drv_call){.count = 0};
+}
+typedef CUresult launch_t(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                          unsigned, CUstream, void **, void **);
+typedef CUresult launch_ex_t(const CUlaunchConfig *, CUfunction, void **, void **);
+typedef CUresult on_stream_t(CUstream);
+typedef CUresult on_context_t(CUcontext);
+typedef CUresult on_event_t(CUevent);
+typedef CUresult no_args_t(void);
+/* one association a line: */
+/* clang-format off */
+#define FAKE_FIELDS(name)                                                                          \
+  _Generic(&name,                                                                                  \
+           launch_t *: launch,                                                                     \
+           launch_ex_t *: launch_ex,                                                               \
+           on_stream_t *: on_stream,                                                               \
+           on_context_t *: on_context,                                                             \
+           on_event_t *: on_event,                                                                 \
+           no_args_t *: no_args)
+/* clang-format on */
+static CUresult record_as(const char *name, fake_drv_call *c) {
+  strncpy(c->name, name, sizeof c->name - 1);
+  return record(c);
+}
+#define FAKE_LAUNCH(name, params, args, stream_expr)                                               \
+  CUresult name params {                                                                           \
+    fake_drv_call c = FAKE_FIELDS(name) args;                                                      \
+    return record_as(#name, &c);                                                                   \
+  }
+#define FAKE_HOST_SYNC(name, params, args, stream_expr) FAKE_LAUNCH(name, params, args, stream_expr)
+/* The profiler calls record which they are: 1 start, 0 stop (the list's stream column). */
+#define FAKE_PROFILER(name, params, args, start)                                                   \
+  CUresult name params {                                                                           \
+    CALL_RECORD(.count = start);                                                                   \
     return e;                                                                                      \
   }
-LAUNCH11(cuLaunchKernel)
-LAUNCH11(cuLaunchKernel_ptsz)
-#define LAUNCHEX(fn)                                                                               \
-  CUresult fn(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {           \
-    CALL_RECORD(.config = config, .func = f, .params = params, .extra = extra);                    \
-    return e;                                                                                      \
-  }
-LAUNCHEX(cuLaunchKernelEx)
-LAUNCHEX(cuLaunchKernelEx_ptsz)
-CUresult cuStreamSynchronize(CUstream stream) {
-  CALL_RECORD(.stream = stream);
-  return e;
-}
-CUresult cuStreamSynchronize_ptsz(CUstream stream) {
-  CALL_RECORD(.stream = stream);
-  return e;
-}
-CUresult cuCtxSynchronize(void) {
-  CALL_RECORD(.count = 0);
-  return e;
-}
-CUresult cuCtxSynchronize_v2(CUcontext ctx) {
-  CALL_RECORD(.ctx = ctx);
-  return e;
-}
-CUresult cuEventSynchronize(CUevent event) {
-  CALL_RECORD(.event = event);
-  return e;
-}
+#define FAKE_HOST_MEM(name, params, args, stream_expr) /* below, with what the backend calls */
+#define FAKE_PRIMARY_RELEASE(name, params, args, stream_expr) /* below */
+#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
+  FAKE_##class(name, params, args, stream)
+#include "drv_hooks.def"
 
 /* ---- what the driver backend calls ---- */
 
@@ -264,14 +269,6 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   __atomic_add_fetch(&primary_active, 1, __ATOMIC_SEQ_CST);
   *pctx = (CUcontext)&primary_ctx;
   return CUDA_SUCCESS;
-}
-CUresult cuProfilerStart(void) {
-  CALL_RECORD(.count = 1);
-  return e;
-}
-CUresult cuProfilerStop(void) {
-  CALL_RECORD(.count = 0);
-  return e;
 }
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;

@@ -143,65 +143,77 @@ static cudaError_t do_copy(const char *fn, void *dst, const void *src, size_t co
 
 /* The copy entry points are generated from hooks.def: their parameter names are part of its
  * contract (dst, src, count, kind, and stream for COPY_ASYNC). */
-#define FAKE_COPY_BLOCKING(name, params)                                                           \
+#define FAKE_COPY_BLOCKING(name, params, args)                                                     \
   cudaError_t name params {                                                                        \
     return do_copy(#name, dst, src, count, kind, 0);                                               \
   }
-#define FAKE_COPY_ASYNC(name, params)                                                              \
+#define FAKE_COPY_ASYNC(name, params, args)                                                        \
   cudaError_t name params {                                                                        \
     return do_copy(#name, dst, src, count, kind, stream);                                          \
   }
-#define FAKE_LAUNCH(name, params)       /* below: each records its own arguments */
-#define FAKE_HOST_SYNC(name, params)    /* below */
-#define FAKE_HOST_MEM(name, params)     /* below, with the functions the shim only calls */
-#define FAKE_DEVICE_RESET(name, params) /* below */
-#define FAKE_PROFILER(name, params)                                                                \
+
+/* So are the launches, syncs and profiler calls: each records its arguments.  Which fields they
+ * fill follows from the function's own type: FAKE_FIELDS(name) is the recorder of that type, called
+ * with the function's arguments.  A hooked function of a type not listed here is a compile error
+ * until it has a recorder. */
+static fake_call launch(const void *func, dim3 grid, dim3 block, void **args, size_t shared,
+                        cudaStream_t stream) {
+  return (fake_call){
+      .func = func, .grid = grid, .block = block, .args = args, .shared = shared, .stream = stream};
+}
+static fake_call launch_ex(const cudaLaunchConfig_t *config, const void *func, void **args) {
+  return (fake_call){.config = config, .func = func, .args = args};
+}
+static fake_call on_stream(cudaStream_t stream) {
+  return (fake_call){.stream = stream};
+}
+static fake_call on_event(cudaEvent_t event) {
+  return (fake_call){.event = event};
+}
+static fake_call no_args(void) {
+  return (fake_call){.count = 0};
+}
+typedef cudaError_t launch_t(const void *, dim3, dim3, void **, size_t, cudaStream_t);
+typedef cudaError_t launch_kernel_t(cudaKernel_t, dim3, dim3, void **, size_t, cudaStream_t);
+typedef cudaError_t launch_ex_t(const cudaLaunchConfig_t *, const void *, void **);
+typedef cudaError_t on_stream_t(cudaStream_t);
+typedef cudaError_t on_event_t(cudaEvent_t);
+typedef cudaError_t no_args_t(void);
+/* one association a line: */
+/* clang-format off */
+#define FAKE_FIELDS(name)                                                                          \
+  _Generic(&name,                                                                                  \
+           launch_t *: launch,                                                                     \
+           launch_kernel_t *: launch,                                                              \
+           launch_ex_t *: launch_ex,                                                               \
+           on_stream_t *: on_stream,                                                               \
+           on_event_t *: on_event,                                                                 \
+           no_args_t *: no_args)
+/* clang-format on */
+static cudaError_t record_as(const char *name, fake_call *c) {
+  strncpy(c->name, name, sizeof c->name - 1);
+  return record(c);
+}
+#define FAKE_LAUNCH(name, params, args)                                                            \
   cudaError_t name params {                                                                        \
-    CALL_RECORD(.count = 0);                                                                       \
+    fake_call c = FAKE_FIELDS(name) args;                                                          \
+    return record_as(#name, &c);                                                                   \
+  }
+#define FAKE_PROFILER(name, params, args) FAKE_LAUNCH(name, params, args)
+/* A sync on a stream or event that cudaDeviceReset destroyed fails, as in CUDA. */
+#define FAKE_HOST_SYNC(name, params, args)                                                         \
+  cudaError_t name params {                                                                        \
+    fake_call c = FAKE_FIELDS(name) args;                                                          \
+    cudaError_t e = record_as(#name, &c);                                                          \
+    if (e == cudaSuccess && (stale_stream(c.stream) || stale_event(c.event)))                      \
+      e = last_error = cudaErrorContextIsDestroyed;                                                \
     return e;                                                                                      \
   }
-#define PW_HOOK(name, class, params, args, stream) FAKE_##class(name, params)
+#define FAKE_HOST_MEM(name, params, args)     /* below, with the functions the shim only calls */
+#define FAKE_DEVICE_RESET(name, params, args) /* below */
+#define PW_HOOK(name, class, params, args, stream) FAKE_##class(name, params, args)
 #include "hooks.def"
 
-#define LAUNCH6(fn, T)                                                                             \
-  cudaError_t fn(T func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t stream);            \
-  cudaError_t fn(T func, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t stream) {           \
-    CALL_RECORD(.func = (const void *)func, .grid = g, .block = b, .args = args, .shared = shm,    \
-                .stream = stream);                                                                 \
-    return e;                                                                                      \
-  }
-LAUNCH6(cudaLaunchKernel, const void *)
-LAUNCH6(cudaLaunchKernel_ptsz, const void *)
-LAUNCH6(__cudaLaunchKernel, cudaKernel_t)
-LAUNCH6(__cudaLaunchKernel_ptsz, cudaKernel_t)
-
-cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
-  CALL_RECORD(.config = config, .func = func, .args = args);
-  return e;
-}
-cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func,
-                                     void **args) {
-  CALL_RECORD(.config = config, .func = func, .args = args);
-  return e;
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  CALL_RECORD(.stream = stream);
-  if (e == cudaSuccess && stale_stream(stream)) e = last_error = cudaErrorContextIsDestroyed;
-  return e;
-}
-cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
-  CALL_RECORD(.stream = stream);
-  return e;
-}
-cudaError_t cudaDeviceSynchronize(void) {
-  CALL_RECORD(.count = 0);
-  return e;
-}
-cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  CALL_RECORD(.event = event);
-  if (e == cudaSuccess && stale_event(event)) e = last_error = cudaErrorContextIsDestroyed;
-  return e;
-}
 cudaError_t cudaDeviceReset(void) {
   CALL_RECORD(.count = 0);
   pthread_mutex_lock(&fake_mu);

@@ -240,7 +240,7 @@ static int st_empty(void *s) {
 
 /* ---- pw_ops ---- */
 
-static int o_pointer_info(const void *p, int *kind, int *device) {
+static int op_pointer_info(const void *p, int *kind, int *device) {
   pthread_mutex_lock(&mu);
   const region *r = find(p);
   *kind = r ? r->kind : PW_MEM_PAGEABLE;
@@ -248,47 +248,50 @@ static int o_pointer_info(const void *p, int *kind, int *device) {
   pthread_mutex_unlock(&mu);
   return 0;
 }
-static int o_stream_capturing(void *h, int *cap) {
+static int op_stream_capturing(void *h, int *cap) {
   pthread_mutex_lock(&mu);
   sim_stream *s = resolve(h);
   *cap = s ? s->capturing : 0;
   pthread_mutex_unlock(&mu);
   return s ? 0 : 400;
 }
-static int o_stream_device(void *h, int *dev) {
+static int op_stream_device(void *h, int *dev) {
   pthread_mutex_lock(&mu);
   sim_stream *s = resolve(h);
   *dev = s ? (s->device < 0 ? cur_dev : s->device) : -1;
   pthread_mutex_unlock(&mu);
   return s ? 0 : 400;
 }
-static int o_get_device(int *d) {
+static int op_get_device(int *d) {
   return *d = cur_dev, 0;
 }
-static int o_host_alloc(void **p, size_t n) {
+static int op_host_alloc(void **p, size_t n) {
   pthread_mutex_lock(&mu);
   *p = fail_host ? NULL : add_region(n, PW_MEM_PINNED, -1);
   pthread_mutex_unlock(&mu);
   return *p ? 0 : 2;
 }
-static int o_device_alloc(void **p, size_t n) {
+static int op_device_alloc(void **p, size_t n) {
   pthread_mutex_lock(&mu);
   *p = fail_dev ? NULL : add_region(n, PW_MEM_DEVICE, cur_dev);
   pthread_mutex_unlock(&mu);
   return *p ? 0 : 2;
 }
-static void o_free(void *p) {
+static void op_host_free(void *p) {
   (void)p; /* freed at sim_reset */
 }
-static int o_stream_create(void **h) {
+static void op_device_free(void *p) {
+  (void)p; /* freed at sim_reset */
+}
+static int op_stream_create(void **h) {
   *h = sim_stream_new(cur_dev);
   return 0;
 }
-static int o_event_create(void **e) {
+static int op_event_create(void **e) {
   *e = calloc(1, sizeof(sim_event));
   return 0;
 }
-static int o_event_record(void *e, void *h) {
+static int op_event_record(void *e, void *h) {
   pthread_mutex_lock(&mu);
   sim_stream *s = resolve(h);
   if (s) {
@@ -302,20 +305,20 @@ static int o_event_record(void *e, void *h) {
   pthread_mutex_unlock(&mu);
   return s ? 0 : 400;
 }
-static int o_event_query(void *e) {
+static int op_event_query(void *e) {
   pthread_mutex_lock(&mu);
   some_steps();
   int r = ev_done(e) ? 0 : 1;
   pthread_mutex_unlock(&mu);
   return r;
 }
-static int o_event_sync(void *e) {
+static int op_event_sync(void *e) {
   pthread_mutex_lock(&mu);
   int r = run_until(ev_done, e);
   pthread_mutex_unlock(&mu);
   return r;
 }
-static int o_stream_wait_event(void *h, void *e) {
+static int op_stream_wait_event(void *h, void *e) {
   pthread_mutex_lock(&mu);
   sim_stream *s = resolve(h);
   if (s && ((sim_event *)e)->latest) {
@@ -327,7 +330,7 @@ static int o_stream_wait_event(void *h, void *e) {
   pthread_mutex_unlock(&mu);
   return s ? 0 : 400;
 }
-static int o_copy_async(void *dst, const void *src, size_t n, int dir, void *h) {
+static int op_copy_async(void *dst, const void *src, size_t n, int dir, void *h) {
   pthread_mutex_lock(&mu);
   sim_stream *s = resolve(h);
   int rc = s ? 0 : 400;
@@ -348,14 +351,14 @@ static int o_copy_async(void *dst, const void *src, size_t n, int dir, void *h) 
   pthread_mutex_unlock(&mu);
   return rc;
 }
-static int o_stream_sync(void *h) {
+static int op_stream_sync(void *h) {
   pthread_mutex_lock(&mu);
   sim_stream *s = resolve(h);
   int r = s ? run_until(st_empty, s) : 400;
   pthread_mutex_unlock(&mu);
   return r;
 }
-static int o_wait_host_value(void *h, const uint32_t *flag, uint32_t value) {
+static int op_wait_host_value(void *h, const uint32_t *flag, uint32_t value) {
   if (no_wait_value) return 801; /* cudaErrorNotSupported */
   pthread_mutex_lock(&mu);
   sim_stream *s = resolve(h);
@@ -370,7 +373,7 @@ static int o_wait_host_value(void *h, const uint32_t *flag, uint32_t value) {
   pthread_mutex_unlock(&mu);
   return s ? 0 : 400;
 }
-static int o_alloc_range(const void *p, void **base, size_t *size) {
+static int op_alloc_range(const void *p, void **base, size_t *size) {
   pthread_mutex_lock(&mu);
   const region *r = find(p);
   if (r) {
@@ -380,42 +383,27 @@ static int o_alloc_range(const void *p, void **base, size_t *size) {
   pthread_mutex_unlock(&mu);
   return r ? 0 : 1; /* cudaErrorInvalidValue */
 }
-static void o_clear_error(void) {}
-static int o_error_pending(void) {
+static void op_clear_error(void) {}
+static int op_error_pending(void) {
   return 0;
 }
-static int o_relax_capture(int restore, int mode) {
+static int op_relax_capture(int restore, int mode) {
   return 0;
 }
 
-static int o_set_device(int device) {
+static int op_set_device(int device) {
   cur_dev = device;
   return 0;
 }
+/* The simulation has one context per device: the engine's state of a device is always usable. */
+static int op_context_ok(void *h, int device) {
+  return 1;
+}
 
+/* The table, one entry per member of pw_ops.def (PW_OPS_ENTRY, pw.h). */
+#define PW_OP(ret, name, params) .name = PW_OPS_ENTRY(op_##name, ret, params),
 const pw_ops sim_ops = {
-    .pointer_info = o_pointer_info,
-    .stream_capturing = o_stream_capturing,
-    .stream_device = o_stream_device,
-    .set_device = o_set_device,
-    .get_device = o_get_device,
-    .host_alloc = o_host_alloc,
-    .host_free = o_free,
-    .device_alloc = o_device_alloc,
-    .device_free = o_free,
-    .stream_create = o_stream_create,
-    .event_create = o_event_create,
-    .event_record = o_event_record,
-    .event_query = o_event_query,
-    .event_sync = o_event_sync,
-    .stream_wait_event = o_stream_wait_event,
-    .copy_async = o_copy_async,
-    .stream_sync = o_stream_sync,
-    .clear_error = o_clear_error,
-    .error_pending = o_error_pending,
-    .relax_capture = o_relax_capture,
-    .wait_host_value = o_wait_host_value,
-    .alloc_range = o_alloc_range,
+#include "pw_ops.def"
 };
 
 /* ---- test-side helpers ---- */
@@ -482,7 +470,7 @@ void sim_real_copy(void *dst, const void *src, size_t n, void *h) {
 }
 
 int sim_stream_sync(void *h) {
-  return o_stream_sync(h);
+  return op_stream_sync(h);
 }
 
 void sim_set_capturing(void *h, int on) {
