@@ -645,6 +645,94 @@ int pw_trace_nvtx_init(void *export_table) {
   return 1;
 }
 
+/* CUPTI's activity API from the library h: 0, or -1 (with a warning) when it lacks the calls the
+ * collector cannot do without. */
+static int bind_cupti(void *h) {
+#define SYM(f, n) *(void **)&cu.f = dlsym(h, n)
+  SYM(enable, "cuptiActivityEnable");
+  SYM(register_callbacks, "cuptiActivityRegisterCallbacks");
+  SYM(flush_all, "cuptiActivityFlushAll");
+  SYM(next_record, "cuptiActivityGetNextRecord");
+  SYM(dropped, "cuptiActivityGetNumDroppedRecords");
+  SYM(result_string, "cuptiGetResultString");
+  SYM(callback_name, "cuptiGetCallbackName");
+  SYM(push_ext, "cuptiActivityPushExternalCorrelationId");
+  SYM(pop_ext, "cuptiActivityPopExternalCorrelationId");
+  SYM(stream_id, "cuptiGetStreamIdEx");
+  SYM(timestamp, "cuptiGetTimestamp");
+#undef SYM
+  if (!cu.enable || !cu.register_callbacks || !cu.flush_all || !cu.next_record) {
+    pw_log(PW_LOG_WARN, "cannot trace: the CUPTI found lacks its activity API; untraced");
+    return -1;
+  }
+  return 0;
+}
+
+/* Open the trace file at `path` (an exec'd child whose parent still writes that name gets a name
+ * of its own): 0, or -1 with a warning. */
+static int open_trace_file(void) {
+  char why[512] = "";
+  fd = pw_open_output(path, PW_OUT_REPLACE, why, sizeof why);
+  if (fd == -2) { /* an ancestor's trace, still being written (an exec'd child): one of its own */
+    char taken[sizeof path], pid[32];
+    snprintf(taken, sizeof taken, "%s", path);
+    snprintf(pid, sizeof pid, "-pid%d", (int)getpid());
+    fd = insert_before_ext(path, sizeof path, pid)
+             ? -1
+             : pw_open_output(path, PW_OUT_NEW, why, sizeof why);
+    if (fd >= 0)
+      pw_log(PW_LOG_WARN, "trace %s is being written by another process; this one's goes to %s",
+             taken, path);
+  }
+  if (fd < 0) {
+    pw_log(PW_LOG_WARN, "cannot write the trace %s: %s; the program runs untraced", path, why);
+    return -1;
+  }
+  if (ends_with_gz(path)) open_gz();
+  return 0;
+}
+
+/* Register the buffer callbacks and enable the activity kinds: CUPTI_SUCCESS or its error (NVTX
+ * markers and driver calls are optional). */
+static CUptiResult enable_activities(void) {
+  CUptiResult r = cu.register_callbacks(buffer_requested, buffer_completed);
+  static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                             CUPTI_ACTIVITY_KIND_MEMCPY,
+                                             CUPTI_ACTIVITY_KIND_MEMCPY2,
+                                             CUPTI_ACTIVITY_KIND_MEMSET,
+                                             CUPTI_ACTIVITY_KIND_RUNTIME,
+                                             CUPTI_ACTIVITY_KIND_DRIVER,
+                                             CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                                             CUPTI_ACTIVITY_KIND_MARKER,
+                                             CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+  for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof kinds / sizeof kinds[0]; i++) {
+    CUptiResult e = cu.enable(kinds[i]);
+    if (e != CUPTI_SUCCESS && kinds[i] == CUPTI_ACTIVITY_KIND_MARKER)
+      pw_log(PW_LOG_INFO, "CUPTI records no NVTX ranges here (enabling them failed: %d)", (int)e);
+    else if (e != CUPTI_SUCCESS && kinds[i] != CUPTI_ACTIVITY_KIND_DRIVER)
+      r = e;
+  }
+  return r;
+}
+
+/* The writer thread, every signal blocked, at idle priority (set before the first buffer comes):
+ * 0, or -1 with a warning. */
+static int start_writer(void) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&writer, NULL, writer_main, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  struct sched_param sp = {0};
+  if (!rc && pthread_setschedparam(writer, SCHED_IDLE, &sp))
+    pw_log(PW_LOG_INFO, "trace writer: SCHED_IDLE refused; it runs at normal priority");
+  if (rc) {
+    pw_log(PW_LOG_WARN, "cannot start the trace writer; untraced");
+    return -1;
+  }
+  return 0;
+}
+
 void pw_trace_start(void) {
   const char *tmpl = pw_option_str(PW_OPT_TRACE);
   if (!tmpl || !*tmpl) return;
@@ -663,66 +751,20 @@ void pw_trace_start(void) {
     pw_log(PW_LOG_WARN, "cannot trace: %s; the program runs untraced", why);
     return;
   }
-#define SYM(f, n) *(void **)&cu.f = dlsym(h, n)
-  SYM(enable, "cuptiActivityEnable");
-  SYM(register_callbacks, "cuptiActivityRegisterCallbacks");
-  SYM(flush_all, "cuptiActivityFlushAll");
-  SYM(next_record, "cuptiActivityGetNextRecord");
-  SYM(dropped, "cuptiActivityGetNumDroppedRecords");
-  SYM(result_string, "cuptiGetResultString");
-  SYM(callback_name, "cuptiGetCallbackName");
-  SYM(push_ext, "cuptiActivityPushExternalCorrelationId");
-  SYM(pop_ext, "cuptiActivityPopExternalCorrelationId");
-  SYM(stream_id, "cuptiGetStreamIdEx");
-  SYM(timestamp, "cuptiGetTimestamp");
-#undef SYM
-  if (!cu.enable || !cu.register_callbacks || !cu.flush_all || !cu.next_record) {
-    pw_log(PW_LOG_WARN, "cannot trace: the CUPTI found lacks its activity API; untraced");
-    return;
-  }
+  if (bind_cupti(h)) return;
   tw = calloc(1, sizeof *tw);
   if (!tw) return;
-  fd = pw_open_output(path, PW_OUT_REPLACE, why, sizeof why);
-  if (fd == -2) { /* an ancestor's trace, still being written (an exec'd child): one of its own */
-    char taken[sizeof path], pid[32];
-    snprintf(taken, sizeof taken, "%s", path);
-    snprintf(pid, sizeof pid, "-pid%d", (int)getpid());
-    fd = insert_before_ext(path, sizeof path, pid)
-             ? -1
-             : pw_open_output(path, PW_OUT_NEW, why, sizeof why);
-    if (fd >= 0)
-      pw_log(PW_LOG_WARN, "trace %s is being written by another process; this one's goes to %s",
-             taken, path);
-  }
-  if (fd < 0) {
-    pw_log(PW_LOG_WARN, "cannot write the trace %s: %s; the program runs untraced", path, why);
+  if (open_trace_file()) {
     free(tw);
     tw = NULL;
     return;
   }
-  if (ends_with_gz(path)) open_gz();
   tw->flush = flush_file;
   tw->pid = (uint32_t)getpid();
   tw->api_name = api_name;
   tw->is_pinwheel_corr = is_own;
   tw->app_corr = app_of;
-  CUptiResult r = cu.register_callbacks(buffer_requested, buffer_completed);
-  static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                             CUPTI_ACTIVITY_KIND_MEMCPY,
-                                             CUPTI_ACTIVITY_KIND_MEMCPY2,
-                                             CUPTI_ACTIVITY_KIND_MEMSET,
-                                             CUPTI_ACTIVITY_KIND_RUNTIME,
-                                             CUPTI_ACTIVITY_KIND_DRIVER,
-                                             CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-                                             CUPTI_ACTIVITY_KIND_MARKER,
-                                             CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
-  for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof kinds / sizeof kinds[0]; i++) {
-    CUptiResult e = cu.enable(kinds[i]);
-    if (e != CUPTI_SUCCESS && kinds[i] == CUPTI_ACTIVITY_KIND_MARKER)
-      pw_log(PW_LOG_INFO, "CUPTI records no NVTX ranges here (enabling them failed: %d)", (int)e);
-    else if (e != CUPTI_SUCCESS && kinds[i] != CUPTI_ACTIVITY_KIND_DRIVER)
-      r = e;
-  }
+  CUptiResult r = enable_activities();
   if (r != CUPTI_SUCCESS) {
     const char *m = "?";
     if (cu.result_string) cu.result_string(r, &m);
@@ -732,16 +774,7 @@ void pw_trace_start(void) {
     return;
   }
   pw_trace_writer_begin(tw);
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&writer, NULL, writer_main, NULL);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  struct sched_param sp = {0}; /* set here, so it holds before the first buffer comes */
-  if (!rc && pthread_setschedparam(writer, SCHED_IDLE, &sp))
-    pw_log(PW_LOG_INFO, "trace writer: SCHED_IDLE refused; it runs at normal priority");
-  if (rc) {
-    pw_log(PW_LOG_WARN, "cannot start the trace writer; untraced");
+  if (start_writer()) {
     close_out();
     unlink(path);
     return;
