@@ -167,7 +167,7 @@ static void test_small_segments_after_a_large_one(void **state) {
   free(dst);
 }
 
-/* Two threads submit at once: one gets the pool, the other copies alone; both right. */
+/* Two threads submit at once, each with a lane of the pool; both right. */
 static void *racer(void *arg) {
   for (unsigned r = 0; r < 6; r++)
     batch_round(4, PW_PART_STREAM, (unsigned)(uintptr_t)arg + r, 10);
@@ -180,6 +180,42 @@ static void test_pool_two_submitters(void **state) {
   pthread_create(&b, NULL, racer, (void *)(uintptr_t)200);
   pthread_join(a, NULL);
   pthread_join(b, NULL);
+}
+
+/* Batches side by side each get a lane of the pool, and a batch holds one only while it has
+ * segments not waited for: one that waited for everything it pushed (as a copy does before it
+ * waits for the GPU) keeps nobody out.  With every lane taken, a batch copies alone (counted),
+ * and its bytes are right as well. */
+static void test_pool_lanes(void **state) {
+  enum { OPEN = 8, N = 4u << 20 };
+  unsigned char *src = malloc((size_t)(OPEN + 2) * N), *dst = calloc(OPEN + 2, N);
+  fill(src, (size_t)(OPEN + 2) * N, 5);
+  batch_round(4, 0, 1, 4); /* workers started */
+  uint64_t busy = pw_get(&pw_st.pool_busy);
+  pw_batch idle;
+  pw_batch_begin(&idle, 4, 0);
+  pw_batch_wait(&idle, pw_batch_push(&idle, dst, src, N, 0));
+  assert_null(idle.lane); /* everything waited for: no lane held while it waits elsewhere */
+  pw_batch open[OPEN];
+  for (int k = 0; k < OPEN; k++) {
+    pw_batch_begin(&open[k], 4, 0);
+    pw_batch_push(&open[k], dst + (size_t)(k + 1) * N, src + (size_t)(k + 1) * N, N, 0);
+    assert_non_null(open[k].lane);
+  }
+  assert_int_equal(pw_get(&pw_st.pool_busy), busy);
+  pw_batch alone;
+  pw_batch_begin(&alone, 4, 0);
+  size_t at = (size_t)(OPEN + 1) * N;
+  pw_batch_wait(&alone, pw_batch_push(&alone, dst + at, src + at, N, 0));
+  pw_batch_end(&alone);
+  assert_null(alone.lane);
+  assert_int_equal(pw_get(&pw_st.pool_busy), busy + 1);
+  for (int k = 0; k < OPEN; k++)
+    pw_batch_end(&open[k]);
+  pw_batch_end(&idle);
+  assert_memory_equal(dst, src, (size_t)(OPEN + 2) * N);
+  free(src);
+  free(dst);
 }
 
 /* Prefaulting an untouched mapping: the bytes land, and the mapping was untouched before. */
@@ -340,6 +376,7 @@ int main(void) {
       cmocka_unit_test(test_pool_batches),
       cmocka_unit_test(test_small_segments_after_a_large_one),
       cmocka_unit_test(test_pool_two_submitters),
+      cmocka_unit_test(test_pool_lanes),
       cmocka_unit_test(test_prefault_fresh_destination),
       cmocka_unit_test(test_fresh_dest_ignores_header_page),
       cmocka_unit_test(test_map_parts_and_help),

@@ -553,6 +553,113 @@ static void test_no_lock_across_gpu_wait(void **state) {
   }
 }
 
+/* The pool is not held across a wait on the GPU either: A's D2H waits for its first DMA behind
+ * a long "kernel" (its stream waits for a host value that only B sets), its untouched destination
+ * mapped ahead (or not, under touch); meanwhile B's 24 MiB H2D on its own stream must be copied by
+ * the pool's workers, not by B's thread alone, and finish while A still waits.  The pool once
+ * served one batch at a time and A's stayed open across its wait: B found it busy and copied
+ * alone (10.5 ms instead of 1.3 on the GPU). */
+typedef struct waiting_d2h {
+  cross_arg c;
+  atomic_int returned;
+} waiting_d2h;
+
+static void *waiting_d2h_main(void *p) {
+  waiting_d2h *w = p;
+  cross_d2h(&w->c);
+  atomic_store(&w->returned, 1);
+  return NULL;
+}
+
+typedef struct pooled_h2d {
+  cross_arg c;
+  const waiting_d2h *a;
+  uint64_t worker_parts, busy;
+  int a_waited; /* A had not returned when B's copy was done */
+} pooled_h2d;
+
+static void *pooled_h2d_main(void *p) {
+  pooled_h2d *b = p;
+  while (atomic_load(&sim_host_waiters) == 0) /* A is waiting on its stream */
+    sched_yield();
+  uint64_t parts = pw_get(&pw_st.pool_parts), busy = pw_get(&pw_st.pool_busy);
+  pw_copy c = {
+      .dst = b->c.dev, .src = b->c.host, .n = b->c.n, .dir = PW_DIR_H2D, .stream = b->c.stream};
+  pw_describe(&sim_ops, &c);
+  b->c.path = pw_engine_copy(b->c.e, &c);
+  b->worker_parts = pw_get(&pw_st.pool_parts) - parts;
+  b->busy = pw_get(&pw_st.pool_busy) - busy;
+  b->a_waited = !atomic_load(&b->a->returned);
+  enqueue_check(b->c.stream, b->c.dev, b->c.host, b->c.n);
+  atomic_store_explicit(b->c.flag, 1, memory_order_release); /* A's stream may go on */
+  return NULL;
+}
+
+static void test_no_pool_held_across_gpu_wait(void **state) {
+  int modes[] = {PW_FRESH_TOUCH, PW_FRESH_POPULATE, PW_FRESH_HUGEPAGES};
+  for (unsigned seed = 1; seed <= 6; seed++) {
+    sim_reset(seed, 1);
+    atomic_store(&mismatches, 0);
+    pw_engine_config cfg = small_cfg(16 << 20, 16 << 20, 1 << 20);
+    cfg.threads = 4;
+    cfg.d2h_fresh = modes[seed % 3];
+    pw_engine *e = pw_engine_create(&sim_ops, &cfg);
+    size_t n = (6u << 20) + seed, nb = (24u << 20) + seed;
+    _Atomic uint32_t *flag = calloc(1, sizeof *flag);
+    waiting_d2h a = {.c = {.e = e,
+                           .stream = sim_stream_new(0),
+                           .dev = sim_device_alloc(0, n),
+                           .n = n,
+                           .flag = flag}};
+    pooled_h2d b = {.c = {.e = e,
+                          .stream = sim_stream_new(0),
+                          .dev = sim_device_alloc(0, nb),
+                          .n = nb,
+                          .flag = flag},
+                    .a = &a};
+    a.c.host = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(a.c.host != MAP_FAILED);
+    if (cfg.d2h_fresh == PW_FRESH_TOUCH) memset(a.c.host, 0, n);
+    b.c.host = malloc(nb);
+    unsigned char *want = malloc(n);
+    for (size_t k = 0; k < n; k++)
+      want[k] = (unsigned char)(k * 13 + seed);
+    for (size_t k = 0; k < nb; k++)
+      b.c.host[k] = (unsigned char)(k * 7 + seed);
+    /* set up the device state and start the workers first: the wait must meet a ready engine */
+    pw_copy warm = {.dst = a.c.dev, .src = want, .n = n, .dir = PW_DIR_H2D, .stream = b.c.stream};
+    pw_describe(&sim_ops, &warm);
+    assert_true(pw_engine_copy(e, &warm) >= 0);
+    sim_stream_sync(b.c.stream);
+    assert_true(pw_pool_workers() > 0);
+    sim_real_copy(a.c.dev, want, n, a.c.stream);
+    assert_int_equal(sim_ops.wait_host_value(a.c.stream, (const uint32_t *)flag, 1), 0);
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, waiting_d2h_main, &a);
+    pthread_create(&tb, NULL, pooled_h2d_main, &b);
+    struct timespec limit;
+    clock_gettime(CLOCK_REALTIME, &limit);
+    limit.tv_sec += 30;
+    if (pthread_timedjoin_np(tb, NULL, &limit) || pthread_timedjoin_np(ta, NULL, &limit))
+      fail_msg("seed %u: the two copies hang", seed);
+    assert_int_equal(sim_deadlocks, 0);
+    assert_int_equal(b.c.path, PW_PATH_RING);
+    assert_int_equal(a.c.path, PW_PATH_D2H);
+    assert_true(b.a_waited);
+    if (b.busy || !b.worker_parts)
+      fail_msg("seed %u (d2h_fresh %d): B's copy found the pool busy %llu times; the workers did "
+               "%llu of its parts",
+               seed, cfg.d2h_fresh, (unsigned long long)b.busy, (unsigned long long)b.worker_parts);
+    assert_memory_equal(a.c.host, want, n);
+    sim_stream_sync(b.c.stream);
+    assert_int_equal(atomic_load(&mismatches), 0);
+    sim_drain();
+    pw_engine_destroy(e);
+    munmap(a.c.host, n);
+    free(b.c.host), free(want), free((void *)flag);
+  }
+}
+
 /* Copies side by side on one device, each thread on its own stream, H2D and D2H mixed, through a
  * pinned arena of the minimum size (6 chunks) and a ring of a few pieces: copies meet each other's
  * busy chunks constantly (a copy holding chunks moves its own on; one holding none waits), and
@@ -931,6 +1038,7 @@ int main(void) {
       cmocka_unit_test(test_allocation_failures),
       cmocka_unit_test(test_failure_mid_copy_falls_back),
       cmocka_unit_test(test_no_lock_across_gpu_wait),
+      cmocka_unit_test(test_no_pool_held_across_gpu_wait),
       cmocka_unit_test(test_copies_side_by_side),
       cmocka_unit_test(test_deferred_bytes),
       cmocka_unit_test(test_deferred_without_guard_is_caught),

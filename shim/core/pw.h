@@ -261,6 +261,8 @@ typedef struct pw_stats {
   _Atomic uint64_t defer_copyin_ns;       /* the copy thread's copy-ins of deferred copies */
   _Atomic uint64_t guard_writes_waited, guard_wait_ns; /* the guard's count, read at exit */
   _Atomic uint64_t device_resets; /* device states dropped at cudaDeviceReset */
+  _Atomic uint64_t pool_parts;    /* parts copied or mapped by the pool's worker threads */
+  _Atomic uint64_t pool_busy;     /* batches that found every lane of the pool taken: alone */
 } pw_stats;
 
 extern pw_stats pw_st;
@@ -342,11 +344,14 @@ static inline void pw_cpu_relax(void) {
 
 /* ---- copy worker pool (pool.c) ----
  * A batch streams segments to the workers: push returns a segment number at once, wait(s)
- * returns when every segment <= s is copied (the caller helps with those).  When the pool is busy
- * (another thread's batch), not wanted (threads <= 1) or cannot start, push copies in the caller.
- */
+ * returns when every segment <= s is copied (the caller helps with those).  A batch holds one of
+ * the pool's lanes only while it has segments not yet waited for, so a caller that waits for
+ * anything else (the GPU) with nothing outstanding holds none.  When every lane is taken, the
+ * pool is not wanted (threads <= 1) or cannot start, push copies in the caller. */
+struct pw_lane;
 typedef struct pw_batch {
-  int pooled, helpers, threads, nt;
+  struct pw_lane *lane;           /* NULL: nothing outstanding (waited == next_seg) */
+  int helpers, threads, nt, busy; /* busy: found every lane taken once (counted once) */
   pw_copy_fn copy;
   uint64_t next_seg, waited;
   uint64_t wait_ns, inline_ns; /* caller time in wait, and copying alone */

@@ -191,10 +191,12 @@ static void write_text(buf_t *b) {
               ms(pw_get(&c->ns)));
     }
     bprintf(b,
-            "  staging copies %.3f ms (%llu threads, %s); waiting for space %.3f ms (%llu waits); "
+            "  staging copies %.3f ms (%llu threads, %s; %llu parts by the pool's workers, %llu "
+            "batches alone with the pool busy); waiting for space %.3f ms (%llu waits); "
             "other copies %.3f ms; setup %.3f ms\n",
             ms(pw_get(&pw_st.staging_memcpy_ns)), (unsigned long long)pw_get(&pw_st.threads),
-            copy_routine(), ms(pw_get(&pw_st.wait_space_ns)),
+            copy_routine(), (unsigned long long)pw_get(&pw_st.pool_parts),
+            (unsigned long long)pw_get(&pw_st.pool_busy), ms(pw_get(&pw_st.wait_space_ns)),
             (unsigned long long)pw_get(&pw_st.wait_space_events), ms(pw_get(&pw_st.wait_lock_ns)),
             ms(pw_get(&pw_st.setup_ns)));
     char h2[32];
@@ -305,7 +307,7 @@ static void write_json(buf_t *b) {
           "\"pinned_bytes\":%llu,\"ring_bytes\":%llu,\"internal_errors\":%llu,"
           "\"threads\":%llu,\"copy_routine\":\"%s\",\"setup_ns\":%llu,\"d2h_fresh\":%llu,\"d2h_"
           "advised\":%llu,\"d2h_mapped_ahead\":%llu,\"xla_unstaged_clients\":%llu,\"device_"
-          "resets\":%llu},"
+          "resets\":%llu,\"pool_parts\":%llu,\"pool_busy\":%llu},"
           "\"fallbacks\":{",
           (unsigned long long)pw_get(&pw_st.staging_memcpy_ns),
           (unsigned long long)pw_get(&pw_st.wait_space_ns),
@@ -321,7 +323,9 @@ static void write_json(buf_t *b) {
           (unsigned long long)pw_get(&pw_st.d2h_advised),
           (unsigned long long)pw_get(&pw_st.d2h_mapped_ahead),
           (unsigned long long)pw_get(&pw_st.xla_unstaged_clients),
-          (unsigned long long)pw_get(&pw_st.device_resets));
+          (unsigned long long)pw_get(&pw_st.device_resets),
+          (unsigned long long)pw_get(&pw_st.pool_parts),
+          (unsigned long long)pw_get(&pw_st.pool_busy));
   for (int f = 0; f < PW_FB_N; f++)
     bprintf(b, "%s\"%s\":{\"calls\":%llu,\"bytes\":%llu}", f ? "," : "", pw_fallback_names[f],
             (unsigned long long)pw_get(&pw_st.fallbacks[f]),

@@ -739,7 +739,10 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
         while ((rc = ops->event_query(q[i].ev)) == 1 && pw_batch_help(&b, map_seg))
           ;
         if (rc != 0 && rc != 1) goto fail;
-        if (rc == 1) map_seg = UINT64_MAX; /* every part taken: just wait */
+        if (rc == 1) { /* every part taken: see them done, then wait for the GPU holding no lane */
+          pw_batch_wait(&b, map_seg);
+          map_seg = UINT64_MAX;
+        }
       }
       if ((rc = ops->event_sync(q[i].ev))) goto fail;
       q[i].seg = pw_batch_push(&b, (char *)c->dst + q[i].pos, d->pinned + q[i].hoff, q[i].len, 0);

@@ -1,24 +1,33 @@
 /* pool.c — the copy worker pool behind the staging copy.
  *
  * Owns: up to POOL_MAX-1 worker threads, started lazily at the first large copy (never before),
- * with every signal blocked; one batch at a time (a second caller copies alone instead of
- * waiting); the rebuild after fork.  Must never: call CUDA, block a caller on a busy pool, or let
- * a worker touch a part that was not published to it.
+ * with every signal blocked; LANES batches at a time, the workers sharing themselves among them
+ * (a caller that finds every lane taken copies alone instead of waiting); the rebuild after fork.
+ * Must never: call CUDA, block a caller on a busy pool, let a worker touch a part that was not
+ * published to it, or let a batch hold a lane while it has nothing outstanding in it.
  *
  * A batch is a stream of segments (one staging chunk each) that the caller pushes while the
  * workers copy: the caller pushes chunk k+1.. and, as soon as chunk k is complete, hands it to
  * the DMA engine, so there is no fork-join barrier between chunks and the DMA of chunk k runs
- * while chunk k+1 is being copied.  A segment is cut into parts; parts live in a ring of
- * descriptors indexed by two monotone 64-bit counters, `published` and `claimed`: a part is
- * claimed by a CAS on `claimed` below `published`, so a worker that wakes late can never claim a
- * part that was not published to it (the counters never go back, so there is no ABA).  The caller
- * keeps at most SEG_MAX segments outstanding, each of at most PART_MAX parts, so a descriptor is
- * rewritten only after the part that used it is done.
+ * while chunk k+1 is being copied.  A segment is cut into parts; a lane holds one batch's parts
+ * in a ring of descriptors indexed by two monotone 64-bit counters, `published` and `claimed`: a
+ * part is claimed by a CAS on `claimed` below `published`, so a worker that wakes late can never
+ * claim a part that was not published to it (the counters never go back, so there is no ABA).
+ * The caller keeps at most SEG_MAX segments outstanding, each of at most PART_MAX parts, so a
+ * descriptor is rewritten only after the part that used it is done.  A worker takes the next part
+ * of the next lane that has one, round robin, so batches side by side share the workers.
+ *
+ * Lanes: a batch takes a lane (trylock) at the first push that wants the pool, and gives it back
+ * as soon as every segment it pushed was waited for.  A caller that waits for the GPU between its
+ * pushes with nothing outstanding (the D2H's wait for its first DMA behind a long kernel, once its
+ * destination is mapped) holds no lane; one that waits with parts in flight (chunk k copied out
+ * during chunk k+1's DMA) holds one lane of LANES, and the workers serve the other batches.
  * Completion: a worker copies its part (a streaming copy ends with a store fence), then counts
  * it down in its segment with a release store; the caller's acquire load of a zero count makes
  * every byte of the segment visible before it enqueues the DMA that reads it.
  *
- * Lock order: submit_lock, then wake_lock.
+ * Locks: a lane's lock and start_lock are never held together; wake_lock is taken under neither
+ * (a leaf).
  */
 #define _GNU_SOURCE
 #include "pw.h"
@@ -35,18 +44,11 @@
 #define SEG_MAX 8
 #define SEG_RING 16
 #define PART_MAX (2 * POOL_MAX + 2)
-#define PART_RING 4096 /* >= SEG_MAX * PART_MAX */
+#define PART_RING 2048 /* >= SEG_MAX * PART_MAX */
+#define LANES 8        /* batches served at once */
 
 _Static_assert(PART_RING >= SEG_MAX * PART_MAX, "part ring too small");
 _Static_assert(SEG_RING >= SEG_MAX, "segment ring too small");
-
-static pthread_mutex_t submit_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t wake_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wake_cv = PTHREAD_COND_INITIALIZER;
-static atomic_int workers;   /* started workers */
-static int start_tried;      /* under submit_lock */
-static atomic_uint wake_gen; /* bumped when sleepers must look again (under wake_lock) */
-static atomic_int sleepers;
 
 typedef struct pool_part {
   char *dst;
@@ -56,18 +58,37 @@ typedef struct pool_part {
   int flags; /* PW_PART_* */
 } pool_part;
 
-static pool_part parts[PART_RING];
-static _Atomic uint64_t published, claimed;
-static atomic_uint seg_left[SEG_RING]; /* parts of segment s not yet done, at s % SEG_RING */
-static pw_copy_fn stream_copy;         /* set once at the first batch */
+/* One batch's parts.  Between two owners every published part is done (claimed == published)
+ * and every segment count is zero. */
+typedef struct pw_lane {
+  pthread_mutex_t lock; /* held by the batch that owns the lane (taken with trylock) */
+  pw_copy_fn copy;      /* the owner's streaming copy, set before it publishes a part */
+  _Atomic uint64_t published, claimed;
+  atomic_uint seg_left[SEG_RING]; /* parts of segment s not yet done, at s % SEG_RING */
+  pool_part parts[PART_RING];
+} pw_lane;
 
-/* Claim the next published part if its segment is at most max_seg; returns its index or -1. */
-static int64_t claim(uint64_t max_seg) {
-  uint64_t i = atomic_load_explicit(&claimed, memory_order_acquire);
+#define LANE_INIT                                                                                  \
+  { .lock = PTHREAD_MUTEX_INITIALIZER }
+_Static_assert(LANES == 8, "one initializer per lane");
+static pw_lane lanes[LANES] = {LANE_INIT, LANE_INIT, LANE_INIT, LANE_INIT,
+                               LANE_INIT, LANE_INIT, LANE_INIT, LANE_INIT};
+
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t wake_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake_cv = PTHREAD_COND_INITIALIZER;
+static atomic_int workers;     /* started workers */
+static atomic_int start_tried; /* written under start_lock */
+static atomic_uint wake_gen;   /* bumped when sleepers must look again (under wake_lock) */
+static atomic_int sleepers;
+
+/* Claim the lane's next published part if its segment is at most max_seg; its index or -1. */
+static int64_t claim(pw_lane *l, uint64_t max_seg) {
+  uint64_t i = atomic_load_explicit(&l->claimed, memory_order_acquire);
   for (;;) {
-    if (i >= atomic_load_explicit(&published, memory_order_acquire)) return -1;
-    if (parts[i % PART_RING].seg > max_seg) return -1;
-    if (atomic_compare_exchange_weak_explicit(&claimed, &i, i + 1, memory_order_acq_rel,
+    if (i >= atomic_load_explicit(&l->published, memory_order_acquire)) return -1;
+    if (l->parts[i % PART_RING].seg > max_seg) return -1;
+    if (atomic_compare_exchange_weak_explicit(&l->claimed, &i, i + 1, memory_order_acq_rel,
                                               memory_order_acquire))
       return (int64_t)i;
   }
@@ -83,24 +104,40 @@ static void part_work(char *dst, const char *src, size_t n, int flags, pw_copy_f
     pw_libc_memmove(dst, src, n); /* the shim's memcpy and memmove may hand work to this pool */
 }
 
-static void run_part(uint64_t i) {
-  const pool_part *p = &parts[i % PART_RING];
-  part_work(p->dst, p->src, p->len, p->flags, stream_copy);
-  atomic_fetch_sub_explicit(&seg_left[p->seg % SEG_RING], 1, memory_order_release);
+static void run_part(pw_lane *l, uint64_t i) {
+  const pool_part *p = &l->parts[i % PART_RING];
+  part_work(p->dst, p->src, p->len, p->flags, l->copy);
+  atomic_fetch_sub_explicit(&l->seg_left[p->seg % SEG_RING], 1, memory_order_release);
 }
 
 static int work_pending(void) {
-  return atomic_load_explicit(&claimed, memory_order_acquire) <
-         atomic_load_explicit(&published, memory_order_acquire);
+  for (int k = 0; k < LANES; k++)
+    if (atomic_load_explicit(&lanes[k].claimed, memory_order_acquire) <
+        atomic_load_explicit(&lanes[k].published, memory_order_acquire))
+      return 1;
+  return 0;
+}
+
+/* Run one part of the first lane from *next on that has one; the lane after it is next. */
+static int work_one(unsigned *next) {
+  for (unsigned k = 0; k < LANES; k++) {
+    unsigned at = (*next + k) % LANES;
+    int64_t i = claim(&lanes[at], UINT64_MAX);
+    if (i < 0) continue;
+    pw_add(&pw_st.pool_parts, 1); /* before the part counts down: its batch then sees it */
+    run_part(&lanes[at], (uint64_t)i);
+    *next = (at + 1) % LANES;
+    return 1;
+  }
+  return 0;
 }
 
 static void *worker(void *arg) {
-  (void)arg;
+  unsigned next = (unsigned)(uintptr_t)arg % LANES;
   unsigned seen = atomic_load(&wake_gen);
   for (;;) {
-    int64_t i;
-    while ((i = claim(UINT64_MAX)) >= 0)
-      run_part((uint64_t)i);
+    while (work_one(&next))
+      ;
     uint64_t t0 = pw_now_ns();
     int found = 0;
     while (pw_now_ns() - t0 < SPIN_NS) {
@@ -141,15 +178,19 @@ int pw_spawn(void *(*fn)(void *), void *arg, size_t stack) {
   return rc;
 }
 
-/* Under submit_lock. */
+/* Start the workers once per process (after fork: once more). */
 static void start_workers(int want) {
-  start_tried = 1;
-  int n = 0;
-  while (n < want && n < POOL_MAX - 1 && pw_spawn(worker, NULL, 64 << 10) == 0)
-    n++;
-  atomic_store(&workers, n);
-  pw_log(PW_LOG_INFO, "copy pool started with %d worker threads (%s stores)", n,
-         pw_copy_name(pw_copy_best()));
+  pthread_mutex_lock(&start_lock);
+  if (!atomic_load(&start_tried)) {
+    int n = 0;
+    while (n < want && n < POOL_MAX - 1 && pw_spawn(worker, (void *)(uintptr_t)n, 64 << 10) == 0)
+      n++;
+    atomic_store(&workers, n);
+    atomic_store(&start_tried, 1);
+    pw_log(PW_LOG_INFO, "copy pool started with %d worker threads (%s stores)", n,
+           pw_copy_name(pw_copy_best()));
+  }
+  pthread_mutex_unlock(&start_lock);
 }
 
 int pw_pool_workers(void) {
@@ -162,60 +203,81 @@ void pw_batch_begin(pw_batch *b, int threads, int stream_stores) {
   int best = pw_copy_best();
   b->nt = stream_stores && best != PW_COPY_PORTABLE;
   b->copy = pw_copy_impl(b->nt ? best : PW_COPY_PORTABLE);
-  if (threads <= 1 || pthread_mutex_trylock(&submit_lock) != 0) return;
-  if (!start_tried) start_workers(threads - 1);
+  if (threads > 1 && !atomic_load(&start_tried)) start_workers(threads - 1);
+}
+
+/* Take a free lane for b, which has nothing outstanding; never waits.  When every lane is taken
+ * the batch's pushes copy alone until one is free (counted once per batch). */
+static void take_lane(pw_batch *b) {
   int w = atomic_load(&workers);
-  if (w == 0) {
-    pthread_mutex_unlock(&submit_lock);
+  if (b->threads <= 1 || w == 0) return;
+  for (int k = 0; k < LANES; k++) {
+    pw_lane *l = &lanes[k];
+    if (pthread_mutex_trylock(&l->lock) != 0) continue;
+    l->copy = b->copy;
+    b->lane = l;
+    b->helpers = b->threads - 1 < w ? b->threads - 1 : w;
     return;
   }
-  stream_copy = b->copy;
-  b->pooled = 1;
-  b->helpers = threads - 1 < w ? threads - 1 : w;
+  if (!b->busy) pw_add(&pw_st.pool_busy, 1);
+  b->busy = 1;
+}
+
+/* Every segment pushed was waited for: the lane holds nothing of b's, give it back. */
+static void give_lane(pw_batch *b) {
+  pthread_mutex_unlock(&b->lane->lock);
+  b->lane = NULL;
 }
 
 int pw_batch_done(pw_batch *b, uint64_t seg) {
-  if (!b->pooled || seg < b->waited) return 1;
-  return atomic_load_explicit(&seg_left[seg % SEG_RING], memory_order_acquire) == 0;
+  if (!b->lane || seg < b->waited) return 1;
+  return atomic_load_explicit(&b->lane->seg_left[seg % SEG_RING], memory_order_acquire) == 0;
 }
 
 void pw_batch_wait(pw_batch *b, uint64_t seg) {
-  if (!b->pooled || seg < b->waited || seg >= b->next_seg) return;
+  pw_lane *l = b->lane;
+  if (!l || seg < b->waited || seg >= b->next_seg) return;
   uint64_t t0 = pw_now_ns();
   for (uint64_t s = b->waited; s <= seg; s++) {
     /* help with parts of the segments waited for, never later ones: the caller must be free to
      * hand a finished chunk to the DMA engine at once */
-    while (atomic_load_explicit(&seg_left[s % SEG_RING], memory_order_acquire) != 0) {
-      int64_t i = claim(seg);
+    while (atomic_load_explicit(&l->seg_left[s % SEG_RING], memory_order_acquire) != 0) {
+      int64_t i = claim(l, seg);
       if (i >= 0)
-        run_part((uint64_t)i);
+        run_part(l, (uint64_t)i);
       else
         pw_cpu_relax();
     }
   }
   b->waited = seg + 1;
   b->wait_ns += pw_now_ns() - t0;
+  if (b->waited == b->next_seg) give_lane(b);
 }
 
 int pw_batch_help(pw_batch *b, uint64_t max_seg) {
-  if (!b->pooled) return 0;
-  int64_t i = claim(max_seg); /* only parts this batch published can be claimed */
+  if (!b->lane) return 0;
+  int64_t i = claim(b->lane, max_seg); /* only parts this batch published can be claimed */
   if (i < 0) return 0;
-  run_part((uint64_t)i);
+  run_part(b->lane, (uint64_t)i);
   return 1;
 }
 
 uint64_t pw_batch_push(pw_batch *b, void *dst, const void *src, size_t n, int flags) {
   if (!b->nt) flags &= ~PW_PART_STREAM;
+  if (!b->lane && n >= MIN_PARALLEL) take_lane(b);
   uint64_t seg = b->next_seg++;
+  pw_lane *l = b->lane;
   /* a segment's counter slot is reused only once the segment SEG_RING back is done */
-  if (b->pooled && seg - b->waited >= SEG_MAX) pw_batch_wait(b, seg - SEG_MAX);
-  if (!b->pooled || n < MIN_PARALLEL) {
-    /* no pool, or too small to share: the caller copies it now */
+  if (l && seg - b->waited >= SEG_MAX) pw_batch_wait(b, seg - SEG_MAX);
+  if (!l || n < MIN_PARALLEL) {
+    /* no lane, or too small to share: the caller copies it now */
     uint64_t t0 = pw_now_ns();
     if (n) part_work(dst, src, n, flags, b->copy);
     b->inline_ns += pw_now_ns() - t0;
-    if (b->pooled) atomic_store_explicit(&seg_left[seg % SEG_RING], 0, memory_order_release);
+    if (l)
+      atomic_store_explicit(&l->seg_left[seg % SEG_RING], 0, memory_order_release);
+    else
+      b->waited = seg + 1; /* without a lane nothing is outstanding */
     return seg;
   }
   size_t part;
@@ -232,10 +294,10 @@ uint64_t pw_batch_push(pw_batch *b, void *dst, const void *src, size_t n, int fl
     part = ((n + PART_MAX - 1) / PART_MAX + 4095) & ~(size_t)4095;
     nparts = (unsigned)((n + part - 1) / part);
   }
-  atomic_store_explicit(&seg_left[seg % SEG_RING], nparts, memory_order_relaxed);
-  uint64_t first = atomic_load_explicit(&published, memory_order_relaxed);
+  atomic_store_explicit(&l->seg_left[seg % SEG_RING], nparts, memory_order_relaxed);
+  uint64_t first = atomic_load_explicit(&l->published, memory_order_relaxed);
   for (unsigned k = 0; k < nparts; k++) {
-    pool_part *p = &parts[(first + k) % PART_RING];
+    pool_part *p = &l->parts[(first + k) % PART_RING];
     size_t off = (size_t)k * part;
     p->dst = (char *)dst + off;
     p->src = (const char *)src + off;
@@ -243,7 +305,7 @@ uint64_t pw_batch_push(pw_batch *b, void *dst, const void *src, size_t n, int fl
     p->seg = seg;
     p->flags = flags;
   }
-  atomic_store(&published, first + nparts); /* seq_cst: see the sleepers comment in worker() */
+  atomic_store(&l->published, first + nparts); /* seq_cst: see the sleepers comment in worker() */
   if (atomic_load(&sleepers) > 0) {
     pthread_mutex_lock(&wake_lock);
     atomic_fetch_add(&wake_gen, 1);
@@ -254,10 +316,7 @@ uint64_t pw_batch_push(pw_batch *b, void *dst, const void *src, size_t n, int fl
 }
 
 void pw_batch_end(pw_batch *b) {
-  if (!b->pooled) return;
-  if (b->next_seg > 0) pw_batch_wait(b, b->next_seg - 1);
-  b->pooled = 0;
-  pthread_mutex_unlock(&submit_lock);
+  if (b->lane) pw_batch_wait(b, b->next_seg - 1); /* gives the lane back */
 }
 
 void pw_pool_memcpy(void *dst, const void *src, size_t n, int threads, int stream_stores) {
@@ -270,14 +329,18 @@ void pw_pool_memcpy(void *dst, const void *src, size_t n, int threads, int strea
 
 /* The child of a fork has none of the workers: forget them, and the locks they may have held. */
 void pw_pool_after_fork_child(void) {
-  pthread_mutex_init(&submit_lock, NULL);
+  for (int k = 0; k < LANES; k++) {
+    pw_lane *l = &lanes[k];
+    pthread_mutex_init(&l->lock, NULL);
+    atomic_store(&l->published, 0);
+    atomic_store(&l->claimed, 0);
+    for (int i = 0; i < SEG_RING; i++)
+      atomic_store(&l->seg_left[i], 0);
+  }
+  pthread_mutex_init(&start_lock, NULL);
   pthread_mutex_init(&wake_lock, NULL);
   pthread_cond_init(&wake_cv, NULL);
   atomic_store(&workers, 0);
   atomic_store(&sleepers, 0);
-  atomic_store(&published, 0);
-  atomic_store(&claimed, 0);
-  for (int i = 0; i < SEG_RING; i++)
-    atomic_store(&seg_left[i], 0);
-  start_tried = 0;
+  atomic_store(&start_tried, 0);
 }
