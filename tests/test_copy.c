@@ -40,7 +40,7 @@ static void fill(unsigned char *p, size_t n, unsigned seed) {
 
 /* Copy n bytes from src+soff to dst+doff with fn; the bytes must equal memcpy's, and the guard
  * bytes on both sides of the destination must be untouched. */
-static void check_one(pw_copy_fn fn, const char *name, size_t n, size_t soff, size_t doff,
+static void check_one(pw_memcpy_fn fn, const char *name, size_t n, size_t soff, size_t doff,
                       unsigned seed) {
   unsigned char *src = malloc(n + soff + GUARD), *dst = malloc(n + doff + 2 * GUARD);
   fill(src, n + soff + GUARD, seed);
@@ -89,23 +89,23 @@ static void test_routines_every_size_and_alignment(void **state) {
                                  (8 << 20) + 77};
   static const size_t offs[] = {0, 1, 3, 8, 15, 16, 31, 32, 33, 63};
   int tested = 0;
-  for (int which = PW_COPY_PORTABLE; which <= PW_COPY_NT_AVX; which++) {
-    pw_copy_fn fn = pw_copy_impl(which);
+  for (int which = PW_MEMCPY_PORTABLE; which <= PW_MEMCPY_NT_AVX; which++) {
+    pw_memcpy_fn fn = pw_memcpy_impl(which);
     if (!fn) continue; /* not on this CPU */
     tested++;
     unsigned seed = 1;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
       for (size_t a = 0; a < sizeof offs / sizeof *offs; a++)
-        check_one(fn, pw_copy_name(which), sizes[i], offs[a], offs[(a * 7 + i) % 10], seed++);
-    check_one(fn, pw_copy_name(which), 64u << 20, 5, 11, seed++);
+        check_one(fn, pw_memcpy_name(which), sizes[i], offs[a], offs[(a * 7 + i) % 10], seed++);
+    check_one(fn, pw_memcpy_name(which), 64u << 20, 5, 11, seed++);
   }
 #if defined(__x86_64__)
   assert_true(tested >= 2); /* SSE2 is part of x86-64: the fast path must be there */
-  assert_int_not_equal(pw_copy_best(), PW_COPY_PORTABLE);
+  assert_int_not_equal(pw_memcpy_best(), PW_MEMCPY_PORTABLE);
 #else
-  assert_int_equal(pw_copy_best(), PW_COPY_PORTABLE);
+  assert_int_equal(pw_memcpy_best(), PW_MEMCPY_PORTABLE);
 #endif
-  assert_non_null(pw_copy_impl(pw_copy_best()));
+  assert_non_null(pw_memcpy_impl(pw_memcpy_best()));
 }
 
 /* A batch of many segments of random sizes (some below the parallel threshold, copied by the

@@ -91,7 +91,7 @@ static void *h2d_worker(void *p) {
     for (size_t k = 0; k < n; k++)
       src[k] = (unsigned char)xs(&s);
     enqueue_check(w->stream, dev + off, shadow + off, n); /* earlier work sees the old bytes */
-    pw_copy c = {.dst = dev + off, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = w->stream};
+    pw_transfer c = {.dst = dev + off, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = w->stream};
     assert_int_equal(pw_describe(&sim_ops, &c), 0);
     int r = pw_engine_copy(w->e, &c);
     if (r < 0) {
@@ -261,7 +261,7 @@ static void d2h_blocking_and_exact(pw_engine_config cfg, size_t max, int seeds) 
       /* the device bytes are written by earlier work on the stream, still queued */
       sim_real_copy(dev, want, n, s);
       memset(host, 0, n);
-      pw_copy c = {.dst = host, .src = dev, .n = n, .dir = PW_DIR_D2H, .stream = s};
+      pw_transfer c = {.dst = host, .src = dev, .n = n, .dir = PW_DIR_D2H, .stream = s};
       pw_describe(&sim_ops, &c);
       assert_int_equal(pw_engine_copy(e, &c), PW_PATH_D2H);
       /* later work overwrites the device bytes: the call must already have returned them */
@@ -308,14 +308,14 @@ static void test_many_small_copies_fill_slot_queue(void **state) {
       size_t n = 1 + xs(&r) % sizeof src;
       for (size_t k = 0; k < n; k++)
         src[k] = (unsigned char)xs(&r);
-      pw_copy c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
+      pw_transfer c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
       pw_describe(&sim_ops, &c);
       assert_true(pw_engine_copy(e, &c) >= 0);
       if (i % 7) continue;
       for (size_t k = 0; k < big; k++)
         want[k] = (unsigned char)xs(&r);
       sim_real_copy(dbig, want, big, s);
-      pw_copy d = {.dst = back, .src = dbig, .n = big, .dir = PW_DIR_D2H, .stream = s};
+      pw_transfer d = {.dst = back, .src = dbig, .n = big, .dir = PW_DIR_D2H, .stream = s};
       pw_describe(&sim_ops, &d);
       assert_int_equal(pw_engine_copy(e, &d), PW_PATH_D2H);
       if (memcmp(back, want, big)) fail_msg("seed %u copy %d: D2H bytes differ", seed, i);
@@ -325,7 +325,7 @@ static void test_many_small_copies_fill_slot_queue(void **state) {
     size_t huge = 64 << 20; /* two ring pieces: the second wraps over every small slot */
     char *hsrc = malloc(huge), *hdev = sim_device_alloc(0, huge);
     memset(hsrc, 0x3c, huge);
-    pw_copy h = {.dst = hdev, .src = hsrc, .n = huge, .dir = PW_DIR_H2D, .stream = s};
+    pw_transfer h = {.dst = hdev, .src = hsrc, .n = huge, .dir = PW_DIR_H2D, .stream = s};
     pw_describe(&sim_ops, &h);
     assert_true(pw_engine_copy(e, &h) >= 0);
     enqueue_check(s, hdev, hsrc, huge);
@@ -350,7 +350,7 @@ static void test_eligibility_and_capture(void **state) {
   char *dev = sim_device_alloc(0, 4 << 20), host[4096];
   void *pinned;
   sim_ops.host_alloc(&pinned, 8192);
-  pw_copy c = {.dst = dev, .src = host, .n = 2048, .dir = PW_DIR_H2D, .stream = s};
+  pw_transfer c = {.dst = dev, .src = host, .n = 2048, .dir = PW_DIR_H2D, .stream = s};
   pw_describe(&sim_ops, &c);
   assert_int_equal(c.src_kind, PW_MEM_PAGEABLE);
   assert_int_equal(c.dst_kind, PW_MEM_DEVICE);
@@ -363,16 +363,16 @@ static void test_eligibility_and_capture(void **state) {
   c.n = 2 << 20;
   assert_int_equal(pw_engine_copy(e, &c), -1 - PW_FB_TOO_LARGE);
   c.n = 2048;
-  pw_copy p = c;
+  pw_transfer p = c;
   p.src = pinned;
   pw_describe(&sim_ops, &p);
   assert_int_equal(pw_engine_copy(e, &p), -1 - PW_FB_SRC_NOT_PAGEABLE);
-  pw_copy hh = {.dst = host, .src = host + 2048, .n = 2048, .dir = -1, .stream = s};
+  pw_transfer hh = {.dst = host, .src = host + 2048, .n = 2048, .dir = -1, .stream = s};
   pw_describe(&sim_ops, &hh);
   assert_int_equal(hh.dir, PW_DIR_H2H);
   assert_int_equal(pw_engine_copy(e, &hh), -1 - PW_FB_DIRECTION);
   /* the device range runs past device memory: the real call must report it */
-  pw_copy past = c;
+  pw_transfer past = c;
   past.dst = dev + (4 << 20) - 100;
   pw_describe(&sim_ops, &past);
   assert_int_equal(pw_engine_copy(e, &past), -1 - PW_FB_BAD_RANGE);
@@ -380,14 +380,14 @@ static void test_eligibility_and_capture(void **state) {
   void *next;
   char *first = sim_device_alloc_pair(0, 64 << 10, &next);
   memset(next, 0x11, 64 << 10);
-  pw_copy over = c;
+  pw_transfer over = c;
   over.dst = first + (64 << 10) - 1000;
   pw_describe(&sim_ops, &over);
   assert_int_equal(pw_engine_copy(e, &over), -1 - PW_FB_BAD_RANGE);
   sim_drain();
   assert_int_equal(((unsigned char *)next)[0], 0x11); /* nothing written past the allocation */
   /* a size that wraps the address space (dst + n - 1 lands just before dst) */
-  pw_copy wrap = c;
+  pw_transfer wrap = c;
   wrap.dst = dev + 64;
   wrap.n = (size_t)-16;
   cfg.max_bytes = 0;
@@ -400,7 +400,7 @@ static void test_eligibility_and_capture(void **state) {
   e = pw_engine_create(&sim_ops, &cfg);
   char *dev1 = sim_device_alloc(1, 1 << 20);
   void *s0 = sim_stream_new(0);
-  pw_copy od = {.dst = dev1, .src = host, .n = 2048, .dir = PW_DIR_H2D, .stream = s0};
+  pw_transfer od = {.dst = dev1, .src = host, .n = 2048, .dir = PW_DIR_H2D, .stream = s0};
   pw_describe(&sim_ops, &od);
   assert_int_equal(pw_engine_copy(e, &od), -1 - PW_FB_OTHER_DEVICE);
   pw_engine_destroy(e);
@@ -419,7 +419,7 @@ static void test_allocation_failures(void **state) {
   pw_engine *e = pw_engine_create(&sim_ops, &cfg);
   char *dev = sim_device_alloc(0, 1 << 20), host[8192];
   memset(host, 1, sizeof host);
-  pw_copy c = {.dst = dev, .src = host, .n = sizeof host, .dir = PW_DIR_H2D, .stream = NULL};
+  pw_transfer c = {.dst = dev, .src = host, .n = sizeof host, .dir = PW_DIR_H2D, .stream = NULL};
   pw_describe(&sim_ops, &c);
   assert_int_equal(pw_engine_copy(e, &c), -1 - PW_FB_NO_STATE);
   assert_int_equal(pw_engine_copy(e, &c), -1 - PW_FB_NO_STATE);
@@ -439,7 +439,7 @@ static void test_allocation_failures(void **state) {
     unsigned char src[50000];
     for (size_t k = 0; k < sizeof src; k++)
       src[k] = (unsigned char)(k * seed);
-    pw_copy cc = {.dst = d2, .src = src, .n = sizeof src, .dir = PW_DIR_H2D, .stream = s};
+    pw_transfer cc = {.dst = d2, .src = src, .n = sizeof src, .dir = PW_DIR_H2D, .stream = s};
     pw_describe(&sim_ops, &cc);
     assert_int_equal(pw_engine_copy(e2, &cc), PW_PATH_PINNED);
     enqueue_check(s, d2, src, sizeof src);
@@ -459,7 +459,7 @@ static void test_failure_mid_copy_falls_back(void **state) {
   unsigned char src[40000];
   for (size_t k = 0; k < sizeof src; k++)
     src[k] = (unsigned char)(k * 7);
-  pw_copy c = {.dst = dev, .src = src, .n = sizeof src, .dir = PW_DIR_H2D, .stream = s};
+  pw_transfer c = {.dst = dev, .src = src, .n = sizeof src, .dir = PW_DIR_H2D, .stream = s};
   pw_describe(&sim_ops, &c);
   sim_fail_copy_after(1); /* the chunk's DMA is queued, the D2D out of the ring fails */
   int r = pw_engine_copy(e, &c);
@@ -490,7 +490,8 @@ typedef struct cross_arg {
 
 static void *cross_d2h(void *p) {
   cross_arg *a = p;
-  pw_copy c = {.dst = a->host, .src = a->dev, .n = a->n, .dir = PW_DIR_D2H, .stream = a->stream};
+  pw_transfer c = {
+      .dst = a->host, .src = a->dev, .n = a->n, .dir = PW_DIR_D2H, .stream = a->stream};
   pw_describe(&sim_ops, &c);
   a->path = pw_engine_copy(a->e, &c);
   return NULL;
@@ -500,7 +501,8 @@ static void *cross_h2d(void *p) {
   cross_arg *b = p;
   while (atomic_load(&sim_host_waiters) == 0) /* A is waiting on its stream */
     sched_yield();
-  pw_copy c = {.dst = b->dev, .src = b->host, .n = b->n, .dir = PW_DIR_H2D, .stream = b->stream};
+  pw_transfer c = {
+      .dst = b->dev, .src = b->host, .n = b->n, .dir = PW_DIR_H2D, .stream = b->stream};
   pw_describe(&sim_ops, &c);
   b->path = pw_engine_copy(b->e, &c);
   enqueue_check(b->stream, b->dev, b->host, b->n);
@@ -526,7 +528,7 @@ static void test_no_lock_across_gpu_wait(void **state) {
     for (size_t k = 0; k < nb; k++)
       b.host[k] = (unsigned char)(k * 7 + seed);
     /* set up the device state first: the wait must meet a ready engine */
-    pw_copy warm = {.dst = a.dev, .src = want, .n = n, .dir = PW_DIR_H2D, .stream = b.stream};
+    pw_transfer warm = {.dst = a.dev, .src = want, .n = n, .dir = PW_DIR_H2D, .stream = b.stream};
     pw_describe(&sim_ops, &warm);
     assert_true(pw_engine_copy(e, &warm) >= 0);
     sim_stream_sync(b.stream);
@@ -583,7 +585,7 @@ static void *pooled_h2d_main(void *p) {
   while (atomic_load(&sim_host_waiters) == 0) /* A is waiting on its stream */
     sched_yield();
   uint64_t parts = pw_get(&pw_st.pool_parts), busy = pw_get(&pw_st.pool_busy);
-  pw_copy c = {
+  pw_transfer c = {
       .dst = b->c.dev, .src = b->c.host, .n = b->c.n, .dir = PW_DIR_H2D, .stream = b->c.stream};
   pw_describe(&sim_ops, &c);
   b->c.path = pw_engine_copy(b->c.e, &c);
@@ -627,7 +629,8 @@ static void test_no_pool_held_across_gpu_wait(void **state) {
     for (size_t k = 0; k < nb; k++)
       b.c.host[k] = (unsigned char)(k * 7 + seed);
     /* set up the device state and start the workers first: the wait must meet a ready engine */
-    pw_copy warm = {.dst = a.c.dev, .src = want, .n = n, .dir = PW_DIR_H2D, .stream = b.c.stream};
+    pw_transfer warm = {
+        .dst = a.c.dev, .src = want, .n = n, .dir = PW_DIR_H2D, .stream = b.c.stream};
     pw_describe(&sim_ops, &warm);
     assert_true(pw_engine_copy(e, &warm) >= 0);
     sim_stream_sync(b.c.stream);
@@ -681,11 +684,11 @@ static void *mixed_worker(void *p) {
     size_t n = 1 + xs(&r) % max;
     for (size_t k = 0; k < n; k++)
       src[k] = (unsigned char)xs(&r);
-    pw_copy c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
+    pw_transfer c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
     pw_describe(&sim_ops, &c);
     if (pw_engine_copy(m->e, &c) >= 0) m->staged++;
     memset(back, 0, n);
-    pw_copy d = {.dst = back, .src = dev, .n = n, .dir = PW_DIR_D2H, .stream = s};
+    pw_transfer d = {.dst = back, .src = dev, .n = n, .dir = PW_DIR_D2H, .stream = s};
     pw_describe(&sim_ops, &d);
     if (pw_engine_copy(m->e, &d) >= 0) m->staged++;
     if (memcmp(back, src, n)) atomic_fetch_add(&mismatches, 1);
@@ -820,23 +823,23 @@ static long deferred_run(unsigned seed, int copies, long *deferred) {
       memcpy(src + k, &(uint64_t){((uint64_t)xs(&r) << 32) | xs(&r)}, n - k < 8 ? n - k : 8);
     if (i % 4 == 3) { /* the source is first the destination of a D2H */
       sim_real_copy(dev2, src, n, s);
-      pw_copy d = {.dst = src, .src = dev2, .n = n, .dir = PW_DIR_D2H, .stream = s};
+      pw_transfer d = {.dst = src, .src = dev2, .n = n, .dir = PW_DIR_D2H, .stream = s};
       pw_describe(&sim_ops, &d);
       assert_int_equal(pw_engine_copy(e, &d), PW_PATH_D2H);
     }
     enqueue_check(s, dev + off, shadow + off, n);
-    pw_copy c = {.dst = dev + off, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
+    pw_transfer c = {.dst = dev + off, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
     pw_describe(&sim_ops, &c);
     assert_int_equal(pw_engine_copy(e, &c), PW_PATH_RING);
     memcpy(shadow + off, src, n);
     if (i % 5 == 4) { /* two copies from one source */
-      pw_copy c2 = {.dst = dev2, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
+      pw_transfer c2 = {.dst = dev2, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
       pw_describe(&sim_ops, &c2);
       assert_int_equal(pw_engine_copy(e, &c2), PW_PATH_RING);
       enqueue_check(s, dev2, shadow + off, n);
     }
     if (i % 4 == 1) { /* the source is the destination of the next D2H, at once */
-      pw_copy d = {.dst = src, .src = dev2, .n = n, .dir = PW_DIR_D2H, .stream = s};
+      pw_transfer d = {.dst = src, .src = dev2, .n = n, .dir = PW_DIR_D2H, .stream = s};
       pw_describe(&sim_ops, &d);
       assert_int_equal(pw_engine_copy(e, &d), PW_PATH_D2H);
     } else {
@@ -925,7 +928,7 @@ static void test_not_deferred_reasons(void **state) {
     char *dev = sim_device_alloc(0, n);
     unsigned char *src = malloc(n);
     memset(src, (int)k + 1, n);
-    pw_copy c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
+    pw_transfer c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
     pw_describe(&sim_ops, &c);
     assert_int_equal(pw_engine_copy(e, &c), PW_PATH_RING);
     enqueue_check(s, dev, src, n);
@@ -995,7 +998,7 @@ static void test_d2h_fresh_destination_mapped_ahead(void **state) {
       sim_real_copy(dev, want, n, s);
       mapped_probe mp = {(const char *)host, n, -1};
       sim_enqueue_callback(s, probe_mapped, &mp);
-      pw_copy c = {.dst = host, .src = dev, .n = n, .dir = PW_DIR_D2H, .stream = s};
+      pw_transfer c = {.dst = host, .src = dev, .n = n, .dir = PW_DIR_D2H, .stream = s};
       pw_describe(&sim_ops, &c);
       assert_int_equal(pw_engine_copy(e, &c), PW_PATH_D2H);
       assert_memory_equal(host, want, n);

@@ -1,6 +1,6 @@
-/* test_registry.c — the registry of the program's pinned memory (shim/front/hostcopy.c), which the
- * shim's exported memcpy reads.  memcpy is async-signal-safe and programs rely on it, so its read
- * side must be too: a signal handler that interrupts a thread inside pw_pinned_add or _remove,
+/* test_registry.c — the registry of the program's pinned memory (shim/front/app_memcpy.c), which
+ * the shim's exported memcpy reads.  memcpy is async-signal-safe and programs rely on it, so its
+ * read side must be too: a signal handler that interrupts a thread inside pw_pinned_add or _remove,
  * and copies, must neither deadlock nor get a wrong answer about memory recorded before (a bug
  * once: the read side took the registry's rwlock, held for writing by the interrupted thread). */
 #define _GNU_SOURCE

@@ -10,7 +10,7 @@
  *                       backend's table are generated.
  *   core/core.c         the lifecycle both front ends share: init at the first hooked call, the one
  *                       engine, the mode, the per-thread guard, fork and the exit summary.
- *   engine/copy.c       the copy routines (non-temporal stores, portable fallback), fresh-page
+ *   engine/memcpy.c       the copy routines (non-temporal stores, portable fallback), fresh-page
  *                       handling, the default thread count.
  *   engine/pool.c       the lazily started copy worker pool; batches of chunks streamed to it.
  *   engine/engine.c     the staging engine; reaches CUDA only through a pw_ops table.
@@ -19,7 +19,7 @@
  *   front/drv.c         the driver front end: cu* wrappers (drv_hooks.def), dlsym,
  *                       cuGetProcAddress.
  *   front/drv_ops.c     the pw_ops table over the real CUDA driver functions.
- *   front/hostcopy.c    the program's own large memcpy into or out of its pinned memory.
+ *   front/app_memcpy.c    the program's own large memcpy into or out of its pinned memory.
  *   front/pjrt.c        JAX's CUDA plugin: XLA's own host-to-device staging turned off.
  *   collector/trace.c   the CUPTI collector (PINWHEEL_TRACE); trace_json.c its JSON writer;
  *                       nvtx_inject.c the NVTX injection library of a traced run.
@@ -296,17 +296,17 @@ extern const int pw_hook_count;
 /* Write the exit summary (format PW_FMT_*) to fd. */
 void pw_stats_write(int fd, int format);
 
-/* ---- copy routines (copy.c) ---- */
-typedef void (*pw_copy_fn)(void *dst, const void *src, size_t n);
-enum { PW_COPY_PORTABLE = 0, PW_COPY_NT_SSE2, PW_COPY_NT_AVX };
+/* ---- copy routines (memcpy.c) ---- */
+typedef void (*pw_memcpy_fn)(void *dst, const void *src, size_t n);
+enum { PW_MEMCPY_PORTABLE = 0, PW_COPY_NT_SSE2, PW_MEMCPY_NT_AVX };
 /* The copy routine `which`, or NULL where this CPU or build has none.  The non-temporal ones end
  * with a store fence. */
-pw_copy_fn pw_copy_impl(int which);
-int pw_copy_best(void); /* the fastest routine into DMA-only memory this CPU has */
-/* glibc's memmove.  The shim exports memcpy and memmove (hostcopy.c), so a plain call from inside
+pw_memcpy_fn pw_memcpy_impl(int which);
+int pw_memcpy_best(void); /* the fastest routine into DMA-only memory this CPU has */
+/* glibc's memmove.  The shim exports memcpy and memmove (app_memcpy.c), so a plain call from inside
  * the shim comes back to them; the engine's copies and the exported ones' fallback use this. */
 void *pw_libc_memmove(void *dst, const void *src, size_t n);
-const char *pw_copy_name(int which);
+const char *pw_memcpy_name(int which);
 /* Advise huge pages for the 2 MiB-aligned interior of [p, p+n) when nothing has touched it yet
  * (mincore); returns 1 when advised.  Only the page-table granularity changes: contents, size and
  * protection of the memory stay as they are. */
@@ -352,7 +352,7 @@ struct pw_lane;
 typedef struct pw_batch {
   struct pw_lane *lane;           /* NULL: nothing outstanding (waited == next_seg) */
   int helpers, threads, nt, busy; /* busy: found every lane taken once (counted once) */
-  pw_copy_fn copy;
+  pw_memcpy_fn copy;
   uint64_t next_seg, waited;
   uint64_t wait_ns, inline_ns; /* caller time in wait, and copying alone */
 } pw_batch;
@@ -375,7 +375,7 @@ int pw_spawn(void *(*fn)(void *), void *arg, size_t stack);
 void pw_pool_after_fork_child(void);
 
 /* ---- engine ---- */
-typedef struct pw_copy {
+typedef struct pw_transfer {
   void *dst;
   const void *src;
   size_t n;
@@ -385,7 +385,7 @@ typedef struct pw_copy {
   int src_kind, dst_kind, src_dev, dst_dev;
   int described;     /* PW_DESCRIBE_*, set by pw_describe */
   const pw_ops *ops; /* the backend of the front end the copy came through, set by pw_describe */
-} pw_copy;
+} pw_transfer;
 enum { PW_DESCRIBE_OK = 1, PW_DESCRIBE_QUERY_FAILED, PW_DESCRIBE_ERROR_PENDING };
 
 typedef struct pw_engine_config {
@@ -413,16 +413,16 @@ typedef struct pw_guard_ops {
 
 typedef struct pw_engine pw_engine;
 /* One engine per process, whichever front end a copy comes through: each copy carries its front
- * end's backend (pw_copy.ops); ops is the one used when a copy carries none (tests). */
+ * end's backend (pw_transfer.ops); ops is the one used when a copy carries none (tests). */
 pw_engine *pw_engine_create(const pw_ops *ops, const pw_engine_config *cfg);
 void pw_engine_destroy(pw_engine *e); /* tests only: frees everything, syncs first */
 /* Fill the kind and device fields of c from its pointers (and the direction if dir < 0), and
  * note ops as the copy's backend.
  * Returns 0, or -1 when a query failed (fields are then PW_MEM_UNKNOWN). */
-int pw_describe(const pw_ops *ops, pw_copy *c);
+int pw_describe(const pw_ops *ops, pw_transfer *c);
 /* Stage the copy.  Returns PW_PATH_* (>= 0) when it was staged and the caller must report
  * cudaSuccess, or -1 - PW_FB_* when the caller must make the real call instead. */
-int pw_engine_copy(pw_engine *e, const pw_copy *c);
+int pw_engine_copy(pw_engine *e, const pw_transfer *c);
 void pw_engine_after_fork_child(pw_engine *e);
 /* Wait until no deferred copy guards any of [p, p+n): pinwheel calls it before it writes into the
  * program's memory itself, so that none of its threads ever stops on a guarded page. */

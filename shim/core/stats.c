@@ -145,7 +145,7 @@ static const char *empty_note(void) {
 }
 
 static const char *copy_routine(void) {
-  return pw_copy_name(pw_option_get(PW_OPT_NT_STORES) ? pw_copy_best() : PW_COPY_PORTABLE);
+  return pw_memcpy_name(pw_option_get(PW_OPT_NT_STORES) ? pw_memcpy_best() : PW_MEMCPY_PORTABLE);
 }
 
 static void write_text(buf_t *b) {

@@ -607,7 +607,7 @@ static int pipeline_h2d(pw_engine *e, const pw_ops *ops, dev_state *d, pw_batch 
   return rc;
 }
 
-static int stage_h2d_ring(pw_engine *e, dev_state *d, const pw_copy *c) {
+static int stage_h2d_ring(pw_engine *e, dev_state *d, const pw_transfer *c) {
   const pw_ops *ops = c->ops;
   size_t piece_max = d->dring.size / 2;
   char *dst = c->dst;
@@ -650,7 +650,7 @@ static int stage_h2d_ring(pw_engine *e, dev_state *d, const pw_copy *c) {
   return r;
 }
 
-static int stage_h2d_pinned(pw_engine *e, dev_state *d, const pw_copy *c) {
+static int stage_h2d_pinned(pw_engine *e, dev_state *d, const pw_transfer *c) {
   pw_batch b;
   void *last = NULL;
   h2d_pipe pp = {.head = 0, .nq = 0};
@@ -672,7 +672,7 @@ static int stage_h2d_pinned(pw_engine *e, dev_state *d, const pw_copy *c) {
  * in dst.  A chunk's slot stays BUSY until it is copied out; the waits on the DMAs hold no lock.
  * When the pinned arena's front is busy while this copy holds chunks (AGAIN), the oldest chunk is
  * copied out before anything more is reserved. */
-static int stage_d2h(pw_engine *e, dev_state *d, const pw_copy *c) {
+static int stage_d2h(pw_engine *e, dev_state *d, const pw_transfer *c) {
   const pw_ops *ops = c->ops;
   size_t chunk = chunk_size(e, d);
   struct {
@@ -867,7 +867,8 @@ static void copy_now(dev_state *d, const defer_job *j, const char *src, size_t f
 }
 
 /* Why this H2D copy cannot be deferred, before anything is reserved; -1 when it may be. */
-static int defer_reason(const pw_engine *e, const dev_state *d, const pw_copy *c, size_t chunk) {
+static int defer_reason(const pw_engine *e, const dev_state *d, const pw_transfer *c,
+                        size_t chunk) {
   if (!e->cfg.defer) return PW_ND_OFF;
   if (!e->cfg.guard) return PW_ND_NO_GUARD;
   if (c->n < DEFER_MIN) return PW_ND_SMALL;
@@ -884,7 +885,7 @@ static int defer_reason(const pw_engine *e, const dev_state *d, const pw_copy *c
 /* Deferred staging through the ring (the ordering argument is at the top of the file).  Returns
  * PW_PATH_RING when the copy is queued, 1 + a PW_ND_* reason when it was not deferred (nothing
  * was enqueued or kept: the caller stages it as before), or fail_device's answer. */
-static int defer_h2d(pw_engine *e, dev_state *d, const pw_copy *c) {
+static int defer_h2d(pw_engine *e, dev_state *d, const pw_transfer *c) {
   const pw_ops *ops = c->ops;
   const pw_guard_ops *g = e->cfg.guard;
   size_t chunk = chunk_size(e, d), n = c->n, roff;
@@ -979,7 +980,7 @@ fail_early : {
 }
 }
 
-int pw_describe(const pw_ops *ops, pw_copy *c) {
+int pw_describe(const pw_ops *ops, pw_transfer *c) {
   int rc = 0;
   c->src_kind = c->dst_kind = PW_MEM_UNKNOWN;
   c->src_dev = c->dst_dev = -1;
@@ -1002,7 +1003,7 @@ int pw_describe(const pw_ops *ops, pw_copy *c) {
 }
 
 /* Checks that need no CUDA call. */
-static int cheap_reason(const pw_engine *e, const pw_copy *c) {
+static int cheap_reason(const pw_engine *e, const pw_transfer *c) {
   if (e->cfg.mode != PW_MODE_STAGE) return PW_FB_MODE;
   if (atomic_load(&e->forked)) return PW_FB_FORKED;
   /* kinds we could not learn are no reason of their own: say what went wrong */
@@ -1025,7 +1026,7 @@ static int cheap_reason(const pw_engine *e, const pw_copy *c) {
   return -1;
 }
 
-static int checked_reason(const pw_copy *c, int device) {
+static int checked_reason(const pw_transfer *c, int device) {
   const pw_ops *ops = c->ops;
   int cap = 0, cur = -1, sdev = -1, kind = PW_MEM_UNKNOWN, kdev = -1;
   if (ops->error_pending()) return PW_FB_PENDING_ERROR;
@@ -1064,9 +1065,9 @@ static int checked_reason(const pw_copy *c, int device) {
   return -1;
 }
 
-int pw_engine_copy(pw_engine *e, const pw_copy *copy) {
+int pw_engine_copy(pw_engine *e, const pw_transfer *copy) {
   uint64_t t0 = pw_now_ns();
-  pw_copy cc = *copy, *c = &cc;
+  pw_transfer cc = *copy, *c = &cc;
   if (!c->ops) c->ops = e->ops; /* the front end's backend, which pw_describe noted */
   const pw_ops *ops = c->ops;
   int r = cheap_reason(e, c);

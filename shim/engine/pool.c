@@ -62,7 +62,7 @@ typedef struct pool_part {
  * and every segment count is zero. */
 typedef struct pw_lane {
   pthread_mutex_t lock; /* held by the batch that owns the lane (taken with trylock) */
-  pw_copy_fn copy;      /* the owner's streaming copy, set before it publishes a part */
+  pw_memcpy_fn copy;    /* the owner's streaming copy, set before it publishes a part */
   _Atomic uint64_t published, claimed;
   atomic_uint seg_left[SEG_RING]; /* parts of segment s not yet done, at s % SEG_RING */
   pool_part parts[PART_RING];
@@ -95,7 +95,7 @@ static int64_t claim(pw_lane *l, uint64_t max_seg) {
 }
 
 /* One part's work, on whichever thread runs it: map dst's pages, copy, or both (PW_PART_*). */
-static void part_work(char *dst, const char *src, size_t n, int flags, pw_copy_fn stream) {
+static void part_work(char *dst, const char *src, size_t n, int flags, pw_memcpy_fn stream) {
   if (flags & (PW_PART_PREFAULT | PW_PART_MAP)) pw_prefault(dst, n);
   if (flags & PW_PART_MAP) return;
   if (flags & PW_PART_STREAM)
@@ -188,7 +188,7 @@ static void start_workers(int want) {
     atomic_store(&workers, n);
     atomic_store(&start_tried, 1);
     pw_log(PW_LOG_INFO, "copy pool started with %d worker threads (%s stores)", n,
-           pw_copy_name(pw_copy_best()));
+           pw_memcpy_name(pw_memcpy_best()));
   }
   pthread_mutex_unlock(&start_lock);
 }
@@ -200,9 +200,9 @@ int pw_pool_workers(void) {
 void pw_batch_begin(pw_batch *b, int threads, int stream_stores) {
   memset(b, 0, sizeof *b);
   b->threads = threads;
-  int best = pw_copy_best();
-  b->nt = stream_stores && best != PW_COPY_PORTABLE;
-  b->copy = pw_copy_impl(b->nt ? best : PW_COPY_PORTABLE);
+  int best = pw_memcpy_best();
+  b->nt = stream_stores && best != PW_MEMCPY_PORTABLE;
+  b->copy = pw_memcpy_impl(b->nt ? best : PW_MEMCPY_PORTABLE);
   if (threads > 1 && !atomic_load(&start_tried)) start_workers(threads - 1);
 }
 

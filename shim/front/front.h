@@ -32,7 +32,7 @@ void *pw_drv_offer(void *p, const void *caller);
  * program released that context (the state went with it): nothing is staged there again. */
 int pw_drv_state_gone(int device);
 
-/* ---- hostcopy.c: the program's pinned host memory, and the shim's memcpy and memmove ---- */
+/* ---- app_memcpy.c: the program's pinned host memory, and the shim's memcpy and memmove ---- */
 #define PW_HOSTCOPY_MIN (1u << 20) /* smaller copies are glibc's, at once */
 void pw_pinned_add(const void *p, size_t n);
 void pw_pinned_remove(const void *p);
@@ -58,7 +58,7 @@ static inline void pw_count_call(int id, uint64_t ns) {
   if (ns) pw_add(&pw_st.hook_ns[id], ns);
 }
 
-static inline void pw_count_copy(int id, const pw_copy *c, uint64_t ns) {
+static inline void pw_count_copy(int id, const pw_transfer *c, uint64_t ns) {
   pw_count_call(id, ns);
   int d = c->dir >= 0 && c->dir < PW_DIR_N ? c->dir : PW_DIR_H2H;
   pw_counter3 *k = &pw_st.copies[d][c->src_kind][c->dst_kind];
@@ -87,7 +87,7 @@ static inline void pw_after_real(void) {
  * missing); id the hook's PW_H_* id; args the call's arguments.  In mode off (or for the shim's
  * own calls) the real call goes straight through.  The engine's work and the real call of a copy
  * run with pw_depth raised, so whatever they reach (the other front end included) passes
- * straight through.  A copy's pw_copy fields come last, as designated initializers. */
+ * straight through.  A copy's pw_transfer fields come last, as designated initializers. */
 #define PW_FRONT_OFF(T, f, args)                                                                   \
   do {                                                                                             \
     T r_ = f args;                                                                                 \
@@ -100,14 +100,14 @@ static inline void pw_after_real(void) {
   __typeof__(real) f_ = (real);                                                                    \
   if (!f_) return missing;                                                                         \
   if (PW_UNLIKELY(atomic_load_explicit(&pw_trace_watch, memory_order_relaxed)) && !pw_depth) {     \
-    pw_copy w_ = {__VA_ARGS__};                                                                    \
+    pw_transfer w_ = {__VA_ARGS__};                                                                \
     pw_trace_step_op((uint64_t)w_.n << 3 | (uint64_t)(w_.dir & 7), w_.stream,                      \
                      w_.dir == PW_DIR_H2D);                                                        \
   }                                                                                                \
   if (mode == PW_MODE_OFF) PW_FRONT_OFF(T, f_, args);                                              \
   pw_elide_stream = NULL;                                                                          \
   pw_depth++;                                                                                      \
-  pw_copy c = {__VA_ARGS__};                                                                       \
+  pw_transfer c = {__VA_ARGS__};                                                                   \
   uint64_t t0;                                                                                     \
   int path = pw_front_copy(ops, mode, &c, name, &t0);                                              \
   T r = path >= 0 ? OK : f_ args;                                                                  \
@@ -153,7 +153,7 @@ static inline void pw_after_real(void) {
  * end's backend, stage it in stage mode.  Returns PW_PATH_* when staged (the caller reports
  * success), else < 0 (the caller makes the real call).  *t0 is set to the start of the call's
  * timing. */
-static inline int pw_front_copy(const pw_ops *ops, int mode, pw_copy *c, const char *name,
+static inline int pw_front_copy(const pw_ops *ops, int mode, pw_transfer *c, const char *name,
                                 uint64_t *t0) {
   pw_describe(ops, c);
   *t0 = pw_now_ns();
@@ -169,7 +169,7 @@ static inline int pw_front_copy(const pw_ops *ops, int mode, pw_copy *c, const c
 
 /* After a copy's real call or staging: src was consumed before the return (staged, or a real
  * pageable copy, which CUDA stages before returning), so a sync right after it may be elided. */
-static inline void pw_front_copy_done(int mode, int ok, const pw_copy *c) {
+static inline void pw_front_copy_done(int mode, int ok, const pw_transfer *c) {
   pw_depth--;
   if (pw_sync_mode == PW_SYNC_ELIDE && ok && c->dir == PW_DIR_H2D &&
       c->src_kind == PW_MEM_PAGEABLE && mode == PW_MODE_STAGE)

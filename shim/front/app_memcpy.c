@@ -1,4 +1,4 @@
-/* hostcopy.c — frameworks that stage copies themselves: their large copies into or out of pinned
+/* app_memcpy.c — frameworks that stage copies themselves: their large copies into or out of pinned
  * memory, spread over pinwheel's copy threads.
  *
  * XLA (JAX) never hands CUDA a pageable pointer: it copies a numpy array into a pinned buffer of

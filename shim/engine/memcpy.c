@@ -1,4 +1,4 @@
-/* copy.c — the byte-moving routines of the staging copy, and the CPU facts they depend on.
+/* memcpy.c — the byte-moving routines of the staging copy, and the CPU facts they depend on.
  *
  * Owns: the copy into pinned staging memory (non-temporal stores where the CPU has them: that
  * memory is read only by the DMA engine, so filling the cache with it only evicts the program's
@@ -69,14 +69,14 @@ static void copy_portable(void *dst, const void *src, size_t n) {
   pw_libc_memmove(dst, src, n);
 }
 
-pw_copy_fn pw_copy_impl(int which) {
+pw_memcpy_fn pw_memcpy_impl(int which) {
   switch (which) {
-  case PW_COPY_PORTABLE:
+  case PW_MEMCPY_PORTABLE:
     return copy_portable;
 #if defined(__x86_64__)
   case PW_COPY_NT_SSE2:
     return copy_nt_sse2;
-  case PW_COPY_NT_AVX:
+  case PW_MEMCPY_NT_AVX:
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx") ? copy_nt_avx : NULL;
 #endif
@@ -86,22 +86,22 @@ pw_copy_fn pw_copy_impl(int which) {
 }
 
 /* The CPU's answer never changes: asked once, not at every staged copy. */
-int pw_copy_best(void) {
+int pw_memcpy_best(void) {
 #if defined(__x86_64__)
   static atomic_int best = -1;
   int b = atomic_load_explicit(&best, memory_order_relaxed);
   if (b < 0) {
     __builtin_cpu_init();
-    b = __builtin_cpu_supports("avx") ? PW_COPY_NT_AVX : PW_COPY_NT_SSE2;
+    b = __builtin_cpu_supports("avx") ? PW_MEMCPY_NT_AVX : PW_COPY_NT_SSE2;
     atomic_store_explicit(&best, b, memory_order_relaxed);
   }
   return b;
 #else
-  return PW_COPY_PORTABLE;
+  return PW_MEMCPY_PORTABLE;
 #endif
 }
 
-const char *pw_copy_name(int which) {
+const char *pw_memcpy_name(int which) {
   static const char *const names[] = {"memcpy", "sse2-nt", "avx-nt"};
   return which >= 0 && which < 3 ? names[which] : "?";
 }
