@@ -451,12 +451,36 @@ static void wait_setups(pw_engine *e, uint64_t limit_ns) {
 
 static pw_engine *_Atomic exit_engine;
 static void wait_jobs(pw_engine *e, uint64_t pos);
-/* At exit, before CUDA's own exit handlers: no setup in flight, and every deferred copy-in done
- * (its DMAs wait for it; a copy-in needs no CUDA call, so it always finishes). */
+
+/* At exit, once the deferred copy-ins are done: what pinwheel queued on each device's side stream
+ * finishes first (at most 2 s a device: its DMAs may wait for the program's own streams), so a
+ * trace flushed after this has the records of the last copies' DMAs, and CUDA tears down no
+ * stream with a deferred DMA still in flight.  The event is not destroyed: the process is ending.
+ */
+static void settle_side_streams(pw_engine *e) {
+  for (int i = 0; i < MAX_DEVICES; i++) {
+    dev_state *d = atomic_load(&e->dev[i]);
+    if (!d || atomic_load(&d->status) != DEV_READY || !d->side) continue;
+    void *ev = NULL;
+    if (d->ops->set_device(d->device) || d->ops->event_create(&ev) || !ev ||
+        d->ops->event_record(ev, d->side))
+      continue;
+    struct timespec ms = {0, 1000000};
+    for (int t = 0; t < 2000 && d->ops->event_query(ev) == 1; t++)
+      nanosleep(&ms, NULL);
+  }
+}
+
+/* At exit, before CUDA's own exit handlers: no setup in flight, every deferred copy-in done (its
+ * DMAs wait for it; a copy-in needs no CUDA call, so it always finishes), and the side streams'
+ * work with it. */
 static void wait_setups_at_exit(void) {
   pw_engine *e = atomic_load(&exit_engine);
   wait_setups(e, 10ull * 1000000000);
-  if (e && getpid() == e->pid) wait_jobs(e, UINT64_MAX);
+  if (e && getpid() == e->pid) {
+    wait_jobs(e, UINT64_MAX);
+    settle_side_streams(e);
+  }
 }
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static void register_exit(void) {

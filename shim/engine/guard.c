@@ -94,6 +94,7 @@
  * page protected after pw_guard_release, or guard memory another process can write.
  */
 #define _GNU_SOURCE
+#include "pw.h"
 #include "guard.h"
 #include "guard_hooks.h"
 
@@ -416,13 +417,22 @@ static int ensure_uffd(void) {
   return r;
 }
 
+/* The log is core/log.c's in libpinwheel; the guard's test library is built without it. */
+#pragma weak pw_log
+
 /* ---- availability ---- */
 
 static void available_once(void) {
   for (int i = 0; i < NSLOTS; i++)
     pthread_mutex_init(&slots[i].mu, NULL);
   if (pw_memhooks_check) {
-    if (pw_memhooks_check()) {
+    char where[256];
+    const char *name = pw_memhooks_check(where, sizeof where);
+    if (name) {
+      /* said once, at info level: the summary counts the copies not deferred for it */
+      if (pw_log)
+        pw_log(PW_LOG_INFO, "deferral off: %s in this process is %s's, not pinwheel's", name,
+               where[0] ? where : "another object");
       avail_reason = PW_GUARD_NOT_INTERPOSED;
       return;
     }

@@ -21,9 +21,10 @@ static inline void pw_guard_maps_changed(void) {
 /* pw_guard_wait for a hook: 1 when it had to wait (counted for the summary). */
 int pw_guard_hook_wait(const void *p, size_t n);
 
-/* memhooks.c: 0 when every hooked function, as this process resolves it (dlsym RTLD_DEFAULT), is
- * memhooks.c's own, else 1.  Weak: a build without memhooks.c (the engine's simulator test) has
- * none, and guard.c then treats the hooks as absent. */
-int pw_memhooks_check(void) __attribute__((weak));
+/* memhooks.c: NULL when every hooked function, as this process resolves it (dlsym RTLD_DEFAULT),
+ * is memhooks.c's own, else the first name that is not (the file defining it in where).  Weak: a
+ * build without memhooks.c (the engine's simulator test) has none, and guard.c then treats the
+ * hooks as absent. */
+const char *pw_memhooks_check(char *where, size_t n) __attribute__((weak));
 
 #endif

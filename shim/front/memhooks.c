@@ -35,6 +35,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
+#include <stdio.h>
 #include <string.h>
 #include <malloc.h>
 #include <stdarg.h>
@@ -387,15 +388,20 @@ EXPORT void *shmat(int id, const void *a, int flags) {
 /* ---- for guard.c: are these the functions this process calls? ---- */
 
 /* Each hooked name, as the process resolves it, must lie in this object (the program, or a
- * library preloaded earlier, may define its own). */
-int pw_memhooks_check(void) {
+ * library preloaded earlier, may define its own): NULL when they all do, else the first that does
+ * not, with the file that defines it in where. */
+const char *pw_memhooks_check(char *where, size_t n) {
   static const char *const names[] = {"free",    "realloc", "munmap",  "mremap",
                                       "madvise", "mmap",    "mprotect"};
   Dl_info self, info;
-  if (!dladdr((void *)pw_memhooks_check, &self)) return 1;
+  if (n) where[0] = 0;
+  if (!dladdr((void *)pw_memhooks_check, &self)) return "pinwheel itself";
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     void *f = dlsym(RTLD_DEFAULT, names[i]);
-    if (!f || !dladdr(f, &info) || info.dli_fbase != self.dli_fbase) return 1;
+    if (!f || !dladdr(f, &info) || info.dli_fbase != self.dli_fbase) {
+      if (n && f && info.dli_fname) snprintf(where, n, "%s", info.dli_fname);
+      return names[i];
+    }
   }
-  return 0;
+  return NULL;
 }
