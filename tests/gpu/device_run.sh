@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One call on a GPU machine: build, then the GPU tests ONLY names, then the benchmark classes BENCH
-# names, each within its time box; every log under OUT (the per-test logs packed into one file).
+# One call on a GPU machine: build, then the GPU tests ONLY names (all of them when ONLY is unset;
+# none with ONLY=none), then the benchmark classes BENCH names, each within its time box; every
+# log under OUT (the per-test logs packed into one file).
 #   OUT=out ONLY='^torture_|^torch_' BENCH='copybound copy' REPS=3 bash tests/gpu/device_run.sh
 #   SUITE_S  seconds for the tests (default 300); BENCH_S seconds for each benchmark class (300)
 # The analyzer and the CPU tests are not built (the GPU machine need not have their libraries).
@@ -21,9 +22,9 @@ echo "built in $((SECONDS - t0)) s"
   nproc
   git log -1 --format='%h %s' 2>/dev/null || true
 } >"$OUT/machine.txt" 2>&1
-if [ -n "${ONLY:-}" ]; then
+if [ "${ONLY:-}" != none ]; then
   t1=$SECONDS
-  B=build-dev OUT="$OUT/gpu" ONLY="$ONLY" timeout "${SUITE_S:-300}" bash tests/gpu/run.sh 2>&1 |
+  B=build-dev OUT="$OUT/gpu" ONLY="${ONLY:-}" timeout "${SUITE_S:-300}" bash tests/gpu/run.sh 2>&1 |
     tee "$OUT/suite.log"
   echo "tests took $((SECONDS - t1)) s"
 fi
