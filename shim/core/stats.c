@@ -148,14 +148,9 @@ static const char *copy_routine(void) {
   return pw_memcpy_name(pw_option_get(PW_OPT_NT_STORES) ? pw_memcpy_best() : PW_MEMCPY_PORTABLE);
 }
 
-static void write_text(buf_t *b) {
+/* The copies the program made, by direction and memory kinds. */
+static void text_copies(buf_t *b) {
   char h1[32];
-  int pid = (int)getpid();
-  bprintf(b, "pinwheel[%d]: summary (pinwheel %s, mode %s)\n", pid, PW_VERSION, mode_name());
-  if (total_hook_calls() == 0) {
-    bprintf(b, "pinwheel[%d]: %s\n", pid, empty_note());
-    return;
-  }
   bprintf(b, "  %-30s %10s %12s %14s\n", "copies", "calls", "bytes", "host blocked");
   for (int d = 0; d < PW_DIR_N; d++)
     for (int s = 0; s < PW_MEM_N; s++)
@@ -169,6 +164,10 @@ static void write_text(buf_t *b) {
         bprintf(b, "  %-30s %10llu %12s %11.3f ms\n", label, (unsigned long long)calls,
                 human_bytes(pw_get(&c->bytes), h1, sizeof h1), ms(pw_get(&c->ns)));
       }
+}
+
+/* Its host syncs and kernel launches. */
+static void text_calls(buf_t *b) {
   bprintf(b, "  %-30s %10s %27s\n", "host syncs", "calls", "host blocked");
   for (int i = 0; i < pw_hook_count; i++) {
     if (pw_hook_table[i].klass != PW_CLASS_HOST_SYNC || !pw_get(&pw_st.hook_calls[i])) continue;
@@ -182,71 +181,92 @@ static void write_text(buf_t *b) {
     bprintf(b, "  %-30s %10llu\n", pw_hook_table[i].name,
             (unsigned long long)pw_get(&pw_st.hook_calls[i]));
   }
-  if (pw_option_get(PW_OPT_MODE) == PW_MODE_STAGE) {
-    bprintf(b, "  %-30s %10s %12s %14s\n", "staged copies", "calls", "bytes", "host blocked");
-    for (int p = 0; p < PW_PATH_N; p++) {
-      pw_counter3 *c = &pw_st.staged[p];
-      bprintf(b, "  %-30s %10llu %12s %11.3f ms\n", path_names[p],
-              (unsigned long long)pw_get(&c->calls), human_bytes(pw_get(&c->bytes), h1, sizeof h1),
-              ms(pw_get(&c->ns)));
-    }
+}
+
+/* What the engine staged: paths, time, memory, the program's own host copies. */
+static void text_staging(buf_t *b) {
+  char h1[32], h2[32];
+  bprintf(b, "  %-30s %10s %12s %14s\n", "staged copies", "calls", "bytes", "host blocked");
+  for (int p = 0; p < PW_PATH_N; p++) {
+    pw_counter3 *c = &pw_st.staged[p];
+    bprintf(b, "  %-30s %10llu %12s %11.3f ms\n", path_names[p],
+            (unsigned long long)pw_get(&c->calls), human_bytes(pw_get(&c->bytes), h1, sizeof h1),
+            ms(pw_get(&c->ns)));
+  }
+  bprintf(b,
+          "  staging copies %.3f ms (%llu threads, %s; %llu parts by the pool's workers, %llu "
+          "batches alone with the pool busy); waiting for space %.3f ms (%llu waits); "
+          "other copies %.3f ms; setup %.3f ms\n",
+          ms(pw_get(&pw_st.staging_memcpy_ns)), (unsigned long long)pw_get(&pw_st.threads),
+          copy_routine(), (unsigned long long)pw_get(&pw_st.pool_parts),
+          (unsigned long long)pw_get(&pw_st.pool_busy), ms(pw_get(&pw_st.wait_space_ns)),
+          (unsigned long long)pw_get(&pw_st.wait_space_events), ms(pw_get(&pw_st.wait_lock_ns)),
+          ms(pw_get(&pw_st.setup_ns)));
+  bprintf(b, "  pinned staging %s, device ring %s; syncs elided %llu\n",
+          human_bytes(pw_get(&pw_st.pinned_bytes_allocated), h1, sizeof h1),
+          human_bytes(pw_get(&pw_st.ring_bytes_allocated), h2, sizeof h2),
+          (unsigned long long)pw_get(&pw_st.sync_elided));
+  if (pw_get(&pw_st.host_copies[0].calls) || pw_get(&pw_st.host_copies[1].calls))
     bprintf(b,
-            "  staging copies %.3f ms (%llu threads, %s; %llu parts by the pool's workers, %llu "
-            "batches alone with the pool busy); waiting for space %.3f ms (%llu waits); "
-            "other copies %.3f ms; setup %.3f ms\n",
-            ms(pw_get(&pw_st.staging_memcpy_ns)), (unsigned long long)pw_get(&pw_st.threads),
-            copy_routine(), (unsigned long long)pw_get(&pw_st.pool_parts),
-            (unsigned long long)pw_get(&pw_st.pool_busy), ms(pw_get(&pw_st.wait_space_ns)),
-            (unsigned long long)pw_get(&pw_st.wait_space_events), ms(pw_get(&pw_st.wait_lock_ns)),
-            ms(pw_get(&pw_st.setup_ns)));
-    char h2[32];
-    bprintf(b, "  pinned staging %s, device ring %s; syncs elided %llu\n",
-            human_bytes(pw_get(&pw_st.pinned_bytes_allocated), h1, sizeof h1),
-            human_bytes(pw_get(&pw_st.ring_bytes_allocated), h2, sizeof h2),
-            (unsigned long long)pw_get(&pw_st.sync_elided));
-    if (pw_get(&pw_st.host_copies[0].calls) || pw_get(&pw_st.host_copies[1].calls))
-      bprintf(
-          b,
-          "  the program's memcpy into its pinned memory %llu (%s), out of it %llu (%s), on the "
-          "staging threads: %.3f ms\n",
-          (unsigned long long)pw_get(&pw_st.host_copies[0].calls),
-          human_bytes(pw_get(&pw_st.host_copies[0].bytes), h1, sizeof h1),
-          (unsigned long long)pw_get(&pw_st.host_copies[1].calls),
-          human_bytes(pw_get(&pw_st.host_copies[1].bytes), h2, sizeof h2),
-          ms(pw_get(&pw_st.host_copies[0].ns) + pw_get(&pw_st.host_copies[1].ns)));
-    if (pw_get(&pw_st.deferred.calls) || pw_get(&pw_st.guard_writes_waited))
-      bprintf(b,
-              "  deferred copies %llu (%s), host blocked %.3f ms, their copy-in %.3f ms; program "
-              "writes that waited for the guard %llu (%.3f ms)\n",
-              (unsigned long long)pw_get(&pw_st.deferred.calls),
-              human_bytes(pw_get(&pw_st.deferred.bytes), h1, sizeof h1),
-              ms(pw_get(&pw_st.deferred.ns)), ms(pw_get(&pw_st.defer_copyin_ns)),
-              (unsigned long long)pw_get(&pw_st.guard_writes_waited),
-              ms(pw_get(&pw_st.guard_wait_ns)));
-    int nd_any = 0;
-    for (int r = 0; r < ND_COUNT; r++) {
-      uint64_t n = pw_get(&pw_st.not_deferred[r]);
-      if (!n) continue;
-      bprintf(b, "%s%s %llu", nd_any ? ", " : "  staged, not deferred: ", not_deferred_name(r),
-              (unsigned long long)n);
-      nd_any = 1;
-    }
-    if (nd_any) bprintf(b, "\n");
-    if (pw_get(&pw_st.xla_unstaged_clients))
-      bprintf(b, "  XLA's CUDA clients created with XLA's own staging off: %llu\n",
-              (unsigned long long)pw_get(&pw_st.xla_unstaged_clients));
-    if (pw_get(&pw_st.internal_errors))
-      bprintf(b, "  INTERNAL ERRORS: %llu (please report)\n",
-              (unsigned long long)pw_get(&pw_st.internal_errors));
-    int any = 0;
-    for (int f = 0; f < PW_FB_N; f++) {
-      uint64_t n = pw_get(&pw_st.fallbacks[f]);
-      if (!n) continue;
-      bprintf(b, "%s%s %llu (%s)", any ? ", " : "  not staged: ", pw_fallback_names[f],
-              (unsigned long long)n, human_bytes(pw_get(&pw_st.fallback_bytes[f]), h1, sizeof h1));
-      any = 1;
-    }
-    if (any) bprintf(b, "\n");
+            "  the program's memcpy into its pinned memory %llu (%s), out of it %llu (%s), on the "
+            "staging threads: %.3f ms\n",
+            (unsigned long long)pw_get(&pw_st.host_copies[0].calls),
+            human_bytes(pw_get(&pw_st.host_copies[0].bytes), h1, sizeof h1),
+            (unsigned long long)pw_get(&pw_st.host_copies[1].calls),
+            human_bytes(pw_get(&pw_st.host_copies[1].bytes), h2, sizeof h2),
+            ms(pw_get(&pw_st.host_copies[0].ns) + pw_get(&pw_st.host_copies[1].ns)));
+}
+
+/* Deferral, and what was not deferred or not staged, by reason. */
+static void text_reasons(buf_t *b) {
+  char h1[32];
+  if (pw_get(&pw_st.deferred.calls) || pw_get(&pw_st.guard_writes_waited))
+    bprintf(b,
+            "  deferred copies %llu (%s), host blocked %.3f ms, their copy-in %.3f ms; program "
+            "writes that waited for the guard %llu (%.3f ms)\n",
+            (unsigned long long)pw_get(&pw_st.deferred.calls),
+            human_bytes(pw_get(&pw_st.deferred.bytes), h1, sizeof h1),
+            ms(pw_get(&pw_st.deferred.ns)), ms(pw_get(&pw_st.defer_copyin_ns)),
+            (unsigned long long)pw_get(&pw_st.guard_writes_waited),
+            ms(pw_get(&pw_st.guard_wait_ns)));
+  int nd_any = 0;
+  for (int r = 0; r < ND_COUNT; r++) {
+    uint64_t n = pw_get(&pw_st.not_deferred[r]);
+    if (!n) continue;
+    bprintf(b, "%s%s %llu", nd_any ? ", " : "  staged, not deferred: ", not_deferred_name(r),
+            (unsigned long long)n);
+    nd_any = 1;
+  }
+  if (nd_any) bprintf(b, "\n");
+  if (pw_get(&pw_st.xla_unstaged_clients))
+    bprintf(b, "  XLA's CUDA clients created with XLA's own staging off: %llu\n",
+            (unsigned long long)pw_get(&pw_st.xla_unstaged_clients));
+  if (pw_get(&pw_st.internal_errors))
+    bprintf(b, "  INTERNAL ERRORS: %llu (please report)\n",
+            (unsigned long long)pw_get(&pw_st.internal_errors));
+  int any = 0;
+  for (int f = 0; f < PW_FB_N; f++) {
+    uint64_t n = pw_get(&pw_st.fallbacks[f]);
+    if (!n) continue;
+    bprintf(b, "%s%s %llu (%s)", any ? ", " : "  not staged: ", pw_fallback_names[f],
+            (unsigned long long)n, human_bytes(pw_get(&pw_st.fallback_bytes[f]), h1, sizeof h1));
+    any = 1;
+  }
+  if (any) bprintf(b, "\n");
+}
+
+static void write_text(buf_t *b) {
+  int pid = (int)getpid();
+  bprintf(b, "pinwheel[%d]: summary (pinwheel %s, mode %s)\n", pid, PW_VERSION, mode_name());
+  if (total_hook_calls() == 0) {
+    bprintf(b, "pinwheel[%d]: %s\n", pid, empty_note());
+    return;
+  }
+  text_copies(b);
+  text_calls(b);
+  if (pw_option_get(PW_OPT_MODE) == PW_MODE_STAGE) {
+    text_staging(b);
+    text_reasons(b);
   }
 }
 

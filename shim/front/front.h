@@ -1,7 +1,9 @@
 /* front.h — what the two front ends share: the runtime's (runtime.c, the cuda* entry points) and
  * the driver's (drv.c, the cu* entry points, dlsym and cuGetProcAddress).  One engine, one set of
  * counters, one mode and one summary per process, owned by core.c, whichever front end a call
- * came through.  No CUDA header here: each front end brings its own.
+ * came through.  It brings CUPTI's headers (and with them cuda.h) through trace.h, for the
+ * collector's records of the calls; the runtime's and the driver's own headers each front end
+ * brings itself (real.h, drv.h).
  */
 #ifndef PW_FRONT_H
 #define PW_FRONT_H

@@ -1,5 +1,7 @@
 /* real.h — the table of real CUDA runtime functions, generated from hooks.def.
- * Only runtime.c and runtime_ops.c include the CUDA headers; the rest of the shim never sees them.
+ * Only the runtime front end (runtime.c, runtime_ops.c) includes the runtime's header; the
+ * driver's (cuda.h) comes through drv.h and CUPTI's headers through trace.h, and the engine, the
+ * guard and the core see none of them (pw.h), so the tests run them on a simulated backend.
  */
 #ifndef PW_REAL_H
 #define PW_REAL_H
