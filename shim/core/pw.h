@@ -10,19 +10,23 @@
  *                       backend's table are generated.
  *   core/core.c         the lifecycle both front ends share: init at the first hooked call, the one
  *                       engine, the mode, the per-thread guard, fork and the exit summary.
- *   engine/memcpy.c       the copy routines (non-temporal stores, portable fallback), fresh-page
+ *   engine/memcpy.c     the copy routines (non-temporal stores, portable fallback), fresh-page
  *                       handling, the default thread count.
  *   engine/pool.c       the lazily started copy worker pool; batches of chunks streamed to it.
  *   engine/engine.c     the staging engine; reaches CUDA only through a pw_ops table.
+ *   engine/guard.c      the source guard of deferred copies (userfaultfd write-protect).
  *   front/runtime.c     the runtime front end: the exported cuda* wrappers (hooks.def), pw_real.
  *   front/runtime_ops.c the pw_ops table over the real CUDA runtime functions.
  *   front/drv.c         the driver front end: cu* wrappers (drv_hooks.def), dlsym,
  *                       cuGetProcAddress.
  *   front/drv_ops.c     the pw_ops table over the real CUDA driver functions.
- *   front/app_memcpy.c    the program's own large memcpy into or out of its pinned memory.
+ *   front/app_memcpy.c  the program's own large memcpy into or out of its pinned memory.
  *   front/pjrt.c        JAX's CUDA plugin: XLA's own host-to-device staging turned off.
+ *   front/memhooks.c    free, realloc, munmap, mremap, madvise, mmap, mprotect, shmat: they
+ *                       wait for the source guard of an overlapping deferred copy.
  *   collector/trace.c   the CUPTI collector (PINWHEEL_TRACE); trace_json.c its JSON writer;
  *                       nvtx_inject.c the NVTX injection library of a traced run.
+ *   collector/window.c  the capture window: delay, duration, profiler ranges, iterations.
  * The engine, pool, options, log and stats files know nothing of the CUDA headers, so the tests
  * can run them against a simulated backend.
  */
