@@ -263,111 +263,135 @@ static void marker(pw_trace_writer *w, const CUpti_ActivityMarker2 *m) {
   }
 }
 
+/* A kernel: grid and block in its args. */
+static void record_kernel(pw_trace_writer *w, const CUpti_Activity *rec) {
+  const CUpti_ActivityKernel10 *k = (const void *)rec;
+  begin_event(w);
+  PUTS(w, "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":");
+  put_str(w, k->name ? k->name : "kernel");
+  put_ids(w, k->deviceId, k->streamId);
+  put_time(w, k->start, k->end);
+  gpu_args(w, k->deviceId, k->streamId, k->correlationId);
+  const int32_t dims[6] = {k->gridX, k->gridY, k->gridZ, k->blockX, k->blockY, k->blockZ};
+  for (int i = 0; i < 6; i++) {
+    if (i % 3 == 0)
+      put_cstr(w, i ? "],\"block\":[" : ",\"grid\":[");
+    else
+      PUTS(w, ",");
+    put_i64(w, dims[i]);
+  }
+  PUTS(w, "]}}");
+  note_lane(w, k->deviceId, k->streamId);
+}
+
+/* A copy, named as Kineto names it: "Memcpy HtoD (Pageable -> Device)". */
+static void record_memcpy(pw_trace_writer *w, const CUpti_Activity *rec) {
+  const CUpti_ActivityMemcpy6 *m = (const void *)rec;
+  begin_event(w);
+  PUTS(w, "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy ");
+  put_cstr(w, copy_kind(m->copyKind));
+  PUTS(w, " (");
+  put_cstr(w, mem_kind(m->srcKind));
+  PUTS(w, " -> ");
+  put_cstr(w, mem_kind(m->dstKind));
+  PUTS(w, ")\"");
+  put_ids(w, m->deviceId, m->streamId);
+  put_time(w, m->start, m->end);
+  gpu_args(w, m->deviceId, m->streamId, m->correlationId);
+  PUTS(w, ",\"bytes\":");
+  put_u64(w, m->bytes);
+  PUTS(w, "}}");
+  note_lane(w, m->deviceId, m->streamId);
+}
+
+/* A peer-to-peer copy, with both devices. */
+static void record_peer_copy(pw_trace_writer *w, const CUpti_Activity *rec) {
+  const CUpti_ActivityMemcpyPtoP4 *m = (const void *)rec;
+  begin_event(w);
+  putf(w,
+       "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy PtoP (%s -> %s)\",\"pid\":%u,"
+       "\"tid\":%u,",
+       mem_kind(m->srcKind), mem_kind(m->dstKind), m->deviceId, m->streamId);
+  put_time(w, m->start, m->end);
+  gpu_args(w, m->deviceId, m->streamId, m->correlationId);
+  putf(w, ",\"bytes\":%" PRIu64 ",\"src_device\":%u,\"dst_device\":%u}}", (uint64_t)m->bytes,
+       m->srcDeviceId, m->dstDeviceId);
+  note_lane(w, m->deviceId, m->streamId);
+}
+
+/* A memset. */
+static void record_memset(pw_trace_writer *w, const CUpti_Activity *rec) {
+  const CUpti_ActivityMemset4 *m = (const void *)rec;
+  begin_event(w);
+  putf(w, "{\"ph\":\"X\",\"cat\":\"gpu_memset\",\"name\":\"Memset (%s)\",\"pid\":%u,\"tid\":%u,",
+       mem_kind((uint8_t)m->memoryKind), m->deviceId, m->streamId);
+  put_time(w, m->start, m->end);
+  gpu_args(w, m->deviceId, m->streamId, m->correlationId);
+  putf(w, ",\"bytes\":%" PRIu64 "}}", (uint64_t)m->bytes);
+  note_lane(w, m->deviceId, m->streamId);
+}
+
+/* A runtime or driver call, on the host thread that made it; pinwheel's own calls marked. */
+static void record_api(pw_trace_writer *w, const CUpti_Activity *rec) {
+  const CUpti_ActivityAPI *a = (const void *)rec;
+  const char *nm =
+      w->api_name ? w->api_name(w, rec->kind == CUPTI_ACTIVITY_KIND_DRIVER, a->cbid) : NULL;
+  begin_event(w);
+  if (rec->kind == CUPTI_ACTIVITY_KIND_DRIVER)
+    PUTS(w, "{\"ph\":\"X\",\"cat\":\"cuda_driver\",\"name\":");
+  else
+    PUTS(w, "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":");
+  if (nm)
+    put_str(w, nm);
+  else
+    putf(w, "\"cbid %u\"", a->cbid);
+  put_ids(w, a->processId, a->threadId);
+  put_time(w, a->start, a->end);
+  PUTS(w, ",\"args\":{\"correlation\":");
+  put_u64(w, a->correlationId);
+  PUTS(w, ",\"cbid\":");
+  put_u64(w, a->cbid);
+  if (w->is_pinwheel_corr && w->is_pinwheel_corr(w, a->correlationId)) PUTS(w, ",\"pinwheel\":1");
+  PUTS(w, "}}");
+  note_thread(w, a->threadId);
+}
+
+/* A host synchronisation, on the process's track; pinwheel's own marked. */
+static void record_sync(pw_trace_writer *w, const CUpti_Activity *rec) {
+  const CUpti_ActivitySynchronization2 *s = (const void *)rec;
+  static const char *const names[] = {"Unknown Sync", "Event Sync", "Stream Wait Event",
+                                      "Stream Sync", "Context Sync"};
+  begin_event(w);
+  putf(w, "{\"ph\":\"X\",\"cat\":\"cuda_sync\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,",
+       s->type < 5 ? names[s->type] : "Sync", w->pid, w->pid);
+  put_time(w, s->start, s->end);
+  putf(w, ",\"args\":{\"correlation\":%u,\"stream\":%u", s->correlationId, s->streamId);
+  if (w->is_pinwheel_corr && w->is_pinwheel_corr(w, s->correlationId)) PUTS(w, ",\"pinwheel\":1");
+  PUTS(w, "}}");
+}
+
 void pw_trace_writer_record(pw_trace_writer *w, const CUpti_Activity *rec) {
   switch (rec->kind) {
   case CUPTI_ACTIVITY_KIND_KERNEL:
-  case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-    const CUpti_ActivityKernel10 *k = (const void *)rec;
-    begin_event(w);
-    PUTS(w, "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":");
-    put_str(w, k->name ? k->name : "kernel");
-    put_ids(w, k->deviceId, k->streamId);
-    put_time(w, k->start, k->end);
-    gpu_args(w, k->deviceId, k->streamId, k->correlationId);
-    const int32_t dims[6] = {k->gridX, k->gridY, k->gridZ, k->blockX, k->blockY, k->blockZ};
-    for (int i = 0; i < 6; i++) {
-      if (i % 3 == 0)
-        put_cstr(w, i ? "],\"block\":[" : ",\"grid\":[");
-      else
-        PUTS(w, ",");
-      put_i64(w, dims[i]);
-    }
-    PUTS(w, "]}}");
-    note_lane(w, k->deviceId, k->streamId);
+  case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    record_kernel(w, rec);
     break;
-  }
-  case CUPTI_ACTIVITY_KIND_MEMCPY: {
-    const CUpti_ActivityMemcpy6 *m = (const void *)rec;
-    begin_event(w);
-    PUTS(w, "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy ");
-    put_cstr(w, copy_kind(m->copyKind));
-    PUTS(w, " (");
-    put_cstr(w, mem_kind(m->srcKind));
-    PUTS(w, " -> ");
-    put_cstr(w, mem_kind(m->dstKind));
-    PUTS(w, ")\"");
-    put_ids(w, m->deviceId, m->streamId);
-    put_time(w, m->start, m->end);
-    gpu_args(w, m->deviceId, m->streamId, m->correlationId);
-    PUTS(w, ",\"bytes\":");
-    put_u64(w, m->bytes);
-    PUTS(w, "}}");
-    note_lane(w, m->deviceId, m->streamId);
+  case CUPTI_ACTIVITY_KIND_MEMCPY:
+    record_memcpy(w, rec);
     break;
-  }
-  case CUPTI_ACTIVITY_KIND_MEMCPY2: {
-    const CUpti_ActivityMemcpyPtoP4 *m = (const void *)rec;
-    begin_event(w);
-    putf(w,
-         "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy PtoP (%s -> %s)\",\"pid\":%u,"
-         "\"tid\":%u,",
-         mem_kind(m->srcKind), mem_kind(m->dstKind), m->deviceId, m->streamId);
-    put_time(w, m->start, m->end);
-    gpu_args(w, m->deviceId, m->streamId, m->correlationId);
-    putf(w, ",\"bytes\":%" PRIu64 ",\"src_device\":%u,\"dst_device\":%u}}", (uint64_t)m->bytes,
-         m->srcDeviceId, m->dstDeviceId);
-    note_lane(w, m->deviceId, m->streamId);
+  case CUPTI_ACTIVITY_KIND_MEMCPY2:
+    record_peer_copy(w, rec);
     break;
-  }
-  case CUPTI_ACTIVITY_KIND_MEMSET: {
-    const CUpti_ActivityMemset4 *m = (const void *)rec;
-    begin_event(w);
-    putf(w, "{\"ph\":\"X\",\"cat\":\"gpu_memset\",\"name\":\"Memset (%s)\",\"pid\":%u,\"tid\":%u,",
-         mem_kind((uint8_t)m->memoryKind), m->deviceId, m->streamId);
-    put_time(w, m->start, m->end);
-    gpu_args(w, m->deviceId, m->streamId, m->correlationId);
-    putf(w, ",\"bytes\":%" PRIu64 "}}", (uint64_t)m->bytes);
-    note_lane(w, m->deviceId, m->streamId);
+  case CUPTI_ACTIVITY_KIND_MEMSET:
+    record_memset(w, rec);
     break;
-  }
   case CUPTI_ACTIVITY_KIND_RUNTIME:
-  case CUPTI_ACTIVITY_KIND_DRIVER: {
-    const CUpti_ActivityAPI *a = (const void *)rec;
-    const char *nm =
-        w->api_name ? w->api_name(w, rec->kind == CUPTI_ACTIVITY_KIND_DRIVER, a->cbid) : NULL;
-    begin_event(w);
-    if (rec->kind == CUPTI_ACTIVITY_KIND_DRIVER)
-      PUTS(w, "{\"ph\":\"X\",\"cat\":\"cuda_driver\",\"name\":");
-    else
-      PUTS(w, "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":");
-    if (nm)
-      put_str(w, nm);
-    else
-      putf(w, "\"cbid %u\"", a->cbid);
-    put_ids(w, a->processId, a->threadId);
-    put_time(w, a->start, a->end);
-    PUTS(w, ",\"args\":{\"correlation\":");
-    put_u64(w, a->correlationId);
-    PUTS(w, ",\"cbid\":");
-    put_u64(w, a->cbid);
-    if (w->is_pinwheel_corr && w->is_pinwheel_corr(w, a->correlationId)) PUTS(w, ",\"pinwheel\":1");
-    PUTS(w, "}}");
-    note_thread(w, a->threadId);
+  case CUPTI_ACTIVITY_KIND_DRIVER:
+    record_api(w, rec);
     break;
-  }
-  case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
-    const CUpti_ActivitySynchronization2 *s = (const void *)rec;
-    static const char *const names[] = {"Unknown Sync", "Event Sync", "Stream Wait Event",
-                                        "Stream Sync", "Context Sync"};
-    begin_event(w);
-    putf(w, "{\"ph\":\"X\",\"cat\":\"cuda_sync\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,",
-         s->type < 5 ? names[s->type] : "Sync", w->pid, w->pid);
-    put_time(w, s->start, s->end);
-    putf(w, ",\"args\":{\"correlation\":%u,\"stream\":%u", s->correlationId, s->streamId);
-    if (w->is_pinwheel_corr && w->is_pinwheel_corr(w, s->correlationId)) PUTS(w, ",\"pinwheel\":1");
-    PUTS(w, "}}");
+  case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+    record_sync(w, rec);
     break;
-  }
   case CUPTI_ACTIVITY_KIND_MARKER:
     marker(w, (const CUpti_ActivityMarker2 *)(const void *)rec);
     break;
