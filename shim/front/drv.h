@@ -25,6 +25,9 @@ extern const pw_ops pw_drv_ops;
 
 /* Fill pw_drv from the libcuda in the process (idempotent, thread-safe); 1 when it is filled. */
 int pw_drv_resolve(void);
+/* drv_ops.c: the engine's two ops only the driver has, for both backends (0 or a CUresult). */
+int pw_drv_alloc_range(const void *p, void **base, size_t *size);
+int pw_drv_wait_host_value(void *s, const uint32_t *flag, uint32_t value);
 void pw_drv_ops_fork_child(void);
 /* The program is about to release dev's primary context (drv.c's wrapper): pinwheel releases the
  * reference it holds, first. */

@@ -230,19 +230,30 @@ static int op_copy_async(void *dst, const void *src, size_t n, int dir, void *s)
 static int op_stream_sync(void *s) {
   return CALL(cuStreamSynchronize, (CUstream)s);
 }
-static int op_alloc_range(const void *p, void **base, size_t *size) {
+/* The two ops below have no runtime counterpart: the runtime backend (runtime_ops.c) calls these
+ * same functions, through the driver in the process (libcudart loads it). */
+int pw_drv_alloc_range(const void *p, void **base, size_t *size) {
   CUdeviceptr b = 0;
-  int rc = CALL(cuMemGetAddressRange_v2, &b, size, (CUdeviceptr)(uintptr_t)p);
+  int rc = pw_drv_resolve() ? CALL(cuMemGetAddressRange_v2, &b, size, (CUdeviceptr)(uintptr_t)p)
+                            : (int)MISSING;
   *base = (void *)(uintptr_t)b;
   return rc;
 }
 /* flag lies in pinned memory allocated portable and mapped (host_alloc): its device address is
- * what the stream waits on. */
-static int op_wait_host_value(void *s, const uint32_t *flag, uint32_t value) {
+ * what the stream waits on.  A runtime stream handle is the driver's CUstream (the legacy and
+ * per-thread defaults are the same values in both APIs). */
+int pw_drv_wait_host_value(void *s, const uint32_t *flag, uint32_t value) {
   CUdeviceptr d = 0;
+  if (!pw_drv_resolve()) return MISSING;
   int rc = CALL(cuMemHostGetDevicePointer_v2, &d, (void *)flag, 0);
   if (rc) return rc;
   return CALL(cuStreamWaitValue32_v2, (CUstream)s, d, value, CU_STREAM_WAIT_VALUE_GEQ);
+}
+static int op_alloc_range(const void *p, void **base, size_t *size) {
+  return pw_drv_alloc_range(p, base, size);
+}
+static int op_wait_host_value(void *s, const uint32_t *flag, uint32_t value) {
+  return pw_drv_wait_host_value(s, flag, value);
 }
 static void op_clear_error(void) {}
 static int op_error_pending(void) {

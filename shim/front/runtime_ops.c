@@ -136,22 +136,12 @@ static int op_context_ok(void *s, int device) {
   return !pw_drv_state_gone(device);
 }
 
-/* The runtime has no counterpart of these two: they go to the driver in the process (libcudart
- * loads it), found the way the driver front end finds it. */
-#define DRV(fn, ...) (pw_drv_resolve() && pw_drv.fn ? (int)pw_drv.fn(__VA_ARGS__) : (int)MISSING)
+/* The runtime has no counterpart of these two: drv_ops.c's, through the driver in the process. */
 static int op_alloc_range(const void *p, void **base, size_t *size) {
-  CUdeviceptr b = 0;
-  int rc = DRV(cuMemGetAddressRange_v2, &b, size, (CUdeviceptr)(uintptr_t)p);
-  *base = (void *)(uintptr_t)b;
-  return rc;
+  return pw_drv_alloc_range(p, base, size);
 }
 static int op_wait_host_value(void *s, const uint32_t *flag, uint32_t value) {
-  CUdeviceptr d = 0;
-  int rc = DRV(cuMemHostGetDevicePointer_v2, &d, (void *)flag, 0);
-  if (rc) return rc;
-  /* a runtime stream handle is the driver's CUstream; the legacy and per-thread defaults are
-   * the same values in both APIs */
-  return DRV(cuStreamWaitValue32_v2, (CUstream)s, d, value, CU_STREAM_WAIT_VALUE_GEQ);
+  return pw_drv_wait_host_value(s, flag, value);
 }
 
 /* The table, one entry per member of pw_ops.def (PW_OPS_ENTRY, pw.h). */
