@@ -18,7 +18,10 @@
  *   guard_prog exports              under libpinwheel.so: the hooked names resolve into it and
  *                                   the process's memory calls still work
  * Built a second time with GUARD_PROG_OWN_FREE (a program that defines free): "available" must
- * then say hooks_not_interposed.
+ * then say hooks_not_interposed.  Built a third time without PIE and with GUARD_PROG_FREE_ADDRESS
+ * (a program that takes free's address, as Debian's and Ubuntu's python3 does: the program then
+ * holds free's canonical PLT entry, and dlsym(RTLD_DEFAULT, "free") returns it): the guard must
+ * be available, and free must still be hooked.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -40,6 +43,10 @@
 #include <unistd.h>
 
 #include "guard.h"
+
+#ifdef GUARD_PROG_FREE_ADDRESS
+void (*volatile guard_prog_free)(void *);
+#endif
 
 #ifdef GUARD_PROG_OWN_FREE
 void __libc_free(void *);
@@ -347,6 +354,11 @@ static void *child_thread_writer(void *arg) {
 
 int main(int argc, char **argv) {
   alarm(120);
+#ifdef GUARD_PROG_FREE_ADDRESS
+  guard_prog_free = free; /* in code built without PIE: free's address is its canonical PLT entry */
+  if (dlsym(RTLD_DEFAULT, "free") != (void *)guard_prog_free)
+    fprintf(stderr, "guard_prog: free has no canonical PLT entry in this build\n");
+#endif
   setvbuf(stdout, NULL, _IONBF, 0);
   int disable = argc > 1 && !strcmp(argv[1], "--disable");
   int maps = argc > 1 && !strcmp(argv[1], "--maps"); /* the /proc/self/maps parser */

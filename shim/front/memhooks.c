@@ -75,7 +75,10 @@ typedef struct lookup {
   const char *name;
   uintptr_t self; /* this object's load address */
   int past_self;
+  int first; /* from the first object on, any definition (IFUNCs too): what calls reach */
   void *found;
+  uintptr_t found_in;     /* the load address of the object that defines it */
+  const char *found_name; /* its file ("" for the program) */
 } lookup;
 
 static uint32_t gnu_hash(const char *s) {
@@ -96,20 +99,30 @@ static uint32_t sysv_hash(const char *s) {
   return h;
 }
 
-/* A defined, exported function or object, of the default version. */
-static int usable_sym(const ElfW(Sym) * sym, const ElfW(Half) * versym, size_t i) {
+/* A defined, exported function or object, of the default version; an IFUNC only when any_type
+ * (calling one needs its resolver: that is dlsym's work). */
+static int usable_sym(const ElfW(Sym) * sym, const ElfW(Half) * versym, size_t i, int any_type) {
   int type = sym->st_info & 0xf, bind = sym->st_info >> 4; /* ELF32_ and ELF64_ST_TYPE/BIND */
+  /* an undefined symbol with a value is a non-PIE program's canonical PLT entry (the program
+   * takes the function's address): calls through it reach the next definition */
   if (sym->st_shndx == SHN_UNDEF || !sym->st_value) return 0;
-  if (type != STT_FUNC && type != STT_OBJECT) return 0; /* an IFUNC needs its resolver: dlsym */
+  if (type != STT_FUNC && type != STT_OBJECT && !(any_type && type == STT_GNU_IFUNC)) return 0;
   if (bind != STB_GLOBAL && bind != STB_WEAK) return 0;
   if ((sym->st_other & 0x3) != STV_DEFAULT) return 0;
   if (versym && (versym[i] & 0x8000)) return 0; /* a hidden (non-default) version */
   return 1;
 }
 
+static int found(lookup *l, const struct dl_phdr_info *info, const ElfW(Sym) * sym) {
+  l->found = (void *)(info->dlpi_addr + sym->st_value);
+  l->found_in = info->dlpi_addr;
+  l->found_name = info->dlpi_name ? info->dlpi_name : "";
+  return 1;
+}
+
 static int lookup_object(struct dl_phdr_info *info, size_t size, void *data) {
   lookup *l = data;
-  if (!l->past_self) {
+  if (!l->first && !l->past_self) {
     l->past_self = info->dlpi_addr == l->self;
     return 0;
   }
@@ -159,10 +172,8 @@ static int lookup_object(struct dl_phdr_info *info, size_t size, void *data) {
     for (;; i++) {
       uint32_t ch = chain[i - symoffset];
       if ((ch | 1) == (h | 1) && !strcmp(strtab + symtab[i].st_name, name) &&
-          usable_sym(&symtab[i], versym, i)) {
-        l->found = (void *)(info->dlpi_addr + symtab[i].st_value);
-        return 1;
-      }
+          usable_sym(&symtab[i], versym, i, l->first))
+        return found(l, info, &symtab[i]);
       if (ch & 1) return 0;
     }
   }
@@ -170,20 +181,23 @@ static int lookup_object(struct dl_phdr_info *info, size_t size, void *data) {
     uint32_t nbucket = sysv[0];
     const uint32_t *bucket = sysv + 2, *chain = bucket + nbucket;
     for (uint32_t i = nbucket ? bucket[sysv_hash(name) % nbucket] : 0; i; i = chain[i])
-      if (!strcmp(strtab + symtab[i].st_name, name) && usable_sym(&symtab[i], versym, i)) {
-        l->found = (void *)(info->dlpi_addr + symtab[i].st_value);
-        return 1;
-      }
+      if (!strcmp(strtab + symtab[i].st_name, name) && usable_sym(&symtab[i], versym, i, l->first))
+        return found(l, info, &symtab[i]);
   }
   return 0;
 }
 
-static void *next_symbol(const char *name) {
+/* this object's load address (what dl_iterate_phdr calls dlpi_addr), or 0 */
+static uintptr_t self_addr(void) {
   Dl_info self;
   struct link_map *lm = NULL;
-  lookup l = {.name = name};
-  if (!dladdr1((void *)next_symbol, &self, (void **)&lm, RTLD_DL_LINKMAP) || !lm) return NULL;
-  l.self = (uintptr_t)lm->l_addr; /* what dl_iterate_phdr calls dlpi_addr */
+  if (!dladdr1((void *)self_addr, &self, (void **)&lm, RTLD_DL_LINKMAP) || !lm) return 0;
+  return (uintptr_t)lm->l_addr;
+}
+
+static void *next_symbol(const char *name) {
+  lookup l = {.name = name, .self = self_addr()};
+  if (!l.self) return NULL;
   dl_iterate_phdr(lookup_object, &l);
   return l.found;
 }
@@ -387,19 +401,24 @@ EXPORT void *shmat(int id, const void *a, int flags) {
 
 /* ---- for guard.c: are these the functions this process calls? ---- */
 
-/* Each hooked name, as the process resolves it, must lie in this object (the program, or a
- * library preloaded earlier, may define its own): NULL when they all do, else the first that does
- * not, with the file that defines it in where. */
+/* Each hooked name, as the process's calls resolve it, must be defined first in this object (the
+ * program, or a library preloaded earlier, may define its own): NULL when they all are, else the
+ * first that is not, with the file that defines it in where.  The first definition in the global
+ * scope's order is what a call through any object's PLT reaches.  dlsym(RTLD_DEFAULT) is not
+ * asked: in a program built without PIE that takes a function's address (Debian's and Ubuntu's
+ * python3 does, for free), it returns the program's canonical PLT entry, which only jumps to the
+ * first definition, ours. */
 const char *pw_memhooks_check(char *where, size_t n) {
   static const char *const names[] = {"free",    "realloc", "munmap",  "mremap",
                                       "madvise", "mmap",    "mprotect"};
-  Dl_info self, info;
+  uintptr_t self = self_addr();
   if (n) where[0] = 0;
-  if (!dladdr((void *)pw_memhooks_check, &self)) return "pinwheel itself";
+  if (!self) return "pinwheel itself";
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-    void *f = dlsym(RTLD_DEFAULT, names[i]);
-    if (!f || !dladdr(f, &info) || info.dli_fbase != self.dli_fbase) {
-      if (n && f && info.dli_fname) snprintf(where, n, "%s", info.dli_fname);
+    lookup l = {.name = names[i], .self = self, .first = 1};
+    dl_iterate_phdr(lookup_object, &l);
+    if (!l.found || l.found_in != self) {
+      if (n && l.found) snprintf(where, n, "%s", l.found_name[0] ? l.found_name : "the program");
       return names[i];
     }
   }
