@@ -357,6 +357,122 @@ static void test_window_steps(void **state) {
   pw_options_reset();
 }
 
+/* The loop of samples/train_copybound.py (naive) as the front ends reported it on an H200 (the
+ * trace of that run: /work/.device/20/x/gpu/trace_steps_off.json.gz): per iteration, on the
+ * default stream, x.to('cuda') (256 MiB H2D) and y.to('cuda') (128 KiB H2D), then autocast's three
+ * casts in a row (x, w1, b1: one kernel, one call site), a GEMM, GELU, two more casts, a GEMM, the
+ * loss, the backward (the autograd thread, same stream: casts, GEMMs, reductions, copies two in a
+ * row) and the optimizer's foreach kernel; a kernel on a second stream.  The first iteration
+ * differs (cuBLAS's lazy choice: other GEMM kernels through other entry points, a split-K
+ * reduction).  The bug: three casts in a row looked like a loop of period 1 in iteration 1, taken
+ * at the fourth cast as iteration 4, so --trace-steps 5-9 held the end of iteration 1 and the start
+ * of iteration 2.  The window must open at the 256 MiB copy that begins iteration A and close at
+ * the one that begins B+1. */
+enum { T_X = 1, T_Y, T_CAST, T_OTHER };
+static void torch_op(uint64_t sig, int kind, int it, int *opened, int *closed, int *op) {
+  void *s0 = (void *)0;
+  pw_trace_step_op(sig, s0, kind == T_X || kind == T_Y);
+  pw_window w;
+  pw_trace_window_get(&w);
+  int here = it * 1000 + *op;
+  if (w.nspans && !*opened) *opened = here;
+  if (w.nspans && !w.open && !*closed) *closed = here;
+  ++*op;
+}
+
+static void feed_torch(int iters, int odd_first, int *opened, int *closed) {
+  const uint64_t x = 268435456ull << 3 | 1, y = 131072ull << 3 | 1, cast = 0xc457, gelu = 0x6e1,
+                 gemm = 0x9e77, gemm_ex = 0xe7e7, red = 0x4ed, dcopy = 0xdc0, opt = 0x0f7;
+  *opened = *closed = 0;
+  int op = 0;
+  for (uint64_t i = 0; i < 4; i++) /* model.cuda(): the weights in, sizes of their own */
+    torch_op((4096ull * (i + 1) + 7) << 3 | 1, T_X, 0, opened, closed, &op);
+  for (int it = 1; it <= iters; it++) {
+    op = 0;
+    int odd = odd_first && it == 1;
+    torch_op(x, T_X, it, opened, closed, &op);
+    torch_op(y, T_Y, it, opened, closed, &op);
+    for (int c = 0; c < 3; c++)
+      torch_op(cast, T_CAST, it, opened, closed, &op);
+    torch_op(odd ? 0xc07 : gemm_ex, T_OTHER, it, opened, closed, &op);
+    torch_op(gelu, T_OTHER, it, opened, closed, &op);
+    torch_op(cast, T_CAST, it, opened, closed, &op);
+    torch_op(cast, T_CAST, it, opened, closed, &op);
+    torch_op(odd ? 0xc08 : gemm_ex + 1, T_OTHER, it, opened, closed, &op);
+    if (odd) torch_op(0x5b1, T_OTHER, it, opened, closed, &op); /* split-K reduction */
+    for (uint64_t k = 0; k < 4; k++)                            /* softmax, copy, nll, fill */
+      torch_op(0x1055 + k, T_OTHER, it, opened, closed, &op);
+    torch_op(0xf111, T_OTHER, it, opened, closed, &op); /* backward: fill, nll, a cast */
+    torch_op(0x2055, T_OTHER, it, opened, closed, &op);
+    torch_op(cast, T_CAST, it, opened, closed, &op);
+    torch_op(gemm, T_OTHER, it, opened, closed, &op);
+    torch_op(odd ? 0xc09 : gemm + 1, T_OTHER, it, opened, closed, &op);
+    torch_op(red, T_OTHER, it, opened, closed, &op);
+    torch_op(dcopy, T_OTHER, it, opened, closed, &op);
+    torch_op(dcopy, T_OTHER, it, opened, closed, &op);
+    torch_op(gelu + 1, T_OTHER, it, opened, closed, &op);
+    torch_op(gemm + 2, T_OTHER, it, opened, closed, &op);
+    torch_op(red, T_OTHER, it, opened, closed, &op);
+    torch_op(dcopy, T_OTHER, it, opened, closed, &op);
+    torch_op(dcopy, T_OTHER, it, opened, closed, &op);
+    pw_trace_step_op(0x5e2, (void *)0x20, 0); /* another stream's kernel */
+    torch_op(opt, T_OTHER, it, opened, closed, &op);
+  }
+}
+
+static void test_window_steps_torch(void **state) {
+  (void)state;
+  char what[128];
+  int opened, closed;
+  /* first iteration unlike the rest: iterations 2, 3, 4 recognise the loop at the 4th copy */
+  setenv("PINWHEEL_TRACE_STEPS", "5-9", 1);
+  pw_options_reset();
+  pw_trace_window_init(0, what, sizeof what);
+  feed_torch(12, 1, &opened, &closed);
+  assert_int_equal(opened, 5 * 1000);  /* at iteration 5's x copy, its first op */
+  assert_int_equal(closed, 10 * 1000); /* at iteration 10's */
+  assert_false(atomic_load(&pw_trace_watch));
+  /* 4-4: the iteration of recognition itself, kept whole */
+  setenv("PINWHEEL_TRACE_STEPS", "4-4", 1);
+  pw_options_reset();
+  pw_trace_window_init(0, what, sizeof what);
+  feed_torch(12, 1, &opened, &closed);
+  assert_int_equal(opened, 4 * 1000);
+  assert_int_equal(closed, 5 * 1000);
+  /* every iteration alike: recognised at iteration 3 */
+  setenv("PINWHEEL_TRACE_STEPS", "3-7", 1);
+  pw_options_reset();
+  pw_trace_window_init(0, what, sizeof what);
+  feed_torch(12, 0, &opened, &closed);
+  assert_int_equal(opened, 3 * 1000);
+  assert_int_equal(closed, 8 * 1000);
+  unsetenv("PINWHEEL_TRACE_STEPS");
+  pw_options_reset();
+}
+
+/* No loop: runs of one kernel (three, four, five in a row), the same few kernels in ever other
+ * orders, copies of ever new sizes: no iteration is ever found, the window never opens. */
+static void test_window_steps_no_loop(void **state) {
+  (void)state;
+  char what[128];
+  setenv("PINWHEEL_TRACE_STEPS", "3-5", 1);
+  pw_options_reset();
+  pw_trace_window_init(0, what, sizeof what);
+  unsigned r = 7;
+  for (int n = 0; n < 3000; n++) {
+    r = r * 1103515245u + 12345u;
+    int run = 3 + (int)(r >> 16) % 3;
+    for (int k = 0; k < run; k++)
+      pw_trace_step_op(0xaa00 + (r >> 20) % 8, (void *)0, 0);
+    pw_trace_step_op((uint64_t)(n + 1) << 3 | 1, (void *)0, 1);
+  }
+  pw_window w;
+  pw_trace_window_get(&w);
+  assert_int_equal(w.nspans, 0);
+  unsetenv("PINWHEEL_TRACE_STEPS");
+  pw_options_reset();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_records_read_back),
@@ -366,6 +482,8 @@ int main(void) {
       cmocka_unit_test(test_path_template),
       cmocka_unit_test(test_window_keep),
       cmocka_unit_test(test_window_steps),
+      cmocka_unit_test(test_window_steps_torch),
+      cmocka_unit_test(test_window_steps_no_loop),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   free(out);
