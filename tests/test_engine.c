@@ -800,18 +800,17 @@ static const pw_guard_ops test_guard = {.available = tg_available,
  * source held at the call.  Now and then the same source is copied twice (the second overlaps a
  * guarded range: staged at once), and the source is first the destination of a D2H (pinwheel's
  * own copy-out must wait for the guard too).  Returns the mismatches. */
-static long deferred_run(unsigned seed, int copies, long *deferred) {
+static long deferred_run_in(unsigned seed, int copies, long *deferred, size_t pool, size_t max) {
   sim_reset(seed, 1);
   sim_set_lazy(seed % 2);
   atomic_store(&mismatches, 0);
   pw_stats_reset();
-  pw_engine_config cfg = small_cfg(24 << 20, 16 << 20, 1 << 20);
+  pw_engine_config cfg = small_cfg(24 << 20, pool, 1 << 20);
   cfg.threads = seed % 3 == 0 ? 3 : 1;
   cfg.defer = 1;
   cfg.guard = &test_guard;
   pw_engine *e = pw_engine_create(&sim_ops, &cfg);
   void *s = sim_stream_new(0);
-  size_t max = 5 << 20;
   char *dev = sim_device_alloc(0, max + 64), *dev2 = sim_device_alloc(0, max);
   unsigned char *shadow = calloc(1, max + 64);
   memset(dev, 0, max + 64);
@@ -866,6 +865,17 @@ static long deferred_run(unsigned seed, int copies, long *deferred) {
   return atomic_load(&mismatches);
 }
 
+static long deferred_run(unsigned seed, int copies, long *deferred) {
+  return deferred_run_in(seed, copies, deferred, 16 << 20, 5 << 20);
+}
+
+/* Copies up to 8 MiB through a 4 MiB pinned pool: each reuses the few chunks half the pool
+ * holds (the copy thread waits for the side stream's store after a chunk's DMA before it
+ * overwrites that chunk). */
+static long deferred_reuse_run(unsigned seed, long *deferred) {
+  return deferred_run_in(seed, 12, deferred, 4 << 20, 8 << 20);
+}
+
 static void test_deferred_bytes(void **state) {
   for (unsigned seed = 1; seed <= 12; seed++) {
     long deferred;
@@ -893,6 +903,52 @@ static void test_deferred_without_flag_wait_is_caught(void **state) {
     total += deferred_run(seed, 15, &deferred);
   pw_engine_test_drop_dependency = 0;
   if (total == 0) fail_msg("a DMA that does not wait for its copy-in went unnoticed");
+}
+
+static void test_deferred_reusing_chunks(void **state) {
+  for (unsigned seed = 1; seed <= 12; seed++) {
+    long deferred;
+    long bad = deferred_reuse_run(seed, &deferred);
+    if (bad) fail_msg("seed %u: %ld mismatches", seed, bad);
+    assert_true(deferred >= 12);
+  }
+}
+
+/* Without the copy thread's wait for the DMA of a chunk's previous tenant, the bytes are wrong;
+ * and where streams cannot store a host value, a copy larger than half the pool is not deferred
+ * (staged as before, bytes right). */
+static void test_deferred_reuse_without_consumed_wait_is_caught(void **state) {
+  long total = 0, deferred;
+  pw_engine_test_drop_dependency = 3;
+  for (unsigned seed = 1; seed <= 6; seed++)
+    total += deferred_reuse_run(seed, &deferred);
+  pw_engine_test_drop_dependency = 0;
+  if (total == 0) fail_msg("a chunk overwritten before its DMA went unnoticed");
+  sim_reset(3, 1);
+  sim_no_write_value(1);
+  pw_stats_reset();
+  atomic_store(&mismatches, 0);
+  pw_engine_config cfg = small_cfg(24 << 20, 4 << 20, 1 << 20);
+  cfg.defer = 1;
+  cfg.guard = &test_guard;
+  pw_engine *e = pw_engine_create(&sim_ops, &cfg);
+  void *s = sim_stream_new(0);
+  size_t n = 6 << 20;
+  char *dev = sim_device_alloc(0, n);
+  unsigned char *src = malloc(n);
+  memset(src, 0x5A, n);
+  pw_transfer c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
+  pw_describe(&sim_ops, &c);
+  assert_int_equal(pw_engine_copy(e, &c), PW_PATH_RING);
+  enqueue_check(s, dev, src, n);
+  memset(src, 0xEE, n);
+  sim_stream_sync(s);
+  assert_int_equal(atomic_load(&mismatches), 0);
+  assert_int_equal(pw_get(&pw_st.deferred.calls), 0);
+  assert_int_equal(pw_get(&pw_st.not_deferred[PW_ND_LARGE]), 1);
+  pw_engine_destroy(e);
+  free(src);
+  sim_no_write_value(0);
 }
 
 /* Not deferred, staged as before, the reason counted: off, below the minimum, no way for the
@@ -1046,6 +1102,8 @@ int main(void) {
       cmocka_unit_test(test_deferred_bytes),
       cmocka_unit_test(test_deferred_without_guard_is_caught),
       cmocka_unit_test(test_deferred_without_flag_wait_is_caught),
+      cmocka_unit_test(test_deferred_reusing_chunks),
+      cmocka_unit_test(test_deferred_reuse_without_consumed_wait_is_caught),
       cmocka_unit_test(test_not_deferred_reasons),
   };
   pw_log_set_level(PW_LOG_ERROR - 1); /* the failure tests log errors on purpose */

@@ -196,7 +196,8 @@ enum {
   X(SMALL, "small", "below the 1 MiB deferral minimum")                                            \
   X(NO_RING, "no_ring", "no device ring (the DMA would run on the caller's stream)")               \
   X(NO_WAIT_VALUE, "no_stream_wait_value", "the device cannot wait on a host value")               \
-  X(LARGE, "larger_than_staging", "larger than half the pinned pool or half the ring")             \
+  X(LARGE, "larger_than_staging",                                                                  \
+    "larger than half the ring (or half the pinned pool, where streams cannot store host values)") \
   X(BUSY, "staging_busy", "other copies held the pinned space it needed")
 #define PW_ND_ENUM(id, name, text) PW_ND_##id,
 enum { PW_NOT_DEFERRED_LIST(PW_ND_ENUM) PW_ND_GUARD };

@@ -36,6 +36,7 @@
 #include "pw.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,23 +94,35 @@ typedef struct dev_state {
    * order the jobs are queued, so the stored value only grows. */
   _Atomic uint32_t *flag; /* in the pinned allocation, past the arena; NULL: no deferral */
   uint32_t ticket;        /* under the lock: the last ticket handed out */
+  /* A deferred copy larger than its pinned chunks reuses them: after the DMA of chunk t, whose
+   * chunk a later one of the job reuses, the side stream stores t here (write_host_value), and the
+   * copy thread waits for it before it overwrites the chunk.  NULL: no such copy is deferred. */
+  _Atomic uint32_t *consumed;
 } dev_state;
 
 /* A deferred copy's copy-in, run by the copy thread.  Fixed slots (the copy thread must never call
  * malloc or free: a program thread stopped on a guarded page may hold the allocator's lock). */
 #define JOB_MAX 16
-#define JOB_CHUNKS 64
+#define JOB_CHUNKS 256
 #define DEFER_MIN ((size_t)1 << 20)
+#define TAIL_MAX                                                                                   \
+  ((size_t)64 << 10) /* the unguarded last page, kept for a job that reuses chunks                 \
+                      */
 typedef struct defer_job {
   dev_state *d;
   const char *src;
   size_t lo, hi; /* the guarded part of src: [lo, hi); the rest was copied in at the call */
   int guard_id;
   unsigned nchunks;
+  /* the pinned chunks it holds: chunk k goes into the slot of k % nslots; when nslots < nchunks,
+   * chunk k >= nslots is copied in once the side stream stored ticket0 + k - nslots + 1 into
+   * consumed (the DMA of the chunk before it in that slot is done) */
+  unsigned nslots;
   uint32_t ticket0; /* chunk k's ticket is ticket0 + k + 1 */
   struct {
     size_t hoff, at, len;
   } ch[JOB_CHUNKS];
+  char *tail; /* nslots < nchunks: src[hi, n), copied at the call (engine's tails[job slot]) */
 } defer_job;
 
 struct pw_engine {
@@ -126,6 +139,11 @@ struct pw_engine {
   uint64_t qhead, qtail; /* under qlock: jobs[qhead % JOB_MAX] is the one being copied */
   int copier;            /* under qlock: 1 the copy thread runs, -1 it could not start */
   int stop;              /* under qlock: pw_engine_destroy asks the copy thread to end */
+  /* Held from a deferred copy's queueing to the last of its side-stream work: the side streams
+   * then see the jobs' work in ticket order, the copy thread's order.  A job that reuses its
+   * chunks waits for its own stores on the side stream, so no job's waits may come first. */
+  pthread_mutex_t elock;
+  char tails[JOB_MAX][TAIL_MAX]; /* defer_job.tail, by queue position */
 };
 
 pw_engine *pw_engine_create(const pw_ops *ops, const pw_engine_config *cfg) {
@@ -150,6 +168,7 @@ pw_engine *pw_engine_create(const pw_ops *ops, const pw_engine_config *cfg) {
   }
   pthread_mutex_init(&e->init_lock, NULL);
   pthread_mutex_init(&e->qlock, NULL);
+  pthread_mutex_init(&e->elock, NULL);
   pthread_cond_init(&e->qcv, NULL);
   return e;
 }
@@ -402,10 +421,18 @@ static void setup_dev(pw_engine *e, dev_state *d) {
         /* deferral needs the side stream to wait on a host value: try it once (>= 0 holds) */
         _Atomic uint32_t *flag = (_Atomic uint32_t *)(void *)((char *)p + pool);
         atomic_store(flag, 0);
-        if (ops->wait_host_value && ops->wait_host_value(s, (const uint32_t *)flag, 0) == 0)
+        if (ops->wait_host_value && ops->wait_host_value(s, (const uint32_t *)flag, 0) == 0) {
           d->flag = flag;
-        else
+          /* and to store one (a copy that reuses its chunks): a cache line further */
+          _Atomic uint32_t *consumed = (_Atomic uint32_t *)(void *)((char *)p + pool + 64);
+          atomic_store(consumed, 0);
+          if (ops->write_host_value(s, (uint32_t *)consumed, 0) == 0)
+            d->consumed = consumed;
+          else
+            ops->clear_error();
+        } else {
           ops->clear_error();
+        }
       }
     } else {
       pw_log(PW_LOG_INFO, "device ring disabled: the DMA runs on the caller's stream");
@@ -798,6 +825,35 @@ fail:
  * read released, then the chunk's ticket stored (release order, after the copy routine's store
  * fence), which lets the side stream's DMA of that chunk go.  No CUDA call, no lock a program
  * thread can hold, no malloc. */
+/* Until the side stream stored at least v into d->consumed: the DMA that read the chunk's slot
+ * before is done.  Spins a little, then yields, then sleeps 20 us at a time (a 4 MiB DMA takes
+ * about 80 us). */
+static void wait_consumed(const dev_state *d, uint32_t v) {
+  for (unsigned i = 0; atomic_load_explicit(d->consumed, memory_order_acquire) < v; i++) {
+    d->ops->poll();
+    if (i < 64)
+      pw_cpu_relax();
+    else if (i < 256)
+      sched_yield();
+    else
+      nanosleep(&(struct timespec){0, 20000}, NULL);
+  }
+}
+
+/* Chunk p of the job into its pinned slot, by the pool: the guarded bytes from src, the kept tail
+ * from the job.  Returns the batch segment, or UINT64_MAX when the pool has nothing to copy. */
+static uint64_t push_chunk(pw_batch *b, const defer_job *j, unsigned p) {
+  dev_state *d = j->d;
+  size_t at = j->ch[p].at, end = at + j->ch[p].len;
+  char *to = d->pinned + j->ch[p].hoff;
+  if (j->nslots < j->nchunks && end > j->hi && j->tail) { /* the unguarded tail, kept at the call */
+    size_t t = at > j->hi ? at : j->hi;
+    memcpy(to + (t - at), j->tail + (t - j->hi), end - t);
+  }
+  size_t a = at < j->lo ? j->lo : at, z = end > j->hi ? j->hi : end;
+  return a < z ? pw_batch_push(b, to + (a - at), j->src + a, z - a, PW_PART_STREAM) : UINT64_MAX;
+}
+
 static void run_job(pw_engine *e, defer_job *j) {
   const pw_guard_ops *g = e->cfg.guard;
   dev_state *d = j->d;
@@ -805,15 +861,14 @@ static void run_job(pw_engine *e, defer_job *j) {
   pw_batch b;
   batch_begin(e, &b);
   uint64_t seg[JOB_CHUNKS];
-  unsigned pushed = 0;
+  unsigned pushed = 0, ahead = j->nslots < AHEAD ? j->nslots : AHEAD;
   for (unsigned k = 0; k < j->nchunks; k++) {
-    /* keep a few chunks ahead in the pool, then finish the oldest */
-    for (; pushed < j->nchunks && pushed < k + AHEAD; pushed++) {
-      size_t at = j->ch[pushed].at, end = at + j->ch[pushed].len;
-      size_t a = at < j->lo ? j->lo : at, z = end > j->hi ? j->hi : end;
-      seg[pushed] = a < z ? pw_batch_push(&b, d->pinned + j->ch[pushed].hoff + (a - at), j->src + a,
-                                          z - a, PW_PART_STREAM)
-                          : UINT64_MAX;
+    /* keep a few chunks ahead in the pool, then finish the oldest; a chunk whose slot held an
+     * earlier one waits for that one's DMA (ahead <= nslots: that DMA needs only stored tickets) */
+    for (; pushed < j->nchunks && pushed < k + ahead; pushed++) {
+      if (pushed >= j->nslots && DROP_DEPENDENCY != 3)
+        wait_consumed(d, j->ticket0 + (pushed - j->nslots) + 1);
+      seg[pushed] = push_chunk(&b, j, pushed);
     }
     if (seg[k] != UINT64_MAX) pw_batch_wait(&b, seg[k]);
     size_t end = j->ch[k].at + j->ch[k].len;
@@ -847,26 +902,45 @@ static void *copier_main(void *arg) {
   return NULL;
 }
 
-/* Queue a job (FIFO) and hand out its tickets; returns its position in the queue.  Without a
- * copy thread (it could not be started) the job runs here. */
-static uint64_t queue_job(pw_engine *e, defer_job *j) {
-  pthread_mutex_lock(&e->qlock);
-  while (e->qtail - e->qhead >= JOB_MAX) /* the copy thread waits for nothing: it moves on */
-    pthread_cond_wait(&e->qcv, &e->qlock);
-  j->ticket0 = j->d->ticket; /* under qlock: tickets follow the queue's order */
-  j->d->ticket += j->nchunks;
+/* Queue a job (FIFO), hand out its tickets and keep its tail (src[hi, n) of a job that reuses its
+ * chunks); returns its position in the queue.  Without a copy thread (it could not be started)
+ * the job runs here. */
+/* Start the copy thread if it is not running (qlock held); 1 when it runs. */
+static int copier_start(pw_engine *e) {
   if (!e->copier) {
     e->copier = pw_spawn(copier_main, e, 0) == 0 ? 1 : -1;
     atomic_store(&exit_engine, e); /* the exit handler waits for the queue */
     pthread_once(&exit_once, register_exit);
   }
+  return e->copier > 0;
+}
+
+/* 1 when the copy thread runs (started if need be): a job that reuses its chunks needs it. */
+static int copier_ready(pw_engine *e) {
+  pthread_mutex_lock(&e->qlock);
+  int ok = copier_start(e);
+  pthread_mutex_unlock(&e->qlock);
+  return ok;
+}
+
+static uint64_t queue_job(pw_engine *e, defer_job *j, const char *tail, size_t tail_len) {
+  pthread_mutex_lock(&e->qlock);
+  while (e->qtail - e->qhead >= JOB_MAX) /* the copy thread moves on: only its own DMAs delay it */
+    pthread_cond_wait(&e->qcv, &e->qlock);
+  j->ticket0 = j->d->ticket; /* under qlock: tickets follow the queue's order */
+  j->d->ticket += j->nchunks;
   uint64_t pos = e->qtail;
-  if (e->copier > 0) {
+  if (copier_start(e)) {
+    j->tail = NULL;
+    if (tail) { /* the job's place in the queue is free: so is its tail buffer */
+      j->tail = e->tails[e->qtail % JOB_MAX];
+      memcpy(j->tail, tail, tail_len);
+    }
     e->jobs[e->qtail % JOB_MAX] = *j;
     e->qtail++;
     pthread_cond_broadcast(&e->qcv);
     pthread_mutex_unlock(&e->qlock);
-  } else {
+  } else { /* never a job that reuses its chunks (copier_ready said no) */
     pthread_mutex_unlock(&e->qlock);
     run_job(e, j);
   }
@@ -898,12 +972,72 @@ static int defer_reason(const pw_engine *e, const dev_state *d, const pw_transfe
   if (c->n < DEFER_MIN) return PW_ND_SMALL;
   if (!d->ring) return PW_ND_NO_RING;
   if (!d->flag) return PW_ND_NO_WAIT_VALUE;
-  if (c->n > d->host.size / 2 || c->n > d->dring.size / 2 ||
-      (c->n + chunk - 1) / chunk > JOB_CHUNKS)
+  /* larger than half the pool, its chunks are reused: the side stream must store values */
+  if ((c->n > d->host.size / 2 && (!d->consumed || d->host.size / 2 / chunk < 2)) ||
+      c->n > d->dring.size / 2 || (c->n + chunk - 1) / chunk > JOB_CHUNKS)
     return PW_ND_LARGE;
   int g = e->cfg.guard->available();
   if (g) return PW_ND_GUARD + g;
   return -1;
+}
+
+/* The pinned chunks of a deferred copy: one slot per chunk when they fit in half the pool, else
+ * as many whole chunks as half the pool holds, reused in turn (defer_job.nslots).  Fills j's
+ * nchunks, nslots and ch[].  0, AGAIN (another copy's chunks were in the way while this one held
+ * some), or a CUDA error; on failure nothing is held. */
+static int reserve_slots(const pw_ops *ops, dev_state *d, defer_job *j, size_t n, size_t chunk,
+                         unsigned *idx) {
+  unsigned nchunks = (unsigned)((n + chunk - 1) / chunk);
+  unsigned cap = (unsigned)(d->host.size / 2 / chunk);
+  j->nchunks = nchunks;
+  j->nslots = nchunks <= cap ? nchunks : cap;
+  for (unsigned k = 0; k < nchunks; k++) {
+    j->ch[k].at = (size_t)k * chunk;
+    j->ch[k].len = n - j->ch[k].at < chunk ? n - j->ch[k].at : chunk;
+  }
+  for (unsigned k = 0; k < j->nslots; k++) {
+    size_t len = j->nslots < nchunks ? chunk : j->ch[k].len; /* a reused slot takes any chunk */
+    int rc = reserve(ops, d, &d->host, ARENA_HOST, len, (int)k, &j->ch[k].hoff, &idx[k]);
+    if (rc) {
+      for (unsigned i = 0; i < k; i++)
+        publish(d, &d->host, idx[i], NULL);
+      return rc;
+    }
+  }
+  for (unsigned k = j->nslots; k < nchunks; k++)
+    j->ch[k].hoff = j->ch[k % j->nslots].hoff;
+  return 0;
+}
+
+/* The side stream's work for a queued job, in ticket order (elock held): per chunk, wait for its
+ * ticket, DMA it into the ring, and then either store its ticket into consumed (a later chunk
+ * reuses its slot) or record an event and publish the slot behind it (pub[slot] = 1).  0, or a
+ * CUDA error (what was enqueued stays). */
+static int enqueue_job(const pw_ops *ops, dev_state *d, const defer_job *j, size_t roff,
+                       const unsigned *idx, unsigned char *pub, void **last) {
+  for (unsigned k = 0; k < j->nchunks; k++) {
+    uint32_t t = j->ticket0 + k + 1;
+    int rc;
+    if ((DROP_DEPENDENCY != 2 &&
+         (rc = ops->wait_host_value(d->side, (const uint32_t *)d->flag, t))) ||
+        (rc = ops->copy_async(d->ring + roff + j->ch[k].at, d->pinned + j->ch[k].hoff, j->ch[k].len,
+                              PW_DIR_H2D, d->side)))
+      return rc;
+    if (k + j->nslots < j->nchunks) { /* chunk k + nslots goes into this slot after this DMA */
+      if ((rc = ops->write_host_value(d->side, (uint32_t *)d->consumed, t))) return rc;
+      continue;
+    }
+    void *ev = ev_get(ops, d);
+    if (!ev) return -1;
+    if ((rc = ops->event_record(ev, d->side))) {
+      ev_put(d, ev);
+      return rc;
+    }
+    publish(d, &d->host, idx[k % j->nslots], ev);
+    pub[k % j->nslots] = 1;
+    *last = ev;
+  }
+  return 0;
 }
 
 /* Deferred staging through the ring (the ordering argument is at the top of the file).  Returns
@@ -913,95 +1047,77 @@ static int defer_h2d(pw_engine *e, dev_state *d, const pw_transfer *c) {
   const pw_ops *ops = c->ops;
   const pw_guard_ops *g = e->cfg.guard;
   size_t chunk = chunk_size(e, d), n = c->n, roff;
-  int why = defer_reason(e, d, c, chunk);
+  int why = defer_reason(e, d, c, chunk), rc;
   if (why >= 0) return 1 + why;
   const char *src = c->src;
   unsigned ridx, idx[JOB_CHUNKS];
-  int held = 0, done = 0, rheld = 0, rc; /* held: chunks reserved; done: of those, published */
+  unsigned char pub[JOB_CHUNKS] = {0};
   defer_job j = {.d = d, .src = src, .guard_id = -1};
-  /* every byte of space the copy needs, now: back-pressure waits on older copies only */
-  if ((rc = reserve(ops, d, &d->dring, ARENA_RING, n, 0, &roff, &ridx))) goto fail_early;
-  rheld = 1;
-  for (size_t pos = 0; pos < n; pos += chunk) {
-    size_t clen = n - pos < chunk ? n - pos : chunk;
-    rc = reserve(ops, d, &d->host, ARENA_HOST, clen, held, &j.ch[held].hoff, &idx[held]);
-    if (rc == AGAIN) { /* another copy's chunks are in the way while we hold ours: give back */
-      for (int k = 0; k < held; k++)
-        publish(d, &d->host, idx[k], NULL);
-      publish(d, &d->dring, ridx, NULL);
-      return 1 + PW_ND_BUSY;
-    }
-    if (rc) goto fail_early;
-    j.ch[held].at = pos, j.ch[held].len = clen;
-    held++;
+  /* every byte of ring the copy needs, now: back-pressure waits on older copies only */
+  if ((rc = reserve(ops, d, &d->dring, ARENA_RING, n, 0, &roff, &ridx)))
+    return fail_device(ops, d, c->stream, rc);
+  if ((rc = reserve_slots(ops, d, &j, n, chunk, idx))) {
+    publish(d, &d->dring, ridx, NULL);
+    /* AGAIN: another copy's chunks were in the way while we held ours */
+    return rc == AGAIN ? 1 + PW_ND_BUSY : fail_device(ops, d, c->stream, rc);
   }
-  j.nchunks = (unsigned)held;
+  /* reusing chunks needs the copy thread (the job cannot run here) and a tail that fits */
+  int reuse = j.nslots < j.nchunks;
   const void *lo = src, *hi = src;
-  if ((why = g->protect_inner(src, n, &j.guard_id, &lo, &hi))) {
-    for (int k = 0; k < held; k++)
+  if (reuse && !copier_ready(e))
+    why = PW_ND_LARGE;
+  else if ((why = g->protect_inner(src, n, &j.guard_id, &lo, &hi)) != 0)
+    why += PW_ND_GUARD;
+  else if (reuse && (hi <= lo || (size_t)(src + n - (const char *)hi) > TAIL_MAX))
+    why = PW_ND_LARGE, g->release(j.guard_id);
+  else
+    why = -1;
+  if (why >= 0) {
+    for (unsigned k = 0; k < j.nslots; k++)
       publish(d, &d->host, idx[k], NULL);
     publish(d, &d->dring, ridx, NULL);
-    return 1 + PW_ND_GUARD + why;
+    return 1 + why;
   }
   j.lo = (size_t)((const char *)lo - src), j.hi = (size_t)((const char *)hi - src);
   if (j.lo >= j.hi) j.lo = j.hi = n; /* no whole page: everything is copied now */
-  /* the partial first and last pages are not guarded: their bytes are copied before we return */
+  /* the partial first and last pages are not guarded: their bytes are copied before we return
+   * (the last one into the job when its slot is reused: queue_job) */
   copy_now(d, &j, src, 0, j.lo);
-  copy_now(d, &j, src, j.hi, n);
+  if (!reuse) copy_now(d, &j, src, j.hi, n);
   if (!pw_pool_workers()) { /* the pool starts here, never on the copy thread (it would malloc) */
     pw_batch b;
     batch_begin(e, &b);
     pw_batch_end(&b);
   }
-  uint64_t qpos = queue_job(e, &j);
+  pthread_mutex_lock(&e->elock);
+  uint64_t qpos = queue_job(e, &j, reuse ? src + j.hi : NULL, reuse ? n - j.hi : 0);
   void *last = NULL, *fev = NULL;
-  for (; done < held; done++) {
-    void *ev = ev_get(ops, d);
-    if (!ev) {
-      rc = -1;
-      goto fail;
-    }
-    if ((DROP_DEPENDENCY != 2 &&
-         (rc = ops->wait_host_value(d->side, (const uint32_t *)d->flag, j.ticket0 + done + 1))) ||
-        (rc = ops->copy_async(d->ring + roff + j.ch[done].at, d->pinned + j.ch[done].hoff,
-                              j.ch[done].len, PW_DIR_H2D, d->side)) ||
-        (rc = ops->event_record(ev, d->side))) {
-      ev_put(d, ev);
-      goto fail;
-    }
-    publish(d, &d->host, idx[done], ev);
-    last = ev;
-  }
-  if (!(fev = ev_get(ops, d))) {
-    rc = -1;
-    goto fail;
-  }
-  if ((rc = ops->stream_wait_event(c->stream, last)) ||
-      (rc = ops->copy_async(c->dst, d->ring + roff, n, PW_DIR_D2D, c->stream)) ||
-      (rc = ops->event_record(fev, c->stream))) {
+  if (!(rc = enqueue_job(ops, d, &j, roff, idx, pub, &last)) && !(fev = ev_get(ops, d))) rc = -1;
+  if (!rc && ((rc = ops->stream_wait_event(c->stream, last)) ||
+              (rc = ops->copy_async(c->dst, d->ring + roff, n, PW_DIR_D2D, c->stream)) ||
+              (rc = ops->event_record(fev, c->stream))))
     ev_put(d, fev);
-    goto fail;
+  if (!rc) {
+    pthread_mutex_unlock(&e->elock);
+    publish(d, &d->dring, ridx, fev);
+    pw_add(&pw_st.ring_pieces, 1);
+    return PW_PATH_RING;
   }
-  publish(d, &d->dring, ridx, fev);
-  pw_add(&pw_st.ring_pieces, 1);
-  return PW_PATH_RING;
-fail : {
-  /* the copy thread stores every ticket of the job whatever happens: the side stream's waits
-   * end, and once it is done nothing writes the chunks */
-  wait_jobs(e, qpos);
+  /* Drain what was enqueued (the copy thread can store every ticket the side stream waits for:
+   * the chunks before the failure had their consumed stores enqueued), then let the copy thread
+   * past the stores that never will be (ours are the highest tickets so far), and wait for it:
+   * afterwards no DMA reads and no worker writes this copy's chunks. */
   int r = fail_device(ops, d, c->stream, rc);
-  for (int k = done; k < held; k++)
-    publish(d, &d->host, idx[k], NULL);
+  if (d->consumed) {
+    uint32_t end = j.ticket0 + j.nchunks;
+    if (atomic_load(d->consumed) < end) atomic_store(d->consumed, end);
+  }
+  pthread_mutex_unlock(&e->elock);
+  wait_jobs(e, qpos);
+  for (unsigned k = 0; k < j.nslots; k++)
+    if (!pub[k]) publish(d, &d->host, idx[k], NULL);
   publish(d, &d->dring, ridx, NULL);
   return r;
-}
-fail_early : {
-  int r = fail_device(ops, d, c->stream, rc);
-  for (int k = 0; k < held; k++)
-    publish(d, &d->host, idx[k], NULL);
-  if (rheld) publish(d, &d->dring, ridx, NULL);
-  return r;
-}
 }
 
 int pw_describe(const pw_ops *ops, pw_transfer *c) {

@@ -143,6 +143,10 @@ static int op_alloc_range(const void *p, void **base, size_t *size) {
 static int op_wait_host_value(void *s, const uint32_t *flag, uint32_t value) {
   return pw_drv_wait_host_value(s, flag, value);
 }
+static int op_write_host_value(void *s, uint32_t *flag, uint32_t value) {
+  return pw_drv_write_host_value(s, flag, value);
+}
+static void op_poll(void) {}
 
 /* The table, one entry per member of pw_ops.def (PW_OPS_ENTRY, pw.h). */
 #define PW_OP(ret, name, params) .name = PW_OPS_ENTRY(op_##name, ret, params),

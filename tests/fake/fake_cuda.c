@@ -339,6 +339,14 @@ CUresult cuStreamWaitValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value,
     sched_yield();
   return CUDA_SUCCESS;
 }
+/* Streams run their work at the call: the value is stored now. */
+CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value,
+                                 unsigned int flags) {
+  (void)s;
+  if (flags != CU_STREAM_WRITE_VALUE_DEFAULT) return CUDA_ERROR_NOT_SUPPORTED;
+  __atomic_store_n((uint32_t *)(uintptr_t)addr, value, __ATOMIC_RELEASE);
+  return CUDA_SUCCESS;
+}
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned int flags) {
   (void)flags;
   if (fake_region_type(p) != CU_MEMORYTYPE_HOST) return CUDA_ERROR_INVALID_VALUE;

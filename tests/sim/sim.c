@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OP_COPY, OP_RECORD, OP_WAIT, OP_CALLBACK, OP_FREE, OP_WAIT_VALUE };
+enum { OP_COPY, OP_RECORD, OP_WAIT, OP_CALLBACK, OP_FREE, OP_WAIT_VALUE, OP_WRITE_VALUE };
 
 /* One cudaEventRecord: a wait captures the record current at its call, as CUDA does, so a later
  * re-record of the event (on another stream, possibly running first) cannot release it. */
@@ -61,7 +61,7 @@ static long fail_copy_in = -1;
 static __thread int cur_dev;
 long sim_deadlocks, sim_pageable_dma, sim_bad_handles;
 atomic_int sim_host_waiters;
-static int no_wait_value;
+static int no_wait_value, no_write_value;
 
 static unsigned rnd(void) {
   rng ^= rng << 13;
@@ -88,6 +88,7 @@ void sim_reset(unsigned seed, int ndevices) {
   fail_host = fail_dev = 0;
   fail_copy_in = -1;
   no_wait_value = 0;
+  no_write_value = 0;
   sim_deadlocks = sim_pageable_dma = sim_bad_handles = 0;
   pthread_mutex_unlock(&mu);
   cur_dev = 0;
@@ -154,6 +155,9 @@ static void exec_head(sim_stream *s) {
     break;
   case OP_FREE:
     free((void *)o->src);
+    break;
+  case OP_WRITE_VALUE:
+    atomic_store_explicit((_Atomic uint32_t *)(uintptr_t)o->flag, o->value, memory_order_release);
     break;
   }
   free(o);
@@ -373,6 +377,27 @@ static int op_wait_host_value(void *h, const uint32_t *flag, uint32_t value) {
   pthread_mutex_unlock(&mu);
   return s ? 0 : 400;
 }
+static int op_write_host_value(void *h, uint32_t *flag, uint32_t value) {
+  if (no_write_value) return 801; /* cudaErrorNotSupported */
+  pthread_mutex_lock(&mu);
+  sim_stream *s = resolve(h);
+  if (s) {
+    op *o = calloc(1, sizeof *o);
+    o->type = OP_WRITE_VALUE;
+    o->flag = flag;
+    o->value = value;
+    push(s, o);
+    some_steps();
+  }
+  pthread_mutex_unlock(&mu);
+  return s ? 0 : 400;
+}
+/* The copy thread waits for a stream's store: run a step, as the GPU would on its own. */
+static void op_poll(void) {
+  pthread_mutex_lock(&mu);
+  step();
+  pthread_mutex_unlock(&mu);
+}
 static int op_alloc_range(const void *p, void **base, size_t *size) {
   pthread_mutex_lock(&mu);
   const region *r = find(p);
@@ -488,6 +513,9 @@ void sim_fail_copy_after(long n) {
   pthread_mutex_lock(&mu);
   fail_copy_in = n;
   pthread_mutex_unlock(&mu);
+}
+void sim_no_write_value(int on) {
+  no_write_value = on;
 }
 void sim_no_wait_value(int on) {
   no_wait_value = on;

@@ -37,6 +37,7 @@ void sim_fail_host_alloc(int on);
 void sim_fail_device_alloc(int on);
 void sim_fail_copy_after(long n); /* the n-th copy_async from now fails (-1: never) */
 void sim_no_wait_value(int on);   /* wait_host_value reports "not supported" */
+void sim_no_write_value(int on);  /* write_host_value reports "not supported" */
 
 /* What went wrong inside the simulation (engine misuse), counted.  A host wait that nothing can
  * move on counts as a deadlock; while a stream waits for a host value (wait_host_value) or a
