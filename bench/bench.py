@@ -195,6 +195,8 @@ def main():
                     ("naive + pinwheel", cb + ["--mode", "naive"], shim),
                     ("naive + pinwheel, sync elide", cb + ["--mode", "naive"], elide),
                     ("naive + pinwheel, PINWHEEL_DEFER=0", cb + ["--mode", "naive"], nodefer),
+                    ("naive + pinwheel, PINWHEEL_DEFER=0, sync elide", cb + ["--mode", "naive"],
+                     dict(nodefer, PINWHEEL_SYNC="elide")),
                     ("naive + pinwheel, PINWHEEL_HOST_POOL=512M", cb + ["--mode", "naive"], bigpool),
                     ("naive + pinwheel, PINWHEEL_HOST_POOL=512M, sync elide", cb + ["--mode", "naive"],
                      dict(bigpool, PINWHEEL_SYNC="elide")),
