@@ -79,10 +79,12 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                        "cudaMemcpy waits for the stream before staging, as CUDA documents"},
     [PW_OPT_DEFER] =
         {"PINWHEEL_DEFER", T_BOOL, 1, NULL,
-         "in stage mode, a staged host-to-device copy of 1 MiB or more returns once it is queued: "
-         "its copy into pinned memory runs afterwards on a pinwheel thread, and until a page of "
-         "the source is copied every write to it waits (the source guard, userfaultfd "
-         "write-protect; see README); 0 = copy in before returning"},
+         "in stage mode, a staged host-to-device copy of 1 MiB or more that fits in half the "
+         "pinned pool returns once it is queued: its copy into pinned memory runs afterwards on "
+         "a pinwheel thread, and until a page of the source is copied every write to it waits "
+         "(the source guard, userfaultfd write-protect; see README); large: larger copies too, "
+         "reusing the pool's chunks (slower where measured: docs/RESULTS.md); 0 = copy in before "
+         "returning"},
     [PW_OPT_SYNC] = {"PINWHEEL_SYNC", T_ENUM, PW_SYNC_KEEP, sync_choices,
                      "elide: in stage mode, a cudaStreamSynchronize that directly follows pageable "
                      "host-to-device copies on that stream, on the same thread, returns at once "
@@ -202,7 +204,8 @@ int pw_option_parse(pw_option_t opt, const char *text, long long *out) {
     for (int i = 0; d->choices[i]; i++)
       if (!strcasecmp(text, d->choices[i])) return *out = i, 0;
     return -1;
-  case T_BOOL:
+  case T_BOOL: /* PINWHEEL_DEFER has a third value */
+    if (d == &table[PW_OPT_DEFER] && !strcasecmp(text, "large")) return *out = 2, 0;
     return parse_bool(text, out);
   case T_SIZE:
     return parse_size(text, out, 1);

@@ -972,8 +972,10 @@ static int defer_reason(const pw_engine *e, const dev_state *d, const pw_transfe
   if (c->n < DEFER_MIN) return PW_ND_SMALL;
   if (!d->ring) return PW_ND_NO_RING;
   if (!d->flag) return PW_ND_NO_WAIT_VALUE;
-  /* larger than half the pool, its chunks are reused: the side stream must store values */
-  if ((c->n > d->host.size / 2 && (!d->consumed || d->host.size / 2 / chunk < 2)) ||
+  /* larger than half the pool, its chunks are reused: PINWHEEL_DEFER=large, and the side stream
+   * must store values */
+  if ((c->n > d->host.size / 2 &&
+       (e->cfg.defer < 2 || !d->consumed || d->host.size / 2 / chunk < 2)) ||
       c->n > d->dring.size / 2 || (c->n + chunk - 1) / chunk > JOB_CHUNKS)
     return PW_ND_LARGE;
   int g = e->cfg.guard->available();

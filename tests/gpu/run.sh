@@ -84,8 +84,8 @@ t torture_elide env PINWHEEL_SYNC=elide bash -c "$helpers; staged $B/copy_tortur
 t torture_deferred deferred "$B/copy_torture" 8 300 24 7
 t torture_deferred_bigpool env PINWHEEL_HOST_POOL=512M bash -c "$helpers; deferred $B/copy_torture 4 150 256 8"
 t torture_deferred_ptds deferred "$B/copy_torture_ptds" 8 200 24 9
-# copies larger than half a 16 MiB pool defer too, reusing the pool's chunks (up to 128 MiB)
-t torture_deferred_reuse env PINWHEEL_HOST_POOL=16M PINWHEEL_CHUNK=1M \
+# PINWHEEL_DEFER=large: copies larger than half a 16 MiB pool defer too, reusing its chunks
+t torture_deferred_reuse env PINWHEEL_DEFER=large PINWHEEL_HOST_POOL=16M PINWHEEL_CHUNK=1M \
   bash -c "$helpers; deferred $B/copy_torture 4 150 128 10"
 t torture_not_deferred env PINWHEEL_DEFER=0 bash -c "$helpers; staged $B/copy_torture 8 300 24 7 |
   tee /dev/stderr | grep -q 'staged, not deferred: off'"
