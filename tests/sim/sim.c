@@ -27,7 +27,8 @@ typedef struct op {
   const void *src;
   size_t n;
   token *tok;
-  const uint32_t *flag; /* OP_WAIT_VALUE: runs once *flag >= value (a host store releases it) */
+  const uint32_t *flag; /* OP_WAIT_VALUE: runs once *flag >= value (a host store releases it);
+                         * OP_WRITE_VALUE: value is stored there */
   uint32_t value;
   void (*fn)(void *);
   void *arg;
@@ -362,13 +363,14 @@ static int op_stream_sync(void *h) {
   pthread_mutex_unlock(&mu);
   return r;
 }
-static int op_wait_host_value(void *h, const uint32_t *flag, uint32_t value) {
-  if (no_wait_value) return 801; /* cudaErrorNotSupported */
+/* A wait for, or a store of, a host value, queued on stream h (type OP_WAIT_VALUE or
+ * OP_WRITE_VALUE). */
+static int push_value(void *h, int type, const uint32_t *flag, uint32_t value) {
   pthread_mutex_lock(&mu);
   sim_stream *s = resolve(h);
   if (s) {
     op *o = calloc(1, sizeof *o);
-    o->type = OP_WAIT_VALUE;
+    o->type = type;
     o->flag = flag;
     o->value = value;
     push(s, o);
@@ -377,20 +379,13 @@ static int op_wait_host_value(void *h, const uint32_t *flag, uint32_t value) {
   pthread_mutex_unlock(&mu);
   return s ? 0 : 400;
 }
+static int op_wait_host_value(void *h, const uint32_t *flag, uint32_t value) {
+  if (no_wait_value) return 801; /* cudaErrorNotSupported */
+  return push_value(h, OP_WAIT_VALUE, flag, value);
+}
 static int op_write_host_value(void *h, uint32_t *flag, uint32_t value) {
   if (no_write_value) return 801; /* cudaErrorNotSupported */
-  pthread_mutex_lock(&mu);
-  sim_stream *s = resolve(h);
-  if (s) {
-    op *o = calloc(1, sizeof *o);
-    o->type = OP_WRITE_VALUE;
-    o->flag = flag;
-    o->value = value;
-    push(s, o);
-    some_steps();
-  }
-  pthread_mutex_unlock(&mu);
-  return s ? 0 : 400;
+  return push_value(h, OP_WRITE_VALUE, flag, value);
 }
 /* The copy thread waits for a stream's store: run a step, as the GPU would on its own. */
 static void op_poll(void) {
