@@ -357,8 +357,8 @@ static void test_window_steps(void **state) {
   pw_options_reset();
 }
 
-/* The loop of samples/train_copybound.py (naive) as the front ends reported it on an H200 (the
- * trace of that run: /work/.device/20/x/gpu/trace_steps_off.json.gz): per iteration, on the
+/* The loop of samples/train_copybound.py (naive) as the front ends reported it on an H200 (read
+ * from the trace of the GPU suite's trace_steps_off test): per iteration, on the
  * default stream, x.to('cuda') (256 MiB H2D) and y.to('cuda') (128 KiB H2D), then autocast's three
  * casts in a row (x, w1, b1: one kernel, one call site), a GEMM, GELU, two more casts, a GEMM, the
  * loss, the backward (the autograd thread, same stream: casts, GEMMs, reductions, copies two in a
