@@ -5,9 +5,10 @@ the same run.  Absolute times move between machines; the ratios in one run are w
 
     python3 bench/bench.py --build build [--reps 3] [--only train,copy,bw,copybound,d2h,launch,threads,jax] [--md OUT.md]
 
-The collector's overhead (`--only collector`): each workload class untraced and traced (.json and
-.json.gz, under pinwheel and with --mode off), interleaved; the overhead is traced / untraced - 1
-of the medians, and the target is at most 3 %.  The copy-bound loop also runs with 16 MiB chunks
+The collector's overhead (`--only collector`): each workload class untraced and traced (under
+pinwheel and with --mode off; .json.gz, or the formats --collector-formats names), interleaved;
+the overhead is traced / untraced - 1 of the medians, and the target is at most 3 %; the traces'
+sizes are listed too.  With --collector-chunks the copy-bound loop also runs with 16 MiB chunks
 (a quarter of pinwheel's CUDA calls per copy): an overhead that shrinks with them is CUPTI's cost
 per call on the thread that issues the DMAs, not the writer's.
 
@@ -40,14 +41,17 @@ def run(cmd, env_extra, pattern, log):
     return [float(g) for g in m.groups()], time.time() - t0
 
 
-def interleave(variants, reps, pattern, log):
-    """variants: [(name, cmd, env)] -> {name: [samples per group...]}"""
+def interleave(variants, reps, pattern, log, after=None):
+    """variants: [(name, cmd, env)] -> {name: [samples per group...]}; after(name, env, secs), when
+    given, is called after each run"""
     res = {name: [] for name, _, _ in variants}
     for r in range(reps):
         for name, cmd, env in variants:
             vals, secs = run(cmd, env, pattern, log)
             res[name].append(vals)
             print(f"  rep {r + 1} {name}: {vals} ({secs:.0f} s)", flush=True)
+            if after:
+                after(name, env, secs)
     return res
 
 
@@ -73,6 +77,10 @@ def main():
     ap.add_argument("--train-iters", type=int, default=30)
     ap.add_argument("--train-short", action="store_true", help="leave out the data-on-GPU + sync variant")
     ap.add_argument("--bw-variants", default="", help="indices of the bw variants to run (default all)")
+    ap.add_argument("--collector-formats", default="json.gz",
+                    help="trace formats of --only collector, comma-separated (json, json.gz)")
+    ap.add_argument("--collector-chunks", action="store_true",
+                    help="--only collector: the copy-bound loop also with 16 MiB chunks")
     a = ap.parse_args()
     B = os.path.abspath(a.build)
     lib = os.path.join(B, "libpinwheel.so")
@@ -197,9 +205,8 @@ def main():
                     ("naive + pinwheel, PINWHEEL_DEFER=0", cb + ["--mode", "naive"], nodefer),
                     ("naive + pinwheel, PINWHEEL_DEFER=0, sync elide", cb + ["--mode", "naive"],
                      dict(nodefer, PINWHEEL_SYNC="elide")),
-                    ("naive + pinwheel, PINWHEEL_HOST_POOL=512M", cb + ["--mode", "naive"], bigpool),
-                    ("naive + pinwheel, PINWHEEL_HOST_POOL=512M, sync elide", cb + ["--mode", "naive"],
-                     dict(bigpool, PINWHEEL_SYNC="elide")),
+                    ("pre-pinned, copied at the step and waited for (bound with the program's wait)",
+                     cb + ["--mode", "waited"], {}),
                     ("prefetcher (pre-pinned, side stream)", cb + ["--mode", "prefetch"], {}),
                     ("data on GPU (limit)", cb + ["--mode", "resident"], {})]
         print("copy-bound training loop (256 MiB float32 batch, small MLP):", flush=True)
@@ -302,6 +309,7 @@ def main():
     if "collector" in only:  # the CUPTI collector's cost, per workload class
         tdir = tempfile.mkdtemp(prefix="pwbench-trace-")
         off = {"LD_PRELOAD": lib, "PINWHEEL_MODE": "off"}
+        nvtx = os.path.join(B, "libpinwheel_nvtx.so")
         classes = [
             ("ResNet-50 training", [py, "samples/train_naive.py", "--iters", str(a.train_iters)],
              r"([\d.]+) ms/iter"),
@@ -311,19 +319,32 @@ def main():
              r"([\d.]+) ms/step, checked \d+, bytes ok"),
             ("naive_copy (C, 64 MiB)", [f"{B}/naive_copy", "64", "40", "6"], r"([\d.]+) ms/iter, checksum ok"),
         ]
-        rows = []
+        rows, sizes = [], []
         for title, cmd, pat in classes:
             variants = []
             bases = [("pinwheel", shim), ("mode off", off)]
-            if title.startswith("copy-bound"):  # CUPTI's cost per call: a quarter of the DMA chunks
+            if title.startswith("copy-bound") and a.collector_chunks:  # CUPTI's cost per call
                 bases.insert(1, ("pinwheel 16M chunks", dict(shim, PINWHEEL_CHUNK="16M", PINWHEEL_HOST_POOL="192M")))
             for base_name, env in bases:
                 variants.append((base_name, cmd, env))
-                for ext in ("json", "json.gz"):
-                    variants.append((f"{base_name}, traced .{ext}", cmd,
-                                     dict(env, PINWHEEL_TRACE=os.path.join(tdir, f"t.{ext}"))))
+                for ext in a.collector_formats.split(","):
+                    traced = dict(env, PINWHEEL_TRACE=os.path.join(tdir, f"t.{ext}"))
+                    if os.path.exists(nvtx):  # as `pinwheel run --trace` sets it: NVTX ranges too
+                        traced["NVTX_INJECTION64_PATH"] = nvtx
+                    variants.append((f"{base_name}, traced .{ext}", cmd, traced))
+            written = {}
+
+            def after(name, env, secs):  # the trace's size and the process's wall time
+                path = env.get("PINWHEEL_TRACE")
+                if path and os.path.exists(path):
+                    written.setdefault(name, []).append((os.path.getsize(path), secs))
+                    os.unlink(path)
+
             print(f"collector overhead, {title}:", flush=True)
-            r = interleave(variants, a.reps, pat, log)
+            r = interleave(variants, a.reps, pat, log, after)
+            for n, v in written.items():
+                b, secs = statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)
+                sizes.append([title, n, f"{b / 2**20:.1f}", f"{secs:.1f}", f"{b / 2**20 / secs * 60:.0f}"])
             for n, v in r.items():
                 base = med(r[n.split(",")[0]])
                 over = med(v) / base - 1
@@ -332,6 +353,8 @@ def main():
         shutil.rmtree(tdir, ignore_errors=True)
         table("The collector's overhead: traced / untraced - 1 of the medians of %d interleaved runs" % a.reps,
               ["workload", "variant", "ms per step", "overhead", "<= 3 %"], rows)
+        table("The traces' sizes (median of %d; the process's whole run, start-up included)" % a.reps,
+              ["workload", "variant", "MiB", "process wall s", "MiB per minute of the process"], sizes)
 
     if a.md:
         with open(a.md, "w") as f:

@@ -4,6 +4,9 @@
     --mode naive     pageable CPU batches, blocking x.to('cuda')   (run it under pinwheel too)
     --mode prefetch  hand-written: pre-pinned batches, a side stream, non_blocking copies of the
                      next batch while this one computes, wait_stream / record_stream
+    --mode waited    pre-pinned batches, each copied on a side stream when the step asks for it and
+                     waited for (the step's work overlaps nothing but the previous step's GPU
+                     work): what any staging tool can reach while the program waits for each copy
     --mode resident  the batches already on the GPU (the limit)
 
 Prints ms/step; the last batch on the GPU is compared byte for byte with its CPU source.
@@ -19,7 +22,7 @@ import torch.nn.functional as F
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--mode", choices=["naive", "prefetch", "resident"], default="naive")
+    p.add_argument("--mode", choices=["naive", "prefetch", "waited", "resident"], default="naive")
     p.add_argument("--mib", type=int, default=256, help="batch size in MiB (float32)")
     p.add_argument("--features", type=int, default=4096)
     p.add_argument("--hidden", type=int, default=2048)
@@ -43,6 +46,21 @@ def main():
         get = lambda i: (gx[i % a.nbatches], gy[i % a.nbatches])
     elif a.mode == "naive":
         get = lambda i: (xs[i % a.nbatches].to("cuda"), ys[i % a.nbatches].to("cuda"))
+    elif a.mode == "waited":
+        px = [x.pin_memory() for x in xs]
+        py = [y.pin_memory() for y in ys]
+        side = torch.cuda.Stream()
+
+        def get(i):
+            with torch.cuda.stream(side):  # the DMA overlaps the previous step's GPU work ...
+                x = px[i % a.nbatches].to("cuda", non_blocking=True)
+                y = py[i % a.nbatches].to("cuda", non_blocking=True)
+            cur = torch.cuda.current_stream()
+            cur.wait_stream(side)
+            x.record_stream(cur)
+            y.record_stream(cur)
+            side.synchronize()  # ... and the step waits for it, as x.to('cuda') makes it wait
+            return x, y
     else:
         px = [x.pin_memory() for x in xs]
         py = [y.pin_memory() for y in ys]

@@ -4,6 +4,7 @@
 # log under OUT (the per-test logs packed into one file).
 #   OUT=out ONLY='^torture_|^torch_' BENCH='copybound copy' REPS=3 bash tests/gpu/device_run.sh
 #   SUITE_S  seconds for the tests (default 300); BENCH_S seconds for each benchmark class (300)
+#   RECORD=1 also the recordings of tests/gpu/record.sh, into OUT/rec.tgz (after the tests)
 # The analyzer and the CPU tests are not built (the GPU machine need not have their libraries).
 set -u
 cd "$(dirname "$0")/../.."
@@ -27,6 +28,11 @@ if [ "${ONLY:-}" != none ]; then
   B=build-dev OUT="$OUT/gpu" ONLY="${ONLY:-}" timeout "${SUITE_S:-300}" bash tests/gpu/run.sh 2>&1 |
     tee "$OUT/suite.log"
   echo "tests took $((SECONDS - t1)) s"
+fi
+if [ "${RECORD:-0}" = 1 ]; then
+  t1=$SECONDS
+  B=build-dev REC="$OUT/rec" timeout "${RECORD_S:-240}" bash tests/gpu/record.sh 2>&1 | tee "$OUT/record.log"
+  echo "recordings took $((SECONDS - t1)) s"
 fi
 for b in ${BENCH:-}; do
   t1=$SECONDS
