@@ -9,6 +9,8 @@
    same program's trace under pinwheel within +-15 %;
 3. steps inferred without annotations: each trace with its ProfilerStep ranges removed gives the
    same number of steps, each step's GPU time within 1 % of the marked step's;
+   The collector's ResNet-50 traces (tests/fixtures/collector, NVTX ranges recorded) give the
+   same steps inferred as marked by NVTX;
 4. each program's host syncs are the same with and without pinwheel: the event syncs pinwheel
    makes inside a staged copy (waiting for staging space, or for D2H chunks) are its own, counted
    apart (pinwheel.own_syncs), not the program's.
@@ -24,7 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "ref"))
 import ref_steps  # noqa: E402
 
 cli, fixtures = sys.argv[1], sys.argv[2]
-PAIRS = ["resnet", "copybound", "d2h", "small"]
+PAIRS = ["resnet", "resnet256", "copybound", "d2h", "small"]
 # The prediction's allowed error against the step measured under pinwheel: +-15 %, except where
 # the model knowingly leaves an effect out.  d2h: every step frees the previous `.cpu()` output,
 # and under pinwheel (huge pages) that free is ~10 x cheaper; the free is host time outside any
@@ -124,6 +126,23 @@ with tempfile.TemporaryDirectory() as tmp:
         failed += not ok
         print(f"{'ok  ' if ok else 'FAIL'} inferred steps of {name}: {len(gi)} (marked {len(gm)}), "
               f"median {i} us vs {m} us, each step within {100 * worst:.2f} %")
+
+# The collector's traces of an unannotated-looking run (NVTX ranges train_step#N recorded beside):
+# the steps inferred from the repeating GPU work are the NVTX steps, matched by the end of their
+# last GPU operation; each inferred step that has a previous one within 1 % of its NVTX step.  The
+# first NVTX step holds the start-up (cuDNN's first-call work), which the inference leaves out.
+for name in ("resnet50_off", "resnet50_stage"):
+    path = os.path.join(os.path.dirname(fixtures), "collector", f"{name}.json.gz")
+    nv, inf = report(path, "--step-range", "train_step"), report(path)
+    ends = {round(st["devices"][0]["last_op_end_us"], 1): st for st in nv["steps"]}
+    pairs = [(ends.get(round(st["devices"][0]["last_op_end_us"], 1)), st) for st in inf["steps"]]
+    worst = max((abs(a["devices"][0]["gpu_step_us"] - b["devices"][0]["gpu_step_us"]) /
+                 a["devices"][0]["gpu_step_us"] for a, b in pairs[1:] if a), default=1.0)
+    ok = (nv["steps_source"] == "marked" and inf["steps_source"] == "inferred" and len(pairs) >= 10
+          and all(a for a, _ in pairs) and len(nv["steps"]) - len(inf["steps"]) <= 1 and worst <= 0.01)
+    failed += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} collector trace {name}: {len(inf['steps'])} steps inferred, "
+          f"{len(nv['steps'])} NVTX steps; each inferred step after the first within {100 * worst:.2f} %")
 
 path = os.path.join(fixtures, "resnet_naive.json.gz")
 if not compare(report(path), reference(path, main_thread_only=True)):
