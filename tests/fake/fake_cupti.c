@@ -28,8 +28,19 @@ static CUpti_ExternalCorrelationKind pushed_kind;
 /* an NVTX module handed to this CUPTI (cuptiNvtxInitialize2): the next flush has one range of it */
 static void *nvtx_table;
 
+/* The runtime calls whose records a client switched off (cuptiActivityEnableRuntimeApi); each
+ * flush has a cudaGetDevice record unless it is one of them.  Enabling the runtime kind switches
+ * every call back on, as CUPTI does. */
+static uint8_t runtime_off[1024];
+
 CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
-  (void)kind;
+  if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) memset(runtime_off, 0, sizeof runtime_off);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
+  if (cbid >= sizeof runtime_off) return CUPTI_ERROR_INVALID_PARAMETER;
+  runtime_off[cbid] = !enable;
   return CUPTI_SUCCESS;
 }
 
@@ -145,6 +156,16 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
   k->start = t + 2000, k->end = t + 3000;
   k->streamId = 7, k->correlationId = c + 1000;
   size_t valid = 3 * SLOT;
+  if (!runtime_off[CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020]) { /* a query, before the copy */
+    CUpti_ActivityAPI *q = (void *)(buf + valid);
+    memset(q, 0, SLOT);
+    q->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    q->cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020;
+    q->start = t - 500, q->end = t - 400;
+    q->processId = 1, q->threadId = 1;
+    q->correlationId = c + 2000;
+    valid += SLOT;
+  }
   if (nvtx_table && size >= valid + 2 * SLOT) { /* "fake_range#1": its start and end records */
     for (int i = 0; i < 2; i++) {
       CUpti_ActivityMarker2 *mk = (void *)(buf + valid);
@@ -206,6 +227,7 @@ CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const ch
   (void)d;
   *name = cbid == 41    ? "cudaMemcpyAsync_v3020"
           : cbid == 211 ? "cudaLaunchKernel_v7000"
+          : cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020 ? "cudaGetDevice_v3020"
                         : "cudaSomething_v1";
   return CUPTI_SUCCESS;
 }
