@@ -914,6 +914,25 @@ static void test_deferred_reusing_chunks(void **state) {
   }
 }
 
+/* The 32-bit tickets wrap: a device whose tickets start 12 below 2^32 wraps within the first copy
+ * or two.  The side stream's wait compares cyclically (the simulator as CUDA's GEQ), so the host
+ * must too: with a plain comparison the copy thread would see the wrapped consumed value as older
+ * than every ticket it waits for, or newer, and overwrite a chunk whose DMA has not run.  Every
+ * device byte is checked, reusing chunks and not. */
+static void test_deferred_tickets_wrap(void **state) {
+  pw_engine_test_ticket_start = 0xFFFFFFF4u;
+  for (unsigned seed = 1; seed <= 8; seed++) {
+    long deferred;
+    long bad = deferred_reuse_run(seed, &deferred);
+    if (bad) fail_msg("seed %u, reusing chunks: %ld mismatches", seed, bad);
+    assert_true(deferred >= 12);
+    bad = deferred_run(seed, 15, &deferred);
+    if (bad) fail_msg("seed %u: %ld mismatches", seed, bad);
+    assert_true(deferred >= 15);
+  }
+  pw_engine_test_ticket_start = 0;
+}
+
 /* Without the copy thread's wait for the DMA of a chunk's previous tenant, the bytes are wrong;
  * and a copy larger than half the pool is not deferred (staged as before, bytes right) where
  * streams cannot store a host value, or with PINWHEEL_DEFER=1. */
@@ -1105,6 +1124,7 @@ int main(void) {
       cmocka_unit_test(test_deferred_without_guard_is_caught),
       cmocka_unit_test(test_deferred_without_flag_wait_is_caught),
       cmocka_unit_test(test_deferred_reusing_chunks),
+      cmocka_unit_test(test_deferred_tickets_wrap),
       cmocka_unit_test(test_deferred_reuse_without_consumed_wait_is_caught),
       cmocka_unit_test(test_not_deferred_reasons),
   };
@@ -1114,5 +1134,7 @@ int main(void) {
    * deliberate race TSan reports and whose timing its instrumentation changes; the ASan and UBSan
    * build runs them */
   if (getenv("PW_TEST_SKIP")) cmocka_set_skip_filter(getenv("PW_TEST_SKIP"));
+  if (getenv("PW_TEST_ONLY"))
+    cmocka_set_test_filter(getenv("PW_TEST_ONLY")); /* one test, by name */
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -54,10 +54,20 @@
 
 #ifdef PW_TESTING
 int pw_engine_test_drop_dependency;
+uint32_t pw_engine_test_ticket_start;
 #define DROP_DEPENDENCY pw_engine_test_drop_dependency
+#define TICKET_START pw_engine_test_ticket_start
 #else
 #define DROP_DEPENDENCY 0 /* the switch exists only in the test build */
+#define TICKET_START 0u   /* a device's first ticket (the tests start near 2^32) */
 #endif
+
+/* Tickets are 32-bit and wrap: the side stream's wait (cuStreamWaitValue32, GEQ) compares them
+ * cyclically, (int32_t)(*flag - value) >= 0, and so must the host.  1 when ticket a comes before
+ * ticket b in that order. */
+static inline int ticket_before(uint32_t a, uint32_t b) {
+  return (int32_t)(a - b) < 0;
+}
 
 typedef struct slot {
   size_t off, len;
@@ -91,7 +101,7 @@ typedef struct dev_state {
   int nall, capall;
   /* Deferral: the copy thread stores ticket t into *flag once chunk t is in pinned memory; the
    * side stream waits for it (wait_host_value).  Tickets are handed out under the lock, in the
-   * order the jobs are queued, so the stored value only grows. */
+   * order the jobs are queued, so the stored value only grows (cyclically: ticket_before). */
   _Atomic uint32_t *flag; /* in the pinned allocation, past the arena; NULL: no deferral */
   uint32_t ticket;        /* under the lock: the last ticket handed out */
   /* A deferred copy larger than its pinned chunks reuses them: after the DMA of chunk t, whose
@@ -418,15 +428,17 @@ static void setup_dev(pw_engine *e, dev_state *d) {
         d->side = s;
         d->dring.size = ring;
         pw_add(&pw_st.ring_bytes_allocated, ring);
-        /* deferral needs the side stream to wait on a host value: try it once (>= 0 holds) */
+        /* deferral needs the side stream to wait on a host value: try it once (it holds) */
         _Atomic uint32_t *flag = (_Atomic uint32_t *)(void *)((char *)p + pool);
-        atomic_store(flag, 0);
-        if (ops->wait_host_value && ops->wait_host_value(s, (const uint32_t *)flag, 0) == 0) {
+        atomic_store(flag, TICKET_START);
+        d->ticket = TICKET_START;
+        if (ops->wait_host_value &&
+            ops->wait_host_value(s, (const uint32_t *)flag, TICKET_START) == 0) {
           d->flag = flag;
           /* and to store one (a copy that reuses its chunks): a cache line further */
           _Atomic uint32_t *consumed = (_Atomic uint32_t *)(void *)((char *)p + pool + 64);
-          atomic_store(consumed, 0);
-          if (ops->write_host_value(s, (uint32_t *)consumed, 0) == 0)
+          atomic_store(consumed, TICKET_START);
+          if (ops->write_host_value(s, (uint32_t *)consumed, TICKET_START) == 0)
             d->consumed = consumed;
           else
             ops->clear_error();
@@ -829,7 +841,8 @@ fail:
  * before is done.  Spins a little, then yields, then sleeps 20 us at a time (a 4 MiB DMA takes
  * about 80 us). */
 static void wait_consumed(const dev_state *d, uint32_t v) {
-  for (unsigned i = 0; atomic_load_explicit(d->consumed, memory_order_acquire) < v; i++) {
+  for (unsigned i = 0; ticket_before(atomic_load_explicit(d->consumed, memory_order_acquire), v);
+       i++) {
     d->ops->poll();
     if (i < 64)
       pw_cpu_relax();
@@ -1112,7 +1125,7 @@ static int defer_h2d(pw_engine *e, dev_state *d, const pw_transfer *c) {
   int r = fail_device(ops, d, c->stream, rc);
   if (d->consumed) {
     uint32_t end = j.ticket0 + j.nchunks;
-    if (atomic_load(d->consumed) < end) atomic_store(d->consumed, end);
+    if (ticket_before(atomic_load(d->consumed), end)) atomic_store(d->consumed, end);
   }
   pthread_mutex_unlock(&e->elock);
   wait_jobs(e, qpos);

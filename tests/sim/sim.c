@@ -27,7 +27,8 @@ typedef struct op {
   const void *src;
   size_t n;
   token *tok;
-  const uint32_t *flag; /* OP_WAIT_VALUE: runs once *flag >= value (a host store releases it);
+  const uint32_t *flag; /* OP_WAIT_VALUE: runs once *flag >= value, compared cyclically as CUDA's
+                         * GEQ does: (int32_t)(*flag - value) >= 0 (a host store releases it);
                          * OP_WRITE_VALUE: value is stored there */
   uint32_t value;
   void (*fn)(void *);
@@ -130,8 +131,9 @@ static void push(sim_stream *s, op *o) {
 static int runnable(sim_stream *s) {
   op *o = s->head;
   if (!o || s->busy) return 0;
-  if (o->type == OP_WAIT_VALUE)
-    return atomic_load_explicit((_Atomic uint32_t *)o->flag, memory_order_acquire) >= o->value;
+  if (o->type == OP_WAIT_VALUE) /* cyclic, as cuStreamWaitValue32's GEQ: tickets wrap at 2^32 */
+    return (int32_t)(atomic_load_explicit((_Atomic uint32_t *)o->flag, memory_order_acquire) -
+                     o->value) >= 0;
   return o->type != OP_WAIT || o->tok->done;
 }
 
