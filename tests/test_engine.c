@@ -9,6 +9,8 @@
 #include <sched.h>
 #include <time.h>
 #include <setjmp.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -972,6 +974,66 @@ static void test_deferred_reuse_without_consumed_wait_is_caught(void **state) {
   sim_no_write_value(0);
 }
 
+/* A copy that reuses its chunks, whose side stream never stores consumed: the context dies with a
+ * device-side assert where the first store would run (sim_die_at_write_value(700)), or the stream
+ * hangs there (-1).  The copy thread then waits for a store that never comes; a device reset
+ * (how) or the engine's destruction (!how) must still return, give the job up (counted), release
+ * the source's guard, and, for the error, not wait out the 2 s stall bound.  SIGALRM fails the
+ * test instead of letting it hang. */
+static void on_alarm(int sig) {
+  static const char m[] = "test_deferred_dead_side_stream: hung (SIGALRM)\n";
+  (void)sig;
+  if (write(2, m, sizeof m - 1) < 0) _exit(2);
+  _exit(1);
+}
+
+static void dead_side_stream_run(int err, int reset) {
+  sim_reset(5, 1);
+  pw_stats_reset();
+  sim_die_at_write_value(err);
+  pw_engine_config cfg = small_cfg(24 << 20, 4 << 20, 1 << 20);
+  cfg.defer = 2;
+  cfg.guard = &test_guard;
+  pw_engine *e = pw_engine_create(&sim_ops, &cfg);
+  void *s = sim_stream_new(0);
+  size_t n = 12 << 20;
+  char *dev = sim_device_alloc(0, n);
+  unsigned char *src = malloc(n);
+  memset(src, 0x5A, n);
+  pw_transfer c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
+  pw_describe(&sim_ops, &c);
+  assert_int_equal(pw_engine_copy(e, &c), PW_PATH_RING);
+  assert_int_equal(pw_get(&pw_st.deferred.calls), 1);
+  uint64_t t0 = pw_now_ns();
+  alarm(20);
+  if (reset)
+    pw_engine_device_reset(e, 0);
+  else
+    pw_engine_destroy(e);
+  alarm(0);
+  uint64_t ms = (pw_now_ns() - t0) / 1000000;
+  if (err > 0 && ms >= 2000) fail_msg("the side stream's error was not noticed: %llu ms", ms);
+  if (err < 0 && ms < 1900) fail_msg("a stalled side stream given up after %llu ms only", ms);
+  for (int i = 0; i < 64; i++) /* the guard is released: the program's writes and free go on */
+    assert_int_equal(atomic_load(&tg[i].used), 0);
+  assert_int_equal(pw_get(&pw_st.defer_aborted), 1);
+  assert_int_equal(pw_get(&pw_st.internal_errors), 0);
+  memset(src, 0xEE, n);
+  free(src);
+  if (reset) pw_engine_destroy(e);
+  sim_die_at_write_value(0);
+  sim_reset(1, 1);
+}
+
+static void test_deferred_dead_side_stream(void **state) {
+  signal(SIGALRM, on_alarm);
+  for (int reset = 0; reset < 2; reset++) {
+    dead_side_stream_run(700, reset); /* cudaErrorAssert: the context's sticky error */
+    dead_side_stream_run(-1, reset);  /* no error, no progress */
+  }
+  signal(SIGALRM, SIG_DFL);
+}
+
 /* Not deferred, staged as before, the reason counted: off, below the minimum, no way for the
  * stream to wait on a host value, a guard that refuses. */
 static int tg_refuse(void) {
@@ -1126,6 +1188,7 @@ int main(void) {
       cmocka_unit_test(test_deferred_reusing_chunks),
       cmocka_unit_test(test_deferred_tickets_wrap),
       cmocka_unit_test(test_deferred_reuse_without_consumed_wait_is_caught),
+      cmocka_unit_test(test_deferred_dead_side_stream),
       cmocka_unit_test(test_not_deferred_reasons),
   };
   pw_log_set_level(PW_LOG_ERROR - 1); /* the failure tests log errors on purpose */
