@@ -9,6 +9,8 @@
 #include <sched.h>
 #include <time.h>
 #include <setjmp.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -914,6 +916,25 @@ static void test_deferred_reusing_chunks(void **state) {
   }
 }
 
+/* The 32-bit tickets wrap: a device whose tickets start 12 below 2^32 wraps within the first copy
+ * or two.  The side stream's wait compares cyclically (the simulator as CUDA's GEQ), so the host
+ * must too: with a plain comparison the copy thread would see the wrapped consumed value as older
+ * than every ticket it waits for, or newer, and overwrite a chunk whose DMA has not run.  Every
+ * device byte is checked, reusing chunks and not. */
+static void test_deferred_tickets_wrap(void **state) {
+  pw_engine_test_ticket_start = 0xFFFFFFF4u;
+  for (unsigned seed = 1; seed <= 8; seed++) {
+    long deferred;
+    long bad = deferred_reuse_run(seed, &deferred);
+    if (bad) fail_msg("seed %u, reusing chunks: %ld mismatches", seed, bad);
+    assert_true(deferred >= 12);
+    bad = deferred_run(seed, 15, &deferred);
+    if (bad) fail_msg("seed %u: %ld mismatches", seed, bad);
+    assert_true(deferred >= 15);
+  }
+  pw_engine_test_ticket_start = 0;
+}
+
 /* Without the copy thread's wait for the DMA of a chunk's previous tenant, the bytes are wrong;
  * and a copy larger than half the pool is not deferred (staged as before, bytes right) where
  * streams cannot store a host value, or with PINWHEEL_DEFER=1. */
@@ -951,6 +972,66 @@ static void test_deferred_reuse_without_consumed_wait_is_caught(void **state) {
     free(src);
   }
   sim_no_write_value(0);
+}
+
+/* A copy that reuses its chunks, whose side stream never stores consumed: the context dies with a
+ * device-side assert where the first store would run (sim_die_at_write_value(700)), or the stream
+ * hangs there (-1).  The copy thread then waits for a store that never comes; a device reset
+ * (how) or the engine's destruction (!how) must still return, give the job up (counted), release
+ * the source's guard, and, for the error, not wait out the 2 s stall bound.  SIGALRM fails the
+ * test instead of letting it hang. */
+static void on_alarm(int sig) {
+  static const char m[] = "test_deferred_dead_side_stream: hung (SIGALRM)\n";
+  (void)sig;
+  if (write(2, m, sizeof m - 1) < 0) _exit(2);
+  _exit(1);
+}
+
+static void dead_side_stream_run(int err, int reset) {
+  sim_reset(5, 1);
+  pw_stats_reset();
+  sim_die_at_write_value(err);
+  pw_engine_config cfg = small_cfg(24 << 20, 4 << 20, 1 << 20);
+  cfg.defer = 2;
+  cfg.guard = &test_guard;
+  pw_engine *e = pw_engine_create(&sim_ops, &cfg);
+  void *s = sim_stream_new(0);
+  size_t n = 12 << 20;
+  char *dev = sim_device_alloc(0, n);
+  unsigned char *src = malloc(n);
+  memset(src, 0x5A, n);
+  pw_transfer c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
+  pw_describe(&sim_ops, &c);
+  assert_int_equal(pw_engine_copy(e, &c), PW_PATH_RING);
+  assert_int_equal(pw_get(&pw_st.deferred.calls), 1);
+  uint64_t t0 = pw_now_ns();
+  alarm(20);
+  if (reset)
+    pw_engine_device_reset(e, 0);
+  else
+    pw_engine_destroy(e);
+  alarm(0);
+  uint64_t ms = (pw_now_ns() - t0) / 1000000;
+  if (err > 0 && ms >= 2000) fail_msg("the side stream's error was not noticed: %llu ms", ms);
+  if (err < 0 && ms < 1900) fail_msg("a stalled side stream given up after %llu ms only", ms);
+  for (int i = 0; i < 64; i++) /* the guard is released: the program's writes and free go on */
+    assert_int_equal(atomic_load(&tg[i].used), 0);
+  assert_int_equal(pw_get(&pw_st.defer_aborted), 1);
+  assert_int_equal(pw_get(&pw_st.internal_errors), 0);
+  memset(src, 0xEE, n);
+  free(src);
+  if (reset) pw_engine_destroy(e);
+  sim_die_at_write_value(0);
+  sim_reset(1, 1);
+}
+
+static void test_deferred_dead_side_stream(void **state) {
+  signal(SIGALRM, on_alarm);
+  for (int reset = 0; reset < 2; reset++) {
+    dead_side_stream_run(700, reset); /* cudaErrorAssert: the context's sticky error */
+    dead_side_stream_run(-1, reset);  /* no error, no progress */
+  }
+  signal(SIGALRM, SIG_DFL);
 }
 
 /* Not deferred, staged as before, the reason counted: off, below the minimum, no way for the
@@ -1105,7 +1186,9 @@ int main(void) {
       cmocka_unit_test(test_deferred_without_guard_is_caught),
       cmocka_unit_test(test_deferred_without_flag_wait_is_caught),
       cmocka_unit_test(test_deferred_reusing_chunks),
+      cmocka_unit_test(test_deferred_tickets_wrap),
       cmocka_unit_test(test_deferred_reuse_without_consumed_wait_is_caught),
+      cmocka_unit_test(test_deferred_dead_side_stream),
       cmocka_unit_test(test_not_deferred_reasons),
   };
   pw_log_set_level(PW_LOG_ERROR - 1); /* the failure tests log errors on purpose */
@@ -1114,5 +1197,7 @@ int main(void) {
    * deliberate race TSan reports and whose timing its instrumentation changes; the ASan and UBSan
    * build runs them */
   if (getenv("PW_TEST_SKIP")) cmocka_set_skip_filter(getenv("PW_TEST_SKIP"));
+  if (getenv("PW_TEST_ONLY"))
+    cmocka_set_test_filter(getenv("PW_TEST_ONLY")); /* one test, by name */
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

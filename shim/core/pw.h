@@ -264,6 +264,7 @@ typedef struct pw_stats {
   pw_counter3 deferred;       /* H2D copies that returned before their copy-in (ns: host blocked) */
   _Atomic uint64_t not_deferred[PW_ND_N]; /* staged H2D copies that were not deferred, by reason */
   _Atomic uint64_t defer_copyin_ns;       /* the copy thread's copy-ins of deferred copies */
+  _Atomic uint64_t defer_aborted;         /* deferred copy-ins given up: their side stream failed */
   _Atomic uint64_t guard_writes_waited, guard_wait_ns; /* the guard's count, read at exit */
   _Atomic uint64_t device_resets; /* device states dropped at cudaDeviceReset */
   _Atomic uint64_t pool_parts;    /* parts copied or mapped by the pool's worker threads */
@@ -432,15 +433,20 @@ void pw_engine_after_fork_child(pw_engine *e);
 /* Wait until no deferred copy guards any of [p, p+n): pinwheel calls it before it writes into the
  * program's memory itself, so that none of its threads ever stops on a guarded page. */
 void pw_engine_guard_wait(pw_engine *e, const void *p, size_t n);
-/* The device's context is about to be destroyed (cudaDeviceReset): deferred copy-ins finish and
- * the side stream drains, then the engine forgets the device; the next copy sets it up anew. */
+/* The device's context is about to be destroyed (cudaDeviceReset): deferred copy-ins finish (or
+ * are given up when their side stream failed or stalled 2 s) and the side stream drains, then the
+ * engine forgets the device; the next copy sets it up anew. */
 void pw_engine_device_reset(pw_engine *e, int device);
 
 #ifdef PW_TESTING
 /* Test hook (the test build only): the engine leaves out one dependency, so a test can prove that
  * the byte comparison catches a missing one: 1 the ring-region wait, 2 a deferred chunk's DMA's
- * wait for its copy-in (the host flag). */
+ * wait for its copy-in (the host flag), 3 the copy thread's wait for the side stream's store
+ * before it reuses a chunk. */
 extern int pw_engine_test_drop_dependency;
+/* Test hook: the first ticket of a device set up from now on (0 outside the tests), so a test can
+ * make the 32-bit tickets wrap within a few copies. */
+extern uint32_t pw_engine_test_ticket_start;
 #endif
 
 #endif

@@ -241,6 +241,9 @@ static void text_reasons(buf_t *b) {
   if (pw_get(&pw_st.xla_unstaged_clients))
     bprintf(b, "  XLA's CUDA clients created with XLA's own staging off: %llu\n",
             (unsigned long long)pw_get(&pw_st.xla_unstaged_clients));
+  if (pw_get(&pw_st.defer_aborted))
+    bprintf(b, "  deferred copy-ins abandoned (their side stream failed or stalled): %llu\n",
+            (unsigned long long)pw_get(&pw_st.defer_aborted));
   if (pw_get(&pw_st.internal_errors))
     bprintf(b, "  INTERNAL ERRORS: %llu (please report)\n",
             (unsigned long long)pw_get(&pw_st.internal_errors));

@@ -54,10 +54,20 @@
 
 #ifdef PW_TESTING
 int pw_engine_test_drop_dependency;
+uint32_t pw_engine_test_ticket_start;
 #define DROP_DEPENDENCY pw_engine_test_drop_dependency
+#define TICKET_START pw_engine_test_ticket_start
 #else
 #define DROP_DEPENDENCY 0 /* the switch exists only in the test build */
+#define TICKET_START 0u   /* a device's first ticket (the tests start near 2^32) */
 #endif
+
+/* Tickets are 32-bit and wrap: the side stream's wait (cuStreamWaitValue32, GEQ) compares them
+ * cyclically, (int32_t)(*flag - value) >= 0, and so must the host.  1 when ticket a comes before
+ * ticket b in that order. */
+static inline int ticket_before(uint32_t a, uint32_t b) {
+  return (int32_t)(a - b) < 0;
+}
 
 typedef struct slot {
   size_t off, len;
@@ -91,13 +101,17 @@ typedef struct dev_state {
   int nall, capall;
   /* Deferral: the copy thread stores ticket t into *flag once chunk t is in pinned memory; the
    * side stream waits for it (wait_host_value).  Tickets are handed out under the lock, in the
-   * order the jobs are queued, so the stored value only grows. */
+   * order the jobs are queued, so the stored value only grows (cyclically: ticket_before). */
   _Atomic uint32_t *flag; /* in the pinned allocation, past the arena; NULL: no deferral */
   uint32_t ticket;        /* under the lock: the last ticket handed out */
   /* A deferred copy larger than its pinned chunks reuses them: after the DMA of chunk t, whose
    * chunk a later one of the job reuses, the side stream stores t here (write_host_value), and the
    * copy thread waits for it before it overwrites the chunk.  NULL: no such copy is deferred. */
   _Atomic uint32_t *consumed;
+  /* Set once the side stream will never store (its context died, or it made no progress while
+   * exit, a reset or destroy waited): the copy thread stops waiting for consumed (abort_copyins).
+   */
+  atomic_int abort_wait;
 } dev_state;
 
 /* A deferred copy's copy-in, run by the copy thread.  Fixed slots (the copy thread must never call
@@ -143,6 +157,7 @@ struct pw_engine {
    * then see the jobs' work in ticket order, the copy thread's order.  A job that reuses its
    * chunks waits for its own stores on the side stream, so no job's waits may come first. */
   pthread_mutex_t elock;
+  _Atomic uint64_t progress;     /* tickets the copy thread stored: drain_jobs sees it move */
   char tails[JOB_MAX][TAIL_MAX]; /* defer_job.tail, by queue position */
 };
 
@@ -418,15 +433,17 @@ static void setup_dev(pw_engine *e, dev_state *d) {
         d->side = s;
         d->dring.size = ring;
         pw_add(&pw_st.ring_bytes_allocated, ring);
-        /* deferral needs the side stream to wait on a host value: try it once (>= 0 holds) */
+        /* deferral needs the side stream to wait on a host value: try it once (it holds) */
         _Atomic uint32_t *flag = (_Atomic uint32_t *)(void *)((char *)p + pool);
-        atomic_store(flag, 0);
-        if (ops->wait_host_value && ops->wait_host_value(s, (const uint32_t *)flag, 0) == 0) {
+        atomic_store(flag, TICKET_START);
+        d->ticket = TICKET_START;
+        if (ops->wait_host_value &&
+            ops->wait_host_value(s, (const uint32_t *)flag, TICKET_START) == 0) {
           d->flag = flag;
           /* and to store one (a copy that reuses its chunks): a cache line further */
           _Atomic uint32_t *consumed = (_Atomic uint32_t *)(void *)((char *)p + pool + 64);
-          atomic_store(consumed, 0);
-          if (ops->write_host_value(s, (uint32_t *)consumed, 0) == 0)
+          atomic_store(consumed, TICKET_START);
+          if (ops->write_host_value(s, (uint32_t *)consumed, TICKET_START) == 0)
             d->consumed = consumed;
           else
             ops->clear_error();
@@ -477,7 +494,7 @@ static void wait_setups(pw_engine *e, uint64_t limit_ns) {
 }
 
 static pw_engine *_Atomic exit_engine;
-static void wait_jobs(pw_engine *e, uint64_t pos);
+static void drain_jobs(pw_engine *e);
 
 /* At exit, once the deferred copy-ins are done: what pinwheel queued on each device's side stream
  * finishes first (at most 2 s a device: its DMAs may wait for the program's own streams), so a
@@ -499,13 +516,14 @@ static void settle_side_streams(pw_engine *e) {
 }
 
 /* At exit, before CUDA's own exit handlers: no setup in flight, every deferred copy-in done (its
- * DMAs wait for it; a copy-in needs no CUDA call, so it always finishes), and the side streams'
- * work with it. */
+ * DMAs wait for it; a copy-in that reuses chunks waits for the side stream's stores, so
+ * drain_jobs gives up on a side stream that failed or made no progress for 2 s), and the side
+ * streams' work with it. */
 static void wait_setups_at_exit(void) {
   pw_engine *e = atomic_load(&exit_engine);
   wait_setups(e, 10ull * 1000000000);
   if (e && getpid() == e->pid) {
-    wait_jobs(e, UINT64_MAX);
+    drain_jobs(e);
     settle_side_streams(e);
   }
 }
@@ -555,8 +573,10 @@ static dev_state *get_dev(pw_engine *e, const pw_ops *ops, int device, int *reas
 
 /* Something failed after part of a copy was enqueued: drain what we enqueued, stop staging on
  * this device (its arenas can no longer be trusted), and let the caller make the real call. */
+static void abort_copyins(dev_state *d, int rc);
 static int fail_device(const pw_ops *ops, dev_state *d, void *stream, int rc) {
-  if (d->side) ops->stream_sync(d->side);
+  int side_rc = d->side ? ops->stream_sync(d->side) : 0;
+  if (side_rc) abort_copyins(d, side_rc); /* its context is gone: it stores nothing any more */
   ops->stream_sync(stream);
   ops->clear_error();
   atomic_store_explicit(&d->status, DEV_FAILED, memory_order_release);
@@ -823,13 +843,18 @@ fail:
 
 /* The copy thread's work for one job: each chunk's guarded bytes into its pinned chunk, the pages
  * read released, then the chunk's ticket stored (release order, after the copy routine's store
- * fence), which lets the side stream's DMA of that chunk go.  No CUDA call, no lock a program
- * thread can hold, no malloc. */
+ * fence), which lets the side stream's DMA of that chunk go.  Once the device's waits are given
+ * up (abort_wait), the rest of a job that waits for the side stream is skipped: all its tickets
+ * are stored and its guard released.  No CUDA call, no lock a program thread can hold, no
+ * malloc. */
 /* Until the side stream stored at least v into d->consumed: the DMA that read the chunk's slot
  * before is done.  Spins a little, then yields, then sleeps 20 us at a time (a 4 MiB DMA takes
- * about 80 us). */
-static void wait_consumed(const dev_state *d, uint32_t v) {
-  for (unsigned i = 0; atomic_load_explicit(d->consumed, memory_order_acquire) < v; i++) {
+ * about 80 us).  Returns 0, or -1 once the device's waits were given up (abort_wait: the store
+ * will never come). */
+static int wait_consumed(const dev_state *d, uint32_t v) {
+  for (unsigned i = 0; ticket_before(atomic_load_explicit(d->consumed, memory_order_acquire), v);
+       i++) {
+    if (atomic_load_explicit(&d->abort_wait, memory_order_acquire)) return -1;
     d->ops->poll();
     if (i < 64)
       pw_cpu_relax();
@@ -838,6 +863,7 @@ static void wait_consumed(const dev_state *d, uint32_t v) {
     else
       nanosleep(&(struct timespec){0, 20000}, NULL);
   }
+  return 0;
 }
 
 /* Chunk p of the job into its pinned slot, by the pool: the guarded bytes from src, the kept tail
@@ -862,20 +888,30 @@ static void run_job(pw_engine *e, defer_job *j) {
   batch_begin(e, &b);
   uint64_t seg[JOB_CHUNKS];
   unsigned pushed = 0, ahead = j->nslots < AHEAD ? j->nslots : AHEAD;
-  for (unsigned k = 0; k < j->nchunks; k++) {
+  int aborted = 0;
+  for (unsigned k = 0; k < j->nchunks && !aborted; k++) {
     /* keep a few chunks ahead in the pool, then finish the oldest; a chunk whose slot held an
      * earlier one waits for that one's DMA (ahead <= nslots: that DMA needs only stored tickets) */
     for (; pushed < j->nchunks && pushed < k + ahead; pushed++) {
-      if (pushed >= j->nslots && DROP_DEPENDENCY != 3)
-        wait_consumed(d, j->ticket0 + (pushed - j->nslots) + 1);
+      if (pushed >= j->nslots && DROP_DEPENDENCY != 3 &&
+          wait_consumed(d, j->ticket0 + (pushed - j->nslots) + 1)) {
+        aborted = 1; /* the side stream stores nothing any more: its DMAs never run */
+        break;
+      }
       seg[pushed] = push_chunk(&b, j, pushed);
     }
+    if (aborted) break;
     if (seg[k] != UINT64_MAX) pw_batch_wait(&b, seg[k]);
     size_t end = j->ch[k].at + j->ch[k].len;
     if (j->guard_id >= 0) g->release_upto(j->guard_id, end < j->hi ? end : j->hi);
     atomic_store_explicit(d->flag, j->ticket0 + k + 1, memory_order_release);
+    atomic_fetch_add_explicit(&e->progress, 1, memory_order_relaxed);
   }
-  pw_batch_end(&b);
+  pw_batch_end(&b); /* aborted: no worker writes the job's chunks after this */
+  if (aborted) {    /* every ticket of the job, so no wait of the side stream's is left for it */
+    atomic_store_explicit(d->flag, j->ticket0 + j->nchunks, memory_order_release);
+    pw_add(&pw_st.defer_aborted, 1);
+  }
   if (j->guard_id >= 0) g->release(j->guard_id);
   pw_add(&pw_st.defer_copyin_ns, pw_now_ns() - t0);
 }
@@ -953,6 +989,73 @@ static void wait_jobs(pw_engine *e, uint64_t pos) {
   while (e->copier > 0 && e->qhead != e->qtail && (pos == UINT64_MAX || e->qhead <= pos))
     pthread_cond_wait(&e->qcv, &e->qlock);
   pthread_mutex_unlock(&e->qlock);
+}
+
+/* The device's side stream will never store consumed again (error rc: its context is gone; 0: it
+ * made no progress for DRAIN_STALL_NS): the copy thread gives up waiting for it, skips the rest of
+ * such jobs (their bytes never arrive: the context's sticky error, or the end of the process or
+ * context, says so) and releases their guards; the device stages no more. */
+static void abort_copyins(dev_state *d, int rc) {
+  atomic_store_explicit(&d->status, DEV_FAILED, memory_order_release);
+  if (!d->consumed || atomic_exchange(&d->abort_wait, 1)) return;
+  if (rc)
+    pw_log(PW_LOG_ERROR,
+           "device %d's side stream failed (CUDA error %d): deferred copy-ins that wait for it are "
+           "abandoned, and the device's copies go to CUDA unchanged",
+           d->device, rc);
+  else
+    pw_log(PW_LOG_ERROR,
+           "device %d's side stream made no progress for 2 s while pinwheel drained its deferred "
+           "copies: copy-ins that wait for it are abandoned",
+           d->device);
+}
+
+#define DRAIN_STALL_NS 2000000000ull /* settle_side_streams' bound */
+
+/* An error of d's side stream, 0 if none is known: an event recorded on it and queried (never a
+ * wait; *probe keeps the event between calls, NULL once it completed). */
+static int side_error(dev_state *d, void **probe) {
+  const pw_ops *ops = d->ops;
+  int rc = 0;
+  if (!*probe) {
+    if (!(*probe = ev_get(ops, d))) return 0;
+    if ((rc = ops->event_record(*probe, d->side))) return rc;
+  }
+  if ((rc = ops->event_query(*probe)) == 1) return 0;
+  ev_put(d, *probe);
+  *probe = NULL;
+  return rc;
+}
+
+/* Wait until the queue is empty (wait_jobs(e, UINT64_MAX)), but never forever: a job that reuses
+ * its chunks waits for its side stream's stores, and a side stream whose context died (a
+ * device-side assert) never makes them.  Every millisecond the side streams are asked (an error
+ * aborts their device's waits), and after DRAIN_STALL_NS without a ticket stored every device's
+ * waits are given up.  For exit, a device reset and destroy: what is abandoned is not needed
+ * afterwards.  This thread may call CUDA; the copy thread still never does. */
+static void drain_jobs(pw_engine *e) {
+  void *probe[MAX_DEVICES] = {0};
+  uint64_t seen = atomic_load(&e->progress), t0 = pw_now_ns();
+  pthread_mutex_lock(&e->qlock);
+  while (e->copier > 0 && e->qhead != e->qtail) {
+    pthread_mutex_unlock(&e->qlock);
+    uint64_t p = atomic_load(&e->progress), now = pw_now_ns();
+    int stalled = p == seen && now - t0 > DRAIN_STALL_NS;
+    if (p != seen) seen = p, t0 = now;
+    for (int i = 0; i < MAX_DEVICES; i++) {
+      dev_state *d = atomic_load(&e->dev[i]);
+      if (!d || atomic_load_explicit(&d->status, memory_order_acquire) == DEV_PENDING ||
+          !d->consumed || atomic_load(&d->abort_wait))
+        continue;
+      int rc = d->side ? side_error(d, &probe[i]) : 0;
+      if (rc || stalled) abort_copyins(d, rc);
+    }
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+    pthread_mutex_lock(&e->qlock);
+  }
+  pthread_mutex_unlock(&e->qlock);
+  for (int i = 0; i < MAX_DEVICES; i++)
+    if (probe[i]) ev_put(atomic_load(&e->dev[i]), probe[i]);
 }
 
 /* [from, to) of src into the job's chunks, on the calling thread. */
@@ -1112,7 +1215,7 @@ static int defer_h2d(pw_engine *e, dev_state *d, const pw_transfer *c) {
   int r = fail_device(ops, d, c->stream, rc);
   if (d->consumed) {
     uint32_t end = j.ticket0 + j.nchunks;
-    if (atomic_load(d->consumed) < end) atomic_store(d->consumed, end);
+    if (ticket_before(atomic_load(d->consumed), end)) atomic_store(d->consumed, end);
   }
   pthread_mutex_unlock(&e->elock);
   wait_jobs(e, qpos);
@@ -1269,7 +1372,7 @@ int pw_engine_copy(pw_engine *e, const pw_transfer *copy) {
 void pw_engine_device_reset(pw_engine *e, int device) {
   if (!e || device < 0 || device >= MAX_DEVICES || atomic_load(&e->forked)) return;
   wait_setups(e, UINT64_MAX); /* a setup in flight would allocate into the dying context */
-  wait_jobs(e, UINT64_MAX);   /* no copy thread writes into the pinned pool the reset frees */
+  drain_jobs(e);              /* no copy thread writes into the pinned pool the reset frees */
   pthread_mutex_lock(&e->init_lock);
   dev_state *d = atomic_load(&e->dev[device]);
   if (d) {
@@ -1305,7 +1408,7 @@ void pw_engine_after_fork_child(pw_engine *e) {
 void pw_engine_destroy(pw_engine *e) {
   if (!e) return;
   wait_setups(e, UINT64_MAX);
-  wait_jobs(e, UINT64_MAX);
+  drain_jobs(e);
   pthread_mutex_lock(&e->qlock);
   e->stop = 1;
   pthread_cond_broadcast(&e->qcv);

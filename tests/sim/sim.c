@@ -27,7 +27,8 @@ typedef struct op {
   const void *src;
   size_t n;
   token *tok;
-  const uint32_t *flag; /* OP_WAIT_VALUE: runs once *flag >= value (a host store releases it);
+  const uint32_t *flag; /* OP_WAIT_VALUE: runs once *flag >= value, compared cyclically as CUDA's
+                         * GEQ does: (int32_t)(*flag - value) >= 0 (a host store releases it);
                          * OP_WRITE_VALUE: value is stored there */
   uint32_t value;
   void (*fn)(void *);
@@ -63,6 +64,8 @@ static __thread int cur_dev;
 long sim_deadlocks, sim_pageable_dma, sim_bad_handles;
 atomic_int sim_host_waiters;
 static int no_wait_value, no_write_value;
+static int die_at_write; /* sim_die_at_write_value: the error the context dies with, -1 stall */
+static int dead;         /* the context's sticky error: nothing runs, every wait reports it */
 
 static unsigned rnd(void) {
   rng ^= rng << 13;
@@ -90,6 +93,7 @@ void sim_reset(unsigned seed, int ndevices) {
   fail_copy_in = -1;
   no_wait_value = 0;
   no_write_value = 0;
+  die_at_write = dead = 0;
   sim_deadlocks = sim_pageable_dma = sim_bad_handles = 0;
   pthread_mutex_unlock(&mu);
   cur_dev = 0;
@@ -129,14 +133,20 @@ static void push(sim_stream *s, op *o) {
 
 static int runnable(sim_stream *s) {
   op *o = s->head;
-  if (!o || s->busy) return 0;
-  if (o->type == OP_WAIT_VALUE)
-    return atomic_load_explicit((_Atomic uint32_t *)o->flag, memory_order_acquire) >= o->value;
+  if (!o || s->busy || dead) return 0;
+  if (o->type == OP_WRITE_VALUE && die_at_write < 0) return 0; /* a stream that hangs there */
+  if (o->type == OP_WAIT_VALUE) /* cyclic, as cuStreamWaitValue32's GEQ: tickets wrap at 2^32 */
+    return (int32_t)(atomic_load_explicit((_Atomic uint32_t *)o->flag, memory_order_acquire) -
+                     o->value) >= 0;
   return o->type != OP_WAIT || o->tok->done;
 }
 
 static void exec_head(sim_stream *s) {
   op *o = s->head;
+  if (o->type == OP_WRITE_VALUE && die_at_write) { /* a device-side assert: the context is gone */
+    dead = die_at_write;
+    return;
+  }
   s->head = o->next;
   if (!s->head) s->tail = NULL;
   s->queued--;
@@ -218,8 +228,10 @@ static uint64_t now_ns(void) {
 
 static int run_until(int (*done)(void *), void *arg) {
   uint64_t t0 = 0;
+  if (dead) return dead;
   while (!done(arg))
     if (!step()) {
+      if (dead) return dead;
       if (!t0) t0 = now_ns();
       if (host_can_move() && now_ns() - t0 < HOST_WAIT_LIMIT_NS) {
         atomic_fetch_add(&sim_host_waiters, 1);
@@ -313,7 +325,7 @@ static int op_event_record(void *e, void *h) {
 static int op_event_query(void *e) {
   pthread_mutex_lock(&mu);
   some_steps();
-  int r = ev_done(e) ? 0 : 1;
+  int r = dead ? dead : ev_done(e) ? 0 : 1;
   pthread_mutex_unlock(&mu);
   return r;
 }
@@ -514,4 +526,9 @@ void sim_no_write_value(int on) {
 }
 void sim_no_wait_value(int on) {
   no_wait_value = on;
+}
+void sim_die_at_write_value(int err) {
+  pthread_mutex_lock(&mu);
+  die_at_write = err;
+  pthread_mutex_unlock(&mu);
 }
