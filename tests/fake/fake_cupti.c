@@ -225,10 +225,10 @@ CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
 
 CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const char **name) {
   (void)d;
-  *name = cbid == 41    ? "cudaMemcpyAsync_v3020"
-          : cbid == 211 ? "cudaLaunchKernel_v7000"
+  *name = cbid == 41                                             ? "cudaMemcpyAsync_v3020"
+          : cbid == 211                                          ? "cudaLaunchKernel_v7000"
           : cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020 ? "cudaGetDevice_v3020"
-                        : "cudaSomething_v1";
+                                                                 : "cudaSomething_v1";
   return CUPTI_SUCCESS;
 }
 
