@@ -79,6 +79,8 @@ def main():
     ap.add_argument("--bw-variants", default="", help="indices of the bw variants to run (default all)")
     ap.add_argument("--collector-formats", default="json.gz",
                     help="trace formats of --only collector, comma-separated (json, json.gz)")
+    ap.add_argument("--collector-quick", action="store_true",
+                    help="--only collector: ResNet-50 and the copy-bound loop, under pinwheel only")
     ap.add_argument("--collector-chunks", action="store_true",
                     help="--only collector: the copy-bound loop also with 16 MiB chunks")
     a = ap.parse_args()
@@ -320,9 +322,11 @@ def main():
             ("naive_copy (C, 64 MiB)", [f"{B}/naive_copy", "64", "40", "6"], r"([\d.]+) ms/iter, checksum ok"),
         ]
         rows, sizes = [], []
+        if a.collector_quick:
+            classes = classes[:2]
         for title, cmd, pat in classes:
             variants = []
-            bases = [("pinwheel", shim), ("mode off", off)]
+            bases = [("pinwheel", shim)] + ([] if a.collector_quick else [("mode off", off)])
             if title.startswith("copy-bound") and a.collector_chunks:  # CUPTI's cost per call
                 bases.insert(1, ("pinwheel 16M chunks", dict(shim, PINWHEEL_CHUNK="16M", PINWHEEL_HOST_POOL="192M")))
             for base_name, env in bases:

@@ -4,6 +4,7 @@
 # log under OUT (the per-test logs packed into one file).
 #   OUT=out ONLY='^torture_|^torch_' BENCH='copybound copy' REPS=3 bash tests/gpu/device_run.sh
 #   SUITE_S  seconds for the tests (default 300); BENCH_S seconds for each benchmark class (300)
+#   BENCH_ARGS  more arguments of bench.py (e.g. --collector-quick)
 #   RECORD=1 also the recordings of tests/gpu/record.sh, into OUT/rec.tgz (after the tests)
 # The analyzer and the CPU tests are not built (the GPU machine need not have their libraries).
 set -u
@@ -37,7 +38,7 @@ fi
 for b in ${BENCH:-}; do
   t1=$SECONDS
   PYTHONUNBUFFERED=1 timeout "${BENCH_S:-300}" python3 bench/bench.py --build build-dev \
-    --reps "${REPS:-3}" --only "$b" --log "$OUT/gpu/bench_$b.log" --md "$OUT/bench_$b.md" \
+    --reps "${REPS:-3}" --only "$b" ${BENCH_ARGS:-} --log "$OUT/gpu/bench_$b.log" --md "$OUT/bench_$b.md" \
     >"$OUT/gpu/bench_$b.out" 2>&1
   echo "bench $b: status $? in $((SECONDS - t1)) s"
   cat "$OUT/bench_$b.md" 2>/dev/null || tail -n 20 "$OUT/gpu/bench_$b.out"
