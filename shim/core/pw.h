@@ -15,6 +15,8 @@
  *   engine/pool.c       the lazily started copy worker pool; batches of chunks streamed to it.
  *   engine/engine.c     the staging engine; reaches CUDA only through a pw_ops table.
  *   engine/guard.c      the source guard of deferred copies (userfaultfd write-protect).
+ *   engine/numa.c       on a host of several NUMA nodes: a device's node, its pool and the
+ *                       staging threads placed there.
  *   front/runtime.c     the runtime front end: the exported cuda* wrappers (hooks.def), pw_real.
  *   front/runtime_ops.c the pw_ops table over the real CUDA runtime functions.
  *   front/drv.c         the driver front end: cu* wrappers (drv_hooks.def), dlsym,
@@ -237,6 +239,7 @@ enum {
   PW_CLASS_PROFILER
 };
 
+#define PW_NUMA_DEVICES 16
 typedef struct pw_stats {
   _Atomic uint64_t hook_calls[PW_HOOK_COUNT];
   _Atomic uint64_t hook_ns[PW_HOOK_COUNT];
@@ -269,6 +272,12 @@ typedef struct pw_stats {
   _Atomic uint64_t device_resets; /* device states dropped at cudaDeviceReset */
   _Atomic uint64_t pool_parts;    /* parts copied or mapped by the pool's worker threads */
   _Atomic uint64_t pool_busy;     /* batches that found every lane of the pool taken: alone */
+  /* NUMA (hosts of several nodes, engine/numa.h): per device, 1 + the node of its PCI function
+   * and 1 + the node its pinned pool's first page is on (0: not known); staging threads placed */
+  _Atomic uint64_t numa_device_node[PW_NUMA_DEVICES], numa_pool_node[PW_NUMA_DEVICES];
+  _Atomic uint64_t numa_threads_placed;          /* staging threads that moved there */
+  _Atomic uint64_t numa_threads_node, numa_cpus; /* 1 + their node (0: none), its CPUs */
+  _Atomic uint64_t numa_mixed;                   /* devices on several nodes: not placed */
 } pw_stats;
 
 extern pw_stats pw_st;

@@ -183,6 +183,46 @@ static void text_calls(buf_t *b) {
   }
 }
 
+/* On a host of several NUMA nodes: each device's node, where its pool landed, the threads. */
+static void text_numa(buf_t *b) {
+  for (int d = 0; d < PW_NUMA_DEVICES; d++) {
+    uint64_t node = pw_get(&pw_st.numa_device_node[d]), pool = pw_get(&pw_st.numa_pool_node[d]);
+    if (!node) continue;
+    bprintf(b, "  NUMA: device %d on node %llu, its pinned pool on node ", d,
+            (unsigned long long)node - 1);
+    bprintf(b, pool ? "%llu\n" : "unknown\n", (unsigned long long)pool - 1);
+  }
+  uint64_t tn = pw_get(&pw_st.numa_threads_node);
+  if (tn)
+    bprintf(b, "  NUMA: staging threads on node %llu (%llu CPUs; %llu threads moved there)\n",
+            (unsigned long long)tn - 1, (unsigned long long)pw_get(&pw_st.numa_cpus),
+            (unsigned long long)pw_get(&pw_st.numa_threads_placed));
+  else if (pw_get(&pw_st.numa_mixed))
+    bprintf(b, "  NUMA: devices on several nodes; staging threads not placed\n");
+}
+
+/* "numa": the devices' nodes and their pools' (null: unknown, or a host of one node), the
+ * staging threads' node (null: not placed) and CPUs, "mixed" when devices sit on several. */
+static void json_numa(buf_t *b) {
+  bprintf(b, "\"numa\":{\"devices\":[");
+  int first = 1;
+  for (int d = 0; d < PW_NUMA_DEVICES; d++) {
+    uint64_t node = pw_get(&pw_st.numa_device_node[d]), pool = pw_get(&pw_st.numa_pool_node[d]);
+    if (!node) continue;
+    bprintf(b, "%s{\"device\":%d,\"node\":%llu,\"pool_node\":", first ? "" : ",", d,
+            (unsigned long long)node - 1);
+    bprintf(b, pool ? "%llu}" : "null}", (unsigned long long)pool - 1);
+    first = 0;
+  }
+  uint64_t tn = pw_get(&pw_st.numa_threads_node);
+  bprintf(b, "],\"threads_node\":");
+  bprintf(b, tn ? "%llu" : "null", (unsigned long long)tn - 1);
+  bprintf(b, ",\"threads_cpus\":%llu,\"threads_placed\":%llu,\"mixed\":%s},",
+          (unsigned long long)pw_get(&pw_st.numa_cpus),
+          (unsigned long long)pw_get(&pw_st.numa_threads_placed),
+          pw_get(&pw_st.numa_mixed) ? "true" : "false");
+}
+
 /* What the engine staged: paths, time, memory, the program's own host copies. */
 static void text_staging(buf_t *b) {
   char h1[32], h2[32];
@@ -206,6 +246,7 @@ static void text_staging(buf_t *b) {
           human_bytes(pw_get(&pw_st.pinned_bytes_allocated), h1, sizeof h1),
           human_bytes(pw_get(&pw_st.ring_bytes_allocated), h2, sizeof h2),
           (unsigned long long)pw_get(&pw_st.sync_elided));
+  text_numa(b);
   if (pw_get(&pw_st.host_copies[0].calls) || pw_get(&pw_st.host_copies[1].calls))
     bprintf(b,
             "  the program's memcpy into its pinned memory %llu (%s), out of it %llu (%s), on the "
@@ -359,6 +400,7 @@ static void write_json(buf_t *b) {
           (unsigned long long)pw_get(&pw_st.defer_copyin_ns),
           (unsigned long long)pw_get(&pw_st.guard_writes_waited),
           (unsigned long long)pw_get(&pw_st.guard_wait_ns));
+  json_numa(b);
   bprintf(b, "\"not_deferred\":{");
   for (int r = 0; r < ND_COUNT; r++)
     if (r != PW_ND_GUARD) /* the guard's "ok" */

@@ -33,6 +33,7 @@
  * Lock order: init_lock, then a device's lock.
  */
 #define _GNU_SOURCE
+#include "numa.h"
 #include "pw.h"
 
 #include <pthread.h>
@@ -391,6 +392,29 @@ static void publish(dev_state *d, arena *a, unsigned idx, void *ev) {
 
 /* ---- per-device state ---- */
 
+/* The device's NUMA node on a host of several (-1: one node, or unknown): the pool is allocated
+ * with that node preferred (numa.h), and the staging threads are placed there. */
+static int numa_node_of(const pw_ops *ops, int device) {
+  char bus[64];
+  if (pw_numa_nodes() < 2 || ops->pci_bus_id(device, bus, (int)sizeof bus) != 0) {
+    ops->clear_error();
+    return -1;
+  }
+  return pw_numa_node_of_pci(bus);
+}
+
+/* After the pool's allocation: where it landed, for the summary, and the threads' placement. */
+static void numa_after_pool(int device, int node, const void *pool) {
+  if (node < 0) return;
+  int on = pw_numa_node_of_addr(pool);
+  if (device >= 0 && device < PW_NUMA_DEVICES) {
+    atomic_store(&pw_st.numa_device_node[device], (uint64_t)node + 1);
+    atomic_store(&pw_st.numa_pool_node[device], on >= 0 ? (uint64_t)on + 1 : 0);
+  }
+  pw_log(PW_LOG_INFO, "device %d on NUMA node %d: pinned pool on node %d", device, node, on);
+  pw_numa_place(node);
+}
+
 /* Allocate a device's pinned pool, ring and side stream; publishes the status last. */
 static void setup_dev(pw_engine *e, dev_state *d) {
   const pw_ops *ops = d->ops;
@@ -401,8 +425,12 @@ static void setup_dev(pw_engine *e, dev_state *d) {
   size_t pool = e->cfg.host_pool;
   if (pool < (MAX_PENDING + 2) * (size_t)(64 << 10)) pool = (MAX_PENDING + 2) * (size_t)(64 << 10);
   void *p = NULL;
+  int node = numa_node_of(ops, device);
+  pw_numa_policy policy;
+  int prefer = node >= 0 && pw_numa_prefer(node, &policy) == 0;
   /* one page more than the arena: the deferral flag lives there, in pinned, mapped memory */
   int rc = ops->host_alloc(&p, pool + 4096);
+  if (prefer) pw_numa_restore(&policy);
   if (rc != 0 || !p) {
     ops->clear_error();
     pw_log(PW_LOG_WARN,
@@ -413,6 +441,7 @@ static void setup_dev(pw_engine *e, dev_state *d) {
   } else {
     d->pinned = p;
     d->host.size = pool;
+    numa_after_pool(device, node, p);
     pw_add(&pw_st.pinned_bytes_allocated, pool);
     size_t ring = e->cfg.device_ring;
     if (ring) {
@@ -918,6 +947,7 @@ static void run_job(pw_engine *e, defer_job *j) {
 
 static void *copier_main(void *arg) {
   pw_engine *e = arg;
+  unsigned numa_seen = 0; /* the staging threads' NUMA placement this thread follows (numa.h) */
   pthread_mutex_lock(&e->qlock);
   for (;;) {
     while (e->qhead == e->qtail && !e->stop)
@@ -930,6 +960,7 @@ static void *copier_main(void *arg) {
     }
     defer_job *j = &e->jobs[e->qhead % JOB_MAX];
     pthread_mutex_unlock(&e->qlock);
+    pw_numa_apply(&numa_seen);
     run_job(e, j);
     pthread_mutex_lock(&e->qlock);
     e->qhead++;

@@ -30,6 +30,7 @@
  * (a leaf).
  */
 #define _GNU_SOURCE
+#include "numa.h"
 #include "pw.h"
 
 #include <pthread.h>
@@ -135,7 +136,9 @@ static int work_one(unsigned *next) {
 static void *worker(void *arg) {
   unsigned next = (unsigned)(uintptr_t)arg % LANES;
   unsigned seen = atomic_load(&wake_gen);
+  unsigned numa_seen = 0; /* the NUMA placement this worker follows (numa.h) */
   for (;;) {
+    pw_numa_apply(&numa_seen);
     while (work_one(&next))
       ;
     uint64_t t0 = pw_now_ns();

@@ -27,6 +27,7 @@ extern const pw_ops pw_drv_ops;
 int pw_drv_resolve(void);
 /* drv_ops.c: the engine's two ops only the driver has, for both backends (0 or a CUresult). */
 int pw_drv_alloc_range(const void *p, void **base, size_t *size);
+int pw_drv_pci_bus_id(int device, char *buf, int len);
 int pw_drv_wait_host_value(void *s, const uint32_t *flag, uint32_t value);
 int pw_drv_write_host_value(void *s, uint32_t *flag, uint32_t value);
 void pw_drv_ops_fork_child(void);

@@ -230,14 +230,21 @@ static int op_copy_async(void *dst, const void *src, size_t n, int dir, void *s)
 static int op_stream_sync(void *s) {
   return CALL(cuStreamSynchronize, (CUstream)s);
 }
-/* The two ops below have no runtime counterpart: the runtime backend (runtime_ops.c) calls these
- * same functions, through the driver in the process (libcudart loads it). */
+/* The ops below have no runtime counterpart (or, the bus id, need none): the runtime backend
+ * (runtime_ops.c) calls these same functions, through the driver in the process (libcudart
+ * loads it). */
 int pw_drv_alloc_range(const void *p, void **base, size_t *size) {
   CUdeviceptr b = 0;
   int rc = pw_drv_resolve() ? CALL(cuMemGetAddressRange_v2, &b, size, (CUdeviceptr)(uintptr_t)p)
                             : (int)MISSING;
   *base = (void *)(uintptr_t)b;
   return rc;
+}
+int pw_drv_pci_bus_id(int device, char *buf, int len) {
+  CUdevice d;
+  if (!pw_drv_resolve()) return MISSING;
+  int rc = CALL(cuDeviceGet, &d, device);
+  return rc ? rc : CALL(cuDeviceGetPCIBusId, buf, len, d);
 }
 /* flag lies in pinned memory allocated portable and mapped (host_alloc): its device address is
  * what the stream waits on.  A runtime stream handle is the driver's CUstream (the legacy and
@@ -258,6 +265,9 @@ int pw_drv_write_host_value(void *s, uint32_t *flag, uint32_t value) {
 }
 static int op_alloc_range(const void *p, void **base, size_t *size) {
   return pw_drv_alloc_range(p, base, size);
+}
+static int op_pci_bus_id(int device, char *buf, int len) {
+  return pw_drv_pci_bus_id(device, buf, len);
 }
 static int op_wait_host_value(void *s, const uint32_t *flag, uint32_t value) {
   return pw_drv_wait_host_value(s, flag, value);

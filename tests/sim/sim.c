@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <time.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -404,6 +405,11 @@ static void op_poll(void) {
   pthread_mutex_lock(&mu);
   step();
   pthread_mutex_unlock(&mu);
+}
+/* Device d's PCI bus id: 0000:3B:0d.0 (a test's fake sysfs tree gives it a NUMA node). */
+static int op_pci_bus_id(int device, char *buf, int len) {
+  snprintf(buf, (size_t)len, "0000:3B:%02X.0", device & 0x1f);
+  return 0;
 }
 static int op_alloc_range(const void *p, void **base, size_t *size) {
   pthread_mutex_lock(&mu);

@@ -1,0 +1,205 @@
+/* numa.c — the NUMA node of a device, its CPUs, and the staging placed there (numa.h).
+ *
+ * Memory: the device setup prefers the node for its own thread while the pinned pool is
+ * allocated (set_mempolicy, MPOL_PREFERRED: a full node still gives pages elsewhere), puts the
+ * thread's policy back, and reads where the pool's first page landed (get_mempolicy), which the
+ * summary reports.  Threads: the pool's workers and the copy thread set their own affinity when
+ * they see a new placement; the program's threads are never moved.  No libnuma: three system
+ * calls and a few sysfs files.  Nothing here allocates after the first placement.
+ */
+#define _GNU_SOURCE
+#include "numa.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "pw.h"
+
+enum { MPOL_DEFAULT_ = 0, MPOL_PREFERRED_ = 1, MPOL_F_NODE_ = 1, MPOL_F_ADDR_ = 2 };
+#define MAXNODE (16 * 8 * sizeof(unsigned long))
+
+const char *pw_numa_root = "/sys";
+
+static int read_line(const char *rel, char *buf, size_t len) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", pw_numa_root, rel);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, len - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  buf[strcspn(buf, "\n")] = 0;
+  return 0;
+}
+
+static int parse_uint(const char **s, long *v) {
+  if (!isdigit((unsigned char)**s)) return -1;
+  char *end;
+  errno = 0;
+  *v = strtol(*s, &end, 10);
+  if (errno || *v < 0 || *v >= CPU_SETSIZE) return -1;
+  *s = end;
+  return 0;
+}
+
+int pw_cpulist_parse(const char *s, cpu_set_t *set) {
+  CPU_ZERO(set);
+  if (!*s) return 0;
+  for (;;) {
+    long a, b;
+    if (parse_uint(&s, &a)) return -1;
+    b = a;
+    if (*s == '-') {
+      s++;
+      if (parse_uint(&s, &b) || b < a) return -1;
+    }
+    for (long c = a; c <= b; c++)
+      CPU_SET((int)c, set);
+    if (!*s) return 0;
+    if (*s++ != ',') return -1;
+  }
+}
+
+int pw_cpulist_format(const cpu_set_t *set, char *buf, size_t len) {
+  size_t at = 0;
+  int n = 0;
+  if (len) buf[0] = 0;
+  for (int c = 0; c < CPU_SETSIZE; c++) {
+    if (!CPU_ISSET(c, set)) continue;
+    int e = c;
+    while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, set))
+      e++;
+    n += e - c + 1;
+    int w = e > c ? snprintf(buf + at, at < len ? len - at : 0, "%s%d-%d", at ? "," : "", c, e)
+                  : snprintf(buf + at, at < len ? len - at : 0, "%s%d", at ? "," : "", c);
+    at += w > 0 ? (size_t)w : 0;
+    c = e;
+  }
+  return n;
+}
+
+int pw_numa_nodes(void) {
+  char line[256];
+  cpu_set_t nodes; /* a node list has a cpulist's syntax */
+  if (read_line("devices/system/node/online", line, sizeof line) || pw_cpulist_parse(line, &nodes))
+    return 1;
+  int n = CPU_COUNT(&nodes);
+  return n > 0 ? n : 1;
+}
+
+int pw_numa_node_of_pci(const char *busid) {
+  unsigned dom, bus, dev, fn;
+  char tail;
+  if (!busid || sscanf(busid, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) != 4 || dom > 0xffff ||
+      bus > 0xff || dev > 0x1f || fn > 7)
+    return -1;
+  char rel[96], line[32];
+  snprintf(rel, sizeof rel, "bus/pci/devices/%04x:%02x:%02x.%x/numa_node", dom, bus, dev, fn);
+  if (read_line(rel, line, sizeof line)) return -1;
+  char *end;
+  long node = strtol(line, &end, 10);
+  return end != line && !*end && node >= 0 && node < (long)MAXNODE ? (int)node : -1;
+}
+
+int pw_numa_cpus(int node, cpu_set_t *set) {
+  char rel[96], line[1024];
+  cpu_set_t mine;
+  snprintf(rel, sizeof rel, "devices/system/node/node%d/cpulist", node);
+  if (node < 0 || read_line(rel, line, sizeof line) || pw_cpulist_parse(line, set) ||
+      sched_getaffinity(0, sizeof mine, &mine))
+    return 0;
+  CPU_AND(set, set, &mine);
+  return CPU_COUNT(set);
+}
+
+int pw_numa_prefer(int node, pw_numa_policy *saved) {
+  saved->ok = 0;
+  if (node < 0 || node >= (int)MAXNODE) return -1;
+  if (syscall(SYS_get_mempolicy, &saved->mode, saved->mask, MAXNODE, NULL, 0UL) != 0) return -1;
+  unsigned long want[16] = {0};
+  want[node / (8 * sizeof(unsigned long))] = 1UL << (node % (8 * sizeof(unsigned long)));
+  if (syscall(SYS_set_mempolicy, MPOL_PREFERRED_, want, MAXNODE) != 0) return -1;
+  saved->ok = 1;
+  return 0;
+}
+
+void pw_numa_restore(const pw_numa_policy *saved) {
+  if (saved->ok) (void)syscall(SYS_set_mempolicy, saved->mode, saved->mask, MAXNODE);
+}
+
+int pw_numa_node_of_addr(const void *p) {
+  int node = -1;
+  if (syscall(SYS_get_mempolicy, &node, NULL, 0UL, p, (unsigned long)(MPOL_F_NODE_ | MPOL_F_ADDR_)))
+    return -1;
+  return node;
+}
+
+/* ---- the staging threads' placement ---- */
+
+static pthread_mutex_t place_lock = PTHREAD_MUTEX_INITIALIZER;
+static int placed_node = -1;   /* under place_lock: -1 none, -2 several nodes */
+static cpu_set_t placed_cpus;  /* under place_lock: what the threads run on */
+static cpu_set_t process_cpus; /* under place_lock: the affinity before the first placement */
+static _Atomic unsigned place_gen;
+
+void pw_numa_place(int node) {
+  cpu_set_t set;
+  if (node < 0 || pw_numa_cpus(node, &set) == 0) return;
+  pthread_mutex_lock(&place_lock);
+  if (placed_node == -1) {
+    if (sched_getaffinity(0, sizeof process_cpus, &process_cpus) == 0) {
+      placed_node = node;
+      placed_cpus = set;
+      atomic_fetch_add(&place_gen, 1);
+      atomic_store(&pw_st.numa_threads_node, (uint64_t)node + 1);
+      atomic_store(&pw_st.numa_cpus, (uint64_t)CPU_COUNT(&set));
+      pw_log(PW_LOG_INFO, "staging threads placed on NUMA node %d (%d CPUs)", node,
+             CPU_COUNT(&set));
+    }
+  } else if (placed_node >= 0 && placed_node != node) { /* devices on two nodes: undo */
+    placed_node = -2;
+    placed_cpus = process_cpus;
+    atomic_fetch_add(&place_gen, 1);
+    atomic_store(&pw_st.numa_threads_node, 0);
+    atomic_store(&pw_st.numa_mixed, 1);
+    pw_log(PW_LOG_INFO, "devices on several NUMA nodes: staging threads not placed");
+  }
+  pthread_mutex_unlock(&place_lock);
+}
+
+void pw_numa_apply(unsigned *seen) {
+  unsigned g = atomic_load_explicit(&place_gen, memory_order_acquire);
+  if (g == *seen) return;
+  pthread_mutex_lock(&place_lock);
+  cpu_set_t set = placed_cpus;
+  g = atomic_load(&place_gen);
+  pthread_mutex_unlock(&place_lock);
+  *seen = g;
+  if (CPU_COUNT(&set) && pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0)
+    pw_add(&pw_st.numa_threads_placed, 1);
+}
+
+int pw_numa_placement(cpu_set_t *set) {
+  pthread_mutex_lock(&place_lock);
+  int node = placed_node;
+  if (set) *set = placed_cpus;
+  pthread_mutex_unlock(&place_lock);
+  return node;
+}
+
+void pw_numa_reset(void) {
+  pthread_mutex_lock(&place_lock);
+  if (placed_node != -1) placed_cpus = process_cpus; /* the threads go back */
+  placed_node = -1;
+  atomic_fetch_add(&place_gen, 1);
+  pthread_mutex_unlock(&place_lock);
+}

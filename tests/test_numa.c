@@ -1,0 +1,237 @@
+/* test_numa.c — NUMA placement (shim/engine/numa.c) on a fake sysfs tree: the topology read back,
+ * and the engine on the simulator placing a device's staging threads on its node, leaving a host
+ * of one node as it is, and undoing the placement when devices sit on two nodes.  The simulator's
+ * device d has the PCI bus id 0000:3B:dd.0. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "numa.h"
+#include "pw.h"
+#include "sim/sim.h"
+
+static char tree[128];
+static cpu_set_t mine, node0, node1; /* this process's CPUs; the fake nodes': first, the rest */
+
+static void put(const char *rel, const char *text) {
+  char path[512], dir[512];
+  snprintf(path, sizeof path, "%s/%s", tree, rel);
+  for (char *p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
+    snprintf(dir, sizeof dir, "%.*s", (int)(p - path), path);
+    if (mkdir(dir, 0755) && errno != EEXIST) fail_msg("mkdir %s: %s", dir, strerror(errno));
+  }
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* A tree of `nodes` nodes (1 or 2); sim devices 0 and 1 on nodes dev0 and dev1. */
+static void make_tree(int nodes, int dev0, int dev1) {
+  char list[4096], num[16];
+  snprintf(tree, sizeof tree, "/tmp/pwtest-numa-%d-%d-%d", (int)getpid(), nodes, dev1);
+  put("devices/system/node/online", nodes == 2 ? "0-1\n" : "0\n");
+  pw_cpulist_format(nodes == 2 ? &node0 : &mine, list, sizeof list);
+  put("devices/system/node/node0/cpulist", list);
+  if (nodes == 2) {
+    pw_cpulist_format(&node1, list, sizeof list);
+    put("devices/system/node/node1/cpulist", list);
+  }
+  snprintf(num, sizeof num, "%d\n", dev0);
+  put("bus/pci/devices/0000:3b:00.0/numa_node", num);
+  snprintf(num, sizeof num, "%d\n", dev1);
+  put("bus/pci/devices/0000:3b:01.0/numa_node", num);
+  pw_numa_root = tree;
+}
+
+static int setup_cpus(void **state) {
+  (void)state;
+  assert_int_equal(sched_getaffinity(0, sizeof mine, &mine), 0);
+  CPU_ZERO(&node0);
+  CPU_ZERO(&node1);
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &mine)) {
+      if (first < 0) {
+        first = c;
+        CPU_SET(c, &node0);
+      } else {
+        CPU_SET(c, &node1);
+      }
+    }
+  if (!CPU_COUNT(&node1)) CPU_SET(first, &node1); /* one CPU: both nodes have it */
+  return 0;
+}
+
+static void test_cpulist(void **state) {
+  (void)state;
+  cpu_set_t s;
+  char buf[64];
+  assert_int_equal(pw_cpulist_parse("0-3,8,10-11", &s), 0);
+  assert_int_equal(CPU_COUNT(&s), 7);
+  assert_int_equal(pw_cpulist_format(&s, buf, sizeof buf), 7);
+  assert_string_equal(buf, "0-3,8,10-11");
+  assert_int_equal(pw_cpulist_parse("", &s), 0);
+  assert_int_equal(CPU_COUNT(&s), 0);
+  const char *bad[] = {"3-1", "a", "1,", "1-", "-1", "1;2", "99999"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    if (pw_cpulist_parse(bad[i], &s) == 0) fail_msg("\"%s\" parsed", bad[i]);
+}
+
+static void test_topology(void **state) {
+  (void)state;
+  make_tree(2, 1, -1);
+  assert_int_equal(pw_numa_nodes(), 2);
+  assert_int_equal(pw_numa_node_of_pci("0000:3B:00.0"), 1);
+  assert_int_equal(pw_numa_node_of_pci("00000000:3b:00.0"), 1); /* nvidia-smi's 8-digit domain */
+  assert_int_equal(pw_numa_node_of_pci("0000:3B:01.0"), -1);    /* sysfs says -1 */
+  assert_int_equal(pw_numa_node_of_pci("0000:3B:02.0"), -1);    /* no such device */
+  assert_int_equal(pw_numa_node_of_pci("0000:3B:00.0 "), -1);   /* not a bus id */
+  assert_int_equal(pw_numa_node_of_pci("../../x"), -1);
+  cpu_set_t s;
+  assert_int_equal(pw_numa_cpus(1, &s), CPU_COUNT(&node1));
+  assert_true(CPU_EQUAL(&s, &node1));
+  assert_int_equal(pw_numa_cpus(7, &s), 0);
+  pw_numa_root = "/nonexistent";
+  assert_int_equal(pw_numa_nodes(), 1);
+}
+
+/* Threads of this process whose affinity is exactly set. */
+static int threads_on(const cpu_set_t *set) {
+  char want[4096], path[300], line[4200];
+  pw_cpulist_format(set, want, sizeof want);
+  DIR *d = opendir("/proc/self/task");
+  assert_non_null(d);
+  int n = 0;
+  for (struct dirent *t; (t = readdir(d));) {
+    if (t->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/status", t->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    while (fgets(line, sizeof line, f))
+      if (!strncmp(line, "Cpus_allowed_list:", 18)) {
+        char *v = line + 18;
+        v += strspn(v, " \t");
+        v[strcspn(v, "\n")] = 0;
+        n += !strcmp(v, want);
+      }
+    fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+
+/* Stage one 4 MiB H2D copy per device given, checked byte for byte, with 4 staging threads. */
+static void stage(int devices) {
+  pw_stats_reset();
+  sim_reset(1, devices);
+  pw_engine_config cfg = {.mode = PW_MODE_STAGE,
+                          .min_bytes = 1,
+                          .host_pool = 6 << 20,
+                          .device_ring = 8 << 20,
+                          .chunk = 1 << 20,
+                          .threads = 4,
+                          .d2h = 1};
+  pw_engine *e = pw_engine_create(&sim_ops, &cfg);
+  size_t n = 4 << 20;
+  unsigned char *src = malloc(n);
+  for (size_t i = 0; i < n; i++)
+    src[i] = (unsigned char)(i * 7 + 3);
+  for (int rep = 0; rep < 3; rep++) /* the workers see the placement when they next wake */
+    for (int dev = 0; dev < devices; dev++) {
+      assert_int_equal(sim_ops.set_device(dev), 0); /* the copy's device is the thread's */
+      unsigned char *dst = sim_device_alloc(dev, n);
+      pw_transfer c = {
+          .dst = dst, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = sim_stream_new(dev)};
+      pw_describe(&sim_ops, &c);
+      assert_true(pw_engine_copy(e, &c) >= 0);
+      sim_drain();
+      assert_memory_equal(dst, src, n);
+    }
+  assert_int_equal(sim_ops.set_device(0), 0);
+  pw_engine_destroy(e);
+  free(src);
+}
+
+static void test_one_node_unchanged(void **state) {
+  (void)state;
+  make_tree(1, 0, 0);
+  stage(1);
+  assert_int_equal(pw_get(&pw_st.numa_device_node[0]), 0);
+  assert_int_equal(pw_get(&pw_st.numa_threads_node), 0);
+  assert_int_equal(pw_get(&pw_st.numa_threads_placed), 0);
+  assert_int_equal(pw_numa_placement(NULL), -1);
+}
+
+static void test_placed_on_device_node(void **state) {
+  (void)state;
+  make_tree(2, 1, 0);
+  stage(1);
+  assert_int_equal(pw_get(&pw_st.numa_device_node[0]), 2); /* 1 + node 1 */
+  assert_int_equal(pw_get(&pw_st.numa_threads_node), 2);
+  assert_int_equal(pw_get(&pw_st.numa_cpus), CPU_COUNT(&node1));
+  assert_true(pw_get(&pw_st.numa_threads_placed) >= 1);
+  cpu_set_t s;
+  assert_int_equal(pw_numa_placement(&s), 1);
+  assert_true(CPU_EQUAL(&s, &node1));
+  if (!CPU_EQUAL(&node1, &mine)) assert_true(threads_on(&node1) >= 1); /* workers moved */
+  cpu_set_t me;
+  assert_int_equal(sched_getaffinity(0, sizeof me, &me), 0);
+  assert_true(CPU_EQUAL(&me, &mine)); /* the program's thread never moves */
+  char path[160];
+  snprintf(path, sizeof path, "%s/summary.json", tree);
+  FILE *out = fopen(path, "w+");
+  assert_non_null(out);
+  pw_stats_write(fileno(out), PW_FMT_JSON);
+  fflush(out);
+  rewind(out);
+  char buf[1 << 16];
+  size_t got = fread(buf, 1, sizeof buf - 1, out);
+  buf[got] = 0;
+  fclose(out);
+  assert_non_null(strstr(buf, "\"numa\":{\"devices\":[{\"device\":0,\"node\":1,\"pool_node\":"));
+  assert_non_null(strstr(buf, "\"threads_node\":1,"));
+  pw_numa_reset();
+}
+
+static void test_two_nodes_undone(void **state) {
+  (void)state;
+  make_tree(2, 1, 0);
+  stage(2);
+  assert_int_equal(pw_get(&pw_st.numa_device_node[0]), 2);
+  assert_int_equal(pw_get(&pw_st.numa_device_node[1]), 1);
+  assert_int_equal(pw_get(&pw_st.numa_threads_node), 0);
+  assert_int_equal(pw_get(&pw_st.numa_mixed), 1);
+  assert_int_equal(pw_numa_placement(NULL), -2);
+  pw_numa_reset();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cpulist),
+      cmocka_unit_test(test_topology),
+      cmocka_unit_test(test_one_node_unchanged),
+      cmocka_unit_test(test_placed_on_device_node),
+      cmocka_unit_test(test_two_nodes_undone),
+  };
+  int rc = cmocka_run_group_tests(tests, setup_cpus, NULL);
+  if (tree[0]) {
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf /tmp/pwtest-numa-%d-*", (int)getpid());
+    if (system(cmd)) rc = rc ? rc : 1;
+  }
+  return rc;
+}
