@@ -179,7 +179,9 @@ void pw_numa_place(int node) {
 void pw_numa_apply(unsigned *seen) {
   unsigned g = atomic_load_explicit(&place_gen, memory_order_acquire);
   if (g == *seen) return;
-  pthread_mutex_lock(&place_lock);
+  /* never waits: a fork while another thread held the lock leaves it held in the child, whose
+   * threads then keep the affinity they have */
+  if (pthread_mutex_trylock(&place_lock)) return;
   cpu_set_t set = placed_cpus;
   g = atomic_load(&place_gen);
   pthread_mutex_unlock(&place_lock);
