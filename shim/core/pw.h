@@ -311,6 +311,9 @@ extern const int pw_hook_count;
 /* Write the exit summary (format PW_FMT_*) to fd. */
 void pw_stats_write(int fd, int format);
 
+/* The first cap-1 bytes of a small file (sysfs, cgroup), NUL-terminated: 0, or -1. */
+int pw_read_small(const char *path, char *buf, size_t cap);
+
 /* ---- copy routines (memcpy.c) ---- */
 typedef void (*pw_memcpy_fn)(void *dst, const void *src, size_t n);
 enum { PW_MEMCPY_PORTABLE = 0, PW_COPY_NT_SSE2, PW_MEMCPY_NT_AVX };

@@ -179,7 +179,7 @@ int pw_parse_cpu_max(const char *text) {
   return cpus > 4096 ? 4096 : (int)cpus;
 }
 
-static int read_small(const char *path, char *buf, size_t cap) {
+int pw_read_small(const char *path, char *buf, size_t cap) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   ssize_t r = read(fd, buf, cap - 1);
@@ -193,7 +193,7 @@ static int read_small(const char *path, char *buf, size_t cap) {
 static int cgroup_cpus(void) {
   char line[4096], path[4600], buf[128];
   int best = 0;
-  if (read_small("/proc/self/cgroup", line, sizeof line) == 0) {
+  if (pw_read_small("/proc/self/cgroup", line, sizeof line) == 0) {
     char *v2 = strstr(line, "0::");
     if (v2 && (v2 == line || v2[-1] == '\n')) {
       char *rel = v2 + 3;
@@ -201,7 +201,7 @@ static int cgroup_cpus(void) {
       if (!rel[0]) rel = "/";
       for (;;) { /* the limit in force is the smallest on the way up to the root */
         snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpu.max", strcmp(rel, "/") ? rel : "");
-        if (read_small(path, buf, sizeof buf) == 0) {
+        if (pw_read_small(path, buf, sizeof buf) == 0) {
           int c = pw_parse_cpu_max(buf);
           if (c > 0 && (best == 0 || c < best)) best = c;
         }
@@ -217,8 +217,8 @@ static int cgroup_cpus(void) {
   }
   /* cgroup v1 (or a hybrid hierarchy whose cpu controller is still on v1) */
   char q[64], p[64];
-  if (read_small("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", q, sizeof q) == 0 &&
-      read_small("/sys/fs/cgroup/cpu/cpu.cfs_period_us", p, sizeof p) == 0) {
+  if (pw_read_small("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", q, sizeof q) == 0 &&
+      pw_read_small("/sys/fs/cgroup/cpu/cpu.cfs_period_us", p, sizeof p) == 0) {
     q[strcspn(q, "\n")] = 0;
     p[strcspn(p, "\n")] = 0;
     snprintf(buf, sizeof buf, "%s %s", q, p);

@@ -28,15 +28,11 @@ enum { MPOL_DEFAULT_ = 0, MPOL_PREFERRED_ = 1, MPOL_F_NODE_ = 1, MPOL_F_ADDR_ = 
 
 const char *pw_numa_root = "/sys";
 
+/* The first line of the file rel under pw_numa_root: 0, or -1. */
 static int read_line(const char *rel, char *buf, size_t len) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s", pw_numa_root, rel);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, len - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = 0;
+  if (pw_read_small(path, buf, len)) return -1;
   buf[strcspn(buf, "\n")] = 0;
   return 0;
 }
