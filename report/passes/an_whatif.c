@@ -30,7 +30,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The sync on the same thread that directly follows a copy call (within 50 us), if any. */
+/* A call that only asks (the device, the last error, capture state, ...): pinwheel's collector
+ * leaves these out (shim/collector/trace.c, quiet_runtime and quiet_driver), torch.profiler and
+ * nsys record them; between a copy and its sync they are skipped, so every trace of one program
+ * gives the same answer.  A name matches with or without a version suffix (_v3020, _ptsz). */
+static int is_query(const an_trace *t, const an_call *c) {
+  static const char *const q[] = {
+      "cudaGetDevice", "cudaGetDeviceCount", "cudaGetDeviceFlags", "cudaDeviceGetAttribute",
+      "cudaGetLastError", "cudaPeekAtLastError", "cudaDriverGetVersion", "cudaRuntimeGetVersion",
+      "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo", "cudaStreamGetDevice",
+      "cuDevicePrimaryCtxGetState", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetAttribute",
+      "cuDriverGetVersion", "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetLimit",
+      "cuCtxGetStreamPriorityRange", "cuKernelGetName", "cuKernelGetAttribute", "cuGetProcAddress",
+      "cuGetErrorString", "cuGetErrorName", "cuStreamGetCtx", "cuStreamIsCapturing",
+      "cuStreamGetCaptureInfo"};
+  if (c->api != AN_API_OTHER) return 0;
+  const char *n = an_name(t, c->name);
+  if (!n) return 0;
+  for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+    size_t l = strlen(q[i]);
+    if (!strncmp(n, q[i], l) && (n[l] == 0 || n[l] == '_')) return 1;
+  }
+  return 0;
+}
+
+/* The sync on the same thread that directly follows a copy call (within 50 us, queries between
+ * them skipped), if any. */
 static const an_call *sync_after(const an_trace *t, const an_call *c) {
   size_t lo = 0, hi = t->ncalls; /* calls are sorted by start */
   while (lo < hi) {
@@ -41,7 +66,7 @@ static const an_call *sync_after(const an_trace *t, const an_call *c) {
       hi = mid;
   }
   for (size_t i = lo; i < t->ncalls && t->calls[i].s - c->e <= 50000; i++)
-    if (t->calls[i].tid == c->tid)
+    if (t->calls[i].tid == c->tid && !is_query(t, &t->calls[i]))
       return t->calls[i].api == AN_API_STREAM_SYNC ? &t->calls[i] : NULL;
   return NULL;
 }
