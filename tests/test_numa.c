@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -137,7 +138,9 @@ static int threads_on(const cpu_set_t *set) {
 /* Stage one 4 MiB H2D copy per device given, checked byte for byte, with 4 staging threads. */
 static void stage(int devices) {
   pw_stats_reset();
+  const char *root = pw_numa_root;
   sim_reset(1, devices);
+  pw_numa_root = root;
   pw_engine_config cfg = {.mode = PW_MODE_STAGE,
                           .min_bytes = 1,
                           .host_pool = 6 << 20,
@@ -207,6 +210,32 @@ static void test_placed_on_device_node(void **state) {
   pw_numa_reset();
 }
 
+/* The memory policy of the thread that set the device up (here the test's, as with
+ * PINWHEEL_SETUP=inline) is what it was: default stays default, and an explicit one (numactl
+ * --membind) is never replaced, the pool then goes where the user's policy puts it. */
+static void test_thread_policy_kept(void **state) {
+  (void)state;
+  int mode = -1;
+  unsigned long mask[16] = {0};
+  make_tree(2, 1, 0);
+  stage(1);
+  assert_int_equal(syscall(SYS_get_mempolicy, &mode, mask, 1025, NULL, 0UL), 0);
+  assert_int_equal(mode, 0); /* MPOL_DEFAULT */
+  pw_numa_reset();
+  unsigned long node0_mask[16] = {1}; /* MPOL_BIND to node 0, the machine's own first node */
+  if (syscall(SYS_set_mempolicy, 2, node0_mask, 1025) != 0) {
+    print_message("set_mempolicy refused here (%s): explicit policy not checked\n",
+                  strerror(errno));
+    return;
+  }
+  stage(1);
+  assert_int_equal(syscall(SYS_get_mempolicy, &mode, mask, 1025, NULL, 0UL), 0);
+  assert_int_equal(mode, 2); /* still MPOL_BIND */
+  assert_int_equal(mask[0], 1);
+  assert_int_equal(syscall(SYS_set_mempolicy, 0, NULL, 0UL), 0);
+  pw_numa_reset();
+}
+
 static void test_two_nodes_undone(void **state) {
   (void)state;
   make_tree(2, 1, 0);
@@ -225,6 +254,7 @@ int main(void) {
       cmocka_unit_test(test_topology),
       cmocka_unit_test(test_one_node_unchanged),
       cmocka_unit_test(test_placed_on_device_node),
+      cmocka_unit_test(test_thread_policy_kept),
       cmocka_unit_test(test_two_nodes_undone),
   };
   int rc = cmocka_run_group_tests(tests, setup_cpus, NULL);

@@ -35,15 +35,20 @@
  * nsys record them; between a copy and its sync they are skipped, so every trace of one program
  * gives the same answer.  A name matches with or without a version suffix (_v3020, _ptsz). */
 static int is_query(const an_trace *t, const an_call *c) {
-  static const char *const q[] = {
-      "cudaGetDevice", "cudaGetDeviceCount", "cudaGetDeviceFlags", "cudaDeviceGetAttribute",
-      "cudaGetLastError", "cudaPeekAtLastError", "cudaDriverGetVersion", "cudaRuntimeGetVersion",
-      "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo", "cudaStreamGetDevice",
-      "cuDevicePrimaryCtxGetState", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetAttribute",
-      "cuDriverGetVersion", "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetLimit",
-      "cuCtxGetStreamPriorityRange", "cuKernelGetName", "cuKernelGetAttribute", "cuGetProcAddress",
-      "cuGetErrorString", "cuGetErrorName", "cuStreamGetCtx", "cuStreamIsCapturing",
-      "cuStreamGetCaptureInfo"};
+  static const char *const q[] = {"cudaGetDevice",         "cudaGetDeviceCount",
+                                  "cudaGetDeviceFlags",    "cudaDeviceGetAttribute",
+                                  "cudaGetLastError",      "cudaPeekAtLastError",
+                                  "cudaDriverGetVersion",  "cudaRuntimeGetVersion",
+                                  "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo",
+                                  "cudaStreamGetDevice",   "cuDevicePrimaryCtxGetState",
+                                  "cuDeviceGet",           "cuDeviceGetCount",
+                                  "cuDeviceGetAttribute",  "cuDriverGetVersion",
+                                  "cuCtxGetCurrent",       "cuCtxGetDevice",
+                                  "cuCtxGetLimit",         "cuCtxGetStreamPriorityRange",
+                                  "cuKernelGetName",       "cuKernelGetAttribute",
+                                  "cuGetProcAddress",      "cuGetErrorString",
+                                  "cuGetErrorName",        "cuStreamGetCtx",
+                                  "cuStreamIsCapturing",   "cuStreamGetCaptureInfo"};
   if (c->api != AN_API_OTHER) return 0;
   const char *n = an_name(t, c->name);
   if (!n) return 0;

@@ -723,6 +723,8 @@ static const CUpti_CallbackId quiet_runtime[] = {
     R(cudaStreamGetCaptureInfo_v2_ptsz_v11030),
     R(cudaStreamGetCaptureInfo_v12030),
     R(cudaStreamGetCaptureInfo_ptsz_v12030),
+    R(cudaStreamGetDevice_v12080),
+    R(cudaStreamGetDevice_ptsz_v12080),
 };
 #undef R
 #define D(n) CUPTI_DRIVER_TRACE_CBID_##n
@@ -734,6 +736,7 @@ static const CUpti_CallbackId quiet_driver[] = {
     D(cuDriverGetVersion),
     D(cuCtxGetCurrent),
     D(cuCtxGetDevice),
+    D(cuCtxGetDevice_v2),
     D(cuCtxGetLimit),
     D(cuCtxGetStreamPriorityRange),
     D(cuKernelGetName),
@@ -744,6 +747,8 @@ static const CUpti_CallbackId quiet_driver[] = {
     D(cuGetErrorName),
     D(cuStreamGetCtx),
     D(cuStreamGetCtx_ptsz),
+    D(cuStreamGetCtx_v2),
+    D(cuStreamGetCtx_v2_ptsz),
     D(cuStreamIsCapturing),
     D(cuStreamIsCapturing_ptsz),
     D(cuStreamGetCaptureInfo),
@@ -755,15 +760,16 @@ static const CUpti_CallbackId quiet_driver[] = {
 };
 #undef D
 
-/* Switch the queries' records off (after their kinds were enabled: enabling a kind resets the
- * per-call switches).  A CUPTI without the switches records every call. */
-static void quiet_queries(void) {
-  size_t off = 0;
+/* Switch the queries' records off (on: 1, when CUPTI goes to the program's own profiler, which
+ * gets CUPTI as it would without pinwheel), after their kinds were enabled: enabling a kind
+ * resets the per-call switches.  A CUPTI without the switches records every call. */
+static void quiet_queries(int on) {
+  size_t n = 0;
   for (size_t i = 0; cu.runtime_api && i < sizeof quiet_runtime / sizeof *quiet_runtime; i++)
-    off += cu.runtime_api(quiet_runtime[i], 0) == CUPTI_SUCCESS;
+    n += cu.runtime_api(quiet_runtime[i], (uint8_t)on) == CUPTI_SUCCESS;
   for (size_t i = 0; cu.driver_api && i < sizeof quiet_driver / sizeof *quiet_driver; i++)
-    off += cu.driver_api(quiet_driver[i], 0) == CUPTI_SUCCESS;
-  pw_log(PW_LOG_DEBUG, "trace: records of %zu query calls left out", off);
+    n += cu.driver_api(quiet_driver[i], (uint8_t)on) == CUPTI_SUCCESS;
+  pw_log(PW_LOG_DEBUG, "trace: records of %zu query calls %s", n, on ? "back on" : "left out");
 }
 
 /* Register the buffer callbacks and enable the activity kinds: CUPTI_SUCCESS or its error (NVTX
@@ -786,7 +792,7 @@ static CUptiResult enable_activities(void) {
     else if (e != CUPTI_SUCCESS && kinds[i] != CUPTI_ACTIVITY_KIND_DRIVER)
       r = e;
   }
-  if (r == CUPTI_SUCCESS) quiet_queries();
+  if (r == CUPTI_SUCCESS) quiet_queries(0);
   return r;
 }
 
@@ -895,6 +901,7 @@ __attribute__((visibility("default"))) CUptiResult CUPTIAPI cuptiActivityRegiste
            "ends here, complete, and CUPTI goes to the program's profiler",
            path);
     finish();
+    quiet_queries(1);
   }
   CUptiResult (*real)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
       cu.register_callbacks;

@@ -25,6 +25,7 @@
 #include "real.h"
 #include "front.h"
 #include "guard.h"
+#include "numa.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -69,6 +70,7 @@ static void child_after_fork(void) {
   pw_drv_fork_child();
   pw_pinned_after_fork_child();
   pw_pool_after_fork_child();
+  pw_numa_after_fork_child();
   pw_engine_after_fork_child(pw_eng);
   pw_trace_fork_child();
   pw_elide_stream = NULL;

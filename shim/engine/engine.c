@@ -396,7 +396,8 @@ static void publish(dev_state *d, arena *a, unsigned idx, void *ev) {
  * with that node preferred (numa.h), and the staging threads are placed there. */
 static int numa_node_of(const pw_ops *ops, int device) {
   char bus[64];
-  if (pw_numa_nodes() < 2 || ops->pci_bus_id(device, bus, (int)sizeof bus) != 0) {
+  if (pw_numa_nodes() < 2) return -1;
+  if (ops->pci_bus_id(device, bus, (int)sizeof bus) != 0) {
     ops->clear_error();
     return -1;
   }
@@ -426,11 +427,14 @@ static void setup_dev(pw_engine *e, dev_state *d) {
   if (pool < (MAX_PENDING + 2) * (size_t)(64 << 10)) pool = (MAX_PENDING + 2) * (size_t)(64 << 10);
   void *p = NULL;
   int node = numa_node_of(ops, device);
-  pw_numa_policy policy;
-  int prefer = node >= 0 && pw_numa_prefer(node, &policy) == 0;
+  cpu_set_t cpus;
+  /* a node whose CPUs this process may not use (numactl --cpunodebind elsewhere, a memory-only
+   * node) gets neither the pool nor the threads */
+  if (node >= 0 && pw_numa_cpus(node, &cpus) == 0) node = -1;
+  int prefer = node >= 0 && pw_numa_prefer(node) == 0;
   /* one page more than the arena: the deferral flag lives there, in pinned, mapped memory */
   int rc = ops->host_alloc(&p, pool + 4096);
-  if (prefer) pw_numa_restore(&policy);
+  if (prefer) pw_numa_unprefer();
   if (rc != 0 || !p) {
     ops->clear_error();
     pw_log(PW_LOG_WARN,
@@ -947,7 +951,7 @@ static void run_job(pw_engine *e, defer_job *j) {
 
 static void *copier_main(void *arg) {
   pw_engine *e = arg;
-  unsigned numa_seen = 0; /* the staging threads' NUMA placement this thread follows (numa.h) */
+  pw_numa_thread numa = {0}; /* the staging threads' NUMA placement this thread follows */
   pthread_mutex_lock(&e->qlock);
   for (;;) {
     while (e->qhead == e->qtail && !e->stop)
@@ -960,7 +964,7 @@ static void *copier_main(void *arg) {
     }
     defer_job *j = &e->jobs[e->qhead % JOB_MAX];
     pthread_mutex_unlock(&e->qlock);
-    pw_numa_apply(&numa_seen);
+    pw_numa_apply(&numa);
     run_job(e, j);
     pthread_mutex_lock(&e->qlock);
     e->qhead++;

@@ -11,7 +11,6 @@
 #include "numa.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,22 +27,22 @@ enum { MPOL_DEFAULT_ = 0, MPOL_PREFERRED_ = 1, MPOL_F_NODE_ = 1, MPOL_F_ADDR_ = 
 
 const char *pw_numa_root = "/sys";
 
-/* The first line of the file rel under pw_numa_root: 0, or -1. */
+/* The first line of the file rel under pw_numa_root: 0, or -1 (also when the file fills the
+ * buffer: a cut cpulist would still parse). */
 static int read_line(const char *rel, char *buf, size_t len) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s", pw_numa_root, rel);
-  if (pw_read_small(path, buf, len)) return -1;
+  if (pw_read_small(path, buf, len) || strlen(buf) >= len - 1) return -1;
   buf[strcspn(buf, "\n")] = 0;
   return 0;
 }
 
 static int parse_uint(const char **s, long *v) {
+  long x = 0;
   if (!isdigit((unsigned char)**s)) return -1;
-  char *end;
-  errno = 0;
-  *v = strtol(*s, &end, 10);
-  if (errno || *v < 0 || *v >= CPU_SETSIZE) return -1;
-  *s = end;
+  for (; isdigit((unsigned char)**s); (*s)++)
+    if ((x = x * 10 + (**s - '0')) >= CPU_SETSIZE) return -1;
+  *v = x;
   return 0;
 }
 
@@ -75,8 +74,10 @@ int pw_cpulist_format(const cpu_set_t *set, char *buf, size_t len) {
     while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, set))
       e++;
     n += e - c + 1;
-    int w = e > c ? snprintf(buf + at, at < len ? len - at : 0, "%s%d-%d", at ? "," : "", c, e)
-                  : snprintf(buf + at, at < len ? len - at : 0, "%s%d", at ? "," : "", c);
+    char *p = at < len ? buf + at : NULL;
+    size_t room = at < len ? len - at : 0;
+    int w = e > c ? snprintf(p, room, "%s%d-%d", at ? "," : "", c, e)
+                  : snprintf(p, room, "%s%d", at ? "," : "", c);
     at += w > 0 ? (size_t)w : 0;
     c = e;
   }
@@ -107,7 +108,7 @@ int pw_numa_node_of_pci(const char *busid) {
 }
 
 int pw_numa_cpus(int node, cpu_set_t *set) {
-  char rel[96], line[1024];
+  char rel[96], line[8192];
   cpu_set_t mine;
   snprintf(rel, sizeof rel, "devices/system/node/node%d/cpulist", node);
   if (node < 0 || read_line(rel, line, sizeof line) || pw_cpulist_parse(line, set) ||
@@ -117,19 +118,20 @@ int pw_numa_cpus(int node, cpu_set_t *set) {
   return CPU_COUNT(set);
 }
 
-int pw_numa_prefer(int node, pw_numa_policy *saved) {
-  saved->ok = 0;
-  if (node < 0 || node >= (int)MAXNODE) return -1;
-  if (syscall(SYS_get_mempolicy, &saved->mode, saved->mask, MAXNODE, NULL, 0UL) != 0) return -1;
+int pw_numa_prefer(int node) {
+  int mode = -1;
+  unsigned long mask[16];
+  if (node < 0 || node >= (int)MAXNODE - 1) return -1;
+  /* the kernel reads maxnode - 1 bits: MAXNODE + 1 covers every bit of the mask */
+  if (syscall(SYS_get_mempolicy, &mode, mask, MAXNODE + 1, NULL, 0UL) != 0 || mode != MPOL_DEFAULT_)
+    return -1;
   unsigned long want[16] = {0};
   want[node / (8 * sizeof(unsigned long))] = 1UL << (node % (8 * sizeof(unsigned long)));
-  if (syscall(SYS_set_mempolicy, MPOL_PREFERRED_, want, MAXNODE) != 0) return -1;
-  saved->ok = 1;
-  return 0;
+  return syscall(SYS_set_mempolicy, MPOL_PREFERRED_, want, MAXNODE + 1) == 0 ? 0 : -1;
 }
 
-void pw_numa_restore(const pw_numa_policy *saved) {
-  if (saved->ok) (void)syscall(SYS_set_mempolicy, saved->mode, saved->mask, MAXNODE);
+void pw_numa_unprefer(void) {
+  (void)syscall(SYS_set_mempolicy, MPOL_DEFAULT_, NULL, 0UL);
 }
 
 int pw_numa_node_of_addr(const void *p) {
@@ -142,28 +144,27 @@ int pw_numa_node_of_addr(const void *p) {
 /* ---- the staging threads' placement ---- */
 
 static pthread_mutex_t place_lock = PTHREAD_MUTEX_INITIALIZER;
-static int placed_node = -1;   /* under place_lock: -1 none, -2 several nodes */
-static cpu_set_t placed_cpus;  /* under place_lock: what the threads run on */
-static cpu_set_t process_cpus; /* under place_lock: the affinity before the first placement */
+static int placed_node = -1;  /* under place_lock: -1 none, -2 several nodes */
+static cpu_set_t placed_cpus; /* under place_lock: the node's CPUs; empty: none */
 static _Atomic unsigned place_gen;
 
 void pw_numa_place(int node) {
-  cpu_set_t set;
-  if (node < 0 || pw_numa_cpus(node, &set) == 0) return;
+  cpu_set_t set, usable;
+  char rel[96], line[8192];
+  snprintf(rel, sizeof rel, "devices/system/node/node%d/cpulist", node);
+  if (node < 0 || read_line(rel, line, sizeof line) || pw_cpulist_parse(line, &set)) return;
+  int n = pw_numa_cpus(node, &usable); /* for the summary: within this thread's affinity */
   pthread_mutex_lock(&place_lock);
-  if (placed_node == -1) {
-    if (sched_getaffinity(0, sizeof process_cpus, &process_cpus) == 0) {
-      placed_node = node;
-      placed_cpus = set;
-      atomic_fetch_add(&place_gen, 1);
-      atomic_store(&pw_st.numa_threads_node, (uint64_t)node + 1);
-      atomic_store(&pw_st.numa_cpus, (uint64_t)CPU_COUNT(&set));
-      pw_log(PW_LOG_INFO, "staging threads placed on NUMA node %d (%d CPUs)", node,
-             CPU_COUNT(&set));
-    }
+  if (placed_node == -1 && CPU_COUNT(&set)) {
+    placed_node = node;
+    placed_cpus = set;
+    atomic_fetch_add(&place_gen, 1);
+    atomic_store(&pw_st.numa_threads_node, (uint64_t)node + 1);
+    atomic_store(&pw_st.numa_cpus, (uint64_t)n);
+    pw_log(PW_LOG_INFO, "staging threads placed on NUMA node %d (%d CPUs)", node, n);
   } else if (placed_node >= 0 && placed_node != node) { /* devices on two nodes: undo */
     placed_node = -2;
-    placed_cpus = process_cpus;
+    CPU_ZERO(&placed_cpus);
     atomic_fetch_add(&place_gen, 1);
     atomic_store(&pw_st.numa_threads_node, 0);
     atomic_store(&pw_st.numa_mixed, 1);
@@ -172,16 +173,25 @@ void pw_numa_place(int node) {
   pthread_mutex_unlock(&place_lock);
 }
 
-void pw_numa_apply(unsigned *seen) {
+void pw_numa_apply(pw_numa_thread *t) {
   unsigned g = atomic_load_explicit(&place_gen, memory_order_acquire);
-  if (g == *seen) return;
-  /* never waits: a fork while another thread held the lock leaves it held in the child, whose
-   * threads then keep the affinity they have */
+  if (g == t->seen) return;
+  /* never waits: a fork while another thread held the lock leaves it held in the child (until
+   * pw_numa_after_fork_child), whose threads then keep the affinity they have */
   if (pthread_mutex_trylock(&place_lock)) return;
   cpu_set_t set = placed_cpus;
   g = atomic_load(&place_gen);
   pthread_mutex_unlock(&place_lock);
-  *seen = g;
+  t->seen = g;
+  if (!CPU_COUNT(&set)) { /* no placement (any more): back to the thread's own */
+    if (t->saved) (void)pthread_setaffinity_np(pthread_self(), sizeof t->own, &t->own);
+    return;
+  }
+  if (!t->saved) {
+    if (pthread_getaffinity_np(pthread_self(), sizeof t->own, &t->own)) return;
+    t->saved = 1;
+  }
+  CPU_AND(&set, &set, &t->own);
   if (CPU_COUNT(&set) && pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0)
     pw_add(&pw_st.numa_threads_placed, 1);
 }
@@ -196,8 +206,16 @@ int pw_numa_placement(cpu_set_t *set) {
 
 void pw_numa_reset(void) {
   pthread_mutex_lock(&place_lock);
-  if (placed_node != -1) placed_cpus = process_cpus; /* the threads go back */
   placed_node = -1;
+  CPU_ZERO(&placed_cpus);
   atomic_fetch_add(&place_gen, 1);
   pthread_mutex_unlock(&place_lock);
+}
+
+void pw_numa_after_fork_child(void) {
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  place_lock = fresh;
+  placed_node = -1;
+  CPU_ZERO(&placed_cpus);
+  atomic_fetch_add(&place_gen, 1);
 }

@@ -33,26 +33,31 @@ int pw_numa_node_of_pci(const char *busid);
 /* Node's CPUs that this process may run on: their count (0: none, or unknown). */
 int pw_numa_cpus(int node, cpu_set_t *set);
 
-/* The calling thread's memory policy, saved so it can be put back. */
-typedef struct {
-  int mode, ok;
-  unsigned long mask[16];
-} pw_numa_policy;
-/* Prefer node for this thread's new pages: 0, or -1 (the policy is unchanged). */
-int pw_numa_prefer(int node, pw_numa_policy *saved);
-void pw_numa_restore(const pw_numa_policy *saved);
+/* Prefer node for this thread's new pages: 0, or -1 (the policy is unchanged).  Only a thread
+ * with the default policy is changed: an explicit one (numactl --membind, --interleave, ...) is
+ * the user's choice and stays.  pw_numa_unprefer puts the default back. */
+int pw_numa_prefer(int node);
+void pw_numa_unprefer(void);
 /* The node of the page at p (resident), or -1. */
 int pw_numa_node_of_addr(const void *p);
 
 /* Placement of the staging threads: the node of every device set up so far when they agree (a
- * second node: the threads go back to the process's affinity).  pw_numa_place is called by the
- * device setup; pw_numa_apply by a staging thread before it works, with its own generation
- * counter (starting at 0): a relaxed load when nothing changed. */
+ * second node: each thread goes back to the affinity it had).  pw_numa_place is called by the
+ * device setup; pw_numa_apply by a staging thread before it works, with its own state (zeroed
+ * at the thread's start): a relaxed load when nothing changed.  A thread runs on the node's
+ * CPUs within the affinity it had before; none there: it stays as it is. */
+typedef struct {
+  unsigned seen;
+  int saved; /* own holds the thread's affinity before its first placement */
+  cpu_set_t own;
+} pw_numa_thread;
 void pw_numa_place(int node);
-void pw_numa_apply(unsigned *seen);
-/* The placement: the node (-1: none; -2: devices on several nodes) and its CPUs' count. */
+void pw_numa_apply(pw_numa_thread *t);
+/* The placement: the node (-1: none; -2: devices on several nodes) and the node's CPUs. */
 int pw_numa_placement(cpu_set_t *set);
-/* Forget the placement (tests; after fork the threads are new anyway). */
+/* Forget the placement: the threads go back (tests). */
 void pw_numa_reset(void);
+/* In a forked child: no placement, the lock new (the parent's may have been held). */
+void pw_numa_after_fork_child(void);
 
 #endif

@@ -136,9 +136,9 @@ static int work_one(unsigned *next) {
 static void *worker(void *arg) {
   unsigned next = (unsigned)(uintptr_t)arg % LANES;
   unsigned seen = atomic_load(&wake_gen);
-  unsigned numa_seen = 0; /* the NUMA placement this worker follows (numa.h) */
+  pw_numa_thread numa = {0}; /* the NUMA placement this worker follows (numa.h) */
   for (;;) {
-    pw_numa_apply(&numa_seen);
+    pw_numa_apply(&numa);
     while (work_one(&next))
       ;
     uint64_t t0 = pw_now_ns();

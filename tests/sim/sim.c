@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "sim.h"
 
+#include "numa.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -76,6 +78,9 @@ static unsigned rnd(void) {
 }
 
 void sim_reset(unsigned seed, int ndevices) {
+  /* the simulated devices' bus ids may name real ones: the host's own NUMA topology stays out of
+   * the simulation (tests/test_numa.c points this at its fake tree after the reset) */
+  pw_numa_root = "/nonexistent-pinwheel-sim";
   pthread_mutex_lock(&mu);
   rng = seed * 2654435761u + 1;
   for (int i = 0; i < nstreams; i++)
