@@ -243,8 +243,9 @@ int pw_drv_alloc_range(const void *p, void **base, size_t *size) {
 int pw_drv_pci_bus_id(int device, char *buf, int len) {
   CUdevice d;
   if (!pw_drv_resolve()) return MISSING;
-  int rc = CALL(cuDeviceGet, &d, device);
-  return rc ? rc : CALL(cuDeviceGetPCIBusId, buf, len, d);
+  /* asked by a device's setup, through its gate as the setup's allocations are (§9) */
+  int rc = GATED(1, CALL(cuDeviceGet, &d, device));
+  return rc ? rc : GATED(1, CALL(cuDeviceGetPCIBusId, buf, len, d));
 }
 /* flag lies in pinned memory allocated portable and mapped (host_alloc): its device address is
  * what the stream waits on.  A runtime stream handle is the driver's CUstream (the legacy and
