@@ -935,6 +935,23 @@ static void test_deferred_tickets_wrap(void **state) {
   pw_engine_test_ticket_start = 0;
 }
 
+/* One H2D copy of n bytes of 0x5A from a new malloc block (*src) into new device memory (*dev)
+ * on a new stream (*s) of device 0, through a 4 MiB pool with PINWHEEL_DEFER=defer and the test
+ * guard; it must go through the ring.  Returns the engine. */
+static pw_engine *ring_copy(int defer, size_t n, void **s, char **dev, unsigned char **src) {
+  pw_engine_config cfg = small_cfg(24 << 20, 4 << 20, 1 << 20);
+  cfg.defer = defer;
+  cfg.guard = &test_guard;
+  pw_engine *e = pw_engine_create(&sim_ops, &cfg);
+  *s = sim_stream_new(0);
+  *dev = sim_device_alloc(0, n);
+  *src = malloc(n);
+  memset(*src, 0x5A, n);
+  pw_transfer c = {.dst = *dev, .src = *src, .n = n, .dir = PW_DIR_H2D, .stream = *s};
+  pw_describe(&sim_ops, &c);
+  assert_int_equal(pw_engine_copy(e, &c), PW_PATH_RING);
+  return e;
+}
 /* Without the copy thread's wait for the DMA of a chunk's previous tenant, the bytes are wrong;
  * and a copy larger than half the pool is not deferred (staged as before, bytes right) where
  * streams cannot store a host value, or with PINWHEEL_DEFER=1. */
@@ -950,18 +967,11 @@ static void test_deferred_reuse_without_consumed_wait_is_caught(void **state) {
     sim_no_write_value(k == 0);
     pw_stats_reset();
     atomic_store(&mismatches, 0);
-    pw_engine_config cfg = small_cfg(24 << 20, 4 << 20, 1 << 20);
-    cfg.defer = k == 0 ? 2 : 1;
-    cfg.guard = &test_guard;
-    pw_engine *e = pw_engine_create(&sim_ops, &cfg);
-    void *s = sim_stream_new(0);
     size_t n = 6 << 20;
-    char *dev = sim_device_alloc(0, n);
-    unsigned char *src = malloc(n);
-    memset(src, 0x5A, n);
-    pw_transfer c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
-    pw_describe(&sim_ops, &c);
-    assert_int_equal(pw_engine_copy(e, &c), PW_PATH_RING);
+    void *s;
+    char *dev;
+    unsigned char *src;
+    pw_engine *e = ring_copy(k == 0 ? 2 : 1, n, &s, &dev, &src);
     enqueue_check(s, dev, src, n);
     memset(src, 0xEE, n);
     sim_stream_sync(s);
@@ -991,18 +1001,11 @@ static void dead_side_stream_run(int err, int reset) {
   sim_reset(5, 1);
   pw_stats_reset();
   sim_die_at_write_value(err);
-  pw_engine_config cfg = small_cfg(24 << 20, 4 << 20, 1 << 20);
-  cfg.defer = 2;
-  cfg.guard = &test_guard;
-  pw_engine *e = pw_engine_create(&sim_ops, &cfg);
-  void *s = sim_stream_new(0);
   size_t n = 12 << 20;
-  char *dev = sim_device_alloc(0, n);
-  unsigned char *src = malloc(n);
-  memset(src, 0x5A, n);
-  pw_transfer c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
-  pw_describe(&sim_ops, &c);
-  assert_int_equal(pw_engine_copy(e, &c), PW_PATH_RING);
+  void *s;
+  char *dev;
+  unsigned char *src;
+  pw_engine *e = ring_copy(2, n, &s, &dev, &src);
   assert_int_equal(pw_get(&pw_st.deferred.calls), 1);
   uint64_t t0 = pw_now_ns();
   alarm(20);
