@@ -1028,6 +1028,62 @@ static void dead_side_stream_run(int err, int reset) {
   sim_reset(1, 1);
 }
 
+/* A device reset waits for another device's side stream that is slow, not dead: device 1's
+ * copy (reusing chunks, a byte pattern that differs per chunk) has its side stream held at its
+ * first store for 2.5 s, longer than the 2 s stall bound, while device 0 is reset.  Its copy-in
+ * must not be given up (once: the stream then moved on and copied stale chunks to the device). */
+static void *resume_later(void *arg) {
+  (void)arg;
+  nanosleep(&(struct timespec){2, 500000000}, NULL);
+  sim_die_at_write_value(0);
+  return NULL;
+}
+
+static void test_reset_waits_for_slow_other_device(void **state) {
+  sim_reset(7, 2);
+  pw_stats_reset();
+  atomic_store(&mismatches, 0);
+  pw_engine_config cfg = small_cfg(24 << 20, 4 << 20, 1 << 20);
+  cfg.defer = 2;
+  cfg.guard = &test_guard;
+  pw_engine *e = pw_engine_create(&sim_ops, &cfg);
+  assert_int_equal(sim_ops.set_device(0), 0); /* device 0 set up (a copy too small to defer) */
+  void *s0 = sim_stream_new(0);
+  size_t n = 12 << 20;
+  char *dev0 = sim_device_alloc(0, 512 << 10);
+  unsigned char *src = malloc(n);
+  for (size_t i = 0; i < n; i++)
+    src[i] = (unsigned char)(i / (1 << 20) * 37 + i % 251);
+  pw_transfer c0 = {.dst = dev0, .src = src, .n = 512 << 10, .dir = PW_DIR_H2D, .stream = s0};
+  pw_describe(&sim_ops, &c0);
+  assert_true(pw_engine_copy(e, &c0) >= 0);
+  sim_stream_sync(s0);
+  sim_die_at_write_value(-1); /* side streams hold at their next store, without an error */
+  assert_int_equal(sim_ops.set_device(1), 0);
+  void *s1 = sim_stream_new(1);
+  char *dev1 = sim_device_alloc(1, n);
+  pw_transfer c1 = {.dst = dev1, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s1};
+  pw_describe(&sim_ops, &c1);
+  assert_int_equal(pw_engine_copy(e, &c1), PW_PATH_RING);
+  assert_int_equal(pw_get(&pw_st.deferred.calls), 1);
+  enqueue_check(s1, dev1, src, n);
+  assert_int_equal(sim_ops.set_device(0), 0);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, resume_later, NULL), 0);
+  uint64_t t0 = pw_now_ns();
+  pw_engine_device_reset(e, 0);
+  uint64_t ms = (pw_now_ns() - t0) / 1000000;
+  pthread_join(th, NULL);
+  sim_stream_sync(s1);
+  if (ms < 2000) fail_msg("the reset returned after %llu ms, before device 1 moved on", ms);
+  assert_int_equal(pw_get(&pw_st.defer_aborted), 0);
+  assert_int_equal(atomic_load(&mismatches), 0);
+  assert_int_equal(pw_get(&pw_st.internal_errors), 0);
+  pw_engine_destroy(e);
+  free(src);
+  sim_reset(1, 1);
+}
+
 static void test_deferred_dead_side_stream(void **state) {
   signal(SIGALRM, on_alarm);
   for (int reset = 0; reset < 2; reset++) {
@@ -1192,6 +1248,7 @@ int main(void) {
       cmocka_unit_test(test_deferred_tickets_wrap),
       cmocka_unit_test(test_deferred_reuse_without_consumed_wait_is_caught),
       cmocka_unit_test(test_deferred_dead_side_stream),
+      cmocka_unit_test(test_reset_waits_for_slow_other_device),
       cmocka_unit_test(test_not_deferred_reasons),
   };
   pw_log_set_level(PW_LOG_ERROR - 1); /* the failure tests log errors on purpose */

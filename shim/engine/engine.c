@@ -527,7 +527,7 @@ static void wait_setups(pw_engine *e, uint64_t limit_ns) {
 }
 
 static pw_engine *_Atomic exit_engine;
-static void drain_jobs(pw_engine *e);
+static void drain_jobs(pw_engine *e, int only);
 
 /* At exit, once the deferred copy-ins are done: what pinwheel queued on each device's side stream
  * finishes first (at most 2 s a device: its DMAs may wait for the program's own streams), so a
@@ -556,7 +556,7 @@ static void wait_setups_at_exit(void) {
   pw_engine *e = atomic_load(&exit_engine);
   wait_setups(e, 10ull * 1000000000);
   if (e && getpid() == e->pid) {
-    drain_jobs(e);
+    drain_jobs(e, -1);
     settle_side_streams(e);
   }
 }
@@ -1052,11 +1052,21 @@ static void abort_copyins(dev_state *d, int rc) {
 static int side_error(dev_state *d, void **probe) {
   const pw_ops *ops = d->ops;
   int rc = 0;
-  if (!*probe) {
-    if (!(*probe = ev_get(ops, d))) return 0;
-    if ((rc = ops->event_record(*probe, d->side))) return rc;
+  if (!*probe) { /* the probe is made and recorded with d's device current, then put back */
+    int cur = -1;
+    if (ops->get_device(&cur)) {
+      ops->clear_error();
+      return 0;
+    }
+    rc = cur == d->device ? 0 : ops->set_device(d->device);
+    if (!rc && (*probe = ev_get(ops, d)) != NULL) rc = ops->event_record(*probe, d->side);
+    if (cur != d->device) (void)ops->set_device(cur);
+    if (rc || !*probe) ops->clear_error();
+    if (rc && *probe) ev_put(d, *probe), *probe = NULL;
+    if (rc || !*probe) return rc;
   }
   if ((rc = ops->event_query(*probe)) == 1) return 0;
+  if (rc) ops->clear_error();
   ev_put(d, *probe);
   *probe = NULL;
   return rc;
@@ -1064,11 +1074,13 @@ static int side_error(dev_state *d, void **probe) {
 
 /* Wait until the queue is empty (wait_jobs(e, UINT64_MAX)), but never forever: a job that reuses
  * its chunks waits for its side stream's stores, and a side stream whose context died (a
- * device-side assert) never makes them.  Every millisecond the side streams are asked (an error
- * aborts their device's waits), and after DRAIN_STALL_NS without a ticket stored every device's
- * waits are given up.  For exit, a device reset and destroy: what is abandoned is not needed
- * afterwards.  This thread may call CUDA; the copy thread still never does. */
-static void drain_jobs(pw_engine *e) {
+ * device-side assert) never makes them.  Every millisecond the side streams are asked: an error
+ * aborts that device's waits (its bytes never arrive: the context is gone).  After
+ * DRAIN_STALL_NS without a ticket stored, the waits of `only` are given up (a device reset: its
+ * memory goes with the context), or, when only is -1 (exit, destroy), every device's.  A slow
+ * side stream of another device is waited for: giving it up would let its DMAs copy stale
+ * chunks once it moves.  This thread may call CUDA; the copy thread still never does. */
+static void drain_jobs(pw_engine *e, int only) {
   void *probe[MAX_DEVICES] = {0};
   uint64_t seen = atomic_load(&e->progress), t0 = pw_now_ns();
   pthread_mutex_lock(&e->qlock);
@@ -1083,7 +1095,7 @@ static void drain_jobs(pw_engine *e) {
           !d->consumed || atomic_load(&d->abort_wait))
         continue;
       int rc = d->side ? side_error(d, &probe[i]) : 0;
-      if (rc || stalled) abort_copyins(d, rc);
+      if (rc || (stalled && (only < 0 || only == i))) abort_copyins(d, rc);
     }
     nanosleep(&(struct timespec){0, 1000000}, NULL);
     pthread_mutex_lock(&e->qlock);
@@ -1407,7 +1419,7 @@ int pw_engine_copy(pw_engine *e, const pw_transfer *copy) {
 void pw_engine_device_reset(pw_engine *e, int device) {
   if (!e || device < 0 || device >= MAX_DEVICES || atomic_load(&e->forked)) return;
   wait_setups(e, UINT64_MAX); /* a setup in flight would allocate into the dying context */
-  drain_jobs(e);              /* no copy thread writes into the pinned pool the reset frees */
+  drain_jobs(e, device);      /* no copy thread writes into the pinned pool the reset frees */
   pthread_mutex_lock(&e->init_lock);
   dev_state *d = atomic_load(&e->dev[device]);
   if (d) {
@@ -1443,7 +1455,7 @@ void pw_engine_after_fork_child(pw_engine *e) {
 void pw_engine_destroy(pw_engine *e) {
   if (!e) return;
   wait_setups(e, UINT64_MAX);
-  drain_jobs(e);
+  drain_jobs(e, -1);
   pthread_mutex_lock(&e->qlock);
   e->stop = 1;
   pthread_cond_broadcast(&e->qcv);
