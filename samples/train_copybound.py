@@ -4,9 +4,10 @@
     --mode naive     pageable CPU batches, blocking x.to('cuda')   (run it under pinwheel too)
     --mode prefetch  hand-written: pre-pinned batches, a side stream, non_blocking copies of the
                      next batch while this one computes, wait_stream / record_stream
-    --mode waited    pre-pinned batches, each copied on a side stream when the step asks for it and
-                     waited for (the step's work overlaps nothing but the previous step's GPU
-                     work): what any staging tool can reach while the program waits for each copy
+    --mode waited    pre-pinned batches, each copied on a side stream when the step asks for it,
+                     its DMA waited for (it overlaps the previous step's GPU work, nothing else):
+                     an optimistic bound of any staging tool while the program waits for each
+                     copy (x.to('cuda') waits for its whole stream, which is more)
     --mode resident  the batches already on the GPU (the limit)
 
 Prints ms/step; the last batch on the GPU is compared byte for byte with its CPU source.
@@ -59,7 +60,7 @@ def main():
             cur.wait_stream(side)
             x.record_stream(cur)
             y.record_stream(cur)
-            side.synchronize()  # ... and the step waits for it, as x.to('cuda') makes it wait
+            side.synchronize()  # ... and the step waits for the DMA (x.to('cuda') waits for more)
             return x, y
     else:
         px = [x.pin_memory() for x in xs]

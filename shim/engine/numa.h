@@ -1,11 +1,12 @@
 /* numa.h — where a GPU sits on a host of several NUMA nodes, and placing staging there.
  *
- * On a host with more than one NUMA node, a device's pinned pool is allocated on the node of the
- * device's PCI function (sysfs numa_node), and the threads that copy into it (the pool's workers,
- * the deferred copies' copy thread) run on that node's CPUs, intersected with the process's
- * affinity.  A host of one node, or a device whose node sysfs does not know (-1), is left as it
- * is.  The files read, under pw_numa_root ("/sys"; tests point it at a fake tree):
- *   devices/system/node/online              nodes online ("0-1")
+ * On a host with more than one NUMA node, a device's pinned pool is allocated with the node of
+ * the device's PCI function (sysfs numa_node) preferred, unless the setting-up thread has a
+ * memory policy of its own, and the threads that copy into it (the pool's workers, the deferred
+ * copies' copy thread) run on that node's CPUs within their own affinity.  A node none of whose
+ * CPUs the setting-up thread may use is left alone.  A host of one node, or a device whose node
+ * sysfs does not know (-1), is left as it is.  The files read, under pw_numa_root ("/sys"; tests
+ * point it at a fake tree): devices/system/node/online              nodes online ("0-1")
  *   devices/system/node/nodeN/cpulist       node N's CPUs ("0-15,32-47")
  *   bus/pci/devices/DDDD:BB:DD.F/numa_node  the node of a PCI function ("1", or "-1")
  */

@@ -5,7 +5,8 @@
 #   OUT=out ONLY='^torture_|^torch_' BENCH='copybound copy' REPS=3 bash tests/gpu/device_run.sh
 #   SUITE_S  seconds for the tests (default 300); BENCH_S seconds for each benchmark class (300)
 #   BENCH_ARGS  more arguments of bench.py (e.g. --collector-quick)
-#   RECORD=1 also the recordings of tests/gpu/record.sh, into OUT/rec.tgz (after the tests)
+#   RECORD=1 also the recordings of tests/gpu/record.sh, into OUT/rec.tgz (after the tests;
+#            RECORD_S seconds, 240 by default: cut short, what was recorded is packed anyway)
 # The analyzer and the CPU tests are not built (the GPU machine need not have their libraries).
 set -u
 cd "$(dirname "$0")/../.."
@@ -33,6 +34,9 @@ fi
 if [ "${RECORD:-0}" = 1 ]; then
   t1=$SECONDS
   B=build-dev REC="$OUT/rec" timeout "${RECORD_S:-240}" bash tests/gpu/record.sh 2>&1 | tee "$OUT/record.log"
+  if [ -d "$OUT/rec" ]; then # cut short before record.sh packed it
+    tar czf "$OUT/rec.tgz" -C "$OUT" rec && rm -rf "$OUT/rec"
+  fi
   echo "recordings took $((SECONDS - t1)) s"
 fi
 for b in ${BENCH:-}; do

@@ -15,7 +15,7 @@ import sys
 
 KEEP = {"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "user_annotation",
         "gpu_user_annotation"}
-KEEP.add("cuda_sync")
+KEEP.add("cuda_sync")  # synchronizations: the report counts them as the program's host syncs
 args = sys.argv[1:]
 launches_only = "--launches-only" in args
 if "--keep-cpu-ops" in args:
