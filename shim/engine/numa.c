@@ -107,15 +107,23 @@ int pw_numa_node_of_pci(const char *busid) {
   return end != line && !*end && node >= 0 && node < (long)MAXNODE ? (int)node : -1;
 }
 
-int pw_numa_cpus(int node, cpu_set_t *set) {
+/* Node's CPUs as sysfs lists them: 0, or -1. */
+static int node_cpulist(int node, cpu_set_t *set) {
   char rel[96], line[8192];
-  cpu_set_t mine;
   snprintf(rel, sizeof rel, "devices/system/node/node%d/cpulist", node);
-  if (node < 0 || read_line(rel, line, sizeof line) || pw_cpulist_parse(line, set) ||
-      sched_getaffinity(0, sizeof mine, &mine))
-    return 0;
+  return node < 0 || read_line(rel, line, sizeof line) || pw_cpulist_parse(line, set) ? -1 : 0;
+}
+
+/* Of set, the CPUs this thread may run on: their count (set is changed). */
+static int usable(cpu_set_t *set) {
+  cpu_set_t mine;
+  if (sched_getaffinity(0, sizeof mine, &mine)) return 0;
   CPU_AND(set, set, &mine);
   return CPU_COUNT(set);
+}
+
+int pw_numa_cpus(int node, cpu_set_t *set) {
+  return node_cpulist(node, set) ? 0 : usable(set);
 }
 
 int pw_numa_prefer(int node) {
@@ -149,11 +157,10 @@ static cpu_set_t placed_cpus; /* under place_lock: the node's CPUs; empty: none 
 static _Atomic unsigned place_gen;
 
 void pw_numa_place(int node) {
-  cpu_set_t set, usable;
-  char rel[96], line[8192];
-  snprintf(rel, sizeof rel, "devices/system/node/node%d/cpulist", node);
-  if (node < 0 || read_line(rel, line, sizeof line) || pw_cpulist_parse(line, &set)) return;
-  int n = pw_numa_cpus(node, &usable); /* for the summary: within this thread's affinity */
+  cpu_set_t set, mine;
+  if (node_cpulist(node, &set)) return;
+  mine = set;
+  int n = usable(&mine); /* for the summary: within this thread's affinity */
   pthread_mutex_lock(&place_lock);
   if (placed_node == -1 && CPU_COUNT(&set)) {
     placed_node = node;

@@ -264,18 +264,6 @@ int pw_drv_write_host_value(void *s, uint32_t *flag, uint32_t value) {
   if (rc) return rc;
   return CALL(cuStreamWriteValue32_v2, (CUstream)s, d, value, CU_STREAM_WRITE_VALUE_DEFAULT);
 }
-static int op_alloc_range(const void *p, void **base, size_t *size) {
-  return pw_drv_alloc_range(p, base, size);
-}
-static int op_pci_bus_id(int device, char *buf, int len) {
-  return pw_drv_pci_bus_id(device, buf, len);
-}
-static int op_wait_host_value(void *s, const uint32_t *flag, uint32_t value) {
-  return pw_drv_wait_host_value(s, flag, value);
-}
-static int op_write_host_value(void *s, uint32_t *flag, uint32_t value) {
-  return pw_drv_write_host_value(s, flag, value);
-}
 static void op_poll(void) {}
 static void op_clear_error(void) {}
 static int op_error_pending(void) {

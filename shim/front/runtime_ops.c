@@ -136,20 +136,8 @@ static int op_context_ok(void *s, int device) {
   return !pw_drv_state_gone(device);
 }
 
-/* The runtime has no counterpart of these (or, the bus id, needs none): drv_ops.c's, through the
- * driver in the process. */
-static int op_alloc_range(const void *p, void **base, size_t *size) {
-  return pw_drv_alloc_range(p, base, size);
-}
-static int op_pci_bus_id(int device, char *buf, int len) {
-  return pw_drv_pci_bus_id(device, buf, len);
-}
-static int op_wait_host_value(void *s, const uint32_t *flag, uint32_t value) {
-  return pw_drv_wait_host_value(s, flag, value);
-}
-static int op_write_host_value(void *s, uint32_t *flag, uint32_t value) {
-  return pw_drv_write_host_value(s, flag, value);
-}
+/* alloc_range, pci_bus_id, wait_host_value, write_host_value: drv_ops.c's, through the driver in
+ * the process (drv.h names them): the runtime has no counterpart, or, the bus id, needs none. */
 static void op_poll(void) {}
 
 /* The table, one entry per member of pw_ops.def (PW_OPS_ENTRY, pw.h). */
