@@ -8,12 +8,21 @@ the same run.  Absolute times move between machines; the ratios in one run are w
 The collector's overhead (`--only collector`): each workload class untraced and traced (under
 pinwheel and with --mode off; .json.gz, or the formats --collector-formats names), interleaved;
 the overhead is traced / untraced - 1 of the medians, and the target is at most 3 %; the traces'
-sizes are listed too.  With --collector-chunks the copy-bound loop also runs with 16 MiB chunks
-(a quarter of pinwheel's CUDA calls per copy): an overhead that shrinks with them is CUPTI's cost
-per call on the thread that issues the DMAs, not the writer's.
+sizes are listed too.  With --collector-chunks the copy-bound loop also runs with 1 MiB and 16
+MiB chunks (4 times and a quarter as many DMAs, and CUDA calls, per copy as the default 4 MiB): an
+overhead that follows the number of DMAs is a cost CUPTI adds to each, not the writer's.
 
 Real libraries nobody here wrote, each skipped with a message when its package is missing:
     --only libs      (= cupy,numba,pin,hf,lightning)
+
+On a machine of several GPUs (skipped with a message on one):
+    --only ddp       DistributedDataParallel ResNet-50, a rank per GPU (samples/train_ddp.py under
+                     torchrun): naive, under pinwheel, the hand-written prefetcher, and batches from
+                     a DataLoader with forked workers; the slowest rank's ms/iter, and the ranks'
+                     parameters must agree (a run where they differ fails)
+    --only aggbw     aggregate H2D bandwidth, one process per GPU copying at the same time
+                     (copy_bw 256 h2d N): the pinned DMA's own figure, CUDA's pageable copy, pinwheel,
+                     and pinwheel without its NUMA placement (PINWHEEL_NUMA=0)
 """
 import argparse
 import os
@@ -55,6 +64,38 @@ def interleave(variants, reps, pattern, log, after=None):
     return res
 
 
+def gpu_count():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+    except OSError:
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def run_per_gpu(cmd, env_extra, n, pattern, log):
+    """cmd once per GPU, all at once, each seeing its GPU only and told its local rank (as torchrun
+    tells a rank), the timed part starting at the same moment (COPY_BW_START_AT, after every
+    process's set-up): [[floats] per process]"""
+    start = time.time() + 5
+    procs = []
+    for i in range(n):
+        env = dict(os.environ)
+        env.update(env_extra)
+        env.update(CUDA_VISIBLE_DEVICES=str(i), LOCAL_RANK=str(i), RANK=str(i), LOCAL_WORLD_SIZE=str(n),
+                   COPY_BW_START_AT=f"{start:.3f}")
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    res = []
+    for i, p in enumerate(procs):
+        out = p.communicate(timeout=300)[0]
+        log.write(f"$ [GPU {i}] {' '.join(f'{k}={v}' for k, v in env_extra.items())} {' '.join(cmd)}\n{out}\n")
+        m = re.search(pattern, out)
+        if p.returncode != 0 or not m:
+            raise SystemExit(f"benchmark run failed on GPU {i} ({p.returncode}): {' '.join(cmd)}\n{out[-3000:]}")
+        res.append([float(g) for g in m.groups()])
+    log.flush()
+    return res
+
+
 def have(py, module):
     """Whether `module` imports under this Python; says so when it does not."""
     ok = subprocess.run([py, "-c", f"import {module}"], capture_output=True).returncode == 0
@@ -82,7 +123,7 @@ def main():
     ap.add_argument("--collector-quick", action="store_true",
                     help="--only collector: ResNet-50 and the copy-bound loop, under pinwheel only")
     ap.add_argument("--collector-chunks", action="store_true",
-                    help="--only collector: the copy-bound loop also with 16 MiB chunks")
+                    help="--only collector: the copy-bound loop also with 1 MiB and 16 MiB chunks")
     a = ap.parse_args()
     B = os.path.abspath(a.build)
     lib = os.path.join(B, "libpinwheel.so")
@@ -308,6 +349,54 @@ def main():
         loss_table("Lightning Trainer.fit: DataLoader of 64 MiB pageable batches, small MLP, 270 timed steps, "
                    "median of %d" % a.reps, r, "Lightning")
 
+    ngpu = gpu_count() if ("ddp" in only or "aggbw" in only) else 0
+    if ("ddp" in only or "aggbw" in only) and ngpu < 2:
+        print(f"SKIP ddp, aggbw: {ngpu} GPU here, they need 2 or more", flush=True)
+
+    if "ddp" in only and ngpu >= 2:
+        tr = [py, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ngpu}",
+              "samples/train_ddp.py", "--iters", "20", "--warmup", "5"]
+        loader = tr + ["--loader-workers", "2"]
+        variants = [("naive", tr, {}), ("naive + pinwheel", tr, shim),
+                    ("prefetcher (hand-written, per rank)", tr + ["--mode", "prefetch"], {}),
+                    ("DataLoader, 2 forked workers per rank", loader, {}),
+                    ("DataLoader, 2 forked workers per rank + pinwheel", loader, shim)]
+        print(f"DDP ResNet-50, {ngpu} ranks, batch 128 per rank:", flush=True)
+        r = interleave(variants, a.reps, r"slowest rank ([\d.]+) ms/iter, params agree", log)
+        base, pref = med(r["naive"]), med(r["prefetcher (hand-written, per rank)"])
+        table("DistributedDataParallel ResNet-50, %d ranks (a rank per GPU), batch 128 per rank, bf16: the "
+              "slowest rank's ms/iter, median of %d; the ranks' parameters agreed in every run" % (ngpu, a.reps),
+              ["variant", "ms/iter", "throughput vs naive", "throughput vs prefetcher"],
+              [[n, f"{med(v):.2f}", f"{base / med(v):.3f} x", f"{pref / med(v):.3f} x"] for n, v in r.items()])
+
+    if "aggbw" in only and ngpu >= 2:
+        copies = 20
+        cb = [f"{B}/copy_bw", "256", "h2d", str(copies)]
+        variants = [("pinned source, CUDA runtime (the DMA's own speed)", cb + ["pinned"], {}),
+                    ("pageable, CUDA runtime", cb, {}),
+                    ("pageable, pinwheel", cb, shim),
+                    ("pageable, pinwheel, PINWHEEL_NUMA=0", cb, dict(shim, PINWHEEL_NUMA="0"))]
+        pat = r"median ([\d.]+) GB/s, window ([\d.]+) ([\d.]+), bytes ok"
+        rows = []
+        print(f"aggregate H2D bandwidth, one process per GPU ({ngpu}):", flush=True)
+        agg = {n: [] for n, _, _ in variants}
+        for rep in range(a.reps):
+            for name, cmd, env in variants:
+                per = run_per_gpu(cmd, env, ngpu, pat, log)
+                t0, t1 = min(p[1] for p in per), max(p[2] for p in per)
+                both = min(p[2] for p in per) - max(p[1] for p in per)
+                total = ngpu * copies * 256 * 2**20 / (t1 - t0) / 1e9
+                agg[name].append((total, [p[0] for p in per], max(both, 0) / (t1 - t0)))
+                print(f"  rep {rep + 1} {name}: {total:.1f} GB/s in all, "
+                      f"{', '.join(f'{p[0]:.1f}' for p in per)} each, {100 * agg[name][-1][2]:.0f} % together",
+                      flush=True)
+        for name, v in agg.items():
+            m = sorted(v)[len(v) // 2]
+            rows.append([name, f"{m[0]:.1f}", " / ".join(f"{x:.1f}" for x in m[1]), f"{100 * m[2]:.0f} %"])
+        table("Aggregate H2D bandwidth, one process per GPU (%d), %d copies of 256 MiB each, started together: "
+              "all bytes / the whole window, the run of median aggregate of %d" % (ngpu, copies, a.reps),
+              ["source, path", "GB/s in all", "GB/s per process (median copy)", "time all copied together"], rows)
+
     if "collector" in only:  # the CUPTI collector's cost, per workload class
         tdir = tempfile.mkdtemp(prefix="pwbench-trace-")
         off = {"LD_PRELOAD": lib, "PINWHEEL_MODE": "off"}
@@ -327,8 +416,9 @@ def main():
         for title, cmd, pat in classes:
             variants = []
             bases = [("pinwheel", shim)] + ([] if a.collector_quick else [("mode off", off)])
-            if title.startswith("copy-bound") and a.collector_chunks:  # CUPTI's cost per call
-                bases.insert(1, ("pinwheel 16M chunks", dict(shim, PINWHEEL_CHUNK="16M", PINWHEEL_HOST_POOL="192M")))
+            if title.startswith("copy-bound") and a.collector_chunks:  # CUPTI's cost per DMA: a slope
+                bases[1:1] = [("pinwheel 1M chunks", dict(shim, PINWHEEL_CHUNK="1M")),
+                              ("pinwheel 16M chunks", dict(shim, PINWHEEL_CHUNK="16M", PINWHEEL_HOST_POOL="192M"))]
             for base_name, env in bases:
                 variants.append((base_name, cmd, env))
                 for ext in a.collector_formats.split(","):

@@ -249,8 +249,26 @@ if have lightning 'lightning_*'; then
     echo \"without: \$a\"; echo \"stage:   \$b\"; [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ]"
 fi
 
-# (g) with two GPUs: copies to both from threads
-if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+# (g) with two GPUs: copies to both from threads; a DDP job of a rank per GPU (tests/gpu/ddp_check.py)
+# staged with the ranks' parameters agreeing, its summaries (one per rank, none from the launcher
+# or the DataLoader's forked workers, the staging threads divided among the ranks) and its traces
+# (one complete file per rank, each with its own device's kernels, NCCL's among them)
+ngpu=$(nvidia-smi -L | grep -c '^GPU ')
+if [ "$ngpu" -ge 2 ]; then
+  ddp="python3 -m torch.distributed.run --standalone --nproc-per-node $ngpu samples/train_ddp.py"
+  ddp="$ddp --model resnet18 --batch 64 --iters 6 --warmup 2"
+  for v in plain loader; do
+    args=$([ $v = loader ] && echo --loader-workers 2)
+    t ddp_staged_$v bash -c "set -o pipefail; rm -rf $OUT/ddp_$v; mkdir -p $OUT/ddp_$v/sum &&
+      env PINWHEEL_MODE=stage PINWHEEL_STATS=1 PINWHEEL_STATS_FORMAT=json \
+        PINWHEEL_STATS_FILE=$OUT/ddp_$v/sum/s-%p.json LD_PRELOAD=$LIB $ddp $args 2>&1 |
+        tee /dev/stderr | grep 'params agree' &&
+      python3 tests/gpu/ddp_check.py summaries $OUT/ddp_$v/sum $ngpu"
+    t ddp_traced_$v bash -c "set -o pipefail; rm -rf $OUT/ddp_$v/trace; mkdir -p $OUT/ddp_$v/trace &&
+      $B/pinwheel run --trace $OUT/ddp_$v/trace/rank%r.json.gz -- $ddp $args 2>&1 |
+        tee /dev/stderr | grep 'params agree' &&
+      python3 tests/gpu/ddp_check.py traces $OUT/ddp_$v/trace $ngpu"
+  done
   t two_gpus stage python3 -c "
 import torch, threading
 def w(d):
