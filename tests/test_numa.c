@@ -1,7 +1,8 @@
 /* test_numa.c — NUMA placement (shim/engine/numa.c) on a fake sysfs tree: the topology read back,
  * and the engine on the simulator placing a device's staging threads on its node, leaving a host
- * of one node as it is, and undoing the placement when devices sit on two nodes.  The simulator's
- * device d has the PCI bus id 0000:3B:dd.0. */
+ * of one node as it is, and undoing the placement when devices sit on two nodes; a batch of the
+ * default thread count capped to the placed node's CPUs.  The simulator's device d has the PCI
+ * bus id 0000:3B:dd.0. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -169,6 +170,20 @@ static void stage(int devices) {
   free(src);
 }
 
+/* The summary (PW_FMT_*) into buf. */
+static void summary(int format, char *buf, size_t len) {
+  char path[160];
+  snprintf(path, sizeof path, "%s/summary", tree);
+  FILE *out = fopen(path, "w+");
+  assert_non_null(out);
+  pw_stats_write(fileno(out), format);
+  fflush(out);
+  rewind(out);
+  size_t got = fread(buf, 1, len - 1, out);
+  buf[got] = 0;
+  fclose(out);
+}
+
 static void test_one_node_unchanged(void **state) {
   (void)state;
   make_tree(1, 0, 0);
@@ -194,17 +209,8 @@ static void test_placed_on_device_node(void **state) {
   cpu_set_t me;
   assert_int_equal(sched_getaffinity(0, sizeof me, &me), 0);
   assert_true(CPU_EQUAL(&me, &mine)); /* the program's thread never moves */
-  char path[160];
-  snprintf(path, sizeof path, "%s/summary.json", tree);
-  FILE *out = fopen(path, "w+");
-  assert_non_null(out);
-  pw_stats_write(fileno(out), PW_FMT_JSON);
-  fflush(out);
-  rewind(out);
-  char buf[1 << 16];
-  size_t got = fread(buf, 1, sizeof buf - 1, out);
-  buf[got] = 0;
-  fclose(out);
+  static char buf[1 << 16];
+  summary(PW_FMT_JSON, buf, sizeof buf);
   assert_non_null(strstr(buf, "\"numa\":{\"devices\":[{\"device\":0,\"node\":1,\"pool_node\":"));
   assert_non_null(strstr(buf, "\"threads_node\":1,"));
   pw_numa_reset();
@@ -254,6 +260,88 @@ static void test_two_nodes_undone(void **state) {
   pw_numa_reset();
 }
 
+/* One batch of threads (8 here, more than the fake node has) pushing 4 MiB, checked byte for
+ * byte: the helpers its lane got (0: no lane, it copied alone). */
+static int batch_helpers(int threads) {
+  size_t n = 4 << 20;
+  unsigned char *src = malloc(n), *dst = malloc(n);
+  assert_non_null(src);
+  assert_non_null(dst);
+  for (size_t i = 0; i < n; i++)
+    src[i] = (unsigned char)(i * 13 + 1);
+  pw_batch b;
+  pw_batch_begin(&b, threads, 0);
+  pw_batch_push(&b, dst, src, n, 0);
+  int helpers = b.helpers;
+  pw_batch_end(&b);
+  assert_memory_equal(dst, src, n);
+  free(src);
+  free(dst);
+  return helpers;
+}
+
+/* While the staging threads are placed on a node, a batch whose thread count is the default uses
+ * at most the node's usable CPUs divided among the local ranks sharing it (ceil(LOCAL_WORLD_SIZE /
+ * nodes)), the caller included; an explicit count stays; undone or reset, the cap goes. */
+static void test_default_threads_capped_to_node(void **state) {
+  (void)state;
+  cpu_set_t two; /* node 1: two of this process's CPUs (one where it has only one) */
+  CPU_ZERO(&two);
+  for (int c = 0; c < CPU_SETSIZE && CPU_COUNT(&two) < 2; c++)
+    if (CPU_ISSET(c, &mine)) CPU_SET(c, &two);
+  cpu_set_t keep = node1;
+  node1 = two;
+  make_tree(2, 1, 0);
+  node1 = keep;
+  unsetenv("LOCAL_WORLD_SIZE");
+  pw_stats_reset();
+  atomic_store(&pw_st.threads, 8);
+  atomic_store(&pw_st.hook_calls[0], 1); /* the text summary is printed for a CUDA program */
+  pw_numa_reset();
+  pw_pool_threads_auto(1);
+  int expect = batch_helpers(8); /* no placement: the batch's 8 threads, as many as the pool has */
+  assert_true(expect > 1);
+  assert_int_equal(expect, 7 < pw_pool_workers() ? 7 : pw_pool_workers());
+  assert_int_equal(pw_numa_share(), 0);
+
+  pw_numa_place(1);
+  assert_int_equal(pw_numa_placement(NULL), 1);
+  assert_int_equal(pw_numa_share(), CPU_COUNT(&two));
+  assert_int_equal(batch_helpers(8), CPU_COUNT(&two) - 1); /* 2 threads: the caller and one */
+  assert_int_equal(pw_get(&pw_st.numa_copy_threads), CPU_COUNT(&two));
+  static char buf[1 << 16];
+  char want[160];
+  summary(PW_FMT_TEXT, buf, sizeof buf);
+  snprintf(want, sizeof want, "threads moved there): a batch uses %d copy threads of 8\n",
+           CPU_COUNT(&two)); /* the workers move when they next wake: how many is not known */
+  if (!strstr(buf, want)) fail_msg("no \"%s\" in\n%s", want, buf);
+  summary(PW_FMT_JSON, buf, sizeof buf);
+  snprintf(want, sizeof want, "\"copy_threads\":%d,\"mixed\":false}", CPU_COUNT(&two));
+  if (!strstr(buf, want)) fail_msg("no %s in\n%s", want, buf);
+
+  pw_pool_threads_auto(0); /* PINWHEEL_THREADS=8: the user's choice */
+  assert_int_equal(batch_helpers(8), expect);
+  pw_pool_threads_auto(1);
+
+  pw_numa_reset(); /* reset: no cap */
+  assert_int_equal(pw_numa_share(), 0);
+  assert_int_equal(batch_helpers(8), expect);
+
+  /* 4 local ranks on 2 nodes: 2 share node 1, one CPU each, the caller alone */
+  setenv("LOCAL_WORLD_SIZE", "4", 1);
+  pw_numa_place(1);
+  unsetenv("LOCAL_WORLD_SIZE");
+  assert_int_equal(pw_numa_share(), 1);
+  assert_int_equal(batch_helpers(8), 0);
+
+  pw_numa_place(0); /* a device on node 0 too: undone, no cap */
+  assert_int_equal(pw_numa_placement(NULL), -2);
+  assert_int_equal(pw_numa_share(), 0);
+  assert_int_equal(batch_helpers(8), expect);
+  pw_numa_reset();
+  pw_pool_threads_auto(0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cpulist),
@@ -262,6 +350,7 @@ int main(void) {
       cmocka_unit_test(test_placed_on_device_node),
       cmocka_unit_test(test_thread_policy_kept),
       cmocka_unit_test(test_two_nodes_undone),
+      cmocka_unit_test(test_default_threads_capped_to_node),
   };
   int rc = cmocka_run_group_tests(tests, setup_cpus, NULL);
   if (tree[0]) {

@@ -92,7 +92,11 @@ static void init_once(void) {
   if (pw_option_get(PW_OPT_HELP)) pw_options_print(pw_log_fd());
   if (pw_mode == PW_MODE_STAGE) {
     long long threads = pw_option_get(PW_OPT_THREADS);
-    if (threads <= 0) threads = pw_default_threads();
+    /* the default: a NUMA placement may cap it (pool.c); an explicit count stays */
+    if (threads <= 0) {
+      threads = pw_default_threads();
+      pw_pool_threads_auto(1);
+    }
     if (threads > 64) threads = 64;
     atomic_store(&pw_st.threads, (uint64_t)threads);
     pw_engine_config cfg = {

@@ -72,7 +72,8 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
     [PW_OPT_THREADS] = {"PINWHEEL_THREADS", T_INT, 0, NULL,
                         "threads for the staging copies, the calling thread included; 0 = the "
                         "CPUs this process may use (affinity, cgroup limit) divided by "
-                        "LOCAL_WORLD_SIZE, at most 16"},
+                        "LOCAL_WORLD_SIZE, at most 16; placed on a GPU's NUMA node, at most "
+                        "that node's CPUs divided among the local ranks sharing it"},
     [PW_OPT_D2H] = {"PINWHEEL_D2H", T_BOOL, 1, NULL,
                     "stage device-to-pageable copies through pinned chunks (still blocking)"},
     [PW_OPT_STRICT] = {"PINWHEEL_STRICT", T_BOOL, 0, NULL,

@@ -278,6 +278,7 @@ typedef struct pw_stats {
   _Atomic uint64_t numa_threads_placed;          /* staging threads that moved there */
   _Atomic uint64_t numa_threads_node, numa_cpus; /* 1 + their node (0: none), its CPUs */
   _Atomic uint64_t numa_mixed;                   /* devices on several nodes: not placed */
+  _Atomic uint64_t numa_copy_threads; /* a batch's copy threads, capped to the node (0: never) */
 } pw_stats;
 
 extern pw_stats pw_st;
@@ -349,6 +350,8 @@ int pw_parse_cpu_max(const char *text);
  * LOCAL_WORLD_SIZE local ranks, at least 1, at most PW_THREADS_DEFAULT_MAX. */
 #define PW_THREADS_DEFAULT_MAX 16
 int pw_default_threads(void);
+/* Local ranks sharing this machine: LOCAL_WORLD_SIZE when it is a number above 1, else 1. */
+int pw_local_ranks(void);
 
 static inline void pw_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -388,6 +391,10 @@ void pw_batch_end(pw_batch *b); /* waits for everything pushed */
 /* One copy with the pool (push + wait). */
 void pw_pool_memcpy(void *dst, const void *src, size_t n, int threads, int stream_stores);
 int pw_pool_workers(void);
+/* on: the batches' thread count is the default (pw_default_threads), not the user's; while the
+ * staging threads are placed on a NUMA node a batch then uses at most pw_numa_share() threads,
+ * the caller included (numa.h).  Kept across fork, like the options it comes from. */
+void pw_pool_threads_auto(int on);
 /* Start a detached thread with every signal blocked (stack 0: the default size); 0 or an errno. */
 int pw_spawn(void *(*fn)(void *), void *arg, size_t stack);
 void pw_pool_after_fork_child(void);

@@ -192,17 +192,24 @@ static void text_numa(buf_t *b) {
             (unsigned long long)node - 1);
     bprintf(b, pool ? "%llu\n" : "unknown\n", (unsigned long long)pool - 1);
   }
-  uint64_t tn = pw_get(&pw_st.numa_threads_node);
-  if (tn)
-    bprintf(b, "  NUMA: staging threads on node %llu (%llu CPUs; %llu threads moved there)\n",
+  uint64_t tn = pw_get(&pw_st.numa_threads_node), ct = pw_get(&pw_st.numa_copy_threads);
+  if (tn) {
+    bprintf(b, "  NUMA: staging threads on node %llu (%llu CPUs; %llu threads moved there)",
             (unsigned long long)tn - 1, (unsigned long long)pw_get(&pw_st.numa_cpus),
             (unsigned long long)pw_get(&pw_st.numa_threads_placed));
-  else if (pw_get(&pw_st.numa_mixed))
+    if (ct) { /* the default thread count, capped to this process's share of the node */
+      uint64_t all = pw_get(&pw_st.threads);
+      bprintf(b, ": a batch uses %llu copy threads", (unsigned long long)ct);
+      if (all > ct) bprintf(b, " of %llu", (unsigned long long)all);
+    }
+    bprintf(b, "\n");
+  } else if (pw_get(&pw_st.numa_mixed))
     bprintf(b, "  NUMA: devices on several nodes; staging threads not placed\n");
 }
 
 /* "numa": the devices' nodes and their pools' (null: unknown, or a host of one node), the
- * staging threads' node (null: not placed) and CPUs, "mixed" when devices sit on several. */
+ * staging threads' node (null: not placed) and CPUs, the copy threads a batch uses when the
+ * default count was capped to the node (null: not capped), "mixed" when devices sit on several. */
 static void json_numa(buf_t *b) {
   bprintf(b, "\"numa\":{\"devices\":[");
   int first = 1;
@@ -214,13 +221,14 @@ static void json_numa(buf_t *b) {
     bprintf(b, pool ? "%llu}" : "null}", (unsigned long long)pool - 1);
     first = 0;
   }
-  uint64_t tn = pw_get(&pw_st.numa_threads_node);
+  uint64_t tn = pw_get(&pw_st.numa_threads_node), ct = tn ? pw_get(&pw_st.numa_copy_threads) : 0;
   bprintf(b, "],\"threads_node\":");
   bprintf(b, tn ? "%llu" : "null", (unsigned long long)tn - 1);
-  bprintf(b, ",\"threads_cpus\":%llu,\"threads_placed\":%llu,\"mixed\":%s},",
+  bprintf(b, ",\"threads_cpus\":%llu,\"threads_placed\":%llu,\"copy_threads\":",
           (unsigned long long)pw_get(&pw_st.numa_cpus),
-          (unsigned long long)pw_get(&pw_st.numa_threads_placed),
-          pw_get(&pw_st.numa_mixed) ? "true" : "false");
+          (unsigned long long)pw_get(&pw_st.numa_threads_placed));
+  bprintf(b, ct ? "%llu" : "null", (unsigned long long)ct);
+  bprintf(b, ",\"mixed\":%s},", pw_get(&pw_st.numa_mixed) ? "true" : "false");
 }
 
 /* What the engine staged: paths, time, memory, the program's own host copies. */

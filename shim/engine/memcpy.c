@@ -227,6 +227,16 @@ static int cgroup_cpus(void) {
   return best;
 }
 
+int pw_local_ranks(void) {
+  const char *lws = getenv("LOCAL_WORLD_SIZE");
+  if (lws && *lws) {
+    char *end;
+    long w = strtol(lws, &end, 10);
+    if (!*end && w > 1 && w < 1000000) return (int)w;
+  }
+  return 1;
+}
+
 int pw_default_threads(void) {
   int n = 0;
   cpu_set_t set;
@@ -235,12 +245,7 @@ int pw_default_threads(void) {
   if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
   int limit = cgroup_cpus();
   if (limit > 0 && limit < n) n = limit;
-  const char *lws = getenv("LOCAL_WORLD_SIZE");
-  if (lws && *lws) {
-    char *end;
-    long w = strtol(lws, &end, 10);
-    if (!*end && w > 1 && w < 1000000) n = (int)(n / w);
-  }
+  n /= pw_local_ranks();
   if (n < 1) n = 1;
   if (n > PW_THREADS_DEFAULT_MAX) n = PW_THREADS_DEFAULT_MAX;
   return n;

@@ -4,7 +4,9 @@
  * allocated (set_mempolicy, MPOL_PREFERRED: a full node still gives pages elsewhere), puts the
  * thread's policy back, and reads where the pool's first page landed (get_mempolicy), which the
  * summary reports.  Threads: the pool's workers and the copy thread set their own affinity when
- * they see a new placement; the program's threads are never moved.  No libnuma: three system
+ * they see a new placement; the program's threads are never moved.  Share: the placement also
+ * keeps how many of the node's CPUs are this process's (pw_numa_share), which whoever sizes the
+ * staging threads may read lock-free; nothing here knows who does.  No libnuma: three system
  * calls and a few sysfs files.  Nothing here allocates after the first placement.
  */
 #define _GNU_SOURCE
@@ -155,23 +157,31 @@ static pthread_mutex_t place_lock = PTHREAD_MUTEX_INITIALIZER;
 static int placed_node = -1;  /* under place_lock: -1 none, -2 several nodes */
 static cpu_set_t placed_cpus; /* under place_lock: the node's CPUs; empty: none */
 static _Atomic unsigned place_gen;
+static atomic_int placed_share; /* written under place_lock, read without it: 0 none */
 
 void pw_numa_place(int node) {
   cpu_set_t set, mine;
   if (node_cpulist(node, &set)) return;
   mine = set;
-  int n = usable(&mine); /* for the summary: within this thread's affinity */
+  int n = usable(&mine); /* for the summary and the share: within this thread's affinity */
+  /* the local ranks are assumed spread evenly over the nodes: ceil(ranks / nodes) on this one */
+  int nodes = pw_numa_nodes(), ranks = (pw_local_ranks() + nodes - 1) / nodes;
+  int share = n > 0 ? n / ranks : 0; /* ranks >= 1: pw_local_ranks() and nodes are */
+  if (n > 0 && share < 1) share = 1;
   pthread_mutex_lock(&place_lock);
   if (placed_node == -1 && CPU_COUNT(&set)) {
     placed_node = node;
     placed_cpus = set;
+    atomic_store(&placed_share, share);
     atomic_fetch_add(&place_gen, 1);
     atomic_store(&pw_st.numa_threads_node, (uint64_t)node + 1);
     atomic_store(&pw_st.numa_cpus, (uint64_t)n);
-    pw_log(PW_LOG_INFO, "staging threads placed on NUMA node %d (%d CPUs)", node, n);
+    pw_log(PW_LOG_INFO, "staging threads placed on NUMA node %d (%d CPUs, %d for this rank)", node,
+           n, share);
   } else if (placed_node >= 0 && placed_node != node) { /* devices on two nodes: undo */
     placed_node = -2;
     CPU_ZERO(&placed_cpus);
+    atomic_store(&placed_share, 0);
     atomic_fetch_add(&place_gen, 1);
     atomic_store(&pw_st.numa_threads_node, 0);
     atomic_store(&pw_st.numa_mixed, 1);
@@ -211,10 +221,15 @@ int pw_numa_placement(cpu_set_t *set) {
   return node;
 }
 
+int pw_numa_share(void) {
+  return atomic_load_explicit(&placed_share, memory_order_relaxed);
+}
+
 void pw_numa_reset(void) {
   pthread_mutex_lock(&place_lock);
   placed_node = -1;
   CPU_ZERO(&placed_cpus);
+  atomic_store(&placed_share, 0);
   atomic_fetch_add(&place_gen, 1);
   pthread_mutex_unlock(&place_lock);
 }
@@ -224,5 +239,6 @@ void pw_numa_after_fork_child(void) {
   place_lock = fresh;
   placed_node = -1;
   CPU_ZERO(&placed_cpus);
+  atomic_store(&placed_share, 0);
   atomic_fetch_add(&place_gen, 1);
 }

@@ -3,7 +3,8 @@
  * On a host with more than one NUMA node, a device's pinned pool is allocated with the node of
  * the device's PCI function (sysfs numa_node) preferred, unless the setting-up thread has a
  * memory policy of its own, and the threads that copy into it (the pool's workers, the deferred
- * copies' copy thread) run on that node's CPUs within their own affinity.  A node none of whose
+ * copies' copy thread) run on that node's CPUs within their own affinity, and the placement
+ * says how many of those CPUs are this process's (pw_numa_share).  A node none of whose
  * CPUs the setting-up thread may use is left alone.  A host of one node, or a device whose node
  * sysfs does not know (-1), is left as it is.  The files read, under pw_numa_root ("/sys"; tests
  * point it at a fake tree): devices/system/node/online              nodes online ("0-1")
@@ -56,6 +57,11 @@ void pw_numa_place(int node);
 void pw_numa_apply(pw_numa_thread *t);
 /* The placement: the node (-1: none; -2: devices on several nodes) and the node's CPUs. */
 int pw_numa_placement(cpu_set_t *set);
+/* This process's share of the placed node: the node's CPUs the placing thread may use, divided
+ * among the local ranks assumed to share the node (ceil(LOCAL_WORLD_SIZE / nodes), at least 1),
+ * at least 1; 0 while there is no placement (none yet, undone, reset, a forked child).  A relaxed
+ * load, for any thread at any time. */
+int pw_numa_share(void);
 /* Forget the placement: the threads go back (tests). */
 void pw_numa_reset(void);
 /* In a forked child: no placement, the lock new (the parent's may have been held). */

@@ -2,9 +2,14 @@
  *
  * Owns: up to POOL_MAX-1 worker threads, started lazily at the first large copy (never before),
  * with every signal blocked; LANES batches at a time, the workers sharing themselves among them
- * (a caller that finds every lane taken copies alone instead of waiting); the rebuild after fork.
+ * (a caller that finds every lane taken copies alone instead of waiting); the rebuild after fork;
+ * the cap on a batch's threads while the staging threads are placed on a NUMA node (numa.h): when
+ * the thread count is the default (pw_pool_threads_auto), a batch that takes a lane sizes itself
+ * for at most pw_numa_share() threads, the caller included, so the placed node's CPUs are not
+ * oversubscribed; an explicit count is the user's and stays, and the cap goes with the placement.
  * Must never: call CUDA, block a caller on a busy pool, let a worker touch a part that was not
- * published to it, or let a batch hold a lane while it has nothing outstanding in it.
+ * published to it, let a batch hold a lane while it has nothing outstanding in it, or read the
+ * NUMA topology itself (numa.c keeps the share; this file only loads it).
  *
  * A batch is a stream of segments (one staging chunk each) that the caller pushes while the
  * workers copy: the caller pushes chunk k+1.. and, as soon as chunk k is complete, hands it to
@@ -82,6 +87,7 @@ static atomic_int workers;     /* started workers */
 static atomic_int start_tried; /* written under start_lock */
 static atomic_uint wake_gen;   /* bumped when sleepers must look again (under wake_lock) */
 static atomic_int sleepers;
+static atomic_int threads_auto; /* the batches' thread count is the default: a placement caps it */
 
 /* Claim the lane's next published part if its segment is at most max_seg; its index or -1. */
 static int64_t claim(pw_lane *l, uint64_t max_seg) {
@@ -209,17 +215,32 @@ void pw_batch_begin(pw_batch *b, int threads, int stream_stores) {
   if (threads > 1 && !atomic_load(&start_tried)) start_workers(threads - 1);
 }
 
+void pw_pool_threads_auto(int on) {
+  atomic_store_explicit(&threads_auto, on, memory_order_relaxed);
+}
+
+/* The threads b may use now, the caller included: its own count, or, when that is the default
+ * and the staging threads are placed on a NUMA node, at most this process's share of the node. */
+static int batch_threads(const pw_batch *b) {
+  if (!atomic_load_explicit(&threads_auto, memory_order_relaxed)) return b->threads;
+  int cap = pw_numa_share();
+  if (cap <= 0 || cap >= b->threads) return b->threads;
+  if (pw_get(&pw_st.numa_copy_threads) != (uint64_t)cap)
+    atomic_store_explicit(&pw_st.numa_copy_threads, (uint64_t)cap, memory_order_relaxed);
+  return cap;
+}
+
 /* Take a free lane for b, which has nothing outstanding; never waits.  When every lane is taken
  * the batch's pushes copy alone until one is free (counted once per batch). */
 static void take_lane(pw_batch *b) {
-  int w = atomic_load(&workers);
-  if (b->threads <= 1 || w == 0) return;
+  int w = atomic_load(&workers), t = batch_threads(b);
+  if (t <= 1 || w == 0) return;
   for (int k = 0; k < LANES; k++) {
     pw_lane *l = &lanes[k];
     if (pthread_mutex_trylock(&l->lock) != 0) continue;
     l->copy = b->copy;
     b->lane = l;
-    b->helpers = b->threads - 1 < w ? b->threads - 1 : w;
+    b->helpers = t - 1 < w ? t - 1 : w;
     return;
   }
   if (!b->busy) pw_add(&pw_st.pool_busy, 1);
