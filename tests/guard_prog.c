@@ -14,6 +14,10 @@
  *   guard_prog available            print the guard's reason ("reason: ok")
  *   guard_prog unpriv               the same, after dropping root (user nobody)
  *   guard_prog refuse|overlap|release_upto|inner   the guard's other promises
+ *   guard_prog revoke_write|revoke_wait|revoke_plain|revoke_fork|revoke_late
+ *                                   revocable guards: a write, pw_guard_wait and the hooks, fork
+ *                                   take one away at once; a plain guard still waits for its owner;
+ *                                   a revoke after the owner's release does nothing
  *   guard_prog bench                protect/release of 256 MiB with 1, 2 and 4 threads (printed)
  *   guard_prog exports              under libpinwheel.so: the hooked names resolve into it and
  *                                   the process's memory calls still work
@@ -29,6 +33,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -62,6 +67,9 @@ static struct {
   const char *(*reason_name)(int);
   int (*protect)(const void *, size_t, int *);
   int (*protect_inner)(const void *, size_t, int *, const void **, const void **);
+  int (*protect_revocable)(const void *, size_t, int *, const void **, const void **,
+                           void (*)(void *), void *);
+  void (*wait)(const void *, size_t);
   void (*release_upto)(int, size_t);
   void (*release)(int);
   void (*wait_all)(void);
@@ -87,6 +95,8 @@ static void resolve(void) {
   R(reason_name, "pw_guard_reason_name");
   R(protect, "pw_guard_protect");
   R(protect_inner, "pw_guard_protect_inner");
+  R(protect_revocable, "pw_guard_protect_revocable");
+  R(wait, "pw_guard_wait");
   R(release_upto, "pw_guard_release_upto");
   R(release, "pw_guard_release");
   R(wait_all, "pw_guard_wait_all");
@@ -395,6 +405,10 @@ int main(int argc, char **argv) {
   if (!strcmp(what, "refuse") || !strcmp(what, "overlap") || !strcmp(what, "release_upto") ||
       !strcmp(what, "inner") || !strcmp(what, "bench") || !strcmp(what, "fork"))
     return others_main(what);
+  if (!strncmp(what, "revoke_", 7)) {
+    extern int revoke_main(const char *);
+    return revoke_main(what);
+  }
 
   size_t n = 64 * MiB;
   hazard h = {.n = n, .fd = -1};
@@ -932,4 +946,256 @@ int freebench_main(void) {
   printf("freebench: free(%s) + malloc pairs: %.2f ns each (best of 5 x %d)\n",
          info.dli_fname ? strrchr(info.dli_fname, '/') + 1 : "?", best * 1e6 / N, N);
   return 0;
+}
+
+/* ---- revocable guards ----
+ *
+ * The owner's side and revoke settle who releases with a compare-and-swap on the guard's state,
+ * as guard.h asks: PROTECTING (revoke may come before protect returns: the owner releases after),
+ * ACTIVE (revoke releases), REVOKED (revoked while protecting: the owner releases), DONE. */
+
+enum { RV_PROTECTING, RV_ACTIVE, RV_REVOKED, RV_DONE };
+
+typedef struct rv {
+  atomic_int state;
+  int id;
+  atomic_int calls; /* revoke(arg) with this arg */
+  atomic_int
+      releases;    /* of them, the ones that released (counted once pw_guard_release returned) */
+  atomic_int busy; /* revoke calls running */
+} rv;
+
+static rv rvs[4];
+static atomic_int rv_bad_arg; /* revoke called with an arg that is none of rvs */
+
+static void rv_revoke(void *arg) {
+  rv *r = arg;
+  if (r < rvs || r >= rvs + 4) {
+    atomic_fetch_add(&rv_bad_arg, 1);
+    return;
+  }
+  atomic_fetch_add(&r->busy, 1);
+  atomic_fetch_add(&r->calls, 1);
+  int s = atomic_load(&r->state);
+  while (s == RV_PROTECTING || s == RV_ACTIVE) {
+    int to = s == RV_ACTIVE ? RV_DONE : RV_REVOKED;
+    if (atomic_compare_exchange_weak(&r->state, &s, to)) {
+      if (to == RV_DONE) {
+        g.release(r->id);
+        atomic_fetch_add(&r->releases, 1);
+      }
+      break;
+    }
+  }
+  atomic_fetch_sub(&r->busy, 1);
+}
+
+/* The writer of a revoked guard is woken by the un-protect, a moment before pw_guard_release
+ * (on the reader thread) frees the slot: wait up to ms for no guard at all; 1 when so. */
+static int wait_inactive(int ms) {
+  double end = now_ms() + ms;
+  while (g.active() && now_ms() < end)
+    sleep_ms(1);
+  return g.active() == 0;
+}
+
+/* Counts to 0 (atomically: a late revoke of the previous guard may be reading them). */
+static void rv_reset(rv *r) {
+  atomic_store(&r->calls, 0);
+  atomic_store(&r->releases, 0);
+}
+
+/* Protect [p, p + n) revocably for r; 0 or the reason. */
+static int rv_protect(rv *r, char *p, size_t n) {
+  atomic_store(&r->state, RV_PROTECTING);
+  const void *lo, *hi;
+  int id, e = g.protect_revocable(p, n, &id, &lo, &hi, rv_revoke, r);
+  r->id = id;
+  int s = RV_PROTECTING;
+  if (e || !atomic_compare_exchange_strong(&r->state, &s, RV_ACTIVE)) {
+    atomic_store(&r->state, RV_DONE); /* refused, or revoked while protecting: release it here */
+    g.release(id);
+  }
+  return e;
+}
+
+/* The owner's release: only if revoke has not taken the guard. */
+static void rv_release(rv *r) {
+  int s = RV_ACTIVE;
+  if (atomic_compare_exchange_strong(&r->state, &s, RV_DONE)) g.release(r->id);
+}
+
+static void *rv_wait_thread(void *arg) {
+  hazard *h = arg;
+  g.wait(h->buf + 4096, 4096);
+  finish(h, 0);
+  return NULL;
+}
+
+static void *rv_fork_thread(void *arg) {
+  hazard *h = arg;
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(10);
+    memset(h->buf, 'C', h->n); /* the child writes its copy freely */
+    _exit(h->buf[h->n - 1] == 'C' ? 0 : 4);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  finish(h, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+  return NULL;
+}
+
+/* 1 when the hazard h, started on a thread against a revocable guard, returned within 2 s (the
+ * guard then released by revoke alone, once or more, with its arg); the guard is released anyway
+ * after, so that a failing build ends. */
+static int rv_hazard(const char *name, void *(*fn)(void *), size_t n, int *status) {
+  char *b = map_aligned(n);
+  memset(b, 1, n);
+  rv *r = &rvs[0];
+  rv_reset(r);
+  hazard h = {.buf = b, .n = n};
+  int e = rv_protect(r, b, n);
+  CHECK(e == 0, "%s: protect: %s", name, g.reason_name(e));
+  CHECK(atomic_load(&r->state) == RV_ACTIVE, "%s: revoked before any hazard", name);
+  pthread_t t;
+  double t0 = now_ms();
+  pthread_create(&t, NULL, fn, &h);
+  int prompt = wait_flag(&h.done, 2000);
+  double took = h.done_at - t0;
+  atomic_int *released = &r->releases;
+  double end = now_ms() + 2000;
+  while (prompt && !atomic_load(released) && now_ms() < end)
+    sleep_ms(1);
+  CHECK(prompt, "%s: the hazard still waits after 2 s: the guard was not revoked", name);
+  CHECK(atomic_load(&r->calls) >= 1 && atomic_load(&r->releases) == 1,
+        "%s: revoke called %d times, released %d times", name, atomic_load(&r->calls),
+        atomic_load(&r->releases));
+  CHECK(!atomic_load(&rv_bad_arg), "%s: revoke called with another arg", name);
+  rv_release(r); /* a broken build: the owner ends it */
+  pthread_join(t, NULL);
+  if (fn == hz_write)
+    CHECK(b[0] == pattern_b(0) && b[n - 1] == 'B', "%s: the write is not there", name);
+  CHECK(wait_inactive(2000), "%s: a guard is left", name);
+  if (prompt)
+    printf("%s: revoked (%d call(s)), the hazard returned after %.1f ms\n", name,
+           atomic_load(&r->calls), took);
+  *status = h.status;
+  return prompt;
+}
+
+static void *rv_munmap_thread(void *arg) {
+  hazard *h = arg;
+  finish(h, munmap(h->buf, h->n) ? errno : 0);
+  return NULL;
+}
+
+int revoke_main(const char *what) {
+  alarm(30); /* whatever hangs fails */
+  size_t n = 8 * MiB;
+  int st = 0;
+  if (!strcmp(what, "revoke_write")) {
+    /* a write from another thread stops, the reader revokes, the write completes */
+    rv_hazard(what, hz_write, n, &st);
+    CHECK(st == 0, "revoke_write: the write failed");
+  } else if (!strcmp(what, "revoke_wait")) {
+    /* pw_guard_wait on a range overlapping it revokes it, then returns */
+    rv_hazard(what, rv_wait_thread, n, &st);
+    /* and a hook: munmap of the range */
+    rv_hazard("revoke_munmap", rv_munmap_thread, n, &st);
+    CHECK(st == 0, "revoke_munmap: munmap failed: %s", strerror(st));
+  } else if (!strcmp(what, "revoke_fork")) {
+    /* fork (the prepare handler's wait) revokes it; the child runs and exits normally */
+    rv_hazard(what, rv_fork_thread, n, &st);
+    CHECK(st == 0, "revoke_fork: the child ended with status %d", st);
+  } else if (!strcmp(what, "revoke_plain")) {
+    /* a plain guard next to a revocable one still waits for its owner's release */
+    char *b = map_aligned(2 * n);
+    memset(b, 1, 2 * n);
+    rv *r = &rvs[1];
+    int e = rv_protect(r, b + n, n), id;
+    CHECK(e == 0, "revocable: %s", g.reason_name(e));
+    const void *lo, *hi;
+    e = g.protect_inner(b, n, &id, &lo, &hi);
+    CHECK(e == 0, "plain: %s", g.reason_name(e));
+    hazard h = {.buf = b, .n = n};
+    pthread_t t;
+    pthread_create(&t, NULL, hz_write, &h);
+    int early = wait_flag(&h.done, HOLD_MS);
+    CHECK(!early, "revoke_plain: a write on a plain guard did not wait");
+    CHECK(atomic_load(&r->calls) == 0, "revoke_plain: the revocable guard beside was revoked");
+    double t0 = now_ms();
+    g.release(id);
+    CHECK(wait_flag(&h.done, 2000), "revoke_plain: the write did not complete after release");
+    pthread_join(t, NULL);
+    CHECK(h.buf[n - 1] == 'B', "revoke_plain: the write was lost");
+    /* a pw_guard_wait on the plain guard's range waits for its owner too */
+    e = g.protect_inner(b, n, &id, &lo, &hi);
+    hazard w = {.buf = b, .n = n};
+    pthread_create(&t, NULL, rv_wait_thread, &w);
+    CHECK(!wait_flag(&w.done, HOLD_MS), "revoke_plain: pw_guard_wait did not wait");
+    g.release(id);
+    CHECK(wait_flag(&w.done, 2000), "revoke_plain: pw_guard_wait did not return after release");
+    pthread_join(t, NULL);
+    CHECK(atomic_load(&r->calls) == 0, "revoke_plain: the revocable guard beside was revoked");
+    rv_release(r);
+    if (!failures)
+      printf("revoke_plain: the plain guard's writer waited, completed %.1f ms after release\n",
+             h.done_at - t0);
+  } else if (!strcmp(what, "revoke_late")) {
+    char *b = map_aligned(2 * n);
+    memset(b, 1, 2 * n);
+    rv *a = &rvs[2], *c = &rvs[3];
+    /* revoke after the owner's release: nothing released, the state stays the owner's */
+    int e = rv_protect(a, b, n);
+    CHECK(e == 0, "protect: %s", g.reason_name(e));
+    rv_release(a);
+    CHECK(g.active() == 0, "revoke_late: the owner's release left a guard");
+    rv_revoke(a);
+    CHECK(atomic_load(&a->releases) == 0 && atomic_load(&a->state) == RV_DONE,
+          "revoke_late: a late revoke released (%d) or changed the state (%d)",
+          atomic_load(&a->releases), atomic_load(&a->state));
+    /* the slot serves another guard (the first free slot again): the stale revoke leaves it be */
+    e = rv_protect(c, b, n);
+    CHECK(e == 0, "protect again: %s", g.reason_name(e));
+    rv_revoke(a);
+    CHECK(g.active() == 1 && atomic_load(&c->state) == RV_ACTIVE,
+          "revoke_late: a stale revoke took the next guard (active %d)", g.active());
+    /* a stale handle's release is ignored too (the guard's generations) */
+    g.release(a->id);
+    CHECK(g.active() == 1, "revoke_late: a stale handle released the next guard");
+    rv_release(c);
+    CHECK(g.active() == 0 && atomic_load(&c->releases) == 0, "revoke_late: release");
+    /* revoke and the owner's release racing: a writer and the owner at once, many times */
+    int revoked = 0;
+    for (int i = 0; i < 300; i++) {
+      rv_reset(a);
+      char *p = b + (size_t)(i % 64) * 4096 * 8;
+      e = rv_protect(a, p, 4096 * 4);
+      CHECK(e == 0, "race %d: protect: %s", i, g.reason_name(e));
+      hazard h = {.buf = p, .n = 4096 * 4};
+      pthread_t t;
+      pthread_create(&t, NULL, hz_write, &h);
+      if (i & 1) sched_yield();
+      rv_release(a);
+      pthread_join(t, NULL);
+      double end = now_ms() + 2000; /* a revoke that took the guard ends its release */
+      while (atomic_load(&a->busy) && now_ms() < end)
+        sleep_ms(1);
+      CHECK(h.buf[h.n - 1] == 'B', "race %d: the write was lost", i);
+      revoked += atomic_load(&a->releases);
+      CHECK(atomic_load(&a->releases) <= 1, "race %d: released twice", i);
+      if (failures) break;
+    }
+    CHECK(wait_inactive(2000), "revoke_late: a guard is left after the races");
+    CHECK(!atomic_load(&rv_bad_arg), "revoke_late: revoke called with another arg");
+    if (!failures)
+      printf("revoke_late: a late revoke does nothing; 300 races, %d released by revoke\n",
+             revoked);
+  } else {
+    fprintf(stderr, "guard_prog: unknown '%s'\n", what);
+    return 3;
+  }
+  CHECK(g.active() == 0, "a guard is left");
+  return failures ? 1 : 0;
 }

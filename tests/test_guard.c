@@ -3,8 +3,10 @@
  * libpwguard_test.so (the same two sources, built with PW_TESTING so the program can reach the
  * guard).  Every hazard runs twice: as built, it must wait and leave the copy's bytes intact; with
  * the guard disabled on purpose (pw_guard_test_disable), the same check must fail, so the test
- * can tell.  The real libpinwheel.so is checked to export the hooks.  The protect / release
- * costs for 256 MiB are printed, not asserted.
+ * can tell.  Revocable guards (guard_prog revoke_*) are checked to be taken away at once by a
+ * write, pw_guard_wait, a hook and fork, to leave plain guards waiting for their owner, and to be
+ * unharmed by a late revoke.  The real libpinwheel.so is checked to export the hooks.  The protect
+ * / release costs for 256 MiB are printed, not asserted.
  *
  * Exit 77 (skipped) only where the kernel or the privileges give no guard (no userfaultfd, only
  * user-mode faults, no write-protect of unpopulated pages); any other reason is a failure. */
@@ -189,6 +191,11 @@ int main(void) {
   static const char *const plain[] = {"refuse", "overlap", "release_upto", "inner"};
   for (int i = 0; i < 4; i++)
     tests[k++] = (struct CMUnitTest){plain[i], test_plain, NULL, NULL, (void *)plain[i]};
+  /* revocable guards: as built, and failing with the guard disabled */
+  static const char *const revocable[] = {"revoke_write", "revoke_wait", "revoke_plain",
+                                          "revoke_fork", "revoke_late"};
+  for (int i = 0; i < 5; i++)
+    tests[k++] = (struct CMUnitTest){revocable[i], test_hazard, NULL, NULL, (void *)revocable[i]};
   tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_maps_parse);
   tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_unprivileged);
   tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_own_free);

@@ -54,21 +54,52 @@
  *     If free (or another hooked name) in this process is not ours (the program or a library
  *     preloaded earlier defines its own), the guard is unavailable (PW_GUARD_NOT_INTERPOSED);
  *   - fork: a pthread_atfork prepare handler refuses new guards (PW_GUARD_FORK) and waits for
- *     every guard to be released; the child closes its copy of the userfaultfd (it belongs to
- *     the parent's address space) and starts afresh.  (The kernel also drops write-protection in
- *     a child of a userfaultfd without UFFD_FEATURE_EVENT_FORK.)  The handler is registered at
- *     the first protect, after CUDA's own, so that it runs before them.
+ *     every guard to be released, revoking the revocable ones first; the child closes its copy
+ *     of the userfaultfd (it belongs to the parent's address space) and starts afresh.  (The
+ *     kernel also drops write-protection in a child of a userfaultfd without
+ *     UFFD_FEATURE_EVENT_FORK.)  The handler is registered at the first protect, after CUDA's
+ *     own, so that it runs before them.
+ *
+ * Revocable guards (pw_guard_protect_revocable: uploads made ahead of a copy the program has not
+ * asked for yet) are guards like protect_inner's, whose owner would rather give them up than make
+ * the program wait: whatever would wait for one calls its revoke(arg) first, and revoke releases
+ * it (or leaves that to an owner that is releasing anyway; the two settle it by a
+ * compare-and-swap of their own).  Who calls revoke:
+ *   - the fault reader, for each fault message whose address lies in a revocable slot's pages
+ *     still protected (a program write, user or kernel mode, stopped there);
+ *   - pw_guard_wait (so every hook: free, munmap, ...) for each revocable slot overlapping its
+ *     range, and pw_guard_wait_all (so the fork prepare handler) for every revocable slot, before
+ *     they sleep, and again each time they wake to find the slot still there.
+ * revoke and arg are stored in the slot with lo/hi/guarded, inside the slot's seqlock write, when
+ * the slot is claimed (before any page is protected, so the reader finds them for every fault),
+ * and never cleared: a reader takes them only from a consistent snapshot of a guarded slot, so it
+ * never sees a torn pair, at worst a stale one (revoke late, after that guard's release, perhaps
+ * while the slot serves another guard): guard.h lets revoke be called so.  Non-revocable slots
+ * hold NULL, and everything about them is as before.
  *
  * Deadlock rules (guard.h repeats them for the caller): the threads that release must never
  * stop on a guarded page and never wait for a lock that a program thread can hold while it is
  * stopped on one; in glibc the arena lock is such a lock (a neighbour block's header can lie on
  * the first or last guarded page), so a releasing thread must not call malloc or free.  guard.c's
- * own threads (a fault reader, the protect helpers) never allocate.
+ * own threads (a fault reader, the protect helpers) never allocate.  Through revoke the fault
+ * reader and the hooks (a program thread in free, munmap, ..., or in fork) may now release a
+ * guard themselves; pw_guard_release is fit for that: it takes the slot's own mutex (held by an
+ * owner only while it protects or releases, which never waits for the reader or a hook), the
+ * pool's mutex only by trylock (busy: it un-protects alone), waits for the helper threads (which
+ * only make UFFDIO_WRITEPROTECT calls) and takes the pending-faults spin lock (never held across
+ * anything else; the reader calls revoke outside it); it never starts a thread (wp_range starts
+ * helpers for a protect only) and never allocates.  Un-protecting never waits for fault messages
+ * to be read (the kernel wakes the stopped threads from both its queues).  The reader never waits
+ * for a slot's seqlock writer either (a program thread interrupted by a signal whose handler is
+ * stopped on a revocable page would never finish): it looks again on a 1 ms poll timeout.  The
+ * limit below about signal handlers holds for revoke too: a revoke that releases from a handler
+ * that interrupted the owner inside protect or release would wait for the owner's slot mutex.
  *
- * Fault messages are never needed for progress (un-protecting wakes the threads stopped in the
- * range, whether their fault was read or not), but one reader thread (started at the first
- * protect, every signal blocked) reads them to count the program writes that waited and
- * approximate their wait (from the read to the release of the page).
+ * Fault messages are never needed for progress for a plain guard (un-protecting wakes the threads
+ * stopped in the range, whether their fault was read or not), but one reader thread (started at
+ * the first protect, every signal blocked) reads them to count the program writes that waited and
+ * approximate their wait (from the read to the release of the page), and, for a revocable guard,
+ * to revoke it (a program write on a revocable page waits for the reader and revoke).
  *
  * The hooks may run in signal handlers and run millions of times a second: their fast path is one
  * relaxed load of pw_guard_nactive; pw_guard_wait takes no lock (a fixed table of slots, each
@@ -188,11 +219,18 @@ typedef struct seg {
   uintptr_t s, e;
 } seg;
 
+typedef void (*revoke_fn)(void *arg);
+
 typedef struct slot {
-  atomic_uint seq; /* odd while lo/hi/guarded change; the futex word waiters sleep on */
+  atomic_uint seq; /* odd while lo/hi/guarded/revoke/arg change; the futex word waiters sleep on */
   atomic_uint waiters;
   atomic_uintptr_t lo, hi; /* pages still protected: [lo, hi) */
   atomic_int guarded;
+  /* pw_guard_protect_revocable's (NULL: not revocable): set with lo/hi/guarded when the slot is
+   * claimed, so a reader that sees the slot guarded (an even, unchanged seq) sees its own pair;
+   * left as they are at release (a late revoke with a stale pair is allowed) */
+  _Atomic(revoke_fn) revoke;
+  _Atomic(void *) arg;
   /* the owner's, under mu */
   pthread_mutex_t mu;
   unsigned gen;
@@ -235,17 +273,27 @@ static void slot_write_end(slot *s) {
   if (atomic_load(&s->waiters)) futex_wake(&s->seq);
 }
 
-/* Whether s blocks [a, b); *q is the sequence value to sleep on. */
-static int slot_blocks(slot *s, uintptr_t a, uintptr_t b, unsigned *q) {
+/* Whether s blocks [a, b); *q is the sequence value to sleep on.  When it blocks and is
+ * revocable, *fn and *arg (if fn is not NULL) are its revoke and arg, read in the same snapshot;
+ * else *fn is NULL (also while the slot changes: the caller looks again after its brief sleep). */
+static int slot_blocks(slot *s, uintptr_t a, uintptr_t b, unsigned *q, revoke_fn *fn, void **arg) {
   for (;;) {
     unsigned q1 = atomic_load(&s->seq);
     int g = atomic_load(&s->guarded);
     uintptr_t lo = atomic_load(&s->lo), hi = atomic_load(&s->hi);
+    revoke_fn f = fn ? atomic_load(&s->revoke) : NULL;
+    void *x = fn ? atomic_load(&s->arg) : NULL;
     unsigned q2 = atomic_load(&s->seq);
     if (q1 != q2) continue;
     *q = q1;
+    if (fn) *fn = NULL;
     if (q1 & 1) return 1; /* changing: wait for the change (short: no system call inside) */
-    return g && lo < b && a < hi;
+    if (!(g && lo < b && a < hi)) return 0;
+    if (fn) {
+      *fn = f;
+      *arg = x;
+    }
+    return 1;
   }
 }
 
@@ -273,25 +321,38 @@ int pw_guard_active(void) {
   return atomic_load_explicit(&pw_guard_nactive, memory_order_relaxed);
 }
 
+/* Revoke every revocable guard that blocks [a, b), then sleep on the first slot that blocks it
+ * (revoked or not).  0 when none blocks it. */
+static int revoke_then_sleep(uintptr_t a, uintptr_t b) {
+  uint64_t m = atomic_load(&used);
+  int first = -1;
+  unsigned first_q = 0;
+  while (m) {
+    int i = __builtin_ctzll(m);
+    m &= m - 1;
+    unsigned q;
+    revoke_fn fn;
+    void *arg;
+    if (slot_blocks(&slots[i], a, b, &q, &fn, &arg)) {
+      if (fn) fn(arg); /* may release the slot now: the sleep below then returns at once */
+      if (first < 0) {
+        first = i;
+        first_q = q;
+      }
+    }
+  }
+  if (first < 0) return 0;
+  slot_sleep(&slots[first], first_q);
+  return 1;
+}
+
 static int wait_range(const void *p, size_t n) {
   uintptr_t a = (uintptr_t)p, b = a + n;
   int any = 0;
   if (!n) return 0;
   if (b < a) b = UINTPTR_MAX;
-  while (atomic_load_explicit(&pw_guard_nactive, memory_order_acquire)) {
-    uint64_t m = atomic_load(&used);
-    int waited = 0;
-    while (m && !waited) {
-      int i = __builtin_ctzll(m);
-      m &= m - 1;
-      unsigned q;
-      if (slot_blocks(&slots[i], a, b, &q)) {
-        slot_sleep(&slots[i], q);
-        waited = any = 1;
-      }
-    }
-    if (!waited) break;
-  }
+  while (atomic_load_explicit(&pw_guard_nactive, memory_order_acquire) && revoke_then_sleep(a, b))
+    any = 1;
   return any;
 }
 
@@ -308,11 +369,23 @@ int pw_guard_hook_wait(const void *p, size_t n) {
 }
 
 void pw_guard_wait_all(void) {
+  static const struct timespec brief = {0, 1000000};
   for (;;) {
     unsigned q = atomic_load(&released_seq);
     if (!atomic_load(&pw_guard_nactive)) return;
+    /* revoke every revocable guard first; a slot seen changing is looked at again shortly */
+    int changing = 0;
+    for (uint64_t m = atomic_load(&used); m; m &= m - 1) {
+      unsigned sq;
+      revoke_fn fn;
+      void *arg;
+      if (slot_blocks(&slots[__builtin_ctzll(m)], 0, UINTPTR_MAX, &sq, &fn, &arg)) {
+        if (fn) fn(arg);
+        changing |= (int)(sq & 1);
+      }
+    }
     atomic_fetch_add(&all_waiters, 1);
-    futex_wait(&released_seq, q, NULL);
+    futex_wait(&released_seq, q, changing ? &brief : NULL);
     atomic_fetch_sub(&all_waiters, 1);
   }
 }
@@ -791,7 +864,9 @@ static int wp_range(const slot *s, uintptr_t x, uintptr_t y, int on) {
   if (y - x < THREAD_MIN || pthread_mutex_trylock(&pool.mu))
     return wp_segs(s->segs, s->nseg, x, y, on);
   if (!pool.threads) pool.threads = default_threads();
-  while (pool.nhelpers < pool.threads - 1) {
+  /* helpers are started by a protect only: a release may run on the fault reader or in a hook
+   * (through revoke), where starting a thread (which allocates) is not allowed */
+  while (on && pool.nhelpers < pool.threads - 1) {
     helper_seen[pool.nhelpers + 1] = atomic_load(&pool.go);
     if (start_thread(helper_main, (void *)(intptr_t)(pool.nhelpers + 1))) break;
     pool.nhelpers++;
@@ -892,7 +967,7 @@ static int still_guarded(uintptr_t addr) {
     int i = __builtin_ctzll(m);
     m &= m - 1;
     unsigned q;
-    if (slot_blocks(&slots[i], addr, addr + 1, &q)) return 1;
+    if (slot_blocks(&slots[i], addr, addr + 1, &q, NULL, NULL)) return 1;
   }
   return 0;
 }
@@ -928,14 +1003,52 @@ static void account_release(uintptr_t x, uintptr_t y) {
   atomic_fetch_add_explicit(&c_wait_ns, sum, memory_order_relaxed);
 }
 
+/* A write of the program stopped at addr: revoke the revocable guard holding it, if any.  The
+ * reader never waits for a slot's writer (one may be a program thread that a signal handler
+ * interrupted, the handler itself stopped on a revocable page): a slot seen changing a few times
+ * over puts addr in retry[] (*nretry entries, NRETRY at most), to be looked at again shortly. */
+#define NRETRY 16
+static void revoke_at(uintptr_t addr, uintptr_t *retry, int *nretry) {
+  for (uint64_t m = atomic_load(&used); m; m &= m - 1) {
+    slot *s = &slots[__builtin_ctzll(m)];
+    unsigned q;
+    revoke_fn fn = NULL;
+    void *arg = NULL;
+    int blocks = 0, tries = 0;
+    do {
+      if (tries) sched_yield();
+      blocks = slot_blocks(s, addr, addr + 1, &q, &fn, &arg);
+    } while (blocks && (q & 1) && ++tries < 64);
+    if (blocks && (q & 1)) {
+      int k = 0;
+      while (k < *nretry && retry[k] != addr)
+        k++;
+      if (k == *nretry && *nretry < NRETRY) retry[(*nretry)++] = addr;
+    } else if (fn) {
+      fn(arg); /* may release the slot here, on this thread: see the header's deadlock rules */
+    }
+  }
+}
+
 static void *reader_main(void *arg) {
   int fd = (int)(intptr_t)arg;
   struct uffd_msg msg[16];
+  uintptr_t retry[NRETRY];
+  int nretry = 0;
   for (;;) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    int r = poll(&p, 1, -1);
+    int r = poll(&p, 1, nretry ? 1 : -1);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 || (p.revents & (POLLNVAL | POLLERR | POLLHUP))) break;
+    if (nretry) {
+      uintptr_t again[NRETRY];
+      int k = nretry;
+      memcpy(again, retry, sizeof again);
+      nretry = 0;
+      for (int i = 0; i < k; i++)
+        revoke_at(again[i], retry, &nretry);
+    }
+    if (!r) continue;
     /* never read a descriptor that is no longer ours (a program that closed it, a reuse) */
     if (atomic_load(&uffd) != fd || !is_ours(fd)) break;
     ssize_t k = read(fd, msg, sizeof msg);
@@ -944,8 +1057,11 @@ static void *reader_main(void *arg) {
     uint64_t t = now_ns();
     for (size_t i = 0; i < (size_t)k / sizeof *msg; i++)
       if (msg[i].event == UFFD_EVENT_PAGEFAULT &&
-          (msg[i].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP))
-        note_fault((uintptr_t)msg[i].arg.pagefault.address, t);
+          (msg[i].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP)) {
+        uintptr_t addr = (uintptr_t)msg[i].arg.pagefault.address;
+        note_fault(addr, t); /* counted first: a release in revoke accounts its wait */
+        revoke_at(addr, retry, &nretry);
+      }
   }
   atomic_store(&reader_started, 0);
   return NULL;
@@ -1067,8 +1183,10 @@ static int on_own_stack(uintptr_t a, uintptr_t b) {
   return a < stack_hi && stack_lo < b;
 }
 
-/* Guard the pages [a, b) for the source [p, p + n). */
-static int protect_pages(const void *p, size_t n, uintptr_t a, uintptr_t b, int *id) {
+/* Guard the pages [a, b) for the source [p, p + n); revoke (NULL: none) and arg as
+ * pw_guard_protect_revocable's. */
+static int protect_pages(const void *p, size_t n, uintptr_t a, uintptr_t b, int *id, revoke_fn fn,
+                         void *arg) {
   if (a >= b) return PW_GUARD_OK;
   uint64_t t0 = now_ns();
   if (on_own_stack(a, b)) return PW_GUARD_OWN_STACK;
@@ -1107,6 +1225,8 @@ static int protect_pages(const void *p, size_t n, uintptr_t a, uintptr_t b, int 
   slot_write_begin(s);
   atomic_store(&s->lo, a);
   atomic_store(&s->hi, b);
+  atomic_store(&s->revoke, fn); /* with the range: never a torn or another guard's pair */
+  atomic_store(&s->arg, arg);
   atomic_store(&s->guarded, 1);
   slot_write_end(s);
   atomic_fetch_or(&used, 1ull << i);
@@ -1161,10 +1281,11 @@ int pw_guard_protect(const void *p, size_t n, int *id) {
   if (r) return r < 0 ? PW_GUARD_OK : r;
   uintptr_t pg = page_size(), a = (uintptr_t)p & ~(pg - 1), b = (uintptr_t)p + n;
   if (b < (uintptr_t)p || b > UINTPTR_MAX - pg) return PW_GUARD_ERROR;
-  return protect_pages(p, n, a, (b + pg - 1) & ~(pg - 1), id);
+  return protect_pages(p, n, a, (b + pg - 1) & ~(pg - 1), id, NULL, NULL);
 }
 
-int pw_guard_protect_inner(const void *p, size_t n, int *id, const void **lo, const void **hi) {
+static int protect_inner(const void *p, size_t n, int *id, const void **lo, const void **hi,
+                         revoke_fn fn, void *arg) {
   uintptr_t pg = page_size(), a = ((uintptr_t)p + pg - 1) & ~(pg - 1),
             b = ((uintptr_t)p + n) & ~(pg - 1);
   if (a < (uintptr_t)p || b < a || (uintptr_t)p + n < (uintptr_t)p) a = b = (uintptr_t)p;
@@ -1172,7 +1293,16 @@ int pw_guard_protect_inner(const void *p, size_t n, int *id, const void **lo, co
   *hi = (const void *)b;
   int r = protect_start(b - a, id);
   if (r) return r < 0 ? PW_GUARD_OK : r;
-  return protect_pages(p, n, a, b, id);
+  return protect_pages(p, n, a, b, id, fn, arg);
+}
+
+int pw_guard_protect_inner(const void *p, size_t n, int *id, const void **lo, const void **hi) {
+  return protect_inner(p, n, id, lo, hi, NULL, NULL);
+}
+
+int pw_guard_protect_revocable(const void *p, size_t n, int *id, const void **lo, const void **hi,
+                               void (*revoke)(void *arg), void *arg) {
+  return protect_inner(p, n, id, lo, hi, revoke, arg);
 }
 
 /* The slot of a handle, locked, or NULL (stale, released, or none). */

@@ -9,6 +9,9 @@
  *     madvise(MADV_DONTNEED, MADV_FREE, MADV_REMOVE) of an overlapping range, wait until every
  *     overlapping guard is released, then run;
  *   - fork waits until every guard is released (pthread_atfork prepare).
+ * A revocable guard (pw_guard_protect_revocable) is taken away instead of waited for: each of the
+ * above (a write stopped on its pages, a free / munmap / ... overlapping it, a fork) calls its
+ * revoke first, and waits only for the release that revoke brings about.
  * Memory another process can write (MAP_SHARED, shm, a mapped file, memfd, anything not private
  * anonymous) is never guarded: pw_guard_protect refuses it with a reason.
  *
@@ -75,16 +78,30 @@ int pw_guard_protect(const void *p, size_t n, int *id);
  * from p. */
 int pw_guard_protect_inner(const void *p, size_t n, int *id, const void **lo, const void **hi);
 
+/* As pw_guard_protect_inner, but the guard can be taken away: guard.c calls revoke(arg) — from
+ * its fault-reader thread when a write of the program stops on a page of the range, from
+ * pw_guard_wait / pw_guard_wait_all (and so the hooks' free, munmap, ... and the fork prepare
+ * handler) when they find the range overlapping, before they wait — and revoke must then release
+ * the guard (pw_guard_release(id)) promptly, unless its owner already did or is about to (the
+ * owner and revoke settle who releases by a compare-and-swap of their own).  revoke may be called
+ * more than once, late (after the release, even once the slot serves another guard with the same
+ * arg), and concurrently with the owner's release: arg must stay valid for the process's life.
+ * revoke must never block, allocate, or take a lock a program thread may hold.  revoke may also
+ * be called before this returns (a write on a page protected already): *id is not known to it
+ * yet, so the owner's side of the compare-and-swap must run after the return and release then. */
+int pw_guard_protect_revocable(const void *p, size_t n, int *id, const void **lo, const void **hi,
+                               void (*revoke)(void *arg), void *arg);
+
 /* The copy has read [p, p + done): release the pages wholly inside it.  done only grows. */
 void pw_guard_release_upto(int id, size_t done);
 
 /* Release the rest of the range and free the handle. */
 void pw_guard_release(int id);
 
-/* Wait until no guarded range overlaps [p, p + n). */
+/* Wait until no guarded range overlaps [p, p + n) (revoking the revocable ones first). */
 void pw_guard_wait(const void *p, size_t n);
 
-/* Wait until no range is guarded. */
+/* Wait until no range is guarded (revoking the revocable ones first). */
 void pw_guard_wait_all(void);
 
 /* Guarded ranges right now (a relaxed read: for fast paths that skip all work when 0). */
