@@ -292,6 +292,7 @@ def main():
     if "cupy" in only and have(py, "cupy"):  # CuPy stages cp.asarray itself, through the runtime
         put = [py, "samples/cupy_put.py", "--mib", "256"]
         variants = [("CuPy", put, {}), ("CuPy + pinwheel", put, shim),
+                    ("CuPy + pinwheel, PINWHEEL_FILL_AHEAD=512M", put, dict(shim, PINWHEEL_FILL_AHEAD="512M")),
                     ("CuPy + pinwheel, PINWHEEL_HOST_COPIES=0", put, dict(shim, PINWHEEL_HOST_COPIES="0"))]
         print("CuPy asarray / asnumpy of a 256 MiB numpy array:", flush=True)
         r = interleave(variants, a.reps, r"asarray ([\d.]+) GB/s, asarray burst of \d+ ([\d.]+) GB/s, "

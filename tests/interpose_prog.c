@@ -505,6 +505,51 @@ static int mode_hostcopy(void) {
   return failures != 0;
 }
 
+/* CuPy's cp.asarray through the runtime, five times over one buffer of its pinned memory: a
+ * memmove fills it, cudaMemcpyAsync copies it to the device, the stream is synchronized.  Between
+ * fill and copy: in round 1 a kernel launch, in round 2 a write of the program, in round 3 a copy
+ * from the device into the buffer; each must give an upload made ahead up (PINWHEEL_FILL_AHEAD,
+ * the summary says which).  The device's bytes are checked every round. */
+static int mode_fillahead(void) {
+  size_t n = (8 << 20) + 3, at = 100, k = 3 * 4096 + 7;
+  unsigned char *src = malloc(n), *back = malloc(n), *mark = malloc(4096);
+  void *pin = NULL, *dev = NULL, *dev2 = NULL;
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  CHECK(cudaHostAlloc(&pin, n + at, cudaHostAllocPortable) == cudaSuccess && pin);
+  unsigned flags = 99;
+  CHECK(cudaHostGetFlags(&flags, pin) == cudaSuccess && flags != 99);
+  CHECK(cudaMalloc(&dev, n) == cudaSuccess && cudaMalloc(&dev2, 4096) == cudaSuccess);
+  memset(mark, 0xa5, 4096);
+  CHECK(cudaMemcpy(dev2, mark, 4096, cudaMemcpyHostToDevice) == cudaSuccess);
+  unsigned char *p = (unsigned char *)pin + at;
+  for (int round = 0; round < 5; round++) {
+    fill(src, n, (unsigned)round + 1);
+    memmove(p, src, n);
+    if (round == 1) {
+      dim3 g = {1, 1, 1};
+      CHECK(cudaLaunchKernel((const void *)mode_fillahead, g, g, NULL, 0, s) == cudaSuccess);
+    } else if (round == 2) {
+      p[n / 2] ^= 0xff; /* a write onto a guarded page: it waits until the upload is given up */
+      src[n / 2] ^= 0xff;
+    } else if (round == 3) {
+      CHECK(cudaMemcpyAsync(p + k, dev2, 4096, cudaMemcpyDeviceToHost, s) == cudaSuccess);
+      CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+      memset(src + k, 0xa5, 4096);
+    }
+    CHECK(cudaMemcpyAsync(dev, p, n, cudaMemcpyHostToDevice, s) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    CHECK(cudaMemcpy(back, dev, n, cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(memcmp(back, src, n) == 0);
+  }
+  CHECK(cudaFreeHost(pin) == cudaSuccess);
+  free(src);
+  free(back);
+  free(mark);
+  printf("fillahead %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
 /* The program's fd 2 becomes its data file: nothing of pinwheel's may land in it. */
 static int mode_reopen2(const char *path) {
   close(2);
@@ -550,6 +595,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "threads")) return mode_threads(atoi(argv[2]), atoi(argv[3]));
   if (!strcmp(m, "stage")) return mode_stage();
   if (!strcmp(m, "hostcopy")) return mode_hostcopy();
+  if (!strcmp(m, "fillahead")) return mode_fillahead();
   if (!strcmp(m, "capture")) return mode_capture();
   if (!strcmp(m, "wrap")) return mode_wrap();
   if (!strcmp(m, "reset")) return mode_reset();

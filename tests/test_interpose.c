@@ -849,6 +849,31 @@ static void test_runtime_host_copies(void **state) {
   free_result(&r);
 }
 
+/* Uploads ahead (PINWHEEL_FILL_AHEAD): the program's pinned allocation is pinwheel's, each of the
+ * five fills is uploaded as it goes, rounds 0 and 4 copy from the upload, and the launch, the
+ * write and the copy into the buffer of rounds 1 to 3 each give theirs up; the program checks the
+ * device's bytes every round.  Without the option nothing of it happens. */
+static void test_fill_ahead(void **state) {
+  const char *argv[] = {PW_PROG, "fillahead", NULL};
+  const char *on[] = {"PINWHEEL_FILL_AHEAD=64M", "PINWHEEL_THREADS=4", NULL};
+  yajl_val v = run_staged(argv, on, 0);
+  assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), 1);
+  assert_int_equal(jget(v, "fill_ahead", "fills", "calls", NULL), 5);
+  assert_int_equal(jget(v, "fill_ahead", "used", "calls", NULL), 2);
+  assert_int_equal(jget(v, "fill_ahead", "revoked", "launch", NULL), 1);
+  assert_int_equal(jget(v, "fill_ahead", "revoked", "written_freed_or_fork", NULL), 1);
+  assert_int_equal(jget(v, "fill_ahead", "revoked", "copied_into", NULL), 1);
+  assert_int_equal(jget(v, "fill_ahead", "revoked", "not_guarded", NULL), 0);
+  /* the real calls behind it: pinwheel's registration of its memory, no cudaHostAlloc */
+  assert_int_equal(jget(v, "calls", "cudaHostAlloc", "calls", NULL), 1);
+  yajl_tree_free(v);
+  v = run_staged(argv, NULL, 0);
+  assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), 0);
+  assert_int_equal(jget(v, "fill_ahead", "fills", "calls", NULL), 0);
+  yajl_tree_free(v);
+  (void)state;
+}
+
 static void test_stage_sync_elision(void **state) {
   const char *elide[] = {"PINWHEEL_SYNC=elide", NULL};
   yajl_val v = run_stage("stage", elide, 0);
@@ -998,6 +1023,7 @@ int main(void) {
       cmocka_unit_test(test_threads_counts_exact),
       cmocka_unit_test(test_stage_bytes_and_paths),
       cmocka_unit_test(test_runtime_host_copies),
+      cmocka_unit_test(test_fill_ahead),
       cmocka_unit_test(test_stage_background_setup),
       cmocka_unit_test(test_exit_does_not_wait_for_setup),
       cmocka_unit_test(test_failed_query_is_query_failed),

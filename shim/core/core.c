@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include "real.h"
 #include "front.h"
+#include "fa.h"
 #include "guard.h"
 #include "numa.h"
 
@@ -49,6 +50,7 @@ static PW_TLS int pw_in_init; /* init running on this thread: fall through */
 /* The source guard that deferred staging relies on (engine/guard.c, hooks in front/memhooks.c). */
 static const pw_guard_ops guard_ops = {.available = pw_guard_available,
                                        .protect_inner = pw_guard_protect_inner,
+                                       .protect_revocable = pw_guard_protect_revocable,
                                        .release_upto = pw_guard_release_upto,
                                        .release = pw_guard_release,
                                        .wait = pw_guard_wait};
@@ -71,6 +73,7 @@ static void child_after_fork(void) {
   pw_pinned_after_fork_child();
   pw_pool_after_fork_child();
   pw_numa_after_fork_child();
+  pw_fa_after_fork_child();
   pw_engine_after_fork_child(pw_eng);
   pw_trace_fork_child();
   pw_elide_stream = NULL;
@@ -116,6 +119,9 @@ static void init_once(void) {
         .guard = &guard_ops,
     };
     pw_eng = pw_engine_create(&pw_real_ops, &cfg); /* each copy brings its front end's ops */
+    if (pw_eng)
+      pw_fa_configure((size_t)pw_option_get(PW_OPT_FILL_AHEAD), cfg.chunk, (int)threads,
+                      &guard_ops);
     if (!pw_eng) {
       pw_log(PW_LOG_ERROR, "cannot allocate the staging engine; observing only");
       pw_mode = PW_MODE_OBSERVE;

@@ -107,6 +107,12 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                             "pinned memory the program allocated or registered through CUDA "
                             "(frameworks that stage copies themselves: XLA, CuPy) runs on the "
                             "staging threads, into it with non-temporal stores"},
+    [PW_OPT_FILL_AHEAD] =
+        {"PINWHEEL_FILL_AHEAD", T_SIZE, 0, NULL,
+         "in stage mode, device memory per device for uploads made ahead of the program's own "
+         "copies (CuPy's cp.asarray): the runtime's pinned allocations of 1 MiB or more become "
+         "pinwheel's, a large memcpy or memmove into one is uploaded as it is filled, and the "
+         "program's cudaMemcpyAsync of those bytes becomes a device copy; 0 = off"},
     [PW_OPT_SETUP] = {"PINWHEEL_SETUP", T_ENUM, PW_SETUP_BACKGROUND, setup_choices,
                       "background: a device's pinned pool and ring are allocated by a helper "
                       "thread, and copies that come before they are ready go to CUDA unchanged; "

@@ -105,6 +105,7 @@ typedef enum pw_option_e {
   PW_OPT_NT_STORES,    /* non-temporal stores into pinned staging memory */
   PW_OPT_D2H_FRESH,    /* touch | populate | hugepages */
   PW_OPT_HOST_COPIES,  /* the program's memcpy into/out of its own pinned memory, threaded */
+  PW_OPT_FILL_AHEAD,   /* device scratch for uploads ahead of the program's copies (0 = off) */
   PW_OPT_SETUP,        /* background | inline */
   PW_OPT_TRACE,        /* CUPTI trace destination, %p = pid, %r = rank */
   PW_OPT_CUPTI,        /* path of libcupti, when the usual search does not find it */
@@ -240,6 +241,7 @@ enum {
 };
 
 #define PW_NUMA_DEVICES 16
+#define PW_FA_REASONS_MAX 16
 typedef struct pw_stats {
   _Atomic uint64_t hook_calls[PW_HOOK_COUNT];
   _Atomic uint64_t hook_ns[PW_HOOK_COUNT];
@@ -279,6 +281,13 @@ typedef struct pw_stats {
   _Atomic uint64_t numa_threads_node, numa_cpus; /* 1 + their node (0: none), its CPUs */
   _Atomic uint64_t numa_mixed;                   /* devices on several nodes: not placed */
   _Atomic uint64_t numa_copy_threads; /* a batch's copy threads, capped to the node (0: never) */
+  /* Uploads ahead of the program's copies of its pinned memory (engine/fa.h) */
+  pw_counter3 fa_fills;                           /* fills uploaded as they went (ns: the fill) */
+  pw_counter3 fa_used;                            /* program copies made from an upload */
+  _Atomic uint64_t fa_revoked[PW_FA_REASONS_MAX]; /* uploads given up, by reason (fa.h) */
+  _Atomic uint64_t fa_no_room;                /* fills of such memory not uploaded: no scratch */
+  _Atomic uint64_t fa_allocs, fa_alloc_bytes; /* the program's pinned allocations made so */
+  _Atomic uint64_t fa_upload_bytes;           /* bytes DMAed to the scratch */
 } pw_stats;
 
 extern pw_stats pw_st;
@@ -431,6 +440,9 @@ typedef struct pw_engine_config {
 typedef struct pw_guard_ops {
   int (*available)(void);
   int (*protect_inner)(const void *p, size_t n, int *id, const void **lo, const void **hi);
+  /* NULL: uploads ahead (fa.h) are off */
+  int (*protect_revocable)(const void *p, size_t n, int *id, const void **lo, const void **hi,
+                           void (*revoke)(void *arg), void *arg);
   void (*release_upto)(int id, size_t done);
   void (*release)(int id);
   void (*wait)(const void *p, size_t n);

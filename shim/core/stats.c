@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "pw.h"
 
+#include "fa.h"
 #include "guard.h"
 
 #include <stdarg.h>
@@ -231,6 +232,33 @@ static void json_numa(buf_t *b) {
   bprintf(b, ",\"mixed\":%s},", pw_get(&pw_st.numa_mixed) ? "true" : "false");
 }
 
+/* Uploads ahead of the program's copies (PINWHEEL_FILL_AHEAD, fa.h): a line when there were any. */
+static void text_fill_ahead(buf_t *b) {
+  char h1[32], h2[32], h3[32];
+  if (!pw_get(&pw_st.fa_allocs) && !pw_get(&pw_st.fa_fills.calls)) return;
+  bprintf(b,
+          "  uploads ahead: the program's pinned allocations made by pinwheel %llu (%s); fills "
+          "uploaded as they went %llu (%s, %.3f ms), its copies made from them %llu (%s)",
+          (unsigned long long)pw_get(&pw_st.fa_allocs),
+          human_bytes(pw_get(&pw_st.fa_alloc_bytes), h1, sizeof h1),
+          (unsigned long long)pw_get(&pw_st.fa_fills.calls),
+          human_bytes(pw_get(&pw_st.fa_fills.bytes), h2, sizeof h2), ms(pw_get(&pw_st.fa_fills.ns)),
+          (unsigned long long)pw_get(&pw_st.fa_used.calls),
+          human_bytes(pw_get(&pw_st.fa_used.bytes), h3, sizeof h3));
+  if (pw_get(&pw_st.fa_no_room))
+    bprintf(b, "; fills not uploaded (no scratch free) %llu",
+            (unsigned long long)pw_get(&pw_st.fa_no_room));
+  int any = 0;
+  for (int r = 0; r < PW_FA_NREASONS; r++) {
+    uint64_t n = pw_get(&pw_st.fa_revoked[r]);
+    if (!n) continue;
+    bprintf(b, "%s%s %llu", any ? ", " : "; given up: ", pw_fa_reason_names[r],
+            (unsigned long long)n);
+    any = 1;
+  }
+  bprintf(b, "\n");
+}
+
 /* What the engine staged: paths, time, memory, the program's own host copies. */
 static void text_staging(buf_t *b) {
   char h1[32], h2[32];
@@ -255,6 +283,7 @@ static void text_staging(buf_t *b) {
           human_bytes(pw_get(&pw_st.ring_bytes_allocated), h2, sizeof h2),
           (unsigned long long)pw_get(&pw_st.sync_elided));
   text_numa(b);
+  text_fill_ahead(b);
   if (pw_get(&pw_st.host_copies[0].calls) || pw_get(&pw_st.host_copies[1].calls))
     bprintf(b,
             "  the program's memcpy into its pinned memory %llu (%s), out of it %llu (%s), on the "
@@ -409,6 +438,22 @@ static void write_json(buf_t *b) {
           (unsigned long long)pw_get(&pw_st.guard_writes_waited),
           (unsigned long long)pw_get(&pw_st.guard_wait_ns));
   json_numa(b);
+  bprintf(
+      b,
+      "\"fill_ahead\":{\"allocs\":%llu,\"alloc_bytes\":%llu,\"upload_bytes\":%llu,\"no_room\":%llu,"
+      "\"fills\":{",
+      (unsigned long long)pw_get(&pw_st.fa_allocs),
+      (unsigned long long)pw_get(&pw_st.fa_alloc_bytes),
+      (unsigned long long)pw_get(&pw_st.fa_upload_bytes),
+      (unsigned long long)pw_get(&pw_st.fa_no_room));
+  json_counter(b, &pw_st.fa_fills);
+  bprintf(b, "},\"used\":{");
+  json_counter(b, &pw_st.fa_used);
+  bprintf(b, "},\"revoked\":{");
+  for (int r = 0; r < PW_FA_NREASONS; r++)
+    bprintf(b, "%s\"%s\":%llu", r ? "," : "", pw_fa_reason_names[r],
+            (unsigned long long)pw_get(&pw_st.fa_revoked[r]));
+  bprintf(b, "}},");
   bprintf(b, "\"not_deferred\":{");
   for (int r = 0; r < ND_COUNT; r++)
     if (r != PW_ND_GUARD) /* the guard's "ok" */

@@ -33,6 +33,11 @@
  *     when the tensors are contiguous: that loop is not reached, and pays only for the recorded
  *     allocation; any memcpy it makes of 1 MiB or more into pinned memory is.
  *
+ * With PINWHEEL_FILL_AHEAD, a copy into pinned memory pinwheel allocated for the program is
+ * fa.c's: uploaded to the device as it is filled (fa.h).  Any other copy into such memory that
+ * is not taken (too small, no scratch free) is made here as before; the guard of an upload it
+ * overlaps takes the upload away when the copy writes.
+ *
  * Owns: the registry of the program's pinned host memory, the exported memcpy and memmove.
  * Must never: call CUDA, allocate, take a lock on the registry's read side (memcpy and memmove
  * must stay async-signal-safe), or take a lock a CUDA call may hold; a copy's bytes never depend
@@ -137,6 +142,15 @@ static void *hostcopy(void *dst, const void *src, size_t n) {
   /* the copy threads write into dst: never onto a page a deferred copy still guards */
   if (!into) pw_engine_guard_wait(pw_eng, dst, n);
   uint64_t t0 = pw_now_ns();
+  /* into memory pinwheel allocated for the program: uploaded as it is filled (fa.h); out of it:
+   * the bytes may be an upload's, whose guard stays (the copy only reads) */
+  if (into && pw_fa_on() && pw_fa_fill(dst, src, n)) {
+    pw_add(&pw_st.host_copies[0].calls, 1);
+    pw_add(&pw_st.host_copies[0].bytes, n);
+    pw_add(&pw_st.host_copies[0].ns, pw_now_ns() - t0);
+    pw_depth--;
+    return dst;
+  }
   int threads = (int)pw_get(&pw_st.threads), flags = 0;
   /* Into the program's pinned memory always with non-temporal stores where the CPU has them: the
    * buffer is written for the DMA engine, and a fill that passes through the cache ran slower at

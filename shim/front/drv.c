@@ -173,11 +173,35 @@ static CUresult drv_missing(const char *name) {
 
 /* The real call, then the region recorded (or forgotten) when it succeeded; not in mode off, nor
  * for the shim's own calls. */
+/* Uploads ahead (PINWHEEL_FILL_AHEAD, fa.h): the runtime's large pinned allocations may be
+ * pinwheel's; a program that frees or unregisters one through the driver is answered as CUDA
+ * answers it for its own allocation: 1 when *r holds the answer, 0 when the real call is made. */
+#define DRV_ARGS(...) __VA_ARGS__
+static int fa_cuMemHostAlloc(CUresult *r, void **p, size_t n, unsigned flags) {
+  (void)r, (void)p, (void)n, (void)flags; /* the driver's own allocations stay CUDA's */
+  return 0;
+}
+static int fa_cuMemAllocHost_v2(CUresult *r, void **p, size_t n) {
+  (void)r, (void)p, (void)n;
+  return 0;
+}
+static int fa_cuMemHostRegister_v2(CUresult *r, void *p, size_t n, unsigned flags) {
+  (void)r, (void)p, (void)n, (void)flags;
+  return 0;
+}
+static int fa_cuMemFreeHost(CUresult *r, void *p) {
+  return pw_fa_host_free(p) ? (*r = CUDA_SUCCESS, 1) : 0;
+}
+static int fa_cuMemHostUnregister(CUresult *r, void *p) {
+  return pw_fa_host_flags(p, NULL) ? (*r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, 1) : 0;
+}
 #define DRV_HOST_MEM(name, params, args, start_expr, size_expr)                                    \
   CUresult name params {                                                                           \
     int mode = pw_enter();                                                                         \
     if (!DRV_REAL(name)) return drv_missing(#name);                                                \
-    CUresult r = pw_drv.name args;                                                                 \
+    CUresult r = CUDA_SUCCESS;                                                                     \
+    if (!(mode == PW_MODE_STAGE && pw_fa_on() && fa_##name(&r, DRV_ARGS args)))                    \
+      r = pw_drv.name args;                                                                        \
     pw_after_real();                                                                               \
     if (mode == PW_MODE_OFF) return r;                                                             \
     pw_count_call(PW_H_##name, 0);                                                                 \

@@ -183,6 +183,13 @@ static int op_host_alloc(void **p, size_t n) {
 static void op_host_free(void *p) {
   (void)GATED(0, CALL(cuMemFreeHost, p));
 }
+static int op_host_register(void *p, size_t n) {
+  return GATED(1, CALL(cuMemHostRegister_v2, p, n,
+                       CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
+}
+static int op_host_unregister(void *p) {
+  return GATED(0, CALL(cuMemHostUnregister, p));
+}
 static int op_device_alloc(void **p, size_t n) {
   CUdeviceptr d = 0;
   int rc = GATED(1, CALL(cuMemAlloc_v2, &d, n));

@@ -8,6 +8,7 @@
 #ifndef PW_FRONT_H
 #define PW_FRONT_H
 
+#include "fa.h"
 #include "pw.h"
 #include "trace.h"
 
@@ -132,6 +133,7 @@ static inline void pw_after_real(void) {
                      (void *)(stream_expr), 0);                                                    \
   if (mode == PW_MODE_OFF) PW_FRONT_OFF(T, f_, args);                                              \
   pw_elide_stream = NULL;                                                                          \
+  if (PW_UNLIKELY(pw_fa_live())) pw_fa_revoke_all(PW_FA_LAUNCH); /* it may write pinned memory */  \
   uint64_t t0 = mode == PW_MODE_OBSERVE ? pw_ticks() : 0;                                          \
   T r = f_ args;                                                                                   \
   pw_after_real();                                                                                 \
@@ -152,8 +154,9 @@ static inline void pw_after_real(void) {
   return r;
 
 /* The front ends' common path for a copy (pw_depth already raised): describe it with the front
- * end's backend, stage it in stage mode.  Returns PW_PATH_* when staged (the caller reports
- * success), else < 0 (the caller makes the real call).  *t0 is set to the start of the call's
+ * end's backend, stage it in stage mode.  Returns PW_PATH_* when staged, PW_PATH_N when made from
+ * an upload ahead of it (fa.h; either way the caller reports success), else < 0 (the caller makes
+ * the real call).  *t0 is set to the start of the call's
  * timing. */
 static inline int pw_front_copy(const pw_ops *ops, int mode, pw_transfer *c, const char *name,
                                 uint64_t *t0) {
@@ -163,6 +166,8 @@ static inline int pw_front_copy(const pw_ops *ops, int mode, pw_transfer *c, con
   if (mode == PW_MODE_STAGE && pw_eng) { /* the calls it makes are marked in a trace */
     uint64_t app = pw_trace_own_begin();
     path = pw_engine_copy(pw_eng, c);
+    /* not staged: made from an upload ahead of it, or what it may write is no longer one */
+    if (path < 0 && PW_UNLIKELY(pw_fa_live()) && pw_fa_copy(c) == 0) path = PW_PATH_N;
     pw_trace_own_end(path >= 0 ? app : 0, name);
     if (PW_UNLIKELY(path == -1 - PW_FB_SETTING_UP)) pw_setup_arm(); /* a setup runs: gate at exit */
   }

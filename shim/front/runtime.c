@@ -105,13 +105,43 @@ static void host_mem_done(const void *start, size_t size) {
   else
     pw_pinned_remove(start);
 }
+/* Uploads ahead (PINWHEEL_FILL_AHEAD, fa.h): the runtime's large pinned allocations are
+ * pinwheel's, and what the program asks of one is answered as CUDA answers it for its own: 1 when
+ * *r holds the answer, 0 when the real call is made. */
+#define PW_ARGS(...) __VA_ARGS__
+static int fa_cudaHostAlloc(cudaError_t *r, void **p, size_t n, unsigned flags) {
+  if (!p || (flags & cudaHostAllocWriteCombined) || pw_fa_host_alloc(&pw_real_ops, p, n, flags))
+    return 0;
+  return *r = cudaSuccess, 1;
+}
+static int fa_cudaMallocHost(cudaError_t *r, void **p, size_t n) {
+  return fa_cudaHostAlloc(r, p, n, cudaHostAllocDefault);
+}
+static int fa_cudaHostRegister(cudaError_t *r, void *p, size_t n, unsigned flags) {
+  (void)r, (void)p, (void)n, (void)flags; /* CUDA answers "already registered" for it too */
+  return 0;
+}
+static int fa_cudaFreeHost(cudaError_t *r, void *p) {
+  return pw_fa_host_free(p) ? (*r = cudaSuccess, 1) : 0;
+}
+static int fa_cudaHostUnregister(cudaError_t *r, void *p) { /* not registered: allocated */
+  return pw_fa_host_flags(p, NULL) ? (*r = cudaErrorHostMemoryNotRegistered, 1) : 0;
+}
+static int fa_cudaHostGetFlags(cudaError_t *r, unsigned *flags, void *p) {
+  unsigned f;
+  if (!flags || !pw_fa_host_flags(p, &f)) return 0;
+  *flags = f;
+  return *r = cudaSuccess, 1;
+}
 #define WRAP_HOST_MEM(name, params, args, region)                                                  \
   cudaError_t name params {                                                                        \
     int mode = pw_enter();                                                                         \
     if (!REAL(name)) return missing(#name);                                                        \
     if (mode == PW_MODE_OFF) PW_FRONT_OFF(cudaError_t, pw_real.name, args);                        \
     pw_depth++;                                                                                    \
-    cudaError_t r = pw_real.name args;                                                             \
+    cudaError_t r = cudaSuccess;                                                                   \
+    if (!(mode == PW_MODE_STAGE && pw_fa_on() && fa_##name(&r, PW_ARGS args)))                     \
+      r = pw_real.name args;                                                                       \
     pw_depth--;                                                                                    \
     pw_after_real();                                                                               \
     pw_count_call(PW_H_##name, 0);                                                                 \
@@ -172,8 +202,10 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
     if (!REAL(name)) return missing(#name);                                                        \
     int dev = -1;                                                                                  \
     if (mode == PW_MODE_STAGE && pw_eng && REAL(cudaGetDevice) &&                                  \
-        pw_real.cudaGetDevice(&dev) == cudaSuccess)                                                \
+        pw_real.cudaGetDevice(&dev) == cudaSuccess) {                                              \
+      pw_fa_device_reset(dev);                                                                     \
       pw_engine_device_reset(pw_eng, dev);                                                         \
+    }                                                                                              \
     cudaError_t r = pw_real.name args;                                                             \
     pw_after_real();                                                                               \
     if (mode != PW_MODE_OFF) pw_count_call(PW_H_##name, 0);                                        \

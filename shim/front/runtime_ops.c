@@ -70,6 +70,12 @@ static int op_host_alloc(void **p, size_t n) {
 static void op_host_free(void *p) {
   (void)GATED(0, CALL(cudaFreeHost, p));
 }
+static int op_host_register(void *p, size_t n) {
+  return GATED(1, CALL(cudaHostRegister, p, n, cudaHostRegisterPortable | cudaHostRegisterMapped));
+}
+static int op_host_unregister(void *p) {
+  return GATED(0, CALL(cudaHostUnregister, p));
+}
 static int op_device_alloc(void **p, size_t n) {
   return GATED(1, CALL(cudaMalloc, p, n));
 }

@@ -307,6 +307,16 @@ cudaError_t cudaHostUnregister(void *p) {
   if (e == cudaSuccess) fake_region_drop(p);
   return e;
 }
+/* Every pinned allocation of the fake was made with flags 0 (as far as this answer goes). */
+cudaError_t cudaHostGetFlags(unsigned *flags, void *p) {
+  CALL_RECORD(.dst = p);
+  uintptr_t base;
+  size_t size;
+  if (e != cudaSuccess) return e;
+  if (!fake_region_range(p, &base, &size)) return last_error = cudaErrorInvalidValue;
+  *flags = 0;
+  return cudaSuccess;
+}
 cudaError_t cudaMalloc(void **p, size_t n) {
   FAKE_ENTER();
   if (n >= (64u << 20)) { /* a ring */

@@ -224,6 +224,13 @@ fi
 have() { python3 -c "import $1" 2>/dev/null || { echo "SKIP $2 ($1 is not installed)"; return 1; }; }
 if have cupy 'cupy_*'; then
   t cupy_bytes staged python3 samples/cupy_put.py --sizes
+  # uploads ahead of CuPy's copies (PINWHEEL_FILL_AHEAD): bytes of every size and dtype, and the
+  # 256 MiB run's copies made from uploads
+  t cupy_fill_ahead_bytes env PINWHEEL_FILL_AHEAD=512M bash -c "$helpers; staged python3 samples/cupy_put.py --sizes"
+  t cupy_fill_ahead_used bash -c "
+    out=\$(env PINWHEEL_MODE=stage PINWHEEL_STATS=1 PINWHEEL_FILL_AHEAD=512M LD_PRELOAD=$LIB \
+      python3 samples/cupy_put.py --reps 3 2>&1); echo \"\$out\"
+    grep -q 'bytes ok' <<<\"\$out\" && grep -qE 'its copies made from them [1-9]' <<<\"\$out\""
   t cupy_put_host_copies bash -c "set -o pipefail
     env PINWHEEL_MODE=stage PINWHEEL_STATS=1 LD_PRELOAD=$LIB python3 samples/cupy_put.py --reps 3 2>&1 |
       tee /dev/stderr | grep -q 'memcpy into its pinned memory [1-9]'"

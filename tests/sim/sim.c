@@ -49,6 +49,7 @@ typedef struct region {
   char *p;
   size_t n;
   int kind, device;
+  int foreign; /* registered host memory: not the simulation's to free */
 } region;
 
 #define MAX_STREAMS 256
@@ -90,8 +91,9 @@ void sim_reset(unsigned seed, int ndevices) {
   for (int d = 0; d < 8; d++)
     builtin[d][0].device = builtin[d][1].device = d;
   for (int i = 0; i < nregions; i++)
-    if (!i ||
-        regions[i].p != regions[i - 1].p + regions[i - 1].n) /* a pair's second: not a block */
+    if (!regions[i].foreign &&
+        (!i ||
+         regions[i].p != regions[i - 1].p + regions[i - 1].n)) /* a pair's second: not a block */
       free(regions[i].p);
   nregions = 0;
   ndev = ndevices;
@@ -123,7 +125,7 @@ static const region *find(const void *p) {
 
 static void *add_region(size_t n, int kind, int device) {
   char *p = aligned_alloc(256, (n + 255) & ~(size_t)255);
-  if (p && nregions < MAX_REGIONS) regions[nregions++] = (region){p, n, kind, device};
+  if (p && nregions < MAX_REGIONS) regions[nregions++] = (region){p, n, kind, device, 0};
   return p;
 }
 
@@ -300,6 +302,25 @@ static int op_device_alloc(void **p, size_t n) {
   pthread_mutex_unlock(&mu);
   return *p ? 0 : 2;
 }
+static int op_host_register(void *p, size_t n) {
+  pthread_mutex_lock(&mu);
+  int ok = !fail_host && nregions < MAX_REGIONS;
+  if (ok) regions[nregions++] = (region){p, n, PW_MEM_PINNED, -1, 1};
+  pthread_mutex_unlock(&mu);
+  return ok ? 0 : 2;
+}
+static int op_host_unregister(void *p) {
+  pthread_mutex_lock(&mu);
+  int found = 0;
+  for (int i = 0; i < nregions && !found; i++)
+    if (regions[i].p == p && regions[i].foreign) { /* the order of the others is kept */
+      memmove(&regions[i], &regions[i + 1], (size_t)(nregions - i - 1) * sizeof *regions);
+      nregions--;
+      found = 1;
+    }
+  pthread_mutex_unlock(&mu);
+  return found ? 0 : 712;
+}
 static void op_host_free(void *p) {
   (void)p; /* freed at sim_reset */
 }
@@ -463,7 +484,7 @@ void *sim_device_alloc_pair(int device, size_t n, void **second) {
   char *p = add_region(2 * n, PW_MEM_DEVICE, device);
   if (p) { /* one block, two allocations: the first ends where the second begins */
     regions[nregions - 1].n = n;
-    if (nregions < MAX_REGIONS) regions[nregions++] = (region){p + n, n, PW_MEM_DEVICE, device};
+    if (nregions < MAX_REGIONS) regions[nregions++] = (region){p + n, n, PW_MEM_DEVICE, device, 0};
     *second = p + n;
   }
   pthread_mutex_unlock(&mu);

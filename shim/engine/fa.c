@@ -1,0 +1,754 @@
+/* fa.c — uploads made ahead of the program's own copy (fa.h says what and why; DESIGN.md §11).
+ *
+ * An upload (an entry) lives in one device's table and goes through these states:
+ *   FREE -> FILLING      the fill reserved it and its scratch range (under `lock`)
+ *   FILLING -> FILLED    the fill is done and its whole pages are guarded (the filler)
+ *   FILLED -> USING      a copy of the program takes it (a compare-and-swap: one taker)
+ *   USING -> USED        the device copy from the scratch is enqueued (the taker)
+ *   FILLING, FILLED -> REVOKED   anything that may have changed its bytes (a compare-and-swap)
+ *   USING -> REVOKED     the taker could not use it
+ *   USED, REVOKED -> FREE        the upload thread, once the filler is done with it and every DMA
+ *                        into its scratch and device copy out of it completed (under `lock`)
+ * Whoever moves an entry out of FILLED releases its guard (the reader of a guard fault, a
+ * revoker, the taker); an entry revoked while FILLING is released by its filler, whose own move
+ * to FILLED then fails.  `live` counts FILLING and FILLED entries: the hot paths (every launch and
+ * copy) test only it.
+ *
+ * The fill runs in the program's memmove: it never calls CUDA and never allocates; it publishes
+ * each filled chunk (filled, a release store) and wakes the upload thread, which enqueues the
+ * DMAs on the device's upload stream and, once the fill is done and nothing more will be
+ * enqueued, records the entry's event: a copy that takes the entry waits (host side, bounded)
+ * for that record, then makes its stream wait for the event.
+ *
+ * Scratch: one buffer per device, ranges handed out first-fit among the entries not FREE, so a
+ * range is reused only after the upload thread saw its DMAs and device copies complete.
+ *
+ * Owns: the table of replaced allocations (lock-free readers, as app_memcpy.c's registry), the
+ * per-device state (scratch, upload stream, events; kept for the process's life once made: the
+ * upload thread may be reading it), the upload thread.  Lock order: `lock` is a leaf.
+ */
+#define _GNU_SOURCE
+#include "fa.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FA_DEVICES 64
+#define FA_ENTRIES 16
+#define FA_ALLOCS 256
+#define FA_ALIGN ((size_t)2 << 20)  /* replaced allocations: whole, aligned huge pages */
+#define FA_AHEAD 4                  /* fill segments outstanding */
+#define FA_TAKE_WAIT_NS 50000000ull /* a taker waits this long at most for the uploads' record */
+#define FA_EXPIRE_NS ((uint64_t)FA_EXPIRE_MS * 1000000)
+
+_Static_assert(PW_FA_NREASONS <= PW_FA_REASONS_MAX, "pw_stats.fa_revoked too small");
+
+const char *const pw_fa_reason_names[PW_FA_NREASONS] = {
+#define PW_FA_NAME(id, name) name,
+    PW_FA_REASONS(PW_FA_NAME)
+#undef PW_FA_NAME
+};
+
+enum { E_FREE = 0, E_FILLING, E_FILLED, E_USING, E_USED, E_REVOKED };
+
+typedef struct fa_dev fa_dev;
+typedef struct fa_entry {
+  atomic_int state;
+  fa_dev *dev;
+  /* the fill's range [host, host + n): written under `lock` while FREE, read without it (a
+   * reader checks gen before and after) */
+  _Atomic uintptr_t host;
+  _Atomic size_t n;
+  atomic_uint gen;       /* bumped by each reservation */
+  size_t off;            /* where its bytes go in the scratch */
+  const char *lo, *hi;   /* the whole pages the guard covers */
+  int gid;               /* the guard's handle (< 0: none) */
+  uint64_t t_filled;     /* when the fill ended (before FILLED is published) */
+  _Atomic size_t filled; /* bytes from host filled so far (filler -> upload thread) */
+  atomic_int fill_done;  /* the filler no longer touches the entry */
+  atomic_int recorded;   /* ev recorded after the last DMA (upload thread -> taker) */
+  atomic_int failed;     /* a DMA or the record failed: never to be used */
+  int no_ev;             /* the record failed: the DMAs were waited for instead */
+  size_t issued;         /* upload thread only: bytes whose DMA is enqueued */
+  void *ev, *used_ev;    /* after the DMAs (upload stream); after the device copy (taker's) */
+} fa_entry;
+
+struct fa_dev {
+  int device, dead; /* dead: reset; made anew (state kept) by the next allocation */
+  const pw_ops *ops;
+  char *scratch;
+  size_t size;
+  void *stream;
+  fa_entry e[FA_ENTRIES];
+};
+
+typedef struct fa_alloc {
+  atomic_uint seq; /* odd while a writer changes the slot (readers take no lock) */
+  _Atomic uintptr_t base, end;
+  unsigned flags;
+  int device;
+} fa_alloc;
+
+static size_t scratch_size, chunk_size = 4u << 20;
+static uint64_t expire_ns = FA_EXPIRE_NS;
+static int threads = 1;
+static const pw_guard_ops *guard;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static fa_dev *_Atomic devs[FA_DEVICES];
+static fa_alloc allocs[FA_ALLOCS];
+static atomic_int allocs_used;
+atomic_int pw_fa_live_count;
+static atomic_uint work;       /* bumped to wake the upload thread */
+static atomic_int sleeping;    /* the upload thread waits on `work` */
+static atomic_int thread_on;   /* 1 the upload thread runs, -1 it could not start */
+static atomic_int thread_stop; /* tests: the thread ends */
+
+static void wake(void) {
+  atomic_fetch_add(&work, 1);
+  if (atomic_load(&sleeping))
+    syscall(SYS_futex, (unsigned *)&work, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void pw_fa_configure(size_t scratch, size_t chunk, int nthreads, const pw_guard_ops *g) {
+  scratch_size = g && g->protect_revocable ? scratch : 0;
+  if (chunk) chunk_size = chunk;
+  threads = nthreads > 0 ? nthreads : 1;
+  guard = g;
+}
+
+int pw_fa_on(void) {
+  return scratch_size != 0;
+}
+
+/* ---- the replaced allocations ---- */
+
+static void alloc_set(fa_alloc *a, uintptr_t base, uintptr_t end, unsigned flags, int device) {
+  atomic_fetch_add(&a->seq, 1);
+  a->flags = flags;
+  a->device = device;
+  atomic_store(&a->base, base);
+  atomic_store(&a->end, end);
+  atomic_fetch_add(&a->seq, 1);
+}
+
+/* The allocation holding [p, p+n) (n 0: p itself): 1 and a copy of it, else 0.  Lock-free. */
+static int alloc_find(const void *p, size_t n, fa_alloc *out) {
+  uintptr_t a = (uintptr_t)p, b = a + (n ? n : 1);
+  if (b < a) return 0;
+  int u = atomic_load_explicit(&allocs_used, memory_order_acquire);
+  for (int i = 0; i < u; i++) {
+    fa_alloc *s = &allocs[i];
+    unsigned s1 = atomic_load(&s->seq);
+    if (s1 & 1) continue;
+    uintptr_t base = atomic_load(&s->base), end = atomic_load(&s->end);
+    unsigned flags = s->flags;
+    int device = s->device;
+    if (atomic_load(&s->seq) != s1 || !base || a < base || b > end) continue;
+    atomic_store_explicit(&out->base, base, memory_order_relaxed);
+    atomic_store_explicit(&out->end, end, memory_order_relaxed);
+    out->flags = flags;
+    out->device = device;
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- entries ---- */
+
+static void fa_revoke(fa_entry *e, int reason) {
+  int st = E_FILLED;
+  if (atomic_compare_exchange_strong(&e->state, &st, E_REVOKED)) {
+    atomic_fetch_sub(&pw_fa_live_count, 1);
+    if (e->gid >= 0) guard->release(e->gid);
+  } else if (st == E_FILLING && atomic_compare_exchange_strong(&e->state, &st, E_REVOKED)) {
+    atomic_fetch_sub(&pw_fa_live_count, 1); /* the filler releases the guard it may take */
+  } else {
+    return;
+  }
+  pw_add(&pw_st.fa_revoked[reason], 1);
+  wake();
+}
+
+/* The guard's call: a write, free, unmap or fork met the entry's range.  Never blocks. */
+static void revoke_cb(void *arg) {
+  fa_revoke((fa_entry *)arg, PW_FA_GUARD);
+}
+
+static int live_state(int st) {
+  return st == E_FILLING || st == E_FILLED;
+}
+
+void pw_fa_revoke_range(const void *p, size_t n, int reason) {
+  uintptr_t a = (uintptr_t)p, b = a + n;
+  for (int d = 0; d < FA_DEVICES && pw_fa_live(); d++) {
+    fa_dev *dv = atomic_load_explicit(&devs[d], memory_order_acquire);
+    for (int i = 0; dv && i < FA_ENTRIES; i++) {
+      fa_entry *e = &dv->e[i];
+      if (!live_state(atomic_load(&e->state))) continue;
+      uintptr_t h = atomic_load_explicit(&e->host, memory_order_relaxed);
+      if (h < b && a < h + atomic_load_explicit(&e->n, memory_order_relaxed)) fa_revoke(e, reason);
+    }
+  }
+}
+
+void pw_fa_revoke_all(int reason) {
+  for (int d = 0; d < FA_DEVICES && pw_fa_live(); d++) {
+    fa_dev *dv = atomic_load_explicit(&devs[d], memory_order_acquire);
+    for (int i = 0; dv && i < FA_ENTRIES; i++)
+      if (live_state(atomic_load(&dv->e[i].state))) fa_revoke(&dv->e[i], reason);
+  }
+}
+
+/* A free entry and n bytes of scratch (first fit among the entries not FREE), FILLING: or NULL. */
+static fa_entry *reserve(fa_dev *d, char *host, size_t n) {
+  fa_entry *got = NULL;
+  pthread_mutex_lock(&lock);
+  size_t at = 0;
+  for (int pass = 0; pass <= FA_ENTRIES && !got; pass++) {
+    /* candidates: 0, then the end of each entry in use */
+    if (pass > 0) {
+      fa_entry *x = &d->e[pass - 1];
+      if (atomic_load(&x->state) == E_FREE) continue;
+      at = (x->off + atomic_load(&x->n) + 255) & ~(size_t)255;
+    }
+    if (at > d->size || d->size - at < n) continue;
+    int clash = 0;
+    for (int i = 0; i < FA_ENTRIES && !clash; i++) {
+      fa_entry *x = &d->e[i];
+      clash =
+          atomic_load(&x->state) != E_FREE && x->off < at + n && at < x->off + atomic_load(&x->n);
+    }
+    if (clash) continue;
+    for (int i = 0; i < FA_ENTRIES && !got; i++)
+      if (atomic_load(&d->e[i].state) == E_FREE) got = &d->e[i];
+  }
+  if (got) {
+    atomic_fetch_add(&got->gen, 1);
+    atomic_store(&got->host, (uintptr_t)host);
+    atomic_store(&got->n, n);
+    got->off = at;
+    got->lo = got->hi = host;
+    got->gid = -1;
+    got->issued = 0;
+    got->no_ev = 0;
+    atomic_store(&got->filled, 0);
+    atomic_store(&got->fill_done, 0);
+    atomic_store(&got->recorded, 0);
+    atomic_store(&got->failed, 0);
+    atomic_fetch_add(&pw_fa_live_count, 1);
+    atomic_store(&got->state, E_FILLING);
+  }
+  pthread_mutex_unlock(&lock);
+  return got;
+}
+
+/* ---- the upload thread ---- */
+
+static int event_done(const pw_ops *ops, void *ev) {
+  int r = ops->event_query(ev);
+  if (r == 0) return 1;
+  if (r == 1) return 0;
+  ops->clear_error(); /* a dead context: nothing of it will run any more */
+  return 1;
+}
+
+/* Enqueue what was filled, record once nothing more will be; reclaim; expire.  1 if it did
+ * something. */
+static int serve(fa_dev *d, fa_entry *e, int *cur, uint64_t now, int *pending) {
+  int st = atomic_load(&e->state);
+  if (st == E_FREE) return 0;
+  *pending = 1;
+  const pw_ops *ops = d->ops;
+  int did = 0;
+  if (!atomic_load(&e->recorded)) {
+    size_t f = atomic_load_explicit(&e->filled, memory_order_acquire);
+    int done = atomic_load_explicit(&e->fill_done, memory_order_acquire);
+    if (e->issued < f && (st == E_FILLING || st == E_FILLED || st == E_USING) &&
+        !atomic_load(&e->failed)) {
+      if (*cur != d->device && ops->set_device(d->device) == 0) *cur = d->device;
+      if (ops->copy_async(d->scratch + e->off + e->issued,
+                          (const char *)atomic_load(&e->host) + e->issued, f - e->issued,
+                          PW_DIR_H2D, d->stream)) {
+        ops->clear_error();
+        atomic_store(&e->failed, 1);
+        fa_revoke(e, PW_FA_UPLOAD_FAILED);
+      } else {
+        pw_add(&pw_st.fa_upload_bytes, f - e->issued);
+        e->issued = f;
+      }
+      did = 1;
+    }
+    st = atomic_load(&e->state);
+    if (done && (e->issued == atomic_load(&e->n) || st == E_REVOKED || atomic_load(&e->failed))) {
+      if (*cur != d->device && ops->set_device(d->device) == 0) *cur = d->device;
+      if (ops->event_record(e->ev, d->stream)) { /* then wait for the DMAs here */
+        ops->clear_error();
+        atomic_store(&e->failed, 1);
+        (void)ops->stream_sync(d->stream);
+        ops->clear_error();
+        e->no_ev = 1;
+      }
+      atomic_store_explicit(&e->recorded, 1, memory_order_release);
+      did = 1;
+    }
+  }
+  st = atomic_load(&e->state);
+  if (st == E_FILLED && now > e->t_filled && now - e->t_filled > expire_ns) /* now: older */
+    fa_revoke(e, PW_FA_EXPIRED);
+  if ((st == E_REVOKED || st == E_USED) && atomic_load(&e->fill_done) &&
+      atomic_load(&e->recorded) && (e->no_ev || event_done(ops, e->ev)) &&
+      (st != E_USED || event_done(ops, e->used_ev))) {
+    pthread_mutex_lock(&lock);
+    atomic_store(&e->state, E_FREE);
+    pthread_mutex_unlock(&lock);
+    did = 1;
+  }
+  return did;
+}
+
+static void *upload_thread(void *arg) {
+  (void)arg;
+  int cur = -1; /* its CUDA calls go to pw_ops, never to the hooks */
+  while (!atomic_load(&thread_stop)) {
+    unsigned seen = atomic_load(&work);
+    int did = 0, pending = 0;
+    uint64_t now = pw_now_ns();
+    for (int i = 0; i < FA_DEVICES; i++) {
+      fa_dev *d = atomic_load_explicit(&devs[i], memory_order_acquire);
+      if (!d || d->dead) continue;
+      for (int k = 0; k < FA_ENTRIES; k++)
+        did |= serve(d, &d->e[k], &cur, now, &pending);
+    }
+    if (did) continue;
+    /* idle: wait for a wake, polling every ms while an entry waits for its GPU work */
+    struct timespec ms = {0, 1000000};
+    atomic_store(&sleeping, 1);
+    if (atomic_load(&work) == seen && !atomic_load(&thread_stop))
+      syscall(SYS_futex, (unsigned *)&work, FUTEX_WAIT_PRIVATE, seen, pending ? &ms : NULL, NULL,
+              0);
+    atomic_store(&sleeping, 0);
+  }
+  atomic_store(&thread_on, 0);
+  return NULL;
+}
+
+/* At exit, before CUDA's own teardown (registered after CUDA's, at the first device's state: the
+ * handlers run newest first): the upload thread stops calling CUDA (bounded: it is never long in
+ * a call). */
+static void fa_exit(void) {
+  if (atomic_load(&thread_on) != 1) return;
+  atomic_store(&thread_stop, 1);
+  uint64_t t0 = pw_now_ns();
+  while (atomic_load(&thread_on) == 1 && pw_now_ns() - t0 < 200000000ull) {
+    wake();
+    struct timespec t = {0, 100000};
+    nanosleep(&t, NULL);
+  }
+}
+
+/* The device's state, made on first use (on the caller's thread, in a CUDA call of the program),
+ * the upload thread started with the first: NULL when it cannot be had. */
+static fa_dev *dev_get(const pw_ops *ops, int device) {
+  if (device < 0 || device >= FA_DEVICES) return NULL;
+  fa_dev *d = atomic_load_explicit(&devs[device], memory_order_acquire);
+  if (d && !d->dead) return d;
+  pthread_mutex_lock(&lock);
+  d = atomic_load(&devs[device]);
+  if (d && !d->dead) goto out;
+  if (!atomic_load(&thread_on)) {
+    static atomic_int at_exit;
+    atomic_store(&thread_stop, 0);
+    atomic_store(&thread_on, pw_spawn(upload_thread, NULL, 64 << 10) == 0 ? 1 : -1);
+    if (atomic_load(&thread_on) == 1 && !atomic_exchange(&at_exit, 1)) atexit(fa_exit);
+  }
+  if (atomic_load(&thread_on) != 1) goto fail;
+  fa_dev *fresh = d ? d : calloc(1, sizeof *fresh);
+  if (!fresh) goto fail;
+  int mode = ops->relax_capture(0, 0);
+  void *scratch = NULL, *stream = NULL;
+  int rc = ops->device_alloc(&scratch, scratch_size);
+  if (rc == 0 && scratch) rc = ops->stream_create(&stream);
+  for (int i = 0; rc == 0 && i < FA_ENTRIES; i++) {
+    fresh->e[i].dev = fresh;
+    rc = ops->event_create(&fresh->e[i].ev);
+    if (rc == 0) rc = ops->event_create(&fresh->e[i].used_ev);
+  }
+  ops->relax_capture(1, mode);
+  if (rc != 0 || !scratch) {
+    ops->clear_error();
+    if (scratch) ops->device_free(scratch);
+    pw_log(PW_LOG_WARN,
+           "cannot allocate %zu MiB of device memory for uploads ahead on device %d (CUDA error "
+           "%d): pinned allocations there stay CUDA's",
+           scratch_size >> 20, device, rc);
+    if (!d) free(fresh); /* its events, if any, stay with the context */
+    goto fail;
+  }
+  fresh->device = device;
+  fresh->ops = ops;
+  fresh->scratch = scratch;
+  fresh->size = scratch_size;
+  fresh->stream = stream;
+  fresh->dead = 0;
+  d = fresh;
+  atomic_store_explicit(&devs[device], d, memory_order_release);
+out:
+  pthread_mutex_unlock(&lock);
+  return d;
+fail:
+  pthread_mutex_unlock(&lock);
+  return NULL;
+}
+
+/* ---- allocations ---- */
+
+int pw_fa_host_alloc(const pw_ops *ops, void **p, size_t n, unsigned flags) {
+  if (!scratch_size || n < FA_MIN_BYTES || n > SIZE_MAX - 2 * FA_ALIGN) return -1;
+  int device = -1;
+  if (ops->get_device(&device)) {
+    ops->clear_error();
+    return -1;
+  }
+  if (!dev_get(ops, device)) return -1;
+  size_t len = (n + FA_ALIGN - 1) & ~(FA_ALIGN - 1);
+  char *m = mmap(NULL, len + FA_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return -1;
+  char *at = (char *)(((uintptr_t)m + FA_ALIGN - 1) & ~(uintptr_t)(FA_ALIGN - 1));
+  if (at > m) munmap(m, (size_t)(at - m));
+  if (m + len + FA_ALIGN > at + len) munmap(at + len, (size_t)(m + len + FA_ALIGN - (at + len)));
+  (void)madvise(at, len, MADV_DONTFORK); /* a fork's child has none of it, as of CUDA's own */
+  (void)madvise(at, len, MADV_HUGEPAGE);
+  pthread_mutex_lock(&lock);
+  int u = atomic_load(&allocs_used), i = 0;
+  while (i < u && atomic_load(&allocs[i].base))
+    i++;
+  if (i < FA_ALLOCS) {
+    alloc_set(&allocs[i], (uintptr_t)at, (uintptr_t)at + len, flags, device);
+    if (i == u) atomic_store_explicit(&allocs_used, u + 1, memory_order_release);
+  }
+  pthread_mutex_unlock(&lock);
+  if (i >= FA_ALLOCS) {
+    munmap(at, len);
+    return -1;
+  }
+  int mode = ops->relax_capture(0, 0);
+  int rc = ops->host_register(at, len);
+  ops->relax_capture(1, mode);
+  if (rc) {
+    ops->clear_error();
+    pthread_mutex_lock(&lock);
+    alloc_set(&allocs[i], 0, 0, 0, -1);
+    pthread_mutex_unlock(&lock);
+    munmap(at, len);
+    pw_log(PW_LOG_INFO, "cannot register %zu MiB of host memory (CUDA error %d): CUDA allocates it",
+           len >> 20, rc);
+    return -1;
+  }
+  pw_add(&pw_st.fa_allocs, 1);
+  pw_add(&pw_st.fa_alloc_bytes, len);
+  *p = at;
+  return 0;
+}
+
+/* Wait until e (given up, or taken by a copy that is about to end) is FREE: the upload thread
+ * reclaims it; once that thread has stopped (exit), this thread waits for its GPU work itself. */
+static void wait_free(fa_dev *d, fa_entry *e) {
+  const pw_ops *ops = d->ops;
+  while (atomic_load(&e->state) != E_FREE) {
+    int st = atomic_load(&e->state);
+    if (atomic_load(&thread_on) == 1 || !atomic_load(&e->fill_done) || st == E_USING ||
+        live_state(st)) {
+      wake();
+      struct timespec t = {0, 50000};
+      nanosleep(&t, NULL);
+      continue;
+    }
+    /* the upload thread is gone: nothing else touches the entry */
+    if (!atomic_load(&e->recorded) || e->no_ev ? ops->stream_sync(d->stream)
+                                               : ops->event_sync(e->ev))
+      ops->clear_error();
+    if (st == E_USED && ops->event_sync(e->used_ev)) ops->clear_error();
+    pthread_mutex_lock(&lock);
+    atomic_store(&e->state, E_FREE);
+    pthread_mutex_unlock(&lock);
+  }
+}
+
+/* Wait until no entry of the range is in use (given up first). */
+static void wait_range_free(uintptr_t a, uintptr_t b) {
+  for (int d = 0; d < FA_DEVICES; d++) {
+    fa_dev *dv = atomic_load_explicit(&devs[d], memory_order_acquire);
+    for (int i = 0; dv && i < FA_ENTRIES; i++) {
+      fa_entry *e = &dv->e[i];
+      uintptr_t h = atomic_load(&e->host);
+      if (atomic_load(&e->state) != E_FREE && h < b && a < h + atomic_load(&e->n)) wait_free(dv, e);
+    }
+  }
+}
+
+int pw_fa_host_free(void *p) {
+  fa_alloc a;
+  if (!p || !alloc_find(p, 0, &a) || atomic_load(&a.base) != (uintptr_t)p) return 0;
+  uintptr_t base = atomic_load(&a.base), end = atomic_load(&a.end);
+  pw_fa_revoke_range(p, end - base, PW_FA_FREE);
+  wait_range_free(base, end);
+  fa_dev *d = atomic_load_explicit(&devs[a.device], memory_order_acquire);
+  if (d && !d->dead) {
+    int mode = d->ops->relax_capture(0, 0);
+    if (d->ops->host_unregister(p)) d->ops->clear_error();
+    d->ops->relax_capture(1, mode);
+  }
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < atomic_load(&allocs_used); i++)
+    if (atomic_load(&allocs[i].base) == base) alloc_set(&allocs[i], 0, 0, 0, -1);
+  pthread_mutex_unlock(&lock);
+  munmap(p, end - base);
+  return 1;
+}
+
+int pw_fa_host_flags(const void *p, unsigned *flags) {
+  fa_alloc a;
+  if (!p || !alloc_find(p, 0, &a)) return 0;
+  if (flags) *flags = a.flags;
+  return 1;
+}
+
+/* ---- the fill ---- */
+
+static void publish(fa_entry *e, size_t upto) {
+  atomic_store_explicit(&e->filled, upto, memory_order_release);
+  wake();
+}
+
+int pw_fa_fill(void *dst, const void *src, size_t n) {
+  fa_alloc a;
+  if (!scratch_size) return 0;
+  pw_fa_revoke_range(dst, n, PW_FA_REFILL); /* before any thread writes there, */
+  guard->wait(dst, n);                      /* and a copy taking one has let it go */
+  if (!alloc_find(dst, n, &a)) return 0;
+  fa_dev *d = atomic_load_explicit(&devs[a.device], memory_order_acquire);
+  if (!d || d->dead) return 0;
+  fa_entry *e = n <= d->size ? reserve(d, dst, n) : NULL;
+  if (!e) {
+    pw_add(&pw_st.fa_no_room, 1);
+    return 0;
+  }
+  uint64_t t0 = pw_now_ns();
+  pw_batch b;
+  pw_batch_begin(&b, threads, 1);
+  uint64_t seg[FA_AHEAD];
+  size_t end[FA_AHEAD], off = 0;
+  unsigned pushed = 0, waited = 0;
+  char *to = dst;
+  const char *from = src;
+  while (off < n || waited < pushed) {
+    if (off < n && pushed - waited < FA_AHEAD) {
+      size_t len = n - off < chunk_size ? n - off : chunk_size;
+      seg[pushed % FA_AHEAD] = pw_batch_push(&b, to + off, from + off, len, PW_PART_STREAM);
+      end[pushed % FA_AHEAD] = off + len;
+      off += len;
+      pushed++;
+      continue;
+    }
+    pw_batch_wait(&b, seg[waited % FA_AHEAD]);
+    publish(e, end[waited % FA_AHEAD]);
+    waited++;
+  }
+  pw_batch_end(&b);
+  /* every byte is in place: guard the whole pages, then publish FILLED */
+  const void *lo = dst, *hi = dst;
+  int gid = -1;
+  int rc = guard->protect_revocable(dst, n, &gid, &lo, &hi, revoke_cb, e);
+  e->lo = lo;
+  e->hi = hi;
+  e->gid = rc == 0 ? gid : -1;
+  e->t_filled = pw_now_ns();
+  int st = E_FILLING;
+  if (rc == 0) {
+    if (!atomic_compare_exchange_strong(&e->state, &st, E_FILLED) && gid >= 0)
+      guard->release(gid); /* revoked while it filled */
+  } else if (atomic_compare_exchange_strong(&e->state, &st, E_REVOKED)) {
+    atomic_fetch_sub(&pw_fa_live_count, 1);
+    pw_add(&pw_st.fa_revoked[PW_FA_UNGUARDED], 1);
+  }
+  atomic_store_explicit(&e->fill_done, 1, memory_order_release);
+  wake();
+  pw_add(&pw_st.fa_fills.calls, 1);
+  pw_add(&pw_st.fa_fills.bytes, n);
+  pw_add(&pw_st.fa_fills.ns, pw_now_ns() - t0);
+  return 1;
+}
+
+/* ---- the program's copy ---- */
+
+/* Take (FILLED -> USING) the entry of device `device` that holds [p, p+n): it, or NULL.  The
+ * range is read without the lock, so the take is checked against a reservation in between (the
+ * entry's gen): one that took a later fill's entry gives it up (revoked, never used). */
+static fa_entry *take(const void *p, size_t n, int device) {
+  uintptr_t a = (uintptr_t)p, b = a + n;
+  if (device < 0 || device >= FA_DEVICES) return NULL;
+  fa_dev *d = atomic_load_explicit(&devs[device], memory_order_acquire);
+  for (int i = 0; d && !d->dead && i < FA_ENTRIES; i++) {
+    fa_entry *e = &d->e[i];
+    unsigned g = atomic_load(&e->gen);
+    uintptr_t h = atomic_load(&e->host);
+    size_t len = atomic_load(&e->n);
+    if (atomic_load(&e->state) != E_FILLED || a < h || b > h + len || atomic_load(&e->gen) != g)
+      continue;
+    int st = E_FILLED;
+    if (!atomic_compare_exchange_strong(&e->state, &st, E_USING)) continue;
+    atomic_fetch_sub(&pw_fa_live_count, 1);
+    if (atomic_load(&e->gen) == g) return e;
+    atomic_store(&e->state, E_REVOKED); /* another fill's: its guard released, not used */
+    if (e->gid >= 0) guard->release(e->gid);
+    pw_add(&pw_st.fa_revoked[PW_FA_USE_FAILED], 1);
+    wake();
+  }
+  return NULL;
+}
+
+/* Give up an entry taken (USING): its guard released, counted. */
+static void untake(fa_entry *e, int reason) {
+  atomic_store(&e->state, E_REVOKED);
+  if (e->gid >= 0) guard->release(e->gid);
+  pw_add(&pw_st.fa_revoked[reason], 1);
+  wake();
+}
+
+/* Enqueue on the stream: the wait for the uploads, the device copy of the guarded part from the
+ * scratch, the partial pages at either end from the pinned memory itself, the record of used_ev.
+ * 0, or a CUDA error (something may have been enqueued). */
+static int use(fa_entry *e, const pw_ops *ops, char *dst, const char *src, size_t n, void *stream) {
+  fa_dev *d = e->dev;
+  const char *end = src + n;
+  const char *mid0 = src > e->lo ? src : e->lo, *mid1 = end < e->hi ? end : e->hi;
+  if (mid1 < mid0) mid1 = mid0 = src; /* nothing guarded inside: all from the pinned memory */
+  int rc = ops->stream_wait_event(stream, e->ev);
+  if (!rc && mid0 > src) rc = ops->copy_async(dst, src, (size_t)(mid0 - src), PW_DIR_H2D, stream);
+  if (!rc && mid1 > mid0)
+    rc = ops->copy_async(dst + (mid0 - src),
+                         d->scratch + e->off + (size_t)((uintptr_t)mid0 - atomic_load(&e->host)),
+                         (size_t)(mid1 - mid0), PW_DIR_D2D, stream);
+  if (!rc && end > mid1)
+    rc = ops->copy_async(dst + (mid1 - src), mid1, (size_t)(end - mid1), PW_DIR_H2D, stream);
+  if (!rc) rc = ops->event_record(e->used_ev, stream);
+  return rc;
+}
+
+int pw_fa_copy(const pw_transfer *c) {
+  if (!pw_fa_live() || !c->n) return -1;
+  int wanted = !c->sync_api && c->dir == PW_DIR_H2D && c->src_kind == PW_MEM_PINNED &&
+               c->dst_kind == PW_MEM_DEVICE && c->ops && c->dst_dev >= 0 && c->dst_dev < FA_DEVICES;
+  fa_dev *d = wanted ? atomic_load_explicit(&devs[c->dst_dev], memory_order_acquire) : NULL;
+  if (!d || d->ops != c->ops) {
+    pw_fa_revoke_range(c->dst, c->n, PW_FA_COPY_INTO); /* what the real copy may write */
+    return -1;
+  }
+  const pw_ops *ops = c->ops;
+  int capturing = 0;
+  if (ops->stream_capturing(c->stream, &capturing) || capturing) {
+    if (!ops->error_pending()) ops->clear_error();
+    return -1; /* a graph being captured gets the real copy: the upload stays */
+  }
+  fa_entry *e = take(c->src, c->n, c->dst_dev);
+  if (!e) return -1;
+  uint64_t t0 = pw_now_ns();
+  while (!atomic_load_explicit(&e->recorded, memory_order_acquire) &&
+         pw_now_ns() - t0 < FA_TAKE_WAIT_NS) {
+    wake();
+    sched_yield();
+  }
+  if (!atomic_load_explicit(&e->recorded, memory_order_acquire) || atomic_load(&e->failed)) {
+    untake(e, PW_FA_UPLOAD_FAILED);
+    return -1;
+  }
+  int mode = ops->relax_capture(0, 0);
+  int rc = use(e, ops, c->dst, c->src, c->n, c->stream);
+  if (rc) { /* the real copy comes after whatever was enqueued: wait for that here */
+    ops->clear_error();
+    (void)ops->stream_sync(c->stream);
+    ops->clear_error();
+  }
+  ops->relax_capture(1, mode);
+  if (rc) {
+    untake(e, PW_FA_USE_FAILED);
+    return -1;
+  }
+  atomic_store(&e->state, E_USED);
+  if (e->gid >= 0) guard->release(e->gid);
+  wake();
+  pw_add(&pw_st.fa_used.calls, 1);
+  pw_add(&pw_st.fa_used.bytes, c->n);
+  pw_add(&pw_st.fa_used.ns, pw_now_ns() - t0);
+  return 0;
+}
+
+/* ---- reset, fork, tests ---- */
+
+void pw_fa_device_reset(int device) {
+  if (device < 0 || device >= FA_DEVICES) return;
+  fa_dev *d = atomic_load_explicit(&devs[device], memory_order_acquire);
+  if (!d || d->dead) return;
+  for (int i = 0; i < FA_ENTRIES; i++)
+    if (live_state(atomic_load(&d->e[i].state))) fa_revoke(&d->e[i], PW_FA_RESET);
+  for (int i = 0; i < FA_ENTRIES; i++) /* taken entries end at once: their taker is in a call */
+    wait_free(d, &d->e[i]);
+  pthread_mutex_lock(&lock);
+  d->dead = 1; /* the reset frees the scratch, the stream and the events */
+  for (int i = 0; i < atomic_load(&allocs_used); i++)
+    if (atomic_load(&allocs[i].base) && allocs[i].device == device)
+      alloc_set(&allocs[i], 0, 0, 0, -1); /* their registration ends with the context */
+  pthread_mutex_unlock(&lock);
+}
+
+void pw_fa_after_fork_child(void) {
+  /* no upload thread, no CUDA: the child uploads nothing (its copies are CUDA's own) */
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  lock = fresh;
+  scratch_size = 0;
+  for (int i = 0; i < FA_DEVICES; i++)
+    atomic_store(&devs[i], NULL);
+  for (int i = 0; i < FA_ALLOCS; i++)
+    alloc_set(&allocs[i], 0, 0, 0, -1); /* MADV_DONTFORK: not mapped here */
+  atomic_store(&allocs_used, 0);
+  atomic_store(&pw_fa_live_count, 0);
+  atomic_store(&thread_on, 0);
+  atomic_store(&sleeping, 0);
+}
+
+#ifdef PW_TESTING
+void pw_fa_test_expire_ms(unsigned ms) {
+  expire_ns = (uint64_t)ms * 1000000;
+}
+
+void pw_fa_test_reset(void) {
+  if (atomic_load(&thread_on) == 1) {
+    atomic_store(&thread_stop, 1);
+    while (atomic_load(&thread_on) == 1) {
+      wake();
+      sched_yield();
+    }
+  }
+  atomic_store(&thread_stop, 0);
+  atomic_store(&thread_on, 0);
+  for (int i = 0; i < FA_DEVICES; i++) {
+    fa_dev *d = atomic_exchange(&devs[i], NULL);
+    free(d);
+  }
+  for (int i = 0; i < FA_ALLOCS; i++)
+    alloc_set(&allocs[i], 0, 0, 0, -1);
+  atomic_store(&allocs_used, 0);
+  atomic_store(&pw_fa_live_count, 0);
+  scratch_size = 0;
+  guard = NULL;
+  expire_ns = FA_EXPIRE_NS;
+}
+#endif

@@ -1,0 +1,110 @@
+/* fa.h — uploads made ahead of the program's own copy (PINWHEEL_FILL_AHEAD; DESIGN.md §11).
+ *
+ * CuPy's cp.asarray (like XLA's staging) fills a buffer of its own pinned memory with one memmove,
+ * then copies that buffer to the device: the fill and the DMA come one after the other, and
+ * nothing outside the program knows where the bytes go until the copy is asked for.  With
+ * fill-ahead on:
+ *   - the runtime's pinned allocations of FA_MIN_BYTES or more (cudaHostAlloc without
+ *     write-combining, cudaMallocHost) are pinwheel's: private anonymous memory registered with
+ *     CUDA (portable, mapped), which the source guard can protect (guard.h), never inherited by a
+ *     fork (MADV_DONTFORK), as CUDA's own is not;
+ *   - a large memmove or memcpy into such memory (the fill) runs on the staging threads in chunks,
+ *     and pinwheel's upload thread DMAs each chunk, as soon as it is filled, into a scratch buffer
+ *     on the allocation's device; when the fill returns, every byte is in place and the whole
+ *     pages of its range are guarded (revocably);
+ *   - the program's cudaMemcpyAsync of bytes of that range to that device then becomes a
+ *     device-to-device copy from the scratch, on the program's stream, after the uploads (the
+ *     partial first and last pages, which the guard does not cover, come from the pinned memory
+ *     itself); the guard is released.
+ * An upload is revoked, and the program's copy is CUDA's own, as soon as anything may have
+ * changed its bytes: a write of the program (the guard), a free, unmap or fork (the guard), a
+ * new fill over it, a copy whose destination overlaps it, any kernel launch (a kernel may write
+ * the memory through its device mapping), a device reset, or when it was not used within
+ * FA_EXPIRE_MS.  Limits (docs/PROMISES.md): writes that no hook of pinwheel sees (a kernel
+ * launched through a path pinwheel does not intercept, a memset through a device mapping of the
+ * memory, another process) are not seen.
+ *
+ * Owns: the replaced allocations, the scratch buffers, the upload thread and its stream.
+ * Must never: call CUDA in the fill (it runs in the program's memmove), let a copy use an upload
+ * that was revoked, reuse scratch memory before the DMAs and device copies using it completed.
+ */
+#ifndef PW_FA_H
+#define PW_FA_H
+
+#include <stddef.h>
+
+#include "pw.h"
+
+#define FA_EXPIRE_MS 100        /* an upload not used within this is revoked */
+#define FA_MIN_BYTES (1u << 20) /* smaller allocations and fills are CUDA's and glibc's */
+
+/* Why an upload was given up (the summary counts each). */
+#define PW_FA_REASONS(X)                                                                           \
+  X(FA_GUARD, "written_freed_or_fork") /* the guard: a write, free, unmap or fork */               \
+  X(FA_REFILL, "refilled")             /* a new fill over it */                                    \
+  X(FA_COPY_INTO, "copied_into")       /* a copy's destination overlapped it */                    \
+  X(FA_LAUNCH, "launch")               /* a kernel launch */                                       \
+  X(FA_FREE, "freed")                  /* cudaFreeHost of its allocation */                        \
+  X(FA_RESET, "device_reset")          /* cudaDeviceReset of its device */                         \
+  X(FA_EXPIRED, "expired")             /* not used within FA_EXPIRE_MS */                          \
+  X(FA_UNGUARDED, "not_guarded")       /* the guard refused the range */                           \
+  X(FA_UPLOAD_FAILED, "upload_failed") /* a DMA or event call failed */                            \
+  X(FA_USE_FAILED, "use_failed")       /* the device copy could not be enqueued */
+
+enum {
+#define PW_FA_ENUM(id, name) PW_##id,
+  PW_FA_REASONS(PW_FA_ENUM)
+#undef PW_FA_ENUM
+      PW_FA_NREASONS
+};
+extern const char *const pw_fa_reason_names[PW_FA_NREASONS];
+
+/* From the options, once (core.c): scratch bytes per device (0: fill-ahead off), the staging
+ * chunk, the staging threads, the guard (NULL: off). */
+void pw_fa_configure(size_t scratch, size_t chunk, int threads, const pw_guard_ops *guard);
+int pw_fa_on(void);
+
+/* Uploads live now (being filled, or filled and not used): the hot paths' test, a relaxed load. */
+extern atomic_int pw_fa_live_count;
+static inline int pw_fa_live(void) {
+  return atomic_load_explicit(&pw_fa_live_count, memory_order_relaxed) != 0;
+}
+
+/* ---- the program's pinned allocations (the runtime front end) ---- */
+/* n bytes of pinwheel's pinned memory for an allocation made with these flags (given back by
+ * pw_fa_host_flags) on the calling thread's current device, ops being the front end's: 0 and *p,
+ * or -1 (nothing done: the caller makes the real call). */
+int pw_fa_host_alloc(const pw_ops *ops, void **p, size_t n, unsigned flags);
+/* p is the start of such an allocation: its uploads are revoked and waited for, it is unregistered
+ * and unmapped: 1.  Else 0 (not pinwheel's: the caller makes the real call). */
+int pw_fa_host_free(void *p);
+/* p lies in such an allocation: 1 and its flags in *flags (may be NULL); else 0. */
+int pw_fa_host_flags(const void *p, unsigned *flags);
+
+/* ---- the fill (app_memcpy.c, pw_depth raised) ----
+ * n bytes from src into dst, which do not overlap: 1 when done (with uploads), 0 when not taken
+ * (dst is not in such an allocation, or no scratch is free: the caller copies as before). */
+int pw_fa_fill(void *dst, const void *src, size_t n);
+
+/* ---- copies and launches (the front ends) ---- */
+/* A copy the engine did not stage: 0 when it was made from an upload (the caller reports
+ * success), -1 when the caller makes the real call (having revoked what the copy may write). */
+int pw_fa_copy(const pw_transfer *c);
+/* Revoke every live upload (a kernel launch: reason PW_FA_LAUNCH). */
+void pw_fa_revoke_all(int reason);
+/* Revoke the uploads overlapping [p, p+n) (callers that write there). */
+void pw_fa_revoke_range(const void *p, size_t n, int reason);
+/* cudaDeviceReset of device: its uploads are revoked and waited for, its scratch, stream and
+ * events forgotten (the reset frees them), its allocations forgotten (the reset ends them). */
+void pw_fa_device_reset(int device);
+void pw_fa_after_fork_child(void);
+
+#ifdef PW_TESTING
+/* Tests: forget everything (threads included: the upload thread is asked to stop and waited
+ * for), the options back to off. */
+void pw_fa_test_reset(void);
+/* Tests: uploads not used within ms are given up (FA_EXPIRE_MS otherwise). */
+void pw_fa_test_expire_ms(unsigned ms);
+#endif
+
+#endif
