@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -260,6 +261,58 @@ static void test_two_nodes_undone(void **state) {
   pw_numa_reset();
 }
 
+/* The thread that starts the pool while placed (in pinwheel: the deferred copies' copy thread,
+ * when the process's first staged copy was deferred). */
+static void *start_pool_placed(void *arg) {
+  (void)arg;
+  pw_numa_thread me = {0};
+  pw_numa_apply(&me);
+  pw_pool_memcpy((char[8192]){0}, (char[8192]){0}, 8192, 4, 0); /* too small: no pool */
+  size_t n = 4 << 20;
+  char *a = calloc(1, n), *b = malloc(n);
+  pw_pool_memcpy(b, a, n, 4, 0); /* starts 3 workers */
+  free(a);
+  free(b);
+  return NULL;
+}
+
+/* Workers started by a thread already placed start with the affinity the process's threads had
+ * before the placement, not the node's: when a device on another node undoes the placement, they
+ * go back to all of it.  In a child, whose pool starts anew. */
+static void test_workers_started_placed_go_back(void **state) {
+  (void)state;
+  if (CPU_EQUAL(&node1, &mine)) skip(); /* one CPU: the node is everything */
+  make_tree(2, 1, 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    pw_pool_after_fork_child();
+    pw_numa_after_fork_child();
+    pw_numa_place(1);
+    pthread_t t;
+    pthread_create(&t, NULL, start_pool_placed, NULL);
+    pthread_join(t, NULL);
+    int workers = pw_pool_workers(), placed = threads_on(&node1);
+    pw_numa_place(0);                                    /* devices on two nodes: undone */
+    for (int i = 0; i < 20 && threads_on(&node1); i++) { /* the workers move when they wake */
+      size_t n = 4 << 20;
+      char *a = calloc(1, n), *b = malloc(n);
+      pw_pool_memcpy(b, a, n, 4, 0);
+      free(a);
+      free(b);
+      struct timespec ms = {0, 5000000};
+      nanosleep(&ms, NULL);
+    }
+    int left = threads_on(&node1), back = threads_on(&mine);
+    fprintf(stderr, "workers %d, on node 1 while placed %d, after the undo %d; on all CPUs %d\n",
+            workers, placed, left, back);
+    _exit(workers >= 1 && placed >= workers && left == 0 && back >= workers + 1 ? 0 : 1);
+  }
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 /* One batch of threads (8 here, more than the fake node has) pushing 4 MiB, checked byte for
  * byte: the helpers its lane got (0: no lane, it copied alone). */
 static int batch_helpers(int threads) {
@@ -350,6 +403,7 @@ int main(void) {
       cmocka_unit_test(test_placed_on_device_node),
       cmocka_unit_test(test_thread_policy_kept),
       cmocka_unit_test(test_two_nodes_undone),
+      cmocka_unit_test(test_workers_started_placed_go_back),
       cmocka_unit_test(test_default_threads_capped_to_node),
   };
   int rc = cmocka_run_group_tests(tests, setup_cpus, NULL);

@@ -158,6 +158,9 @@ static int placed_node = -1;  /* under place_lock: -1 none, -2 several nodes */
 static cpu_set_t placed_cpus; /* under place_lock: the node's CPUs; empty: none */
 static _Atomic unsigned place_gen;
 static atomic_int placed_share; /* written under place_lock, read without it: 0 none */
+/* under place_lock: the affinity of the thread that placed first, before any placement (0: none) */
+static int origin_known;
+static cpu_set_t origin;
 
 void pw_numa_place(int node) {
   cpu_set_t set, mine;
@@ -168,7 +171,13 @@ void pw_numa_place(int node) {
   int nodes = pw_numa_nodes(), ranks = (pw_local_ranks() + nodes - 1) / nodes;
   int share = n > 0 ? n / ranks : 0; /* ranks >= 1: pw_local_ranks() and nodes are */
   if (n > 0 && share < 1) share = 1;
+  cpu_set_t own;
+  int own_ok = sched_getaffinity(0, sizeof own, &own) == 0;
   pthread_mutex_lock(&place_lock);
+  if (!origin_known && own_ok) { /* the setup's thread is never a staging thread: not placed */
+    origin = own;
+    origin_known = 1;
+  }
   if (placed_node == -1 && CPU_COUNT(&set)) {
     placed_node = node;
     placed_cpus = set;
@@ -225,8 +234,17 @@ int pw_numa_share(void) {
   return atomic_load_explicit(&placed_share, memory_order_relaxed);
 }
 
+int pw_numa_origin(cpu_set_t *set) {
+  pthread_mutex_lock(&place_lock);
+  int known = origin_known;
+  if (known) *set = origin;
+  pthread_mutex_unlock(&place_lock);
+  return known;
+}
+
 void pw_numa_reset(void) {
   pthread_mutex_lock(&place_lock);
+  origin_known = 0;
   placed_node = -1;
   CPU_ZERO(&placed_cpus);
   atomic_store(&placed_share, 0);
@@ -237,6 +255,7 @@ void pw_numa_reset(void) {
 void pw_numa_after_fork_child(void) {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   place_lock = fresh;
+  origin_known = 0;
   placed_node = -1;
   CPU_ZERO(&placed_cpus);
   atomic_store(&placed_share, 0);

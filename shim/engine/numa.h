@@ -55,6 +55,12 @@ typedef struct {
 } pw_numa_thread;
 void pw_numa_place(int node);
 void pw_numa_apply(pw_numa_thread *t);
+/* The affinity the placing thread had at the first placement (a device's setup, on a thread that
+ * is never placed itself): what a staging thread started by a thread already placed (the pool's
+ * workers, when the deferred copies' copy thread starts them) is given to start with, so that
+ * "back to the affinity it had" means the process's, not the node's.  1 and it in *set, or 0
+ * (nothing placed since start, fork or reset). */
+int pw_numa_origin(cpu_set_t *set);
 /* The placement: the node (-1: none; -2: devices on several nodes) and the node's CPUs. */
 int pw_numa_placement(cpu_set_t *set);
 /* This process's share of the placed node: the node's CPUs the placing thread may use, divided

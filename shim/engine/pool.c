@@ -172,7 +172,8 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-int pw_spawn(void *(*fn)(void *), void *arg, size_t stack) {
+/* pw_spawn, the thread starting on cpus (NULL: the caller's affinity, as pw_spawn). */
+static int spawn_on(void *(*fn)(void *), void *arg, size_t stack, const cpu_set_t *cpus) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits the full mask */
@@ -180,19 +181,33 @@ int pw_spawn(void *(*fn)(void *), void *arg, size_t stack) {
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   if (stack) pthread_attr_setstacksize(&attr, stack);
+  if (cpus) (void)pthread_attr_setaffinity_np(&attr, sizeof *cpus, cpus);
   pthread_t th;
   int rc = pthread_create(&th, &attr, fn, arg);
   pthread_attr_destroy(&attr);
+  if (rc && cpus) { /* an affinity the kernel refuses now (a cpuset changed): the caller's */
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return spawn_on(fn, arg, stack, NULL);
+  }
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   return rc;
+}
+
+int pw_spawn(void *(*fn)(void *), void *arg, size_t stack) {
+  return spawn_on(fn, arg, stack, NULL);
 }
 
 /* Start the workers once per process (after fork: once more). */
 static void start_workers(int want) {
   pthread_mutex_lock(&start_lock);
   if (!atomic_load(&start_tried)) {
+    /* a caller already placed on a node (the deferred copies' copy thread) would hand the node's
+     * CPUs down as the workers' own affinity: they start on the process's instead */
+    cpu_set_t origin;
+    int placed = pw_numa_origin(&origin);
     int n = 0;
-    while (n < want && n < POOL_MAX - 1 && pw_spawn(worker, (void *)(uintptr_t)n, 64 << 10) == 0)
+    while (n < want && n < POOL_MAX - 1 &&
+           spawn_on(worker, (void *)(uintptr_t)n, 64 << 10, placed ? &origin : NULL) == 0)
       n++;
     atomic_store(&workers, n);
     atomic_store(&start_tried, 1);
