@@ -138,6 +138,7 @@ static int threads_on(const cpu_set_t *set) {
 }
 
 /* Stage one 4 MiB H2D copy per device given, checked byte for byte, with 4 staging threads. */
+static int numa_on = 1; /* PINWHEEL_NUMA */
 static void stage(int devices) {
   pw_stats_reset();
   const char *root = pw_numa_root;
@@ -149,7 +150,8 @@ static void stage(int devices) {
                           .device_ring = 8 << 20,
                           .chunk = 1 << 20,
                           .threads = 4,
-                          .d2h = 1};
+                          .d2h = 1,
+                          .numa = numa_on};
   pw_engine *e = pw_engine_create(&sim_ops, &cfg);
   size_t n = 4 << 20;
   unsigned char *src = malloc(n);
@@ -241,6 +243,20 @@ static void test_thread_policy_kept(void **state) {
   assert_int_equal(mode, 2); /* still MPOL_BIND */
   assert_int_equal(mask[0], 1);
   assert_int_equal(syscall(SYS_set_mempolicy, 0, NULL, 0UL), 0);
+  pw_numa_reset();
+}
+
+/* PINWHEEL_NUMA=0: a device on node 1 of two, and nothing is placed or preferred. */
+static void test_numa_off(void **state) {
+  (void)state;
+  make_tree(2, 1, -1);
+  numa_on = 0;
+  stage(1);
+  numa_on = 1;
+  assert_int_equal(pw_get(&pw_st.numa_device_node[0]), 0);
+  assert_int_equal(pw_get(&pw_st.numa_threads_node), 0);
+  assert_int_equal(pw_numa_placement(NULL), -1);
+  if (!CPU_EQUAL(&node1, &mine)) assert_int_equal(threads_on(&node1), 0);
   pw_numa_reset();
 }
 
@@ -402,6 +418,7 @@ int main(void) {
       cmocka_unit_test(test_one_node_unchanged),
       cmocka_unit_test(test_placed_on_device_node),
       cmocka_unit_test(test_thread_policy_kept),
+      cmocka_unit_test(test_numa_off),
       cmocka_unit_test(test_two_nodes_undone),
       cmocka_unit_test(test_workers_started_placed_go_back),
       cmocka_unit_test(test_default_threads_capped_to_node),

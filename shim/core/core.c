@@ -116,6 +116,7 @@ static void init_once(void) {
         .d2h_fresh = (int)pw_option_get(PW_OPT_D2H_FRESH),
         .background_setup = pw_option_get(PW_OPT_SETUP) == PW_SETUP_BACKGROUND,
         .defer = (int)pw_option_get(PW_OPT_DEFER),
+        .numa = (int)pw_option_get(PW_OPT_NUMA),
         .guard = &guard_ops,
     };
     pw_eng = pw_engine_create(&pw_real_ops, &cfg); /* each copy brings its front end's ops */

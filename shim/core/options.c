@@ -107,6 +107,10 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                             "pinned memory the program allocated or registered through CUDA "
                             "(frameworks that stage copies themselves: XLA, CuPy) runs on the "
                             "staging threads, into it with non-temporal stores"},
+    [PW_OPT_NUMA] = {"PINWHEEL_NUMA", T_BOOL, 1, NULL,
+                     "on a host of several NUMA nodes, allocate each device's pinned pool on its "
+                     "GPU's node and run the staging threads on that node's CPUs; 0 = leave "
+                     "memory and threads where they are"},
     [PW_OPT_FILL_AHEAD] =
         {"PINWHEEL_FILL_AHEAD", T_SIZE, 0, NULL,
          "in stage mode, device memory per device for uploads made ahead of the program's own "

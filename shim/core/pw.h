@@ -106,6 +106,7 @@ typedef enum pw_option_e {
   PW_OPT_D2H_FRESH,    /* touch | populate | hugepages */
   PW_OPT_HOST_COPIES,  /* the program's memcpy into/out of its own pinned memory, threaded */
   PW_OPT_FILL_AHEAD,   /* device scratch for uploads ahead of the program's copies (0 = off) */
+  PW_OPT_NUMA,         /* place pinned pools and staging threads on their GPU's NUMA node */
   PW_OPT_SETUP,        /* background | inline */
   PW_OPT_TRACE,        /* CUPTI trace destination, %p = pid, %r = rank */
   PW_OPT_CUPTI,        /* path of libcupti, when the usual search does not find it */
@@ -431,6 +432,7 @@ typedef struct pw_engine_config {
   int d2h_fresh;        /* PW_FRESH_*: what to do for an untouched D2H destination */
   int background_setup; /* allocate a device's state off the copying thread */
   int defer;            /* PINWHEEL_DEFER: H2D copies return before their copy-in (guard needed) */
+  int numa;             /* PINWHEEL_NUMA: place pools and staging threads on their GPU's node */
   /* The source guard deferral relies on (guard.h's functions in libpinwheel; a test's own in the
    * simulator).  NULL: nothing is deferred. */
   const struct pw_guard_ops *guard;

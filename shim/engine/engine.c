@@ -426,7 +426,7 @@ static void setup_dev(pw_engine *e, dev_state *d) {
   size_t pool = e->cfg.host_pool;
   if (pool < (MAX_PENDING + 2) * (size_t)(64 << 10)) pool = (MAX_PENDING + 2) * (size_t)(64 << 10);
   void *p = NULL;
-  int node = numa_node_of(ops, device);
+  int node = e->cfg.numa ? numa_node_of(ops, device) : -1;
   cpu_set_t cpus;
   /* a node whose CPUs this process may not use (numactl --cpunodebind elsewhere, a memory-only
    * node) gets neither the pool nor the threads */
