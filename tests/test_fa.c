@@ -338,6 +338,37 @@ static void test_upload_fails(void **state) {
   free(src);
 }
 
+/* cudaDeviceReset: the device's uploads given up and waited for, its allocations forgotten (their
+ * registration ends with the context), the next allocation sets the device up again.  At exit,
+ * once the upload thread has stopped, a free still returns (it waits for the GPU itself). */
+static void test_reset_and_exit(void **state) {
+  (void)state;
+  start(4, 1, 64 * MiB);
+  size_t n = 4 * MiB;
+  char *pinned = NULL, *src = malloc(n);
+  assert_int_equal(pw_fa_host_alloc(&sim_ops, (void **)&pinned, n, 0), 0);
+  fill_pattern(src, n, 4);
+  assert_int_equal(pw_fa_fill(pinned, src, n), 1);
+  pw_fa_device_reset(0);
+  assert_int_equal(pw_get(&pw_st.fa_revoked[PW_FA_RESET]), 1);
+  assert_false(pw_fa_host_flags(pinned, NULL));
+  assert_false(pw_fa_live());
+  char *again = NULL, *dev = sim_device_alloc(0, n);
+  assert_int_equal(pw_fa_host_alloc(&sim_ops, (void **)&again, n, 0), 0);
+  void *s = sim_stream_new(0);
+  assert_int_equal(pw_fa_fill(again, src, n), 1);
+  assert_int_equal(program_copy(dev, again, n, s, 0), 1);
+  assert_memory_equal(dev, src, n);
+  sim_set_lazy(1); /* the next uploads stay queued until someone waits */
+  assert_int_equal(pw_fa_fill(again, src, n), 1);
+  pw_fa_test_exit();
+  alarm(20); /* a free that waited for the stopped thread would hang */
+  assert_int_equal(pw_fa_host_free(again), 1);
+  alarm(0);
+  sim_set_lazy(0);
+  free(src);
+}
+
 /* Off, small, or refused: nothing is replaced. */
 static void test_not_replaced(void **state) {
   (void)state;
@@ -368,6 +399,7 @@ int main(void) {
       cmocka_unit_test(test_capture_keeps_upload),
       cmocka_unit_test(test_scratch_reused),
       cmocka_unit_test(test_upload_fails),
+      cmocka_unit_test(test_reset_and_exit),
       cmocka_unit_test(test_not_replaced),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

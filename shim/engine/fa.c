@@ -82,7 +82,8 @@ typedef struct fa_entry {
 } fa_entry;
 
 struct fa_dev {
-  int device, dead; /* dead: reset; made anew (state kept) by the next allocation */
+  int device;
+  atomic_int dead; /* reset: made anew (the struct kept: the upload thread may read it) */
   const pw_ops *ops;
   char *scratch;
   size_t size;
@@ -323,7 +324,7 @@ static void *upload_thread(void *arg) {
     uint64_t now = pw_now_ns();
     for (int i = 0; i < FA_DEVICES; i++) {
       fa_dev *d = atomic_load_explicit(&devs[i], memory_order_acquire);
-      if (!d || d->dead) continue;
+      if (!d || atomic_load(&d->dead)) continue;
       for (int k = 0; k < FA_ENTRIES; k++)
         did |= serve(d, &d->e[k], &cur, now, &pending);
     }
@@ -359,10 +360,10 @@ static void fa_exit(void) {
 static fa_dev *dev_get(const pw_ops *ops, int device) {
   if (device < 0 || device >= FA_DEVICES) return NULL;
   fa_dev *d = atomic_load_explicit(&devs[device], memory_order_acquire);
-  if (d && !d->dead) return d;
+  if (d && !atomic_load(&d->dead)) return d;
   pthread_mutex_lock(&lock);
   d = atomic_load(&devs[device]);
-  if (d && !d->dead) goto out;
+  if (d && !atomic_load(&d->dead)) goto out;
   if (!atomic_load(&thread_on)) {
     static atomic_int at_exit;
     atomic_store(&thread_stop, 0);
@@ -397,7 +398,7 @@ static fa_dev *dev_get(const pw_ops *ops, int device) {
   fresh->scratch = scratch;
   fresh->size = scratch_size;
   fresh->stream = stream;
-  fresh->dead = 0;
+  atomic_store(&fresh->dead, 0);
   d = fresh;
   atomic_store_explicit(&devs[device], d, memory_order_release);
 out:
@@ -501,7 +502,7 @@ int pw_fa_host_free(void *p) {
   pw_fa_revoke_range(p, end - base, PW_FA_FREE);
   wait_range_free(base, end);
   fa_dev *d = atomic_load_explicit(&devs[a.device], memory_order_acquire);
-  if (d && !d->dead) {
+  if (d && !atomic_load(&d->dead)) {
     int mode = d->ops->relax_capture(0, 0);
     if (d->ops->host_unregister(p)) d->ops->clear_error();
     d->ops->relax_capture(1, mode);
@@ -535,7 +536,7 @@ int pw_fa_fill(void *dst, const void *src, size_t n) {
   guard->wait(dst, n);                      /* and a copy taking one has let it go */
   if (!alloc_find(dst, n, &a)) return 0;
   fa_dev *d = atomic_load_explicit(&devs[a.device], memory_order_acquire);
-  if (!d || d->dead) return 0;
+  if (!d || atomic_load(&d->dead)) return 0;
   fa_entry *e = n <= d->size ? reserve(d, dst, n) : NULL;
   if (!e) {
     pw_add(&pw_st.fa_no_room, 1);
@@ -596,7 +597,7 @@ static fa_entry *take(const void *p, size_t n, int device) {
   uintptr_t a = (uintptr_t)p, b = a + n;
   if (device < 0 || device >= FA_DEVICES) return NULL;
   fa_dev *d = atomic_load_explicit(&devs[device], memory_order_acquire);
-  for (int i = 0; d && !d->dead && i < FA_ENTRIES; i++) {
+  for (int i = 0; d && !atomic_load(&d->dead) && i < FA_ENTRIES; i++) {
     fa_entry *e = &d->e[i];
     unsigned g = atomic_load(&e->gen);
     uintptr_t h = atomic_load(&e->host);
@@ -696,13 +697,13 @@ int pw_fa_copy(const pw_transfer *c) {
 void pw_fa_device_reset(int device) {
   if (device < 0 || device >= FA_DEVICES) return;
   fa_dev *d = atomic_load_explicit(&devs[device], memory_order_acquire);
-  if (!d || d->dead) return;
+  if (!d || atomic_load(&d->dead)) return;
   for (int i = 0; i < FA_ENTRIES; i++)
     if (live_state(atomic_load(&d->e[i].state))) fa_revoke(&d->e[i], PW_FA_RESET);
   for (int i = 0; i < FA_ENTRIES; i++) /* taken entries end at once: their taker is in a call */
     wait_free(d, &d->e[i]);
   pthread_mutex_lock(&lock);
-  d->dead = 1; /* the reset frees the scratch, the stream and the events */
+  atomic_store(&d->dead, 1); /* the reset frees the scratch, the stream and the events */
   for (int i = 0; i < atomic_load(&allocs_used); i++)
     if (atomic_load(&allocs[i].base) && allocs[i].device == device)
       alloc_set(&allocs[i], 0, 0, 0, -1); /* their registration ends with the context */
@@ -725,6 +726,10 @@ void pw_fa_after_fork_child(void) {
 }
 
 #ifdef PW_TESTING
+void pw_fa_test_exit(void) {
+  fa_exit();
+}
+
 void pw_fa_test_expire_ms(unsigned ms) {
   expire_ns = (uint64_t)ms * 1000000;
 }
