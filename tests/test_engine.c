@@ -17,12 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <dlfcn.h>
 
 #include <cmocka.h>
 
 #include "pw.h"
 #include "guard.h"
 #include "sim/sim.h"
+#include "numa.h"
 
 static atomic_long mismatches, checks;
 
@@ -994,7 +997,7 @@ static void test_deferred_reuse_without_consumed_wait_is_caught(void **state) {
  * the source's guard, and, for the error, not wait out the 2 s stall bound.  SIGALRM fails the
  * test instead of letting it hang. */
 static void on_alarm(int sig) {
-  static const char m[] = "test_deferred_dead_side_stream: hung (SIGALRM)\n";
+  static const char m[] = "test_engine: a test hung (SIGALRM)\n";
   (void)sig;
   if (write(2, m, sizeof m - 1) < 0) _exit(2);
   _exit(1);
@@ -1031,10 +1034,11 @@ static void dead_side_stream_run(int err, int reset) {
   sim_reset(1, 1);
 }
 
-/* A device reset waits for another device's side stream that is slow, not dead: device 1's
- * copy (reusing chunks, a byte pattern that differs per chunk) has its side stream held at its
- * first store for 2.5 s, longer than the 2 s stall bound, while device 0 is reset.  Its copy-in
- * must not be given up (once: the stream then moved on and copied stale chunks to the device). */
+/* A device reset does not give up another device's side stream that is slow, not dead: device
+ * 1's copy (reusing chunks, a byte pattern that differs per chunk) has its side stream held at its
+ * first store for 2.5 s, longer than the 2 s stall bound, while device 0 is reset.  The reset waits
+ * for it up to the bound; its copy-in must not be given up (once: the stream then moved on and
+ * copied stale chunks to the device). */
 static void *resume_later(void *arg) {
   (void)arg;
   nanosleep(&(struct timespec){2, 500000000}, NULL);
@@ -1078,12 +1082,193 @@ static void test_reset_waits_for_slow_other_device(void **state) {
   uint64_t ms = (pw_now_ns() - t0) / 1000000;
   pthread_join(th, NULL);
   sim_stream_sync(s1);
-  if (ms < 2000) fail_msg("the reset returned after %llu ms, before device 1 moved on", ms);
+  if (ms < 2000) fail_msg("the reset returned after %llu ms, before the stall bound", ms);
   assert_int_equal(pw_get(&pw_st.defer_aborted), 0);
   assert_int_equal(atomic_load(&mismatches), 0);
   assert_int_equal(pw_get(&pw_st.internal_errors), 0);
   pw_engine_destroy(e);
   free(src);
+  sim_reset(1, 1);
+}
+
+/* A deferred H2D copy of n bytes (a byte pattern that differs per MiB) into new memory of device
+ * dev on a new stream of it (*s), from a new malloc block (*src), made with dev current (its
+ * primary context); it must be deferred.  The check of the bytes is queued behind it (checked). */
+static void deferred_on(pw_engine *e, int dev, size_t n, int checked, void **s, char **dst,
+                        unsigned char **src) {
+  sim_set_device(dev);
+  *s = sim_stream_new(dev);
+  *dst = sim_device_alloc(dev, n);
+  *src = malloc(n);
+  for (size_t i = 0; i < n; i++)
+    (*src)[i] = (unsigned char)(i / (1 << 20) * 37 + i % 251 + dev);
+  pw_transfer c = {.dst = *dst, .src = *src, .n = n, .dir = PW_DIR_H2D, .stream = *s};
+  pw_describe(&sim_ops, &c);
+  long before = pw_get(&pw_st.deferred.calls);
+  assert_int_equal(pw_engine_copy(e, &c), PW_PATH_RING);
+  assert_int_equal(pw_get(&pw_st.deferred.calls), before + 1);
+  if (checked) enqueue_check(*s, *dst, *src, n);
+}
+
+static pw_engine *reuse_engine(void) {
+  pw_engine_config cfg = small_cfg(24 << 20, 4 << 20, 1 << 20);
+  cfg.defer = 2;
+  cfg.guard = &test_guard;
+  return pw_engine_create(&sim_ops, &cfg);
+}
+
+static void *resume_after_300ms(void *arg) {
+  (void)arg;
+  nanosleep(&(struct timespec){0, 300000000}, NULL);
+  sim_die_at_write_value(0);
+  return NULL;
+}
+
+/* The drain's look at a side stream of another device (side_error) switches no device: at exit the
+ * setup gate is closed and set_device is refused, which must not read as the side stream's
+ * failure (the copy-in that reuses its chunks was given up, its DMAs then copied stale chunks);
+ * the program's thread is not marked as a setup thread; its own context (not the primary one)
+ * and device come back as they were; and an error it had not read is still there.  Device 1's
+ * copy reuses its chunks, its side stream held at its first store for 0.3 s; the program's thread
+ * is on device 0 in a context of its own, with an error pending, when the engine drains. */
+static void test_side_probe_switches_no_device(void **state) {
+  sim_reset(11, 2);
+  pw_stats_reset();
+  atomic_store(&mismatches, 0);
+  pw_engine *e = reuse_engine();
+  size_t n = 12 << 20;
+  void *s1;
+  char *dev1;
+  unsigned char *src;
+  sim_die_at_write_value(-1);
+  deferred_on(e, 1, n, 1, &s1, &dev1, &src);
+  sim_set_device(0);
+  sim_set_context(7);
+  sim_set_pending_error(77);
+  sim_close_gate(1); /* exit has begun */
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, resume_after_300ms, NULL), 0);
+  pw_engine_destroy(e); /* the drain of exit's, with the gate closed */
+  pthread_join(th, NULL);
+  sim_close_gate(0);
+  assert_int_equal(sim_stream_sync(s1), 0);
+  assert_int_equal(pw_get(&pw_st.defer_aborted), 0);
+  assert_int_equal(atomic_load(&mismatches), 0);
+  assert_int_equal(sim_setup_thread(), 0);
+  assert_int_equal(sim_get_device(), 0);
+  assert_int_equal(sim_context(), 7);
+  assert_int_equal(sim_pending_error(), 77);
+  free(src);
+  sim_reset(1, 1);
+}
+
+/* A device reset does not clear an error the program's thread has not read (its sync of the side
+ * stream is followed by a clear only when nothing was pending before). */
+static void test_reset_keeps_program_error(void **state) {
+  sim_reset(12, 1);
+  pw_stats_reset();
+  pw_engine *e = reuse_engine();
+  void *s;
+  char *dev;
+  unsigned char *src;
+  deferred_on(e, 0, 2 << 20, 0, &s, &dev, &src);
+  sim_set_pending_error(77);
+  pw_engine_device_reset(e, 0);
+  assert_int_equal(sim_pending_error(), 77);
+  sim_set_pending_error(0);
+  pw_engine_destroy(e);
+  free(src);
+  sim_reset(1, 1);
+}
+
+static int guarded(const void *p) {
+  for (int i = 0; i < 64; i++)
+    if (atomic_load(&tg[i].used) && tg[i].p == p) return 1;
+  return 0;
+}
+
+/* A reset of device 0 is not held by device 1's side stream, which stopped without an error (and
+ * may wait for device 0's dying context): the copy thread is in device 1's job, which waits for
+ * that stream's store; device 0's job is queued behind it.  The reset returns once the stall bound
+ * passed, device 0's job's guard released (the program may write its source), and device 1's job
+ * is not given up: once its stream moves on, its bytes arrive; device 0's job is then skipped by
+ * the copy thread, and a new copy to device 0 is staged right. */
+static void test_reset_not_held_by_other_device(void **state) {
+  signal(SIGALRM, on_alarm);
+  sim_reset(13, 2);
+  pw_stats_reset();
+  atomic_store(&mismatches, 0);
+  pw_engine *e = reuse_engine();
+  void *s0, *s1;
+  char *dev0, *dev1;
+  unsigned char *src0, *src1;
+  sim_die_at_write_value(-1); /* side streams hold at their next store, without an error */
+  deferred_on(e, 1, 12 << 20, 1, &s1, &dev1, &src1);
+  deferred_on(e, 0, 3 << 19, 0, &s0, &dev0, &src0); /* 1.5 MiB: no chunk reused, no store */
+  assert_true(guarded(src0));
+  uint64_t t0 = pw_now_ns();
+  alarm(20);
+  pw_engine_device_reset(e, 0);
+  alarm(0);
+  uint64_t ms = (pw_now_ns() - t0) / 1000000;
+  if (ms < 1900) fail_msg("device 0's job given up after %llu ms only", ms);
+  assert_false(guarded(src0));
+  memset(src0, 0xEE, 3 << 19);
+  assert_true(guarded(src1)); /* device 1's copy-in goes on */
+  sim_die_at_write_value(0);
+  assert_int_equal(sim_stream_sync(s1), 0);
+  assert_int_equal(atomic_load(&mismatches), 0);
+  free(src0);
+  /* device 0 again, in the state its next copy sets up: staged right */
+  deferred_on(e, 0, 3 << 19, 1, &s0, &dev0, &src0);
+  assert_int_equal(sim_stream_sync(s0), 0);
+  assert_int_equal(atomic_load(&mismatches), 0);
+  pw_engine_destroy(e);                              /* the copy thread ends after the last job */
+  assert_int_equal(pw_get(&pw_st.defer_aborted), 1); /* device 0's first, skipped */
+  assert_int_equal(pw_get(&pw_st.internal_errors), 0);
+  free(src0);
+  free(src1);
+  signal(SIGALRM, SIG_DFL);
+  sim_reset(1, 1);
+}
+
+/* A drain's probe belongs to the device state it was made for: device 1 is reset (by another
+ * thread) while a reset of device 0 still drains with a probe of device 1's old state pending.
+ * That probe is dropped, never given to a state the device no longer has (NULL: a crash).  Both
+ * devices' copies reuse their chunks, and both side streams hold at their first store: device 1's
+ * reset forsakes its job at 2 s, the copy thread moves to device 0's, and device 0's reset
+ * (started 1 s after) drains until about 4 s. */
+static void *reset_dev1(void *arg) {
+  pw_engine_device_reset(arg, 1);
+  return NULL;
+}
+
+static void test_reset_drops_probe_of_reset_device(void **state) {
+  signal(SIGALRM, on_alarm);
+  sim_reset(14, 2);
+  pw_stats_reset();
+  pw_engine *e = reuse_engine();
+  void *s0, *s1;
+  char *dev0, *dev1;
+  unsigned char *src0, *src1;
+  sim_die_at_write_value(-1);
+  deferred_on(e, 1, 12 << 20, 0, &s1, &dev1, &src1);
+  deferred_on(e, 0, 12 << 20, 0, &s0, &dev0, &src0);
+  alarm(30);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, reset_dev1, e), 0);
+  nanosleep(&(struct timespec){1, 0}, NULL);
+  pw_engine_device_reset(e, 0);
+  pthread_join(th, NULL);
+  alarm(0);
+  assert_false(guarded(src0));
+  assert_false(guarded(src1));
+  assert_int_equal(pw_get(&pw_st.internal_errors), 0);
+  sim_die_at_write_value(0);
+  pw_engine_destroy(e);
+  free(src0);
+  free(src1);
+  signal(SIGALRM, SIG_DFL);
   sim_reset(1, 1);
 }
 
@@ -1223,6 +1408,39 @@ static void test_d2h_fresh_destination_mapped_ahead(void **state) {
     }
 }
 
+/* The system calls of the engine (numa.c's memory policy, guard.c's futexes) go through this
+ * binary's syscall(), which counts the memory-policy ones while count_mempolicy is set and hands
+ * every call to libc's (all six argument registers passed on: the unused ones are ignored). */
+static atomic_int count_mempolicy, mempolicy_calls;
+long syscall(long n, ...) {
+  static long (*real)(long, ...);
+  va_list ap;
+  long a[6];
+  va_start(ap, n);
+  for (int i = 0; i < 6; i++)
+    a[i] = va_arg(ap, long);
+  va_end(ap);
+  if (atomic_load(&count_mempolicy) && (n == SYS_get_mempolicy || n == SYS_set_mempolicy))
+    atomic_fetch_add(&mempolicy_calls, 1);
+  if (!real) *(void **)&real = dlsym(RTLD_NEXT, "syscall");
+  return real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+/* pw_numa_prefer takes every node its mask of 1024 bits holds: node 1023 is asked of the kernel
+ * (which refuses a node this host lacks), node 1024 is not. */
+static void test_numa_prefer_last_node(void **state) {
+  atomic_store(&count_mempolicy, 1);
+  atomic_store(&mempolicy_calls, 0);
+  if (pw_numa_prefer(1023) == 0) pw_numa_unprefer();
+  int asked = atomic_load(&mempolicy_calls);
+  atomic_store(&mempolicy_calls, 0);
+  assert_int_equal(pw_numa_prefer(1024), -1);
+  int asked_past = atomic_load(&mempolicy_calls);
+  atomic_store(&count_mempolicy, 0);
+  assert_true(asked > 0);
+  assert_int_equal(asked_past, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_many_seeds),
@@ -1252,6 +1470,11 @@ int main(void) {
       cmocka_unit_test(test_deferred_reuse_without_consumed_wait_is_caught),
       cmocka_unit_test(test_deferred_dead_side_stream),
       cmocka_unit_test(test_reset_waits_for_slow_other_device),
+      cmocka_unit_test(test_side_probe_switches_no_device),
+      cmocka_unit_test(test_reset_keeps_program_error),
+      cmocka_unit_test(test_reset_not_held_by_other_device),
+      cmocka_unit_test(test_reset_drops_probe_of_reset_device),
+      cmocka_unit_test(test_numa_prefer_last_node),
       cmocka_unit_test(test_not_deferred_reasons),
   };
   pw_log_set_level(PW_LOG_ERROR - 1); /* the failure tests log errors on purpose */

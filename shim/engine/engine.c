@@ -113,6 +113,10 @@ typedef struct dev_state {
    * exit, a reset or destroy waited): the copy thread stops waiting for consumed (abort_copyins).
    */
   atomic_int abort_wait;
+  /* Set by a reset of the device once its drain is over (drain_jobs): the copy thread skips the
+   * device's jobs it has not begun, releasing their guards without touching the pinned pool (the
+   * reset frees it). */
+  atomic_int skip;
 } dev_state;
 
 /* A deferred copy's copy-in, run by the copy thread.  Fixed slots (the copy thread must never call
@@ -154,6 +158,7 @@ struct pw_engine {
   uint64_t qhead, qtail; /* under qlock: jobs[qhead % JOB_MAX] is the one being copied */
   int copier;            /* under qlock: 1 the copy thread runs, -1 it could not start */
   int stop;              /* under qlock: pw_engine_destroy asks the copy thread to end */
+  dev_state *running;    /* under qlock: the device of the job being copied in, NULL between */
   /* Held from a deferred copy's queueing to the last of its side-stream work: the side streams
    * then see the jobs' work in ticket order, the copy thread's order.  A job that reuses its
    * chunks waits for its own stores on the side stream, so no job's waits may come first. */
@@ -532,18 +537,17 @@ static void drain_jobs(pw_engine *e, int only);
 /* At exit, once the deferred copy-ins are done: what pinwheel queued on each device's side stream
  * finishes first (at most 2 s a device: its DMAs may wait for the program's own streams), so a
  * trace flushed after this has the records of the last copies' DMAs, and CUDA tears down no
- * stream with a deferred DMA still in flight.  The event is not destroyed: the process is ending.
- */
+ * stream with a deferred DMA still in flight.  The probe of side_error, which needs no device
+ * switch: the gate is closed by now, and set_device would be refused (and mark the thread).  An
+ * event still pending at the end is not given back: the process is ending. */
+static int side_error(dev_state *d, void **probe);
 static void settle_side_streams(pw_engine *e) {
   for (int i = 0; i < MAX_DEVICES; i++) {
     dev_state *d = atomic_load(&e->dev[i]);
     if (!d || atomic_load(&d->status) != DEV_READY || !d->side) continue;
-    void *ev = NULL;
-    if (d->ops->set_device(d->device) || d->ops->event_create(&ev) || !ev ||
-        d->ops->event_record(ev, d->side))
-      continue;
+    void *probe = NULL;
     struct timespec ms = {0, 1000000};
-    for (int t = 0; t < 2000 && d->ops->event_query(ev) == 1; t++)
+    for (int t = 0; t < 2000 && !side_error(d, &probe) && probe; t++)
       nanosleep(&ms, NULL);
   }
 }
@@ -878,8 +882,9 @@ fail:
  * read released, then the chunk's ticket stored (release order, after the copy routine's store
  * fence), which lets the side stream's DMA of that chunk go.  Once the device's waits are given
  * up (abort_wait), the rest of a job that waits for the side stream is skipped: all its tickets
- * are stored and its guard released.  No CUDA call, no lock a program thread can hold, no
- * malloc. */
+ * are stored and its guard released.  A job of a device a reset forsook (skip) is not begun: its
+ * guard is released (if the reset has not already), and its pinned pool not touched.  No CUDA call,
+ * no lock a program thread can hold, no malloc. */
 /* Until the side stream stored at least v into d->consumed: the DMA that read the chunk's slot
  * before is done.  Spins a little, then yields, then sleeps 20 us at a time (a 4 MiB DMA takes
  * about 80 us).  Returns 0, or -1 once the device's waits were given up (abort_wait: the store
@@ -916,6 +921,11 @@ static uint64_t push_chunk(pw_batch *b, const defer_job *j, unsigned p) {
 static void run_job(pw_engine *e, defer_job *j) {
   const pw_guard_ops *g = e->cfg.guard;
   dev_state *d = j->d;
+  if (atomic_load(&d->skip)) { /* its device was reset: its pinned pool may be gone already */
+    if (j->guard_id >= 0) g->release(j->guard_id);
+    pw_add(&pw_st.defer_aborted, 1);
+    return;
+  }
   uint64_t t0 = pw_now_ns();
   pw_batch b;
   batch_begin(e, &b);
@@ -926,6 +936,10 @@ static void run_job(pw_engine *e, defer_job *j) {
     /* keep a few chunks ahead in the pool, then finish the oldest; a chunk whose slot held an
      * earlier one waits for that one's DMA (ahead <= nslots: that DMA needs only stored tickets) */
     for (; pushed < j->nchunks && pushed < k + ahead; pushed++) {
+      if (atomic_load(&d->skip)) { /* a reset waits for this job to end: the pool is still there */
+        aborted = 1;
+        break;
+      }
       if (pushed >= j->nslots && DROP_DEPENDENCY != 3 &&
           wait_consumed(d, j->ticket0 + (pushed - j->nslots) + 1)) {
         aborted = 1; /* the side stream stores nothing any more: its DMAs never run */
@@ -963,10 +977,12 @@ static void *copier_main(void *arg) {
       return NULL;
     }
     defer_job *j = &e->jobs[e->qhead % JOB_MAX];
+    e->running = j->d; /* a reset of that device waits for the job (drain_jobs) */
     pthread_mutex_unlock(&e->qlock);
     pw_numa_apply(&numa);
     run_job(e, j);
     pthread_mutex_lock(&e->qlock);
+    e->running = NULL;
     e->qhead++;
     pthread_cond_broadcast(&e->qcv);
   }
@@ -1048,61 +1064,99 @@ static void abort_copyins(dev_state *d, int rc) {
 #define DRAIN_STALL_NS 2000000000ull /* settle_side_streams' bound */
 
 /* An error of d's side stream, 0 if none is known: an event recorded on it and queried (never a
- * wait; *probe keeps the event between calls, NULL once it completed). */
+ * wait), with the stream's context pushed above the calling thread's own and popped after
+ * (push_context: the thread's context, primary or not, comes back as it was; no setup gate, the
+ * thread is not marked as a setup thread).  *probe keeps the event between calls (NULL once it
+ * completed); it is d's.  What cannot be learnt (the push, or the event's creation, failed) counts
+ * as no error.  An error the calling thread had pending is left for the program to read. */
 static int side_error(dev_state *d, void **probe) {
   const pw_ops *ops = d->ops;
-  int rc = 0;
-  if (!*probe) { /* the probe is made and recorded with d's device current, then put back */
-    int cur = -1;
-    if (ops->get_device(&cur)) {
-      ops->clear_error();
-      return 0;
-    }
-    rc = cur == d->device ? 0 : ops->set_device(d->device);
-    if (!rc && (*probe = ev_get(ops, d)) != NULL) rc = ops->event_record(*probe, d->side);
-    if (cur != d->device) (void)ops->set_device(cur);
-    if (rc || !*probe) ops->clear_error();
-    if (rc && *probe) ev_put(d, *probe), *probe = NULL;
-    if (rc || !*probe) return rc;
+  int pending = ops->error_pending(), rc = 0;
+  if (ops->push_context(d->side)) {
+    if (!pending) ops->clear_error();
+    return 0;
   }
-  if ((rc = ops->event_query(*probe)) == 1) return 0;
-  if (rc) ops->clear_error();
-  ev_put(d, *probe);
-  *probe = NULL;
+  if (!*probe && (*probe = ev_get(ops, d)) != NULL && (rc = ops->event_record(*probe, d->side)))
+    ev_put(d, *probe), *probe = NULL;
+  if (*probe && (rc = ops->event_query(*probe)) != 1) ev_put(d, *probe), *probe = NULL;
+  ops->pop_context();
+  if (rc == 1) rc = 0; /* pending */
+  if (rc && !pending) ops->clear_error();
   return rc;
 }
 
-/* Wait until the queue is empty (wait_jobs(e, UINT64_MAX)), but never forever: a job that reuses
- * its chunks waits for its side stream's stores, and a side stream whose context died (a
- * device-side assert) never makes them.  Every millisecond the side streams are asked: an error
- * aborts that device's waits (its bytes never arrive: the context is gone).  After
- * DRAIN_STALL_NS without a ticket stored, the waits of `only` are given up (a device reset: its
- * memory goes with the context), or, when only is -1 (exit, destroy), every device's.  A slow
- * side stream of another device is waited for: giving it up would let its DMAs copy stale
- * chunks once it moves.  This thread may call CUDA; the copy thread still never does. */
+/* The drain of a device reset is over: the copy thread skips the device's jobs it has not begun
+ * (skip), stops waiting for its side stream in the job it is in (abort_wait), and this thread
+ * waits until it is out of that job.  The guards of the device's jobs still queued are released
+ * here (the program may write their sources now; the copy thread, held by another device's job,
+ * may reach them much later), and every ticket handed out is stored, so the side stream's waits
+ * run through (its DMAs copy whatever the chunks hold: the memory they copy into goes with the
+ * reset).  Afterwards nothing of pinwheel's touches the device's pinned pool. */
+static void forsake_device(pw_engine *e, dev_state *d) {
+  const pw_guard_ops *g = e->cfg.guard;
+  atomic_store(&d->skip, 1);
+  atomic_store(&d->abort_wait, 1);
+  pthread_mutex_lock(&e->qlock);
+  while (e->copier > 0 && e->running == d)
+    pthread_cond_wait(&e->qcv, &e->qlock);
+  /* under qlock the copy thread begins no job: those past the one it runs are untouched */
+  int ids[JOB_MAX], n = 0;
+  for (uint64_t q = e->qhead + (e->running ? 1 : 0); q < e->qtail; q++) {
+    defer_job *j = &e->jobs[q % JOB_MAX];
+    if (j->d == d && j->guard_id >= 0) ids[n++] = j->guard_id, j->guard_id = -1;
+  }
+  if (d->flag) atomic_store_explicit(d->flag, d->ticket, memory_order_release);
+  pthread_mutex_unlock(&e->qlock);
+  for (int i = 0; i < n; i++)
+    g->release(ids[i]);
+}
+
+/* Wait for the deferred copy-ins, but never forever: a job that reuses its chunks waits for its
+ * side stream's stores, and a side stream whose context died (a device-side assert) never makes
+ * them.  Every millisecond the side streams are asked: an error aborts that device's waits (its
+ * bytes never arrive: the context is gone).  At exit and destroy (only -1) the queue is drained
+ * until empty, and after DRAIN_STALL_NS without a ticket stored every device's waits are given up.
+ * A device reset (only = its device) waits only for the jobs queued before it began (later ones
+ * cannot starve it), and for no more than DRAIN_STALL_NS without a ticket stored (the copy thread
+ * may be held by a stalled side stream of another device, which may wait for the dying context);
+ * then the reset device is forsaken (forsake_device).  Another device's side stream is never given
+ * up for a reset: it may be slow, not dead, and once it moved its DMAs would copy stale chunks.
+ * This thread may call CUDA; the copy thread still never does. */
 static void drain_jobs(pw_engine *e, int only) {
-  void *probe[MAX_DEVICES] = {0};
+  struct {
+    dev_state *d; /* the state the event belongs to */
+    void *ev;
+  } probe[MAX_DEVICES] = {0};
   uint64_t seen = atomic_load(&e->progress), t0 = pw_now_ns();
   pthread_mutex_lock(&e->qlock);
-  while (e->copier > 0 && e->qhead != e->qtail) {
+  uint64_t end = e->qtail; /* a reset waits for the jobs queued before it */
+  while (e->copier > 0 && e->qhead != e->qtail && (only < 0 || e->qhead < end)) {
     pthread_mutex_unlock(&e->qlock);
     uint64_t p = atomic_load(&e->progress), now = pw_now_ns();
     int stalled = p == seen && now - t0 > DRAIN_STALL_NS;
     if (p != seen) seen = p, t0 = now;
+    if (stalled && only >= 0) {
+      pthread_mutex_lock(&e->qlock);
+      break;
+    }
     for (int i = 0; i < MAX_DEVICES; i++) {
       dev_state *d = atomic_load(&e->dev[i]);
+      if (probe[i].ev && probe[i].d != d) probe[i].ev = NULL; /* reset meanwhile: dropped */
       if (!d || atomic_load_explicit(&d->status, memory_order_acquire) == DEV_PENDING ||
           !d->consumed || atomic_load(&d->abort_wait))
         continue;
-      int rc = d->side ? side_error(d, &probe[i]) : 0;
-      if (rc || (stalled && (only < 0 || only == i))) abort_copyins(d, rc);
+      probe[i].d = d;
+      int rc = d->side ? side_error(d, &probe[i].ev) : 0;
+      if (rc || stalled) abort_copyins(d, rc);
     }
     nanosleep(&(struct timespec){0, 1000000}, NULL);
     pthread_mutex_lock(&e->qlock);
   }
   pthread_mutex_unlock(&e->qlock);
   for (int i = 0; i < MAX_DEVICES; i++)
-    if (probe[i]) ev_put(atomic_load(&e->dev[i]), probe[i]);
+    if (probe[i].ev && probe[i].d == atomic_load(&e->dev[i])) ev_put(probe[i].d, probe[i].ev);
+  dev_state *d = only >= 0 && only < MAX_DEVICES ? atomic_load(&e->dev[only]) : NULL;
+  if (d) forsake_device(e, d);
 }
 
 /* [from, to) of src into the job's chunks, on the calling thread. */
@@ -1424,8 +1478,9 @@ void pw_engine_device_reset(pw_engine *e, int device) {
   dev_state *d = atomic_load(&e->dev[device]);
   if (d) {
     if (atomic_load_explicit(&d->status, memory_order_acquire) == DEV_READY && d->side) {
+      int pending = d->ops->error_pending(); /* the program's, unread: not ours to clear */
       d->ops->stream_sync(d->side);
-      d->ops->clear_error();
+      if (!pending) d->ops->clear_error();
     }
     /* A thread still inside a copy of this device (a program that resets while it copies) keeps
      * a valid struct: it is never freed, only forgotten; its CUDA resources die with the
@@ -1449,6 +1504,7 @@ void pw_engine_after_fork_child(pw_engine *e) {
   pthread_mutex_init(&e->qlock, NULL);
   pthread_cond_init(&e->qcv, NULL);
   e->copier = 0;
+  e->running = NULL;
   e->qhead = e->qtail;
 }
 

@@ -131,7 +131,7 @@ int pw_numa_cpus(int node, cpu_set_t *set) {
 int pw_numa_prefer(int node) {
   int mode = -1;
   unsigned long mask[16];
-  if (node < 0 || node >= (int)MAXNODE - 1) return -1;
+  if (node < 0 || node >= (int)MAXNODE) return -1;
   /* the kernel reads maxnode - 1 bits: MAXNODE + 1 covers every bit of the mask */
   if (syscall(SYS_get_mempolicy, &mode, mask, MAXNODE + 1, NULL, 0UL) != 0 || mode != MPOL_DEFAULT_)
     return -1;

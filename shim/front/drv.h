@@ -25,13 +25,17 @@ extern const pw_ops pw_drv_ops;
 
 /* Fill pw_drv from the libcuda in the process (idempotent, thread-safe); 1 when it is filled. */
 int pw_drv_resolve(void);
-/* drv_ops.c: the engine's two ops only the driver has, for both backends (0 or a CUresult). */
+/* drv_ops.c: the engine's ops only the driver has, for both backends (0 or a CUresult). */
 int pw_drv_alloc_range(const void *p, void **base, size_t *size);
 int pw_drv_pci_bus_id(int device, char *buf, int len);
+int pw_drv_push_context(void *stream);
+void pw_drv_pop_context(void);
 /* Both backends' tables (runtime_ops.c, drv_ops.c) take these ops from the driver as they are:
  * PW_OPS_ENTRY names op_<name>, and checks each one's type. */
 #define op_alloc_range pw_drv_alloc_range
 #define op_pci_bus_id pw_drv_pci_bus_id
+#define op_push_context pw_drv_push_context
+#define op_pop_context pw_drv_pop_context
 #define op_wait_host_value pw_drv_wait_host_value
 #define op_write_host_value pw_drv_write_host_value
 int pw_drv_wait_host_value(void *s, const uint32_t *flag, uint32_t value);

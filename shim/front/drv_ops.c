@@ -254,6 +254,18 @@ int pw_drv_pci_bus_id(int device, char *buf, int len) {
   int rc = GATED(1, CALL(cuDeviceGet, &d, device));
   return rc ? rc : GATED(1, CALL(cuDeviceGetPCIBusId, buf, len, d));
 }
+/* The side stream's context pushed above the thread's own and popped after (pw_ops.def): not
+ * gated, the thread not marked.  A runtime stream handle is the driver's CUstream. */
+int pw_drv_push_context(void *s) {
+  CUcontext c = NULL;
+  if (!pw_drv_resolve()) return MISSING;
+  int rc = CALL(cuStreamGetCtx, (CUstream)s, &c);
+  return rc ? rc : CALL(cuCtxPushCurrent_v2, c);
+}
+void pw_drv_pop_context(void) {
+  CUcontext c = NULL;
+  (void)CALL(cuCtxPopCurrent_v2, &c);
+}
 /* flag lies in pinned memory allocated portable and mapped (host_alloc): its device address is
  * what the stream waits on.  A runtime stream handle is the driver's CUstream (the legacy and
  * per-thread defaults are the same values in both APIs). */

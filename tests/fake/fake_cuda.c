@@ -240,6 +240,21 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
   current = (fake_ctx *)ctx;
   return CUDA_SUCCESS;
 }
+/* A short stack of contexts per thread: push makes ctx current, pop puts the one before back. */
+static __thread fake_ctx *pushed[8];
+static __thread int npushed;
+CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+  if (!ctx || npushed == 8) return CUDA_ERROR_INVALID_VALUE;
+  pushed[npushed++] = current;
+  current = (fake_ctx *)ctx;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx) {
+  if (!npushed) return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx) *pctx = (CUcontext)current;
+  current = pushed[--npushed];
+  return CUDA_SUCCESS;
+}
 CUresult cuCtxGetDevice(CUdevice *device) {
   if (!current) return CUDA_ERROR_INVALID_CONTEXT;
   *device = current->device;

@@ -65,6 +65,12 @@ static int nregions, ndev;
 static int fail_host, fail_dev;
 static long fail_copy_in = -1;
 static __thread int cur_dev;
+/* The thread's current context: 0 the primary one of cur_dev, else one of the thread's own (a test
+ * names it); push_context stacks the ones it replaced. */
+static __thread int cur_ctx, npushed, pushed_dev[8], pushed_ctx[8];
+static __thread int setup_thread;  /* set_device marks the thread, as the real ops do */
+static __thread int pending_error; /* the thread's unread error (sim_set_pending_error) */
+static int gate_closed;            /* set_device is refused, as once exit has begun */
 long sim_deadlocks, sim_pageable_dma, sim_bad_handles;
 atomic_int sim_host_waiters;
 static int no_wait_value, no_write_value;
@@ -102,9 +108,10 @@ void sim_reset(unsigned seed, int ndevices) {
   no_wait_value = 0;
   no_write_value = 0;
   die_at_write = dead = 0;
+  gate_closed = 0;
   sim_deadlocks = sim_pageable_dma = sim_bad_handles = 0;
   pthread_mutex_unlock(&mu);
-  cur_dev = 0;
+  cur_dev = cur_ctx = npushed = setup_thread = pending_error = 0;
 }
 
 static sim_stream *resolve(void *h) {
@@ -447,17 +454,39 @@ static int op_alloc_range(const void *p, void **base, size_t *size) {
   pthread_mutex_unlock(&mu);
   return r ? 0 : 1; /* cudaErrorInvalidValue */
 }
-static void op_clear_error(void) {}
+static void op_clear_error(void) {
+  pending_error = 0;
+}
 static int op_error_pending(void) {
-  return 0;
+  return pending_error != 0;
 }
 static int op_relax_capture(int restore, int mode) {
   return 0;
 }
 
+/* As the real ops: only a setup thread selects a device, through the setup gate (refused with
+ * error 4, "unloading", once it is closed), and the thread is marked as a setup thread. */
 static int op_set_device(int device) {
+  setup_thread = 1;
+  if (__atomic_load_n(&gate_closed, __ATOMIC_SEQ_CST)) return 4;
   cur_dev = device;
+  cur_ctx = 0;
   return 0;
+}
+/* The stream's device's primary context above the thread's own; pop puts that one back. */
+static int op_push_context(void *h) {
+  pthread_mutex_lock(&mu);
+  sim_stream *s = resolve(h);
+  int dev = s ? (s->device < 0 ? cur_dev : s->device) : -1;
+  pthread_mutex_unlock(&mu);
+  if (!s || npushed == 8) return 400;
+  pushed_dev[npushed] = cur_dev, pushed_ctx[npushed++] = cur_ctx;
+  cur_dev = dev;
+  cur_ctx = 0;
+  return 0;
+}
+static void op_pop_context(void) {
+  if (npushed > 0) cur_dev = pushed_dev[--npushed], cur_ctx = pushed_ctx[npushed];
 }
 /* The simulation has one context per device: the engine's state of a device is always usable. */
 static int op_context_ok(void *h, int device) {
@@ -502,6 +531,28 @@ void *sim_stream_new(int device) {
 
 void sim_set_device(int device) {
   cur_dev = device;
+  cur_ctx = 0;
+}
+void sim_set_context(int ctx) {
+  cur_ctx = ctx;
+}
+int sim_context(void) {
+  return cur_ctx;
+}
+int sim_get_device(void) {
+  return cur_dev;
+}
+int sim_setup_thread(void) {
+  return setup_thread;
+}
+void sim_set_pending_error(int err) {
+  pending_error = err;
+}
+int sim_pending_error(void) {
+  return pending_error;
+}
+void sim_close_gate(int on) {
+  __atomic_store_n(&gate_closed, on, __ATOMIC_SEQ_CST);
 }
 
 void sim_enqueue_callback(void *h, void (*fn)(void *), void *arg) {

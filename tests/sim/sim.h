@@ -18,7 +18,22 @@ void *sim_device_alloc(int device, size_t n); /* memory the simulation calls dev
 /* Two device allocations of n bytes each, the second right after the first (*second). */
 void *sim_device_alloc_pair(int device, size_t n, void **second);
 void *sim_stream_new(int device);
-void sim_set_device(int device); /* this thread's current device */
+void sim_set_device(int device); /* this thread's current device (its primary context) */
+int sim_get_device(void);
+/* This thread's current context: 0 its device's primary one, else one of the thread's own (the
+ * test's name for it, on the current device).  set_device makes the primary one current;
+ * push_context / pop_context put back exactly the context the thread had. */
+void sim_set_context(int ctx);
+int sim_context(void);
+/* The setup gate of the real ops (pw.h): once closed (exit has begun), set_device is refused with
+ * error 4 ("unloading").  set_device marks the calling thread as a setup thread, open or closed:
+ * sim_setup_thread() says whether this thread was. */
+void sim_close_gate(int on);
+int sim_setup_thread(void);
+/* An error this thread has not read yet (the runtime's last error): error_pending reports it,
+ * clear_error forgets it.  sim_pending_error() is what is left of it. */
+void sim_set_pending_error(int err);
+int sim_pending_error(void);
 /* Queue fn(arg) on a stream, to run in stream order (a "kernel" of the test). */
 void sim_enqueue_callback(void *stream, void (*fn)(void *), void *arg);
 /* What the runtime would do for a copy it was not asked to stage: pageable source consumed at
