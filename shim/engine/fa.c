@@ -107,6 +107,8 @@ static fa_dev *_Atomic devs[FA_DEVICES];
 static fa_alloc allocs[FA_ALLOCS];
 static atomic_int allocs_used;
 atomic_int pw_fa_live_count;
+/* Once the program used something that can order a write after a fill out of sight (fa.h). */
+static atomic_int tainted;
 static atomic_uint work;       /* bumped to wake the upload thread */
 static atomic_int sleeping;    /* the upload thread waits on `work` */
 static atomic_int thread_on;   /* 1 the upload thread runs, -1 it could not start */
@@ -198,6 +200,12 @@ void pw_fa_revoke_range(const void *p, size_t n, int reason) {
       if (h < b && a < h + atomic_load_explicit(&e->n, memory_order_relaxed)) fa_revoke(e, reason);
     }
   }
+}
+
+void pw_fa_taint(const char *what) {
+  if (!scratch_size || atomic_exchange(&tainted, 1)) return;
+  pw_log(PW_LOG_INFO, "%s: uploads ahead of the program's copies are off from now on", what);
+  pw_fa_revoke_all(PW_FA_STREAM_ORDERED);
 }
 
 void pw_fa_revoke_all(int reason) {
@@ -412,7 +420,8 @@ fail:
 /* ---- allocations ---- */
 
 int pw_fa_host_alloc(const pw_ops *ops, void **p, size_t n, unsigned flags) {
-  if (!scratch_size || n < FA_MIN_BYTES || n > SIZE_MAX - 2 * FA_ALIGN) return -1;
+  if (!scratch_size || atomic_load(&tainted) || n < FA_MIN_BYTES || n > SIZE_MAX - 2 * FA_ALIGN)
+    return -1;
   int device = -1;
   if (ops->get_device(&device)) {
     ops->clear_error();
@@ -534,7 +543,7 @@ int pw_fa_fill(void *dst, const void *src, size_t n) {
   if (!scratch_size) return 0;
   pw_fa_revoke_range(dst, n, PW_FA_REFILL); /* before any thread writes there, */
   guard->wait(dst, n);                      /* and a copy taking one has let it go */
-  if (!alloc_find(dst, n, &a)) return 0;
+  if (atomic_load(&tainted) || !alloc_find(dst, n, &a)) return 0;
   fa_dev *d = atomic_load_explicit(&devs[a.device], memory_order_acquire);
   if (!d || atomic_load(&d->dead)) return 0;
   fa_entry *e = n <= d->size ? reserve(d, dst, n) : NULL;
@@ -648,7 +657,9 @@ int pw_fa_copy(const pw_transfer *c) {
   if (!pw_fa_live() || !c->n) return -1;
   int wanted = !c->sync_api && c->dir == PW_DIR_H2D && c->src_kind == PW_MEM_PINNED &&
                c->dst_kind == PW_MEM_DEVICE && c->ops && c->dst_dev >= 0 && c->dst_dev < FA_DEVICES;
-  fa_dev *d = wanted ? atomic_load_explicit(&devs[c->dst_dev], memory_order_acquire) : NULL;
+  fa_dev *d = wanted && !atomic_load(&tainted)
+                  ? atomic_load_explicit(&devs[c->dst_dev], memory_order_acquire)
+                  : NULL;
   if (!d || d->ops != c->ops) {
     pw_fa_revoke_range(c->dst, c->n, PW_FA_COPY_INTO); /* what the real copy may write */
     return -1;
@@ -752,6 +763,7 @@ void pw_fa_test_reset(void) {
     alloc_set(&allocs[i], 0, 0, 0, -1);
   atomic_store(&allocs_used, 0);
   atomic_store(&pw_fa_live_count, 0);
+  atomic_store(&tainted, 0);
   scratch_size = 0;
   guard = NULL;
   expire_ns = FA_EXPIRE_NS;

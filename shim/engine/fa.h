@@ -49,7 +49,10 @@
   X(FA_EXPIRED, "expired")             /* not used within FA_EXPIRE_MS */                          \
   X(FA_UNGUARDED, "not_guarded")       /* the guard refused the range */                           \
   X(FA_UPLOAD_FAILED, "upload_failed") /* a DMA or event call failed */                            \
-  X(FA_USE_FAILED, "use_failed")       /* the device copy could not be enqueued */
+  X(FA_USE_FAILED, "use_failed")       /* the device copy could not be enqueued */                 \
+  X(FA_STREAM_ORDERED,                                                                             \
+    "stream_ordered")                 /* a host function, stream wait, graph...: off for good */   \
+  X(FA_OTHER_WRITE, "memset_or_copy") /* a memset, or a copy not of pinwheel's list */
 
 enum {
 #define PW_FA_ENUM(id, name) PW_##id,
@@ -92,6 +95,11 @@ int pw_fa_fill(void *dst, const void *src, size_t n);
 int pw_fa_copy(const pw_transfer *c);
 /* Revoke every live upload (a kernel launch: reason PW_FA_LAUNCH). */
 void pw_fa_revoke_all(int reason);
+/* The program used something that can order a write of its pinned memory after a fill from the
+ * GPU's side, out of pinwheel's sight (a host function or stream callback, a stream wait on a
+ * host value, an external semaphore, a graph, an IPC event): every upload is given up and none
+ * is made or used again in this process (PW_FA_STREAM_ORDERED); what is a name for the log. */
+void pw_fa_taint(const char *what);
 /* Revoke the uploads overlapping [p, p+n) (callers that write there). */
 void pw_fa_revoke_range(const void *p, size_t n, int reason);
 /* cudaDeviceReset of device: its uploads are revoked and waited for, its scratch, stream and
