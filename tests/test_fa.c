@@ -351,17 +351,32 @@ static void test_reset_and_exit(void **state) {
   assert_int_equal(pw_fa_fill(pinned, src, n), 1);
   pw_fa_device_reset(0);
   assert_int_equal(pw_get(&pw_st.fa_revoked[PW_FA_RESET]), 1);
-  assert_false(pw_fa_host_flags(pinned, NULL));
+  assert_false(pw_fa_host_flags(pinned, NULL)); /* ended by the reset, as CUDA's */
   assert_false(pw_fa_live());
+  assert_int_equal(pw_fa_fill(pinned, src, n), 0); /* not uploaded any more */
+  assert_int_equal(pw_fa_host_free(pinned), 1);    /* unmapped at its free */
   char *again = NULL, *dev = sim_device_alloc(0, n);
   assert_int_equal(pw_fa_host_alloc(&sim_ops, (void **)&again, n, 0), 0);
   void *s = sim_stream_new(0);
   assert_int_equal(pw_fa_fill(again, src, n), 1);
   assert_int_equal(program_copy(dev, again, n, s, 0), 1);
   assert_memory_equal(dev, src, n);
-  sim_set_lazy(1); /* the next uploads stay queued until someone waits */
+  sim_set_lazy(1); /* from here, queued work runs only when someone waits for it */
+  /* a reset does not wait for the GPU work of an upload: the program's stream never moves */
+  assert_int_equal(pw_fa_fill(again, src, n), 1);
+  pw_transfer c = h2d(dev, again, n, s, 0);
+  assert_int_equal(pw_fa_copy(&c), 0);
+  alarm(20);
+  pw_fa_device_reset(0);
+  alarm(0);
+  sim_set_lazy(0);
+  sim_drain(); /* what the reset drops in CUDA; the simulation runs it, before the memory goes */
+  assert_int_equal(pw_fa_host_free(again), 1);
+  assert_int_equal(pw_fa_host_alloc(&sim_ops, (void **)&again, n, 0), 0);
+  sim_set_lazy(1);
   assert_int_equal(pw_fa_fill(again, src, n), 1);
   pw_fa_test_exit();
+  assert_int_equal(pw_fa_host_alloc(&sim_ops, (void **)&pinned, n, 0), -1); /* exiting */
   alarm(20); /* a free that waited for the stopped thread would hang */
   assert_int_equal(pw_fa_host_free(again), 1);
   alarm(0);

@@ -25,10 +25,14 @@
  *
  * Owns: the table of replaced allocations (lock-free readers, as app_memcpy.c's registry), the
  * per-device state (scratch, upload stream, events; kept for the process's life once made: the
- * upload thread may be reading it), the upload thread.  Lock order: `lock` is a leaf.
+ * upload thread may be reading it), the upload thread.  Locks: `dev_lock` serialises a device's
+ * setup and is held across its CUDA calls; `lock` (entries, allocations) is a leaf, never held
+ * across a CUDA call or a wait, so the fill, in the program's memmove, only ever waits for
+ * pinwheel's own short critical sections (and the guard's, guard.h).
  */
 #define _GNU_SOURCE
 #include "fa.h"
+#include "guard.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -42,7 +46,7 @@
 #include <unistd.h>
 
 #define FA_DEVICES 64
-#define FA_ENTRIES 16
+#define FA_ENTRIES 8 /* per device: each holds a guard slot (64 in all) while it waits */
 #define FA_ALLOCS 256
 #define FA_ALIGN ((size_t)2 << 20)  /* replaced allocations: whole, aligned huge pages */
 #define FA_AHEAD 4                  /* fill segments outstanding */
@@ -96,23 +100,28 @@ typedef struct fa_alloc {
   _Atomic uintptr_t base, end;
   unsigned flags;
   int device;
+  int orphan; /* its device was reset: no longer registered, still mapped until freed */
 } fa_alloc;
 
 static size_t scratch_size, chunk_size = 4u << 20;
 static uint64_t expire_ns = FA_EXPIRE_NS;
 static int threads = 1;
 static const pw_guard_ops *guard;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;     /* entries, allocations: a leaf */
+static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER; /* a device's setup (calls CUDA) */
+static atomic_int dev_failed[FA_DEVICES];                    /* its setup failed (until a reset) */
 static fa_dev *_Atomic devs[FA_DEVICES];
 static fa_alloc allocs[FA_ALLOCS];
 static atomic_int allocs_used;
 atomic_int pw_fa_live_count;
 /* Once the program used something that can order a write after a fill out of sight (fa.h). */
 static atomic_int tainted;
-static atomic_uint work;       /* bumped to wake the upload thread */
-static atomic_int sleeping;    /* the upload thread waits on `work` */
-static atomic_int thread_on;   /* 1 the upload thread runs, -1 it could not start */
-static atomic_int thread_stop; /* tests: the thread ends */
+static atomic_int exiting;      /* exit began: the upload thread stops, nothing new is uploaded */
+static atomic_uint work;        /* bumped to wake the upload thread */
+static atomic_int sleeping;     /* the upload thread waits on `work` */
+static atomic_int thread_on;    /* 1 the upload thread runs, -1 it could not start */
+static atomic_int thread_stop;  /* tests: the thread ends */
+static atomic_int serving = -1; /* the device whose entries the upload thread works on, or -1 */
 
 static void wake(void) {
   atomic_fetch_add(&work, 1);
@@ -122,6 +131,12 @@ static void wake(void) {
 
 void pw_fa_configure(size_t scratch, size_t chunk, int nthreads, const pw_guard_ops *g) {
   scratch_size = g && g->protect_revocable ? scratch : 0;
+  int why = scratch_size && g->available ? g->available() : 0;
+  if (why) { /* every upload would be given up: nothing is replaced or uploaded */
+    pw_log(PW_LOG_INFO, "uploads ahead are off: the guard cannot be had here (%s)",
+           pw_guard_reason_name(why));
+    scratch_size = 0;
+  }
   if (chunk) chunk_size = chunk;
   threads = nthreads > 0 ? nthreads : 1;
   guard = g;
@@ -137,6 +152,7 @@ static void alloc_set(fa_alloc *a, uintptr_t base, uintptr_t end, unsigned flags
   atomic_fetch_add(&a->seq, 1);
   a->flags = flags;
   a->device = device;
+  a->orphan = 0;
   atomic_store(&a->base, base);
   atomic_store(&a->end, end);
   atomic_fetch_add(&a->seq, 1);
@@ -153,12 +169,13 @@ static int alloc_find(const void *p, size_t n, fa_alloc *out) {
     if (s1 & 1) continue;
     uintptr_t base = atomic_load(&s->base), end = atomic_load(&s->end);
     unsigned flags = s->flags;
-    int device = s->device;
+    int device = s->device, orphan = s->orphan;
     if (atomic_load(&s->seq) != s1 || !base || a < base || b > end) continue;
     atomic_store_explicit(&out->base, base, memory_order_relaxed);
     atomic_store_explicit(&out->end, end, memory_order_relaxed);
     out->flags = flags;
     out->device = device;
+    out->orphan = orphan;
     return 1;
   }
   return 0;
@@ -220,6 +237,10 @@ void pw_fa_revoke_all(int reason) {
 static fa_entry *reserve(fa_dev *d, char *host, size_t n) {
   fa_entry *got = NULL;
   pthread_mutex_lock(&lock);
+  if (atomic_load(&d->dead)) { /* reset meanwhile */
+    pthread_mutex_unlock(&lock);
+    return NULL;
+  }
   size_t at = 0;
   for (int pass = 0; pass <= FA_ENTRIES && !got; pass++) {
     /* candidates: 0, then the end of each entry in use */
@@ -332,9 +353,12 @@ static void *upload_thread(void *arg) {
     uint64_t now = pw_now_ns();
     for (int i = 0; i < FA_DEVICES; i++) {
       fa_dev *d = atomic_load_explicit(&devs[i], memory_order_acquire);
-      if (!d || atomic_load(&d->dead)) continue;
-      for (int k = 0; k < FA_ENTRIES; k++)
-        did |= serve(d, &d->e[k], &cur, now, &pending);
+      if (!d) continue;
+      atomic_store(&serving, i); /* before the check: a reset waits for it to move on */
+      if (!atomic_load(&d->dead))
+        for (int k = 0; k < FA_ENTRIES; k++)
+          did |= serve(d, &d->e[k], &cur, now, &pending);
+      atomic_store(&serving, -1);
     }
     if (did) continue;
     /* idle: wait for a wake, polling every ms while an entry waits for its GPU work */
@@ -353,6 +377,7 @@ static void *upload_thread(void *arg) {
  * handlers run newest first): the upload thread stops calling CUDA (bounded: it is never long in
  * a call). */
 static void fa_exit(void) {
+  atomic_store(&exiting, 1);
   if (atomic_load(&thread_on) != 1) return;
   atomic_store(&thread_stop, 1);
   uint64_t t0 = pw_now_ns();
@@ -369,19 +394,25 @@ static fa_dev *dev_get(const pw_ops *ops, int device) {
   if (device < 0 || device >= FA_DEVICES) return NULL;
   fa_dev *d = atomic_load_explicit(&devs[device], memory_order_acquire);
   if (d && !atomic_load(&d->dead)) return d;
-  pthread_mutex_lock(&lock);
+  if (atomic_load(&dev_failed[device]) || atomic_load(&exiting))
+    return NULL; /* a failure is said once, and tried again after a reset */
+  /* dev_lock, never `lock`: CUDA is called under it, and the fill (in the program's memmove)
+   * takes `lock` */
+  pthread_mutex_lock(&dev_lock);
   d = atomic_load(&devs[device]);
   if (d && !atomic_load(&d->dead)) goto out;
   if (!atomic_load(&thread_on)) {
     static atomic_int at_exit;
     atomic_store(&thread_stop, 0);
-    atomic_store(&thread_on, pw_spawn(upload_thread, NULL, 64 << 10) == 0 ? 1 : -1);
+    /* the default stack: it calls CUDA (and, tracing, CUPTI's callbacks run on it) */
+    atomic_store(&thread_on, pw_spawn(upload_thread, NULL, 0) == 0 ? 1 : -1);
     if (atomic_load(&thread_on) == 1 && !atomic_exchange(&at_exit, 1)) atexit(fa_exit);
   }
   if (atomic_load(&thread_on) != 1) goto fail;
   fa_dev *fresh = d ? d : calloc(1, sizeof *fresh);
   if (!fresh) goto fail;
   int mode = ops->relax_capture(0, 0);
+  int pending = ops->error_pending(); /* the program's: never cleared by pinwheel */
   void *scratch = NULL, *stream = NULL;
   int rc = ops->device_alloc(&scratch, scratch_size);
   if (rc == 0 && scratch) rc = ops->stream_create(&stream);
@@ -392,13 +423,14 @@ static fa_dev *dev_get(const pw_ops *ops, int device) {
   }
   ops->relax_capture(1, mode);
   if (rc != 0 || !scratch) {
-    ops->clear_error();
+    if (!pending) ops->clear_error();
     if (scratch) ops->device_free(scratch);
+    atomic_store(&dev_failed[device], 1);
     pw_log(PW_LOG_WARN,
            "cannot allocate %zu MiB of device memory for uploads ahead on device %d (CUDA error "
            "%d): pinned allocations there stay CUDA's",
            scratch_size >> 20, device, rc);
-    if (!d) free(fresh); /* its events, if any, stay with the context */
+    if (!d) free(fresh); /* its stream and events, if any, stay with the context */
     goto fail;
   }
   fresh->device = device;
@@ -410,21 +442,30 @@ static fa_dev *dev_get(const pw_ops *ops, int device) {
   d = fresh;
   atomic_store_explicit(&devs[device], d, memory_order_release);
 out:
-  pthread_mutex_unlock(&lock);
+  pthread_mutex_unlock(&dev_lock);
   return d;
 fail:
-  pthread_mutex_unlock(&lock);
+  pthread_mutex_unlock(&dev_lock);
   return NULL;
 }
 
 /* ---- allocations ---- */
 
+/* Forget slot i of the allocations (under no lock). */
+static void alloc_drop(int i) {
+  pthread_mutex_lock(&lock);
+  alloc_set(&allocs[i], 0, 0, 0, -1);
+  pthread_mutex_unlock(&lock);
+}
+
 int pw_fa_host_alloc(const pw_ops *ops, void **p, size_t n, unsigned flags) {
-  if (!scratch_size || atomic_load(&tainted) || n < FA_MIN_BYTES || n > SIZE_MAX - 2 * FA_ALIGN)
+  if (!scratch_size || atomic_load(&tainted) || atomic_load(&exiting) || n < FA_MIN_BYTES ||
+      n > SIZE_MAX - 2 * FA_ALIGN)
     return -1;
+  int pending = ops->error_pending(); /* the program's: never cleared by pinwheel */
   int device = -1;
   if (ops->get_device(&device)) {
-    ops->clear_error();
+    if (!pending) ops->clear_error();
     return -1;
   }
   if (!dev_get(ops, device)) return -1;
@@ -434,7 +475,8 @@ int pw_fa_host_alloc(const pw_ops *ops, void **p, size_t n, unsigned flags) {
   char *at = (char *)(((uintptr_t)m + FA_ALIGN - 1) & ~(uintptr_t)(FA_ALIGN - 1));
   if (at > m) munmap(m, (size_t)(at - m));
   if (m + len + FA_ALIGN > at + len) munmap(at + len, (size_t)(m + len + FA_ALIGN - (at + len)));
-  (void)madvise(at, len, MADV_DONTFORK); /* a fork's child has none of it, as of CUDA's own */
+  /* Not MADV_DONTFORK: a fork's child may read the memory, as it may CUDA's (which it shares;
+   * this it gets a copy of, made at the fork: DESIGN.md §11). */
   (void)madvise(at, len, MADV_HUGEPAGE);
   pthread_mutex_lock(&lock);
   int u = atomic_load(&allocs_used), i = 0;
@@ -451,14 +493,19 @@ int pw_fa_host_alloc(const pw_ops *ops, void **p, size_t n, unsigned flags) {
   }
   int mode = ops->relax_capture(0, 0);
   int rc = ops->host_register(at, len);
+  void *dptr = NULL;
+  int same = rc == 0 && ops->host_device_pointer(at, &dptr) == 0 && dptr == at;
+  if (rc == 0 && !same) /* kernels given the host pointer would miss: CUDA's memory then */
+    (void)ops->host_unregister(at);
   ops->relax_capture(1, mode);
-  if (rc) {
-    ops->clear_error();
-    pthread_mutex_lock(&lock);
-    alloc_set(&allocs[i], 0, 0, 0, -1);
-    pthread_mutex_unlock(&lock);
+  if (!same) {
+    if (!pending) ops->clear_error();
+    alloc_drop(i);
     munmap(at, len);
-    pw_log(PW_LOG_INFO, "cannot register %zu MiB of host memory (CUDA error %d): CUDA allocates it",
+    pw_log(PW_LOG_INFO,
+           rc ? "cannot register %zu MiB of host memory (CUDA error %d): CUDA allocates it"
+              : "registered host memory's device pointer is not its host pointer here (%zu MiB, "
+                "%d): CUDA allocates pinned memory",
            len >> 20, rc);
     return -1;
   }
@@ -511,10 +558,13 @@ int pw_fa_host_free(void *p) {
   pw_fa_revoke_range(p, end - base, PW_FA_FREE);
   wait_range_free(base, end);
   fa_dev *d = atomic_load_explicit(&devs[a.device], memory_order_acquire);
-  if (d && !atomic_load(&d->dead)) {
-    int mode = d->ops->relax_capture(0, 0);
-    if (d->ops->host_unregister(p)) d->ops->clear_error();
-    d->ops->relax_capture(1, mode);
+  if (d && !a.orphan) {
+    /* as cudaFreeHost: the program's own copies from it are waited for before it goes */
+    const pw_ops *ops = d->ops;
+    int pending = ops->error_pending();
+    int mode = ops->relax_capture(0, 0);
+    if ((ops->device_sync() | ops->host_unregister(p)) && !pending) ops->clear_error();
+    ops->relax_capture(1, mode);
   }
   pthread_mutex_lock(&lock);
   for (int i = 0; i < atomic_load(&allocs_used); i++)
@@ -526,7 +576,7 @@ int pw_fa_host_free(void *p) {
 
 int pw_fa_host_flags(const void *p, unsigned *flags) {
   fa_alloc a;
-  if (!p || !alloc_find(p, 0, &a)) return 0;
+  if (!p || !alloc_find(p, 0, &a) || a.orphan) return 0; /* a reset ended it, as CUDA's */
   if (flags) *flags = a.flags;
   return 1;
 }
@@ -543,7 +593,8 @@ int pw_fa_fill(void *dst, const void *src, size_t n) {
   if (!scratch_size) return 0;
   pw_fa_revoke_range(dst, n, PW_FA_REFILL); /* before any thread writes there, */
   guard->wait(dst, n);                      /* and a copy taking one has let it go */
-  if (atomic_load(&tainted) || !alloc_find(dst, n, &a)) return 0;
+  if (atomic_load(&tainted) || atomic_load(&exiting) || !alloc_find(dst, n, &a) || a.orphan)
+    return 0;
   fa_dev *d = atomic_load_explicit(&devs[a.device], memory_order_acquire);
   if (!d || atomic_load(&d->dead)) return 0;
   fa_entry *e = n <= d->size ? reserve(d, dst, n) : NULL;
@@ -711,20 +762,42 @@ void pw_fa_device_reset(int device) {
   if (!d || atomic_load(&d->dead)) return;
   for (int i = 0; i < FA_ENTRIES; i++)
     if (live_state(atomic_load(&d->e[i].state))) fa_revoke(&d->e[i], PW_FA_RESET);
-  for (int i = 0; i < FA_ENTRIES; i++) /* taken entries end at once: their taker is in a call */
-    wait_free(d, &d->e[i]);
+  /* a taker and a filler are inside a call of the program's: they end at once; the GPU work of
+   * the entries is not waited for (a reset is the way out of a device that stopped) */
+  for (int i = 0; i < FA_ENTRIES; i++) {
+    fa_entry *e = &d->e[i];
+    for (;;) {
+      int st = atomic_load(&e->state);
+      if (st != E_USING && (st == E_FREE || atomic_load(&e->fill_done))) break;
+      struct timespec t = {0, 50000};
+      nanosleep(&t, NULL);
+    }
+  }
   pthread_mutex_lock(&lock);
   atomic_store(&d->dead, 1); /* the reset frees the scratch, the stream and the events */
-  for (int i = 0; i < atomic_load(&allocs_used); i++)
-    if (atomic_load(&allocs[i].base) && allocs[i].device == device)
-      alloc_set(&allocs[i], 0, 0, 0, -1); /* their registration ends with the context */
+  atomic_store(&dev_failed[device], 0);
+  for (int i = 0; i < atomic_load(&allocs_used); i++) /* registrations end with the context */
+    if (atomic_load(&allocs[i].base) && allocs[i].device == device && !allocs[i].orphan) {
+      atomic_fetch_add(&allocs[i].seq, 1);
+      allocs[i].orphan = 1; /* unmapped at its free, never used for a fill again */
+      atomic_fetch_add(&allocs[i].seq, 1);
+    }
+  pthread_mutex_unlock(&lock);
+  while (atomic_load(&serving) == device) { /* the upload thread is done with it */
+    struct timespec t = {0, 50000};
+    nanosleep(&t, NULL);
+  }
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < FA_ENTRIES; i++)
+    atomic_store(&d->e[i].state, E_FREE);
   pthread_mutex_unlock(&lock);
 }
 
 void pw_fa_after_fork_child(void) {
   /* no upload thread, no CUDA: the child uploads nothing (its copies are CUDA's own) */
-  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER, fresh_dev = PTHREAD_MUTEX_INITIALIZER;
   lock = fresh;
+  dev_lock = fresh_dev;
   scratch_size = 0;
   for (int i = 0; i < FA_DEVICES; i++)
     atomic_store(&devs[i], NULL);
@@ -734,6 +807,9 @@ void pw_fa_after_fork_child(void) {
   atomic_store(&pw_fa_live_count, 0);
   atomic_store(&thread_on, 0);
   atomic_store(&sleeping, 0);
+  atomic_store(&serving, -1);
+  for (int i = 0; i < FA_DEVICES; i++)
+    atomic_store(&dev_failed[i], 0);
 }
 
 #ifdef PW_TESTING
@@ -755,9 +831,11 @@ void pw_fa_test_reset(void) {
   }
   atomic_store(&thread_stop, 0);
   atomic_store(&thread_on, 0);
+  atomic_store(&exiting, 0);
   for (int i = 0; i < FA_DEVICES; i++) {
     fa_dev *d = atomic_exchange(&devs[i], NULL);
     free(d);
+    atomic_store(&dev_failed[i], 0);
   }
   for (int i = 0; i < FA_ALLOCS; i++)
     alloc_set(&allocs[i], 0, 0, 0, -1);

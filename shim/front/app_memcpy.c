@@ -34,7 +34,9 @@
  *     allocation; any memcpy it makes of 1 MiB or more into pinned memory is.
  *
  * With PINWHEEL_FILL_AHEAD, a copy into pinned memory pinwheel allocated for the program is
- * fa.c's: uploaded to the device as it is filled (fa.h).  Any other copy into such memory that
+ * fa.c's: uploaded to the device as it is filled (fa.h).  That path is not async-signal-safe (it
+ * takes fa.c's leaf lock and the guard's, and wakes a thread), as the staging threads' copy
+ * already is not: a signal handler that copies 1 MiB or more into such memory is the limit.  Any other copy into such memory that
  * is not taken (too small, no scratch free) is made here as before; the guard of an upload it
  * overlaps takes the upload away when the copy writes.
  *

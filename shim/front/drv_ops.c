@@ -190,6 +190,15 @@ static int op_host_register(void *p, size_t n) {
 static int op_host_unregister(void *p) {
   return GATED(0, CALL(cuMemHostUnregister, p));
 }
+static int op_host_device_pointer(void *p, void **dptr) {
+  CUdeviceptr d = 0;
+  int rc = CALL(cuMemHostGetDevicePointer_v2, &d, p, 0);
+  *dptr = (void *)(uintptr_t)d;
+  return rc;
+}
+static int op_device_sync(void) {
+  return GATED(0, CALL(cuCtxSynchronize));
+}
 static int op_device_alloc(void **p, size_t n) {
   CUdeviceptr d = 0;
   int rc = GATED(1, CALL(cuMemAlloc_v2, &d, n));

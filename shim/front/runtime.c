@@ -110,7 +110,9 @@ static void host_mem_done(const void *start, size_t size) {
  * *r holds the answer, 0 when the real call is made. */
 #define PW_ARGS(...) __VA_ARGS__
 static int fa_cudaHostAlloc(cudaError_t *r, void **p, size_t n, unsigned flags) {
-  if (!p || (flags & cudaHostAllocWriteCombined) || pw_fa_host_alloc(&pw_real_ops, p, n, flags))
+  /* write-combined memory, and flags CUDA refuses, stay CUDA's */
+  if (!p || (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped)) ||
+      pw_fa_host_alloc(&pw_real_ops, p, n, flags))
     return 0;
   return *r = cudaSuccess, 1;
 }
@@ -124,8 +126,14 @@ static int fa_cudaHostRegister(cudaError_t *r, void *p, size_t n, unsigned flags
 static int fa_cudaFreeHost(cudaError_t *r, void *p) {
   return pw_fa_host_free(p) ? (*r = cudaSuccess, 1) : 0;
 }
-static int fa_cudaHostUnregister(cudaError_t *r, void *p) { /* not registered: allocated */
-  return pw_fa_host_flags(p, NULL) ? (*r = cudaErrorHostMemoryNotRegistered, 1) : 0;
+/* Not registered, allocated: CUDA's own answer for memory it never registered (and its last
+ * error with it), asked of a byte of pinwheel's that no one registers. */
+static char never_registered;
+static int fa_cudaHostUnregister(cudaError_t *r, void *p) {
+  if (!pw_fa_host_flags(p, NULL)) return 0;
+  *r = pw_real.cudaHostUnregister(&never_registered);
+  if (*r == cudaSuccess) *r = cudaErrorHostMemoryNotRegistered; /* not expected */
+  return 1;
 }
 static int fa_cudaHostGetFlags(cudaError_t *r, unsigned *flags, void *p) {
   unsigned f;

@@ -76,6 +76,12 @@ static int op_host_register(void *p, size_t n) {
 static int op_host_unregister(void *p) {
   return GATED(0, CALL(cudaHostUnregister, p));
 }
+static int op_host_device_pointer(void *p, void **dptr) {
+  return CALL(cudaHostGetDevicePointer, dptr, p, 0);
+}
+static int op_device_sync(void) {
+  return GATED(0, CALL(cudaDeviceSynchronize));
+}
 static int op_device_alloc(void **p, size_t n) {
   return GATED(1, CALL(cudaMalloc, p, n));
 }

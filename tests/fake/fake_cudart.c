@@ -307,6 +307,15 @@ cudaError_t cudaHostUnregister(void *p) {
   if (e == cudaSuccess) fake_region_drop(p);
   return e;
 }
+/* Unified addressing: pinned host memory's device pointer is the host pointer. */
+cudaError_t cudaHostGetDevicePointer(void **d, void *p, unsigned flags) {
+  uintptr_t base;
+  size_t size;
+  (void)flags;
+  if (!fake_region_range(p, &base, &size)) return last_error = cudaErrorInvalidValue;
+  *d = p;
+  return cudaSuccess;
+}
 /* Every pinned allocation of the fake was made with flags 0 (as far as this answer goes). */
 cudaError_t cudaHostGetFlags(unsigned *flags, void *p) {
   CALL_RECORD(.dst = p);

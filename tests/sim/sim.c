@@ -328,6 +328,14 @@ static int op_host_unregister(void *p) {
   pthread_mutex_unlock(&mu);
   return found ? 0 : 712;
 }
+static int op_host_device_pointer(void *p, void **dptr) {
+  *dptr = p; /* unified addressing, host pointers usable by the device */
+  return 0;
+}
+static int op_device_sync(void) {
+  sim_drain();
+  return dead;
+}
 static void op_host_free(void *p) {
   (void)p; /* freed at sim_reset */
 }
