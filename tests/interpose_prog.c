@@ -7,6 +7,8 @@
  *   compared.
  *   hostcopy: memmove and memcpy into and out of pinned memory allocated or registered through
  *   the runtime, overlapping ones too, and into the same addresses once freed; bytes compared.
+ *   fillahead, fillahead_hazards: cp.asarray-shaped rounds over one pinned buffer with
+ *   PINWHEEL_FILL_AHEAD, something that may change the buffer between fill and copy in some.
  *   capture: an H2D copy on a capturing stream (must reach CUDA unchanged).
  *   fork: calls, fork, calls in the child, wait.
  *   none: no CUDA call at all.
@@ -550,6 +552,65 @@ static int mode_fillahead(void) {
   return failures != 0;
 }
 
+/* The host function of mode_fillahead_hazards: it writes the pinned buffer after the fill, before
+ * the copy that the stream orders after it (the fake runs it at once; CUDA would run it later, so
+ * no guard could see the write in time). */
+typedef struct hazard_write {
+  unsigned char *p, *src;
+  size_t n;
+} hazard_write;
+static void write_buffer(void *arg) {
+  hazard_write *w = arg;
+  for (size_t i = 0; i < w->n; i += 4096) {
+    w->p[i] ^= 0x5a;
+    w->src[i] ^= 0x5a;
+  }
+}
+
+/* cp.asarray five times, as in mode_fillahead, with the calls no other hook sees between fill and
+ * copy: in round 1 a cudaMemsetAsync of another buffer (the upload must be given up:
+ * memset_or_copy), in round 3 a cudaLaunchHostFunc whose function writes the pinned buffer (every
+ * upload is given up and none made again: stream_ordered; the device must get what the function
+ * wrote).  Rounds 0 and 2 copy from uploads, round 4 is CUDA's own copy.  Bytes checked every
+ * round. */
+static int mode_fillahead_hazards(void) {
+  size_t n = (8 << 20) + 3, at = 100;
+  unsigned char *src = malloc(n), *back = malloc(n), *mark = malloc(4096);
+  void *pin = NULL, *dev = NULL, *dev2 = NULL;
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  CHECK(cudaHostAlloc(&pin, n + at, cudaHostAllocPortable) == cudaSuccess && pin);
+  CHECK(cudaMalloc(&dev, n) == cudaSuccess && cudaMalloc(&dev2, 4096) == cudaSuccess);
+  unsigned char *p = (unsigned char *)pin + at;
+  for (int round = 0; round < 5; round++) {
+    fill(src, n, (unsigned)round + 1);
+    memmove(p, src, n);
+    if (round == 1) {
+      CHECK(cudaMemsetAsync(dev2, 0x3c, 4096, s) == cudaSuccess);
+    } else if (round == 3) {
+      hazard_write w = {p, src, n};
+      CHECK(cudaLaunchHostFunc(s, write_buffer, &w) == cudaSuccess);
+    }
+    CHECK(cudaMemcpyAsync(dev, p, n, cudaMemcpyHostToDevice, s) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    CHECK(cudaMemcpy(back, dev, n, cudaMemcpyDeviceToHost) == cudaSuccess);
+    if (memcmp(back, src, n)) {
+      fprintf(stderr, "interpose_prog: fillahead_hazards: round %d: the device's bytes differ\n",
+              round);
+      failures++;
+    }
+  }
+  memset(mark, 0x3c, 4096);
+  CHECK(cudaMemcpy(back, dev2, 4096, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(memcmp(back, mark, 4096) == 0);
+  CHECK(cudaFreeHost(pin) == cudaSuccess);
+  free(src);
+  free(back);
+  free(mark);
+  printf("fillahead_hazards %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
 /* The program's fd 2 becomes its data file: nothing of pinwheel's may land in it. */
 static int mode_reopen2(const char *path) {
   close(2);
@@ -596,6 +657,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "stage")) return mode_stage();
   if (!strcmp(m, "hostcopy")) return mode_hostcopy();
   if (!strcmp(m, "fillahead")) return mode_fillahead();
+  if (!strcmp(m, "fillahead_hazards")) return mode_fillahead_hazards();
   if (!strcmp(m, "capture")) return mode_capture();
   if (!strcmp(m, "wrap")) return mode_wrap();
   if (!strcmp(m, "reset")) return mode_reset();

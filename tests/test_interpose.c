@@ -874,6 +874,25 @@ static void test_fill_ahead(void **state) {
   (void)state;
 }
 
+/* The calls no hook of the copy path sees (shim/front/fa_hooks.c): a cudaMemsetAsync between fill
+ * and copy gives the upload up (memset_or_copy); a cudaLaunchHostFunc, whose function writes the
+ * pinned buffer after the fill, gives every upload up for good (stream_ordered): of five rounds
+ * only the two before it, and not the memset's, copy from an upload.  The program checks the
+ * device's bytes every round (the host function's round included), and the memset's. */
+static void test_fill_ahead_hazards(void **state) {
+  const char *argv[] = {PW_PROG, "fillahead_hazards", NULL};
+  const char *on[] = {"PINWHEEL_FILL_AHEAD=64M", "PINWHEEL_THREADS=4", NULL};
+  yajl_val v = run_staged(argv, on, 0);
+  assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), 1);
+  assert_int_equal(jget(v, "fill_ahead", "used", "calls", NULL), 2);
+  assert_int_equal(jget(v, "fill_ahead", "revoked", "memset_or_copy", NULL), 1);
+  assert_int_equal(jget(v, "fill_ahead", "revoked", "stream_ordered", NULL), 1);
+  assert_int_equal(jget(v, "fill_ahead", "revoked", "launch", NULL), 0);
+  assert_int_equal(jget(v, "fill_ahead", "revoked", "written_freed_or_fork", NULL), 0);
+  yajl_tree_free(v);
+  (void)state;
+}
+
 static void test_stage_sync_elision(void **state) {
   const char *elide[] = {"PINWHEEL_SYNC=elide", NULL};
   yajl_val v = run_stage("stage", elide, 0);
@@ -1024,6 +1043,7 @@ int main(void) {
       cmocka_unit_test(test_stage_bytes_and_paths),
       cmocka_unit_test(test_runtime_host_copies),
       cmocka_unit_test(test_fill_ahead),
+      cmocka_unit_test(test_fill_ahead_hazards),
       cmocka_unit_test(test_stage_background_setup),
       cmocka_unit_test(test_exit_does_not_wait_for_setup),
       cmocka_unit_test(test_failed_query_is_query_failed),

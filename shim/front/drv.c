@@ -74,6 +74,7 @@ static void *real_dlsym(void *h, const char *name) {
 
 static pthread_mutex_t res_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int resolved; /* 1: pw_drv filled from a libcuda */
+static void *drv_handle;    /* that libcuda (set before resolved) */
 
 /* Whether the file name of path (a loaded object's) begins with prefix. */
 static int file_starts(const char *path, const char *prefix) {
@@ -111,6 +112,7 @@ static int resolve_from(void *addr) {
   *(void **)&pw_drv.name = real_dlsym(h, #name);
 #define PW_DRV_REAL(name, params) *(void **)&pw_drv.name = real_dlsym(h, #name);
 #include "drv_hooks.def"
+      drv_handle = h;
       recognise_init();
       atomic_store_explicit(&resolved, 1, memory_order_release);
       /* h stays open: the table points into it */
@@ -123,6 +125,10 @@ static int resolve_from(void *addr) {
 
 int pw_drv_resolve(void) {
   return resolve_from(NULL);
+}
+
+void *pw_drv_lookup(const char *name) {
+  return pw_drv_resolve() ? real_dlsym(drv_handle, name) : NULL;
 }
 
 /* ---- the wrappers ---- */

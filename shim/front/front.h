@@ -25,6 +25,11 @@ extern PW_TLS int pw_depth;          /* > 0 while the shim itself is working on 
 extern PW_TLS void *pw_elide_stream; /* staged H2D copies on this stream were the last calls */
 void pw_init(void);
 extern int pw_host_copies; /* PINWHEEL_HOST_COPIES */
+/* runtime.c: the real runtime function called name (libcudart.so.13's, else the next one's, else
+ * that of a libcudart.so.13 loaded RTLD_LOCAL), or NULL. */
+void *pw_runtime_lookup(const char *name);
+/* drv.c: the real driver function called name (the libcuda pw_drv was filled from), or NULL. */
+void *pw_drv_lookup(const char *name);
 /* drv.c: the driver front end's locks, in a forked child. */
 void pw_drv_fork_child(void);
 /* drv.c: what a lookup answering p (not NULL) to a caller at `caller` hands out: the wrapper when p

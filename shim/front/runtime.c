@@ -19,7 +19,7 @@ pw_real_table pw_real;
 
 /* ---- looking up the real functions ---- */
 
-static void *lookup(const char *name) {
+void *pw_runtime_lookup(const char *name) {
   void *p = dlvsym(RTLD_NEXT, name, "libcudart.so.13");
   if (!p) p = dlsym(RTLD_NEXT, name);
   if (!p) {
@@ -35,9 +35,9 @@ static void *lookup(const char *name) {
 
 void pw_resolve_real(void) {
 #define PW_HOOK(name, class, params, args, stream)                                                 \
-  if (!pw_real.name) *(void **)&pw_real.name = lookup(#name);
+  if (!pw_real.name) *(void **)&pw_real.name = pw_runtime_lookup(#name);
 #define PW_REAL(name, params)                                                                      \
-  if (!pw_real.name) *(void **)&pw_real.name = lookup(#name);
+  if (!pw_real.name) *(void **)&pw_real.name = pw_runtime_lookup(#name);
 #include "hooks.def"
   if (pw_log_level() >= PW_LOG_DEBUG) {
 #define PW_HOOK(name, class, params, args, stream)                                                 \
@@ -50,7 +50,7 @@ void pw_resolve_real(void) {
 
 /* The real function, looked up on the spot if init has not run yet on a recursing path. */
 #define REAL(name)                                                                                 \
-  (pw_real.name ? pw_real.name : (*(void **)&pw_real.name = lookup(#name), pw_real.name))
+  (pw_real.name ? pw_real.name : (*(void **)&pw_real.name = pw_runtime_lookup(#name), pw_real.name))
 
 static cudaError_t missing(const char *name) {
   pw_log(PW_LOG_ERROR, "%s was called but no CUDA runtime defines it", name);

@@ -414,6 +414,26 @@ cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsign
   return entry_point(symbol, funcPtr, cudaVersion, flags | 2, driverStatus);
 }
 
+/* Two of the entry points the shim wraps for uploads made ahead (shim/front/fa_hooks.c) that the
+ * tests call: a host function runs at once (every stream's earlier work is done), a memset sets
+ * the bytes (every "device" pointer is host memory). */
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData) {
+  FAKE_ENTER();
+  CALL_RECORD(.stream = stream);
+  if (e != cudaSuccess) return e;
+  if (stale_stream(stream)) return last_error = cudaErrorContextIsDestroyed;
+  if (fn) fn(userData);
+  return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
+  FAKE_ENTER();
+  CALL_RECORD(.dst = devPtr, .count = count, .stream = stream);
+  if (e != cudaSuccess) return e;
+  if (stale_stream(stream)) return last_error = cudaErrorContextIsDestroyed;
+  if (devPtr && count) memset(devPtr, value, count);
+  return cudaSuccess;
+}
+
 /* cudaGetDriverEntryPoint is deprecated in CUDA 13, still exported, and wrapped. */
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 /* Every function of hooks.def is defined above (the link fails otherwise). */
