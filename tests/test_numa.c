@@ -307,16 +307,18 @@ static void test_workers_started_placed_go_back(void **state) {
     pthread_t t;
     pthread_create(&t, NULL, start_pool_placed, NULL);
     pthread_join(t, NULL);
-    int workers = pw_pool_workers(), placed = threads_on(&node1);
-    pw_numa_place(0);                                    /* devices on two nodes: undone */
-    for (int i = 0; i < 20 && threads_on(&node1); i++) { /* the workers move when they wake */
+    int workers = pw_pool_workers(), placed = 0;
+    struct timespec wait = {0, 10000000};
+    for (int i = 0; i < 300 && (placed = threads_on(&node1)) < workers; i++) /* a loaded machine */
+      nanosleep(&wait, NULL);
+    pw_numa_place(0);                                     /* devices on two nodes: undone */
+    for (int i = 0; i < 300 && threads_on(&node1); i++) { /* the workers move when they wake */
       size_t n = 4 << 20;
       char *a = calloc(1, n), *b = malloc(n);
       pw_pool_memcpy(b, a, n, 4, 0);
       free(a);
       free(b);
-      struct timespec ms = {0, 5000000};
-      nanosleep(&ms, NULL);
+      nanosleep(&wait, NULL);
     }
     int left = threads_on(&node1), back = threads_on(&mine);
     fprintf(stderr, "workers %d, on node 1 while placed %d, after the undo %d; on all CPUs %d\n",
