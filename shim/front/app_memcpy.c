@@ -34,16 +34,17 @@
  *     allocation; any memcpy it makes of 1 MiB or more into pinned memory is.
  *
  * With PINWHEEL_FILL_AHEAD, a copy into pinned memory pinwheel allocated for the program is
- * fa.c's: uploaded to the device as it is filled (fa.h).  That path is not async-signal-safe (it
- * takes fa.c's leaf lock and the guard's, and wakes a thread), as the staging threads' copy
- * already is not: a signal handler that copies 1 MiB or more into such memory is the limit.  Any other copy into such memory that
- * is not taken (too small, no scratch free) is made here as before; the guard of an upload it
+ * fa.c's: uploaded to the device as it is filled (fa.h).  Any other copy into such memory that is
+ * not taken (too small, no scratch free) is made here as before; the guard of an upload it
  * overlaps takes the upload away when the copy writes.
  *
  * Owns: the registry of the program's pinned host memory, the exported memcpy and memmove.
- * Must never: call CUDA, allocate, take a lock on the registry's read side (memcpy and memmove
- * must stay async-signal-safe), or take a lock a CUDA call may hold; a copy's bytes never depend
- * on the registry, which only chooses how to copy.
+ * Must never: call CUDA, allocate, take a lock on the registry's read side, or take a lock a CUDA
+ * call may hold; a copy's bytes never depend on the registry, which only chooses how to copy.
+ * The test of a copy (HOSTCOPY_WANTED, the registry) is async-signal-safe, and so is every copy it
+ * leaves to glibc; a copy of 1 MiB or more into or out of the program's pinned memory is not (the
+ * staging threads' batch takes the pool's locks; fa.c's fill its leaf lock and the guard's): a
+ * signal handler that makes one is the limit.
  */
 #define _GNU_SOURCE
 /* This file defines memcpy and memmove: the fortified inline wrappers of <string.h> for those very
