@@ -93,7 +93,19 @@ static void start(unsigned seed, int ndev, size_t scratch) {
   memset(tg, 0, sizeof tg);
   tg_broken = 0;
   pw_fa_configure(scratch, MiB, 3, &test_guard);
-  pw_fa_test_expire_ms(60000); /* a loaded machine must not expire the tests' uploads */
+  pw_fa_test_expire_ms(60000);    /* a loaded machine (or ThreadSanitizer) must not expire the */
+  pw_fa_test_take_wait_ms(60000); /* tests' uploads, nor make a copy give up waiting for one */
+}
+
+/* Until every upload of the bytes filled so far is enqueued, then run them: a write of the test
+ * after this cannot race a DMA still reading (the order the tests of stale bytes need). */
+static void uploads_run(void) {
+  for (int i = 0; i < 2000 && pw_get(&pw_st.fa_upload_bytes) < pw_get(&pw_st.fa_fills.bytes); i++) {
+    struct timespec t = {0, 10000000};
+    nanosleep(&t, NULL);
+  }
+  assert_int_equal(pw_get(&pw_st.fa_upload_bytes), pw_get(&pw_st.fa_fills.bytes));
+  sim_drain();
 }
 
 static pw_transfer h2d(void *dst, const void *src, size_t n, void *stream, int dev) {
@@ -158,10 +170,7 @@ static long write_then_copy(unsigned seed, int broken) {
   void *s = sim_stream_new(0);
   fill_pattern(src, n, seed);
   assert_int_equal(pw_fa_fill(at, src, n), 1);
-  /* the uploads ran before the writes (else a DMA that runs late reads the new bytes anyway) */
-  struct timespec t = {0, 20000000};
-  nanosleep(&t, NULL);
-  sim_drain();
+  uploads_run(); /* before the writes (else a DMA that runs late reads the new bytes anyway) */
   tg_broken = broken;
   tg_write(at + n / 2, (char)(src[n / 2] ^ 0x5a));
   tg_write(at + 10, (char)(src[10] ^ 0x33));
@@ -201,9 +210,7 @@ static void test_partial_page_from_pinned(void **state) {
   void *s = sim_stream_new(0);
   fill_pattern(src, n, 3);
   assert_int_equal(pw_fa_fill(at, src, n), 1);
-  struct timespec t = {0, 20000000}; /* the uploads ran before the writes */
-  nanosleep(&t, NULL);
-  sim_drain();
+  uploads_run();             /* before the writes */
   tg_write(at + 5, 'x');     /* first page: not guarded */
   tg_write(at + n - 3, 'y'); /* last page: not guarded */
   src[5] = 'x', src[n - 3] = 'y';

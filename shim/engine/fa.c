@@ -104,7 +104,8 @@ typedef struct fa_alloc {
 } fa_alloc;
 
 static size_t scratch_size, chunk_size = 4u << 20;
-static uint64_t expire_ns = FA_EXPIRE_NS;
+static _Atomic uint64_t expire_ns = FA_EXPIRE_NS; /* tests may change both */
+static _Atomic uint64_t take_wait_ns = FA_TAKE_WAIT_NS;
 static int threads = 1;
 static const pw_guard_ops *guard;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;     /* entries, allocations: a leaf */
@@ -331,7 +332,8 @@ static int serve(fa_dev *d, fa_entry *e, int *cur, uint64_t now, int *pending) {
     }
   }
   st = atomic_load(&e->state);
-  if (st == E_FILLED && now > e->t_filled && now - e->t_filled > expire_ns) /* now: older */
+  if (st == E_FILLED && now > e->t_filled &&
+      now - e->t_filled > atomic_load_explicit(&expire_ns, memory_order_relaxed)) /* now: older */
     fa_revoke(e, PW_FA_EXPIRED);
   if ((st == E_REVOKED || st == E_USED) && atomic_load(&e->fill_done) &&
       atomic_load(&e->recorded) && (e->no_ev || event_done(ops, e->ev)) &&
@@ -725,7 +727,7 @@ int pw_fa_copy(const pw_transfer *c) {
   if (!e) return -1;
   uint64_t t0 = pw_now_ns();
   while (!atomic_load_explicit(&e->recorded, memory_order_acquire) &&
-         pw_now_ns() - t0 < FA_TAKE_WAIT_NS) {
+         pw_now_ns() - t0 < atomic_load_explicit(&take_wait_ns, memory_order_relaxed)) {
     wake();
     sched_yield();
   }
@@ -818,7 +820,11 @@ void pw_fa_test_exit(void) {
 }
 
 void pw_fa_test_expire_ms(unsigned ms) {
-  expire_ns = (uint64_t)ms * 1000000;
+  atomic_store(&expire_ns, (uint64_t)ms * 1000000);
+}
+
+void pw_fa_test_take_wait_ms(unsigned ms) {
+  atomic_store(&take_wait_ns, (uint64_t)ms * 1000000);
 }
 
 void pw_fa_test_reset(void) {
@@ -844,6 +850,7 @@ void pw_fa_test_reset(void) {
   atomic_store(&tainted, 0);
   scratch_size = 0;
   guard = NULL;
-  expire_ns = FA_EXPIRE_NS;
+  atomic_store(&expire_ns, FA_EXPIRE_NS);
+  atomic_store(&take_wait_ns, FA_TAKE_WAIT_NS);
 }
 #endif

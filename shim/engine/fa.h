@@ -115,6 +115,8 @@ void pw_fa_test_reset(void);
 void pw_fa_test_exit(void);
 /* Tests: uploads not used within ms are given up (FA_EXPIRE_MS otherwise). */
 void pw_fa_test_expire_ms(unsigned ms);
+/* Tests: a copy waits this long at most for its upload's record (50 ms otherwise). */
+void pw_fa_test_take_wait_ms(unsigned ms);
 #endif
 
 #endif

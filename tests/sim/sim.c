@@ -205,9 +205,11 @@ static int step(void) {
   return 1;
 }
 
-static int lazy; /* queued work runs only when the host waits for it */
+static int lazy; /* queued work runs only when the host waits for it (under mu) */
 void sim_set_lazy(int on) {
+  pthread_mutex_lock(&mu);
   lazy = on;
+  pthread_mutex_unlock(&mu);
 }
 
 static void some_steps(void) {
