@@ -44,348 +44,258 @@
 #undef cuStreamBatchMemOp
 #undef cudaWaitExternalSemaphoresAsync
 
-/* The one list.  RT(how, name, base, params, args): a runtime function; DRV(...): a driver one.
- * how is TAINT or REVOKE; base is the name the CUDA 13 header declares with this prototype (the
+/* The prototypes, once each: P_<base> is (params), (args) of the CUDA 13 header's declaration of
+ * base, which the per-thread and older variants share. */
+#define P_cudaLaunchHostFunc                                                                       \
+  (cudaStream_t stream, cudaHostFn_t fn, void *userData), (stream, fn, userData)
+#define P_cudaStreamAddCallback                                                                    \
+  (cudaStream_t stream, cudaStreamCallback_t callback, void *userData, unsigned int flags),        \
+      (stream, callback, userData, flags)
+#define P_cudaGraphLaunch (cudaGraphExec_t graphExec, cudaStream_t stream), (graphExec, stream)
+#define P_cudaWaitExternalSemaphoresAsync                                                          \
+  (const cudaExternalSemaphore_t *extSemArray,                                                     \
+   const struct cudaExternalSemaphoreWaitParams *paramsArray, unsigned int numExtSems,             \
+   cudaStream_t stream),                                                                           \
+      (extSemArray, paramsArray, numExtSems, stream)
+#define P_cudaIpcOpenEventHandle (cudaEvent_t * event, cudaIpcEventHandle_t handle), (event, handle)
+#define P_cudaMemset (void *devPtr, int value, size_t count), (devPtr, value, count)
+#define P_cudaMemsetAsync                                                                          \
+  (void *devPtr, int value, size_t count, cudaStream_t stream), (devPtr, value, count, stream)
+#define P_cudaMemset2D                                                                             \
+  (void *devPtr, size_t pitch, int value, size_t width, size_t height),                            \
+      (devPtr, pitch, value, width, height)
+#define P_cudaMemset2DAsync                                                                        \
+  (void *devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream),       \
+      (devPtr, pitch, value, width, height, stream)
+#define P_cudaMemset3D                                                                             \
+  (struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent),                      \
+      (pitchedDevPtr, value, extent)
+#define P_cudaMemset3DAsync                                                                        \
+  (struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent, cudaStream_t stream), \
+      (pitchedDevPtr, value, extent, stream)
+#define P_cudaMemcpy2D                                                                             \
+  (void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,          \
+   enum cudaMemcpyKind kind),                                                                      \
+      (dst, dpitch, src, spitch, width, height, kind)
+#define P_cudaMemcpy2DAsync                                                                        \
+  (void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,          \
+   enum cudaMemcpyKind kind, cudaStream_t stream),                                                 \
+      (dst, dpitch, src, spitch, width, height, kind, stream)
+#define P_cudaMemcpy3D (const struct cudaMemcpy3DParms *p), (p)
+#define P_cudaMemcpy3DAsync (const struct cudaMemcpy3DParms *p, cudaStream_t stream), (p, stream)
+#define P_cudaMemcpy2DFromArray                                                                    \
+  (void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width,  \
+   size_t height, enum cudaMemcpyKind kind),                                                       \
+      (dst, dpitch, src, wOffset, hOffset, width, height, kind)
+#define P_cudaMemcpy2DFromArrayAsync                                                               \
+  (void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width,  \
+   size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),                                  \
+      (dst, dpitch, src, wOffset, hOffset, width, height, kind, stream)
+#define P_cudaMemcpyFromSymbol                                                                     \
+  (void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind),          \
+      (dst, symbol, count, offset, kind)
+#define P_cudaMemcpyFromSymbolAsync                                                                \
+  (void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind,           \
+   cudaStream_t stream),                                                                           \
+      (dst, symbol, count, offset, kind, stream)
+#define P_cudaLaunchCooperativeKernel                                                              \
+  (const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,                   \
+   cudaStream_t stream),                                                                           \
+      (func, gridDim, blockDim, args, sharedMem, stream)
+#define P_cuLaunchHostFunc (CUstream hStream, CUhostFn fn, void *userData), (hStream, fn, userData)
+#define P_cuStreamAddCallback                                                                      \
+  (CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags),               \
+      (hStream, callback, userData, flags)
+#define P_cuStreamWaitValue32_v2                                                                   \
+  (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),                       \
+      (stream, addr, value, flags)
+#define P_cuStreamWaitValue64_v2                                                                   \
+  (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),                       \
+      (stream, addr, value, flags)
+#define P_cuStreamBatchMemOp_v2                                                                    \
+  (CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags), \
+      (stream, count, paramArray, flags)
+#define P_cuGraphLaunch (CUgraphExec hGraphExec, CUstream hStream), (hGraphExec, hStream)
+#define P_cuWaitExternalSemaphoresAsync                                                            \
+  (const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, \
+   unsigned int numExtSems, CUstream stream),                                                      \
+      (extSemArray, paramsArray, numExtSems, stream)
+#define P_cuIpcOpenEventHandle (CUevent * phEvent, CUipcEventHandle handle), (phEvent, handle)
+#define P_cuMemsetD8_v2 (CUdeviceptr dstDevice, unsigned char uc, size_t N), (dstDevice, uc, N)
+#define P_cuMemsetD16_v2 (CUdeviceptr dstDevice, unsigned short us, size_t N), (dstDevice, us, N)
+#define P_cuMemsetD32_v2 (CUdeviceptr dstDevice, unsigned int ui, size_t N), (dstDevice, ui, N)
+#define P_cuMemsetD8Async                                                                          \
+  (CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream), (dstDevice, uc, N, hStream)
+#define P_cuMemsetD16Async                                                                         \
+  (CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream),                          \
+      (dstDevice, us, N, hStream)
+#define P_cuMemsetD32Async                                                                         \
+  (CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream), (dstDevice, ui, N, hStream)
+#define P_cuMemsetD2D8_v2                                                                          \
+  (CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height),         \
+      (dstDevice, dstPitch, uc, Width, Height)
+#define P_cuMemsetD2D16_v2                                                                         \
+  (CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height),        \
+      (dstDevice, dstPitch, us, Width, Height)
+#define P_cuMemsetD2D32_v2                                                                         \
+  (CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height),          \
+      (dstDevice, dstPitch, ui, Width, Height)
+#define P_cuMemsetD2D8Async                                                                        \
+  (CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height,          \
+   CUstream hStream),                                                                              \
+      (dstDevice, dstPitch, uc, Width, Height, hStream)
+#define P_cuMemsetD2D16Async                                                                       \
+  (CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height,         \
+   CUstream hStream),                                                                              \
+      (dstDevice, dstPitch, us, Width, Height, hStream)
+#define P_cuMemsetD2D32Async                                                                       \
+  (CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height,           \
+   CUstream hStream),                                                                              \
+      (dstDevice, dstPitch, ui, Width, Height, hStream)
+#define P_cuMemcpy2D_v2 (const CUDA_MEMCPY2D *pCopy), (pCopy)
+#define P_cuMemcpy2DUnaligned_v2 (const CUDA_MEMCPY2D *pCopy), (pCopy)
+#define P_cuMemcpy2DAsync_v2 (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream)
+#define P_cuMemcpy3D_v2 (const CUDA_MEMCPY3D *pCopy), (pCopy)
+#define P_cuMemcpy3DAsync_v2 (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream)
+#define P_cuMemcpyAtoH_v2                                                                          \
+  (void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount),                           \
+      (dstHost, srcArray, srcOffset, ByteCount)
+#define P_cuMemcpyAtoHAsync_v2                                                                     \
+  (void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream),         \
+      (dstHost, srcArray, srcOffset, ByteCount, hStream)
+#define P_cuLaunchCooperativeKernel                                                                \
+  (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,              \
+   unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                         \
+   unsigned int sharedMemBytes, CUstream hStream, void **kernelParams),                            \
+      (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,  \
+       kernelParams)
+#define P_cuStreamWriteValue32_v2                                                                  \
+  (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),                       \
+      (stream, addr, value, flags)
+#define P_cuStreamWriteValue64_v2                                                                  \
+  (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),                       \
+      (stream, addr, value, flags)
+
+/* The one list.  RT(how, name, base): a runtime function; DRV(...): a driver one.  how is TAINT
+ * or REVOKE; base names the prototype (P_base), the name the CUDA 13 header declares with it (the
  * per-thread and older variants are checked against it). */
 #define PW_FA_HOOKS(RT, DRV)                                                                       \
   /* ---- the runtime: TAINT ---- */                                                               \
-  RT(TAINT, cudaLaunchHostFunc, cudaLaunchHostFunc,                                                \
-     (cudaStream_t stream, cudaHostFn_t fn, void *userData), (stream, fn, userData))               \
-  RT(TAINT, cudaLaunchHostFunc_ptsz, cudaLaunchHostFunc,                                           \
-     (cudaStream_t stream, cudaHostFn_t fn, void *userData), (stream, fn, userData))               \
-  RT(TAINT, cudaStreamAddCallback, cudaStreamAddCallback,                                          \
-     (cudaStream_t stream, cudaStreamCallback_t callback, void *userData, unsigned int flags),     \
-     (stream, callback, userData, flags))                                                          \
-  RT(TAINT, cudaStreamAddCallback_ptsz, cudaStreamAddCallback,                                     \
-     (cudaStream_t stream, cudaStreamCallback_t callback, void *userData, unsigned int flags),     \
-     (stream, callback, userData, flags))                                                          \
-  RT(TAINT, cudaGraphLaunch, cudaGraphLaunch, (cudaGraphExec_t graphExec, cudaStream_t stream),    \
-     (graphExec, stream))                                                                          \
-  RT(TAINT, cudaGraphLaunch_ptsz, cudaGraphLaunch,                                                 \
-     (cudaGraphExec_t graphExec, cudaStream_t stream), (graphExec, stream))                        \
-  RT(TAINT, cudaWaitExternalSemaphoresAsync, cudaWaitExternalSemaphoresAsync,                      \
-     (const cudaExternalSemaphore_t *extSemArray,                                                  \
-      const struct cudaExternalSemaphoreWaitParams *paramsArray, unsigned int numExtSems,          \
-      cudaStream_t stream),                                                                        \
-     (extSemArray, paramsArray, numExtSems, stream))                                               \
-  RT(TAINT, cudaWaitExternalSemaphoresAsync_ptsz, cudaWaitExternalSemaphoresAsync,                 \
-     (const cudaExternalSemaphore_t *extSemArray,                                                  \
-      const struct cudaExternalSemaphoreWaitParams *paramsArray, unsigned int numExtSems,          \
-      cudaStream_t stream),                                                                        \
-     (extSemArray, paramsArray, numExtSems, stream))                                               \
+  RT(TAINT, cudaLaunchHostFunc, cudaLaunchHostFunc)                                                \
+  RT(TAINT, cudaLaunchHostFunc_ptsz, cudaLaunchHostFunc)                                           \
+  RT(TAINT, cudaStreamAddCallback, cudaStreamAddCallback)                                          \
+  RT(TAINT, cudaStreamAddCallback_ptsz, cudaStreamAddCallback)                                     \
+  RT(TAINT, cudaGraphLaunch, cudaGraphLaunch)                                                      \
+  RT(TAINT, cudaGraphLaunch_ptsz, cudaGraphLaunch)                                                 \
+  RT(TAINT, cudaWaitExternalSemaphoresAsync, cudaWaitExternalSemaphoresAsync)                      \
+  RT(TAINT, cudaWaitExternalSemaphoresAsync_ptsz, cudaWaitExternalSemaphoresAsync)                 \
   /* CUDA 12's names of the same function (libcudart.so.12): a program built with CUDA 12 */       \
-  RT(TAINT, cudaWaitExternalSemaphoresAsync_v2, cudaWaitExternalSemaphoresAsync,                   \
-     (const cudaExternalSemaphore_t *extSemArray,                                                  \
-      const struct cudaExternalSemaphoreWaitParams *paramsArray, unsigned int numExtSems,          \
-      cudaStream_t stream),                                                                        \
-     (extSemArray, paramsArray, numExtSems, stream))                                               \
-  RT(TAINT, cudaWaitExternalSemaphoresAsync_v2_ptsz, cudaWaitExternalSemaphoresAsync,              \
-     (const cudaExternalSemaphore_t *extSemArray,                                                  \
-      const struct cudaExternalSemaphoreWaitParams *paramsArray, unsigned int numExtSems,          \
-      cudaStream_t stream),                                                                        \
-     (extSemArray, paramsArray, numExtSems, stream))                                               \
-  RT(TAINT, cudaIpcOpenEventHandle, cudaIpcOpenEventHandle,                                        \
-     (cudaEvent_t * event, cudaIpcEventHandle_t handle), (event, handle))                          \
+  RT(TAINT, cudaWaitExternalSemaphoresAsync_v2, cudaWaitExternalSemaphoresAsync)                   \
+  RT(TAINT, cudaWaitExternalSemaphoresAsync_v2_ptsz, cudaWaitExternalSemaphoresAsync)              \
+  RT(TAINT, cudaIpcOpenEventHandle, cudaIpcOpenEventHandle)                                        \
   /* ---- the runtime: REVOKE ---- */                                                              \
-  RT(REVOKE, cudaMemset, cudaMemset, (void *devPtr, int value, size_t count),                      \
-     (devPtr, value, count))                                                                       \
-  RT(REVOKE, cudaMemset_ptds, cudaMemset, (void *devPtr, int value, size_t count),                 \
-     (devPtr, value, count))                                                                       \
-  RT(REVOKE, cudaMemsetAsync, cudaMemsetAsync,                                                     \
-     (void *devPtr, int value, size_t count, cudaStream_t stream), (devPtr, value, count, stream)) \
-  RT(REVOKE, cudaMemsetAsync_ptsz, cudaMemsetAsync,                                                \
-     (void *devPtr, int value, size_t count, cudaStream_t stream), (devPtr, value, count, stream)) \
-  RT(REVOKE, cudaMemset2D, cudaMemset2D,                                                           \
-     (void *devPtr, size_t pitch, int value, size_t width, size_t height),                         \
-     (devPtr, pitch, value, width, height))                                                        \
-  RT(REVOKE, cudaMemset2D_ptds, cudaMemset2D,                                                      \
-     (void *devPtr, size_t pitch, int value, size_t width, size_t height),                         \
-     (devPtr, pitch, value, width, height))                                                        \
-  RT(REVOKE, cudaMemset2DAsync, cudaMemset2DAsync,                                                 \
-     (void *devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream),    \
-     (devPtr, pitch, value, width, height, stream))                                                \
-  RT(REVOKE, cudaMemset2DAsync_ptsz, cudaMemset2DAsync,                                            \
-     (void *devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream),    \
-     (devPtr, pitch, value, width, height, stream))                                                \
-  RT(REVOKE, cudaMemset3D, cudaMemset3D,                                                           \
-     (struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent),                   \
-     (pitchedDevPtr, value, extent))                                                               \
-  RT(REVOKE, cudaMemset3D_ptds, cudaMemset3D,                                                      \
-     (struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent),                   \
-     (pitchedDevPtr, value, extent))                                                               \
-  RT(REVOKE, cudaMemset3DAsync, cudaMemset3DAsync,                                                 \
-     (struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent,                    \
-      cudaStream_t stream),                                                                        \
-     (pitchedDevPtr, value, extent, stream))                                                       \
-  RT(REVOKE, cudaMemset3DAsync_ptsz, cudaMemset3DAsync,                                            \
-     (struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent,                    \
-      cudaStream_t stream),                                                                        \
-     (pitchedDevPtr, value, extent, stream))                                                       \
-  RT(REVOKE, cudaMemcpy2D, cudaMemcpy2D,                                                           \
-     (void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,       \
-      enum cudaMemcpyKind kind),                                                                   \
-     (dst, dpitch, src, spitch, width, height, kind))                                              \
-  RT(REVOKE, cudaMemcpy2D_ptds, cudaMemcpy2D,                                                      \
-     (void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,       \
-      enum cudaMemcpyKind kind),                                                                   \
-     (dst, dpitch, src, spitch, width, height, kind))                                              \
-  RT(REVOKE, cudaMemcpy2DAsync, cudaMemcpy2DAsync,                                                 \
-     (void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,       \
-      enum cudaMemcpyKind kind, cudaStream_t stream),                                              \
-     (dst, dpitch, src, spitch, width, height, kind, stream))                                      \
-  RT(REVOKE, cudaMemcpy2DAsync_ptsz, cudaMemcpy2DAsync,                                            \
-     (void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,       \
-      enum cudaMemcpyKind kind, cudaStream_t stream),                                              \
-     (dst, dpitch, src, spitch, width, height, kind, stream))                                      \
-  RT(REVOKE, cudaMemcpy3D, cudaMemcpy3D, (const struct cudaMemcpy3DParms *p), (p))                 \
-  RT(REVOKE, cudaMemcpy3D_ptds, cudaMemcpy3D, (const struct cudaMemcpy3DParms *p), (p))            \
-  RT(REVOKE, cudaMemcpy3DAsync, cudaMemcpy3DAsync,                                                 \
-     (const struct cudaMemcpy3DParms *p, cudaStream_t stream), (p, stream))                        \
-  RT(REVOKE, cudaMemcpy3DAsync_ptsz, cudaMemcpy3DAsync,                                            \
-     (const struct cudaMemcpy3DParms *p, cudaStream_t stream), (p, stream))                        \
-  RT(REVOKE, cudaMemcpy2DFromArray, cudaMemcpy2DFromArray,                                         \
-     (void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset,             \
-      size_t width, size_t height, enum cudaMemcpyKind kind),                                      \
-     (dst, dpitch, src, wOffset, hOffset, width, height, kind))                                    \
-  RT(REVOKE, cudaMemcpy2DFromArray_ptds, cudaMemcpy2DFromArray,                                    \
-     (void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset,             \
-      size_t width, size_t height, enum cudaMemcpyKind kind),                                      \
-     (dst, dpitch, src, wOffset, hOffset, width, height, kind))                                    \
-  RT(REVOKE, cudaMemcpy2DFromArrayAsync, cudaMemcpy2DFromArrayAsync,                               \
-     (void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset,             \
-      size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),                 \
-     (dst, dpitch, src, wOffset, hOffset, width, height, kind, stream))                            \
-  RT(REVOKE, cudaMemcpy2DFromArrayAsync_ptsz, cudaMemcpy2DFromArrayAsync,                          \
-     (void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset,             \
-      size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),                 \
-     (dst, dpitch, src, wOffset, hOffset, width, height, kind, stream))                            \
-  RT(REVOKE, cudaMemcpyFromSymbol, cudaMemcpyFromSymbol,                                           \
-     (void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind),       \
-     (dst, symbol, count, offset, kind))                                                           \
-  RT(REVOKE, cudaMemcpyFromSymbol_ptds, cudaMemcpyFromSymbol,                                      \
-     (void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind),       \
-     (dst, symbol, count, offset, kind))                                                           \
-  RT(REVOKE, cudaMemcpyFromSymbolAsync, cudaMemcpyFromSymbolAsync,                                 \
-     (void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind,        \
-      cudaStream_t stream),                                                                        \
-     (dst, symbol, count, offset, kind, stream))                                                   \
-  RT(REVOKE, cudaMemcpyFromSymbolAsync_ptsz, cudaMemcpyFromSymbolAsync,                            \
-     (void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind,        \
-      cudaStream_t stream),                                                                        \
-     (dst, symbol, count, offset, kind, stream))                                                   \
-  RT(REVOKE, cudaLaunchCooperativeKernel, cudaLaunchCooperativeKernel,                             \
-     (const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,                \
-      cudaStream_t stream),                                                                        \
-     (func, gridDim, blockDim, args, sharedMem, stream))                                           \
-  RT(REVOKE, cudaLaunchCooperativeKernel_ptsz, cudaLaunchCooperativeKernel,                        \
-     (const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,                \
-      cudaStream_t stream),                                                                        \
-     (func, gridDim, blockDim, args, sharedMem, stream))                                           \
+  RT(REVOKE, cudaMemset, cudaMemset)                                                               \
+  RT(REVOKE, cudaMemset_ptds, cudaMemset)                                                          \
+  RT(REVOKE, cudaMemsetAsync, cudaMemsetAsync)                                                     \
+  RT(REVOKE, cudaMemsetAsync_ptsz, cudaMemsetAsync)                                                \
+  RT(REVOKE, cudaMemset2D, cudaMemset2D)                                                           \
+  RT(REVOKE, cudaMemset2D_ptds, cudaMemset2D)                                                      \
+  RT(REVOKE, cudaMemset2DAsync, cudaMemset2DAsync)                                                 \
+  RT(REVOKE, cudaMemset2DAsync_ptsz, cudaMemset2DAsync)                                            \
+  RT(REVOKE, cudaMemset3D, cudaMemset3D)                                                           \
+  RT(REVOKE, cudaMemset3D_ptds, cudaMemset3D)                                                      \
+  RT(REVOKE, cudaMemset3DAsync, cudaMemset3DAsync)                                                 \
+  RT(REVOKE, cudaMemset3DAsync_ptsz, cudaMemset3DAsync)                                            \
+  RT(REVOKE, cudaMemcpy2D, cudaMemcpy2D)                                                           \
+  RT(REVOKE, cudaMemcpy2D_ptds, cudaMemcpy2D)                                                      \
+  RT(REVOKE, cudaMemcpy2DAsync, cudaMemcpy2DAsync)                                                 \
+  RT(REVOKE, cudaMemcpy2DAsync_ptsz, cudaMemcpy2DAsync)                                            \
+  RT(REVOKE, cudaMemcpy3D, cudaMemcpy3D)                                                           \
+  RT(REVOKE, cudaMemcpy3D_ptds, cudaMemcpy3D)                                                      \
+  RT(REVOKE, cudaMemcpy3DAsync, cudaMemcpy3DAsync)                                                 \
+  RT(REVOKE, cudaMemcpy3DAsync_ptsz, cudaMemcpy3DAsync)                                            \
+  RT(REVOKE, cudaMemcpy2DFromArray, cudaMemcpy2DFromArray)                                         \
+  RT(REVOKE, cudaMemcpy2DFromArray_ptds, cudaMemcpy2DFromArray)                                    \
+  RT(REVOKE, cudaMemcpy2DFromArrayAsync, cudaMemcpy2DFromArrayAsync)                               \
+  RT(REVOKE, cudaMemcpy2DFromArrayAsync_ptsz, cudaMemcpy2DFromArrayAsync)                          \
+  RT(REVOKE, cudaMemcpyFromSymbol, cudaMemcpyFromSymbol)                                           \
+  RT(REVOKE, cudaMemcpyFromSymbol_ptds, cudaMemcpyFromSymbol)                                      \
+  RT(REVOKE, cudaMemcpyFromSymbolAsync, cudaMemcpyFromSymbolAsync)                                 \
+  RT(REVOKE, cudaMemcpyFromSymbolAsync_ptsz, cudaMemcpyFromSymbolAsync)                            \
+  RT(REVOKE, cudaLaunchCooperativeKernel, cudaLaunchCooperativeKernel)                             \
+  RT(REVOKE, cudaLaunchCooperativeKernel_ptsz, cudaLaunchCooperativeKernel)                        \
   /* ---- the driver: TAINT ---- */                                                                \
-  DRV(TAINT, cuLaunchHostFunc, cuLaunchHostFunc, (CUstream hStream, CUhostFn fn, void *userData),  \
-      (hStream, fn, userData))                                                                     \
-  DRV(TAINT, cuLaunchHostFunc_ptsz, cuLaunchHostFunc,                                              \
-      (CUstream hStream, CUhostFn fn, void *userData), (hStream, fn, userData))                    \
-  DRV(TAINT, cuStreamAddCallback, cuStreamAddCallback,                                             \
-      (CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags),           \
-      (hStream, callback, userData, flags))                                                        \
-  DRV(TAINT, cuStreamAddCallback_ptsz, cuStreamAddCallback,                                        \
-      (CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags),           \
-      (hStream, callback, userData, flags))                                                        \
-  DRV(TAINT, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2,                                       \
-      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))                                                                \
-  DRV(TAINT, cuStreamWaitValue32_v2_ptsz, cuStreamWaitValue32_v2,                                  \
-      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))                                                                \
-  DRV(TAINT, cuStreamWaitValue32, cuStreamWaitValue32_v2,                                          \
-      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))                                                                \
-  DRV(TAINT, cuStreamWaitValue32_ptsz, cuStreamWaitValue32_v2,                                     \
-      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))                                                                \
-  DRV(TAINT, cuStreamWaitValue64_v2, cuStreamWaitValue64_v2,                                       \
-      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))                                                                \
-  DRV(TAINT, cuStreamWaitValue64_v2_ptsz, cuStreamWaitValue64_v2,                                  \
-      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))                                                                \
-  DRV(TAINT, cuStreamWaitValue64, cuStreamWaitValue64_v2,                                          \
-      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))                                                                \
-  DRV(TAINT, cuStreamWaitValue64_ptsz, cuStreamWaitValue64_v2,                                     \
-      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))                                                                \
-  DRV(TAINT, cuStreamBatchMemOp_v2, cuStreamBatchMemOp_v2,                                         \
-      (CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray,                  \
-       unsigned int flags),                                                                        \
-      (stream, count, paramArray, flags))                                                          \
-  DRV(TAINT, cuStreamBatchMemOp_v2_ptsz, cuStreamBatchMemOp_v2,                                    \
-      (CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray,                  \
-       unsigned int flags),                                                                        \
-      (stream, count, paramArray, flags))                                                          \
-  DRV(TAINT, cuStreamBatchMemOp, cuStreamBatchMemOp_v2,                                            \
-      (CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray,                  \
-       unsigned int flags),                                                                        \
-      (stream, count, paramArray, flags))                                                          \
-  DRV(TAINT, cuStreamBatchMemOp_ptsz, cuStreamBatchMemOp_v2,                                       \
-      (CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray,                  \
-       unsigned int flags),                                                                        \
-      (stream, count, paramArray, flags))                                                          \
-  DRV(TAINT, cuGraphLaunch, cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream),             \
-      (hGraphExec, hStream))                                                                       \
-  DRV(TAINT, cuGraphLaunch_ptsz, cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream),        \
-      (hGraphExec, hStream))                                                                       \
-  DRV(TAINT, cuWaitExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync,                         \
-      (const CUexternalSemaphore *extSemArray,                                                     \
-       const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems,            \
-       CUstream stream),                                                                           \
-      (extSemArray, paramsArray, numExtSems, stream))                                              \
-  DRV(TAINT, cuWaitExternalSemaphoresAsync_ptsz, cuWaitExternalSemaphoresAsync,                    \
-      (const CUexternalSemaphore *extSemArray,                                                     \
-       const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems,            \
-       CUstream stream),                                                                           \
-      (extSemArray, paramsArray, numExtSems, stream))                                              \
-  DRV(TAINT, cuIpcOpenEventHandle, cuIpcOpenEventHandle,                                           \
-      (CUevent * phEvent, CUipcEventHandle handle), (phEvent, handle))                             \
+  DRV(TAINT, cuLaunchHostFunc, cuLaunchHostFunc)                                                   \
+  DRV(TAINT, cuLaunchHostFunc_ptsz, cuLaunchHostFunc)                                              \
+  DRV(TAINT, cuStreamAddCallback, cuStreamAddCallback)                                             \
+  DRV(TAINT, cuStreamAddCallback_ptsz, cuStreamAddCallback)                                        \
+  DRV(TAINT, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2)                                       \
+  DRV(TAINT, cuStreamWaitValue32_v2_ptsz, cuStreamWaitValue32_v2)                                  \
+  DRV(TAINT, cuStreamWaitValue32, cuStreamWaitValue32_v2)                                          \
+  DRV(TAINT, cuStreamWaitValue32_ptsz, cuStreamWaitValue32_v2)                                     \
+  DRV(TAINT, cuStreamWaitValue64_v2, cuStreamWaitValue64_v2)                                       \
+  DRV(TAINT, cuStreamWaitValue64_v2_ptsz, cuStreamWaitValue64_v2)                                  \
+  DRV(TAINT, cuStreamWaitValue64, cuStreamWaitValue64_v2)                                          \
+  DRV(TAINT, cuStreamWaitValue64_ptsz, cuStreamWaitValue64_v2)                                     \
+  DRV(TAINT, cuStreamBatchMemOp_v2, cuStreamBatchMemOp_v2)                                         \
+  DRV(TAINT, cuStreamBatchMemOp_v2_ptsz, cuStreamBatchMemOp_v2)                                    \
+  DRV(TAINT, cuStreamBatchMemOp, cuStreamBatchMemOp_v2)                                            \
+  DRV(TAINT, cuStreamBatchMemOp_ptsz, cuStreamBatchMemOp_v2)                                       \
+  DRV(TAINT, cuGraphLaunch, cuGraphLaunch)                                                         \
+  DRV(TAINT, cuGraphLaunch_ptsz, cuGraphLaunch)                                                    \
+  DRV(TAINT, cuWaitExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync)                         \
+  DRV(TAINT, cuWaitExternalSemaphoresAsync_ptsz, cuWaitExternalSemaphoresAsync)                    \
+  DRV(TAINT, cuIpcOpenEventHandle, cuIpcOpenEventHandle)                                           \
   /* ---- the driver: REVOKE ---- */                                                               \
-  DRV(REVOKE, cuMemsetD8_v2, cuMemsetD8_v2, (CUdeviceptr dstDevice, unsigned char uc, size_t N),   \
-      (dstDevice, uc, N))                                                                          \
-  DRV(REVOKE, cuMemsetD8_v2_ptds, cuMemsetD8_v2,                                                   \
-      (CUdeviceptr dstDevice, unsigned char uc, size_t N), (dstDevice, uc, N))                     \
-  DRV(REVOKE, cuMemsetD16_v2, cuMemsetD16_v2,                                                      \
-      (CUdeviceptr dstDevice, unsigned short us, size_t N), (dstDevice, us, N))                    \
-  DRV(REVOKE, cuMemsetD16_v2_ptds, cuMemsetD16_v2,                                                 \
-      (CUdeviceptr dstDevice, unsigned short us, size_t N), (dstDevice, us, N))                    \
-  DRV(REVOKE, cuMemsetD32_v2, cuMemsetD32_v2, (CUdeviceptr dstDevice, unsigned int ui, size_t N),  \
-      (dstDevice, ui, N))                                                                          \
-  DRV(REVOKE, cuMemsetD32_v2_ptds, cuMemsetD32_v2,                                                 \
-      (CUdeviceptr dstDevice, unsigned int ui, size_t N), (dstDevice, ui, N))                      \
-  DRV(REVOKE, cuMemsetD8Async, cuMemsetD8Async,                                                    \
-      (CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream),                       \
-      (dstDevice, uc, N, hStream))                                                                 \
-  DRV(REVOKE, cuMemsetD8Async_ptsz, cuMemsetD8Async,                                               \
-      (CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream),                       \
-      (dstDevice, uc, N, hStream))                                                                 \
-  DRV(REVOKE, cuMemsetD16Async, cuMemsetD16Async,                                                  \
-      (CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream),                      \
-      (dstDevice, us, N, hStream))                                                                 \
-  DRV(REVOKE, cuMemsetD16Async_ptsz, cuMemsetD16Async,                                             \
-      (CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream),                      \
-      (dstDevice, us, N, hStream))                                                                 \
-  DRV(REVOKE, cuMemsetD32Async, cuMemsetD32Async,                                                  \
-      (CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream),                        \
-      (dstDevice, ui, N, hStream))                                                                 \
-  DRV(REVOKE, cuMemsetD32Async_ptsz, cuMemsetD32Async,                                             \
-      (CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream),                        \
-      (dstDevice, ui, N, hStream))                                                                 \
-  DRV(REVOKE, cuMemsetD2D8_v2, cuMemsetD2D8_v2,                                                    \
-      (CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height),     \
-      (dstDevice, dstPitch, uc, Width, Height))                                                    \
-  DRV(REVOKE, cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2,                                               \
-      (CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height),     \
-      (dstDevice, dstPitch, uc, Width, Height))                                                    \
-  DRV(REVOKE, cuMemsetD2D16_v2, cuMemsetD2D16_v2,                                                  \
-      (CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height),    \
-      (dstDevice, dstPitch, us, Width, Height))                                                    \
-  DRV(REVOKE, cuMemsetD2D16_v2_ptds, cuMemsetD2D16_v2,                                             \
-      (CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height),    \
-      (dstDevice, dstPitch, us, Width, Height))                                                    \
-  DRV(REVOKE, cuMemsetD2D32_v2, cuMemsetD2D32_v2,                                                  \
-      (CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height),      \
-      (dstDevice, dstPitch, ui, Width, Height))                                                    \
-  DRV(REVOKE, cuMemsetD2D32_v2_ptds, cuMemsetD2D32_v2,                                             \
-      (CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height),      \
-      (dstDevice, dstPitch, ui, Width, Height))                                                    \
-  DRV(REVOKE, cuMemsetD2D8Async, cuMemsetD2D8Async,                                                \
-      (CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height,      \
-       CUstream hStream),                                                                          \
-      (dstDevice, dstPitch, uc, Width, Height, hStream))                                           \
-  DRV(REVOKE, cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async,                                           \
-      (CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height,      \
-       CUstream hStream),                                                                          \
-      (dstDevice, dstPitch, uc, Width, Height, hStream))                                           \
-  DRV(REVOKE, cuMemsetD2D16Async, cuMemsetD2D16Async,                                              \
-      (CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height,     \
-       CUstream hStream),                                                                          \
-      (dstDevice, dstPitch, us, Width, Height, hStream))                                           \
-  DRV(REVOKE, cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async,                                         \
-      (CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height,     \
-       CUstream hStream),                                                                          \
-      (dstDevice, dstPitch, us, Width, Height, hStream))                                           \
-  DRV(REVOKE, cuMemsetD2D32Async, cuMemsetD2D32Async,                                              \
-      (CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height,       \
-       CUstream hStream),                                                                          \
-      (dstDevice, dstPitch, ui, Width, Height, hStream))                                           \
-  DRV(REVOKE, cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async,                                         \
-      (CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height,       \
-       CUstream hStream),                                                                          \
-      (dstDevice, dstPitch, ui, Width, Height, hStream))                                           \
-  DRV(REVOKE, cuMemcpy2D_v2, cuMemcpy2D_v2, (const CUDA_MEMCPY2D *pCopy), (pCopy))                 \
-  DRV(REVOKE, cuMemcpy2D_v2_ptds, cuMemcpy2D_v2, (const CUDA_MEMCPY2D *pCopy), (pCopy))            \
-  DRV(REVOKE, cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D *pCopy),        \
-      (pCopy))                                                                                     \
-  DRV(REVOKE, cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D *pCopy),   \
-      (pCopy))                                                                                     \
-  DRV(REVOKE, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2,                                              \
-      (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream))                            \
-  DRV(REVOKE, cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync_v2,                                         \
-      (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream))                            \
-  DRV(REVOKE, cuMemcpy3D_v2, cuMemcpy3D_v2, (const CUDA_MEMCPY3D *pCopy), (pCopy))                 \
-  DRV(REVOKE, cuMemcpy3D_v2_ptds, cuMemcpy3D_v2, (const CUDA_MEMCPY3D *pCopy), (pCopy))            \
-  DRV(REVOKE, cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2,                                              \
-      (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream))                            \
-  DRV(REVOKE, cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync_v2,                                         \
-      (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream))                            \
-  DRV(REVOKE, cuMemcpyAtoH_v2, cuMemcpyAtoH_v2,                                                    \
-      (void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount),                       \
-      (dstHost, srcArray, srcOffset, ByteCount))                                                   \
-  DRV(REVOKE, cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2,                                               \
-      (void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount),                       \
-      (dstHost, srcArray, srcOffset, ByteCount))                                                   \
-  DRV(REVOKE, cuMemcpyAtoHAsync_v2, cuMemcpyAtoHAsync_v2,                                          \
-      (void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream),     \
-      (dstHost, srcArray, srcOffset, ByteCount, hStream))                                          \
-  DRV(REVOKE, cuMemcpyAtoHAsync_v2_ptsz, cuMemcpyAtoHAsync_v2,                                     \
-      (void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream),     \
-      (dstHost, srcArray, srcOffset, ByteCount, hStream))                                          \
-  DRV(REVOKE, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel,                                \
-      (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,          \
-       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                     \
-       unsigned int sharedMemBytes, CUstream hStream, void **kernelParams),                        \
-      (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,  \
-       kernelParams))                                                                              \
-  DRV(REVOKE, cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel,                           \
-      (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,          \
-       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                     \
-       unsigned int sharedMemBytes, CUstream hStream, void **kernelParams),                        \
-      (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,  \
-       kernelParams))                                                                              \
+  DRV(REVOKE, cuMemsetD8_v2, cuMemsetD8_v2)                                                        \
+  DRV(REVOKE, cuMemsetD8_v2_ptds, cuMemsetD8_v2)                                                   \
+  DRV(REVOKE, cuMemsetD16_v2, cuMemsetD16_v2)                                                      \
+  DRV(REVOKE, cuMemsetD16_v2_ptds, cuMemsetD16_v2)                                                 \
+  DRV(REVOKE, cuMemsetD32_v2, cuMemsetD32_v2)                                                      \
+  DRV(REVOKE, cuMemsetD32_v2_ptds, cuMemsetD32_v2)                                                 \
+  DRV(REVOKE, cuMemsetD8Async, cuMemsetD8Async)                                                    \
+  DRV(REVOKE, cuMemsetD8Async_ptsz, cuMemsetD8Async)                                               \
+  DRV(REVOKE, cuMemsetD16Async, cuMemsetD16Async)                                                  \
+  DRV(REVOKE, cuMemsetD16Async_ptsz, cuMemsetD16Async)                                             \
+  DRV(REVOKE, cuMemsetD32Async, cuMemsetD32Async)                                                  \
+  DRV(REVOKE, cuMemsetD32Async_ptsz, cuMemsetD32Async)                                             \
+  DRV(REVOKE, cuMemsetD2D8_v2, cuMemsetD2D8_v2)                                                    \
+  DRV(REVOKE, cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2)                                               \
+  DRV(REVOKE, cuMemsetD2D16_v2, cuMemsetD2D16_v2)                                                  \
+  DRV(REVOKE, cuMemsetD2D16_v2_ptds, cuMemsetD2D16_v2)                                             \
+  DRV(REVOKE, cuMemsetD2D32_v2, cuMemsetD2D32_v2)                                                  \
+  DRV(REVOKE, cuMemsetD2D32_v2_ptds, cuMemsetD2D32_v2)                                             \
+  DRV(REVOKE, cuMemsetD2D8Async, cuMemsetD2D8Async)                                                \
+  DRV(REVOKE, cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async)                                           \
+  DRV(REVOKE, cuMemsetD2D16Async, cuMemsetD2D16Async)                                              \
+  DRV(REVOKE, cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async)                                         \
+  DRV(REVOKE, cuMemsetD2D32Async, cuMemsetD2D32Async)                                              \
+  DRV(REVOKE, cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async)                                         \
+  DRV(REVOKE, cuMemcpy2D_v2, cuMemcpy2D_v2)                                                        \
+  DRV(REVOKE, cuMemcpy2D_v2_ptds, cuMemcpy2D_v2)                                                   \
+  DRV(REVOKE, cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2)                                      \
+  DRV(REVOKE, cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2)                                 \
+  DRV(REVOKE, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2)                                              \
+  DRV(REVOKE, cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync_v2)                                         \
+  DRV(REVOKE, cuMemcpy3D_v2, cuMemcpy3D_v2)                                                        \
+  DRV(REVOKE, cuMemcpy3D_v2_ptds, cuMemcpy3D_v2)                                                   \
+  DRV(REVOKE, cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2)                                              \
+  DRV(REVOKE, cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync_v2)                                         \
+  DRV(REVOKE, cuMemcpyAtoH_v2, cuMemcpyAtoH_v2)                                                    \
+  DRV(REVOKE, cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2)                                               \
+  DRV(REVOKE, cuMemcpyAtoHAsync_v2, cuMemcpyAtoHAsync_v2)                                          \
+  DRV(REVOKE, cuMemcpyAtoHAsync_v2_ptsz, cuMemcpyAtoHAsync_v2)                                     \
+  DRV(REVOKE, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel)                                \
+  DRV(REVOKE, cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel)                           \
   /* a value written to device memory, which may be the buffer's device mapping */                 \
-  DRV(REVOKE, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2,                                    \
-      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))                                                                \
-  DRV(REVOKE, cuStreamWriteValue32_v2_ptsz, cuStreamWriteValue32_v2,                               \
-      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))                                                                \
-  DRV(REVOKE, cuStreamWriteValue32, cuStreamWriteValue32_v2,                                       \
-      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))                                                                \
-  DRV(REVOKE, cuStreamWriteValue32_ptsz, cuStreamWriteValue32_v2,                                  \
-      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))                                                                \
-  DRV(REVOKE, cuStreamWriteValue64_v2, cuStreamWriteValue64_v2,                                    \
-      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))                                                                \
-  DRV(REVOKE, cuStreamWriteValue64_v2_ptsz, cuStreamWriteValue64_v2,                               \
-      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))                                                                \
-  DRV(REVOKE, cuStreamWriteValue64, cuStreamWriteValue64_v2,                                       \
-      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))                                                                \
-  DRV(REVOKE, cuStreamWriteValue64_ptsz, cuStreamWriteValue64_v2,                                  \
-      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),                   \
-      (stream, addr, value, flags))
+  DRV(REVOKE, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2)                                    \
+  DRV(REVOKE, cuStreamWriteValue32_v2_ptsz, cuStreamWriteValue32_v2)                               \
+  DRV(REVOKE, cuStreamWriteValue32, cuStreamWriteValue32_v2)                                       \
+  DRV(REVOKE, cuStreamWriteValue32_ptsz, cuStreamWriteValue32_v2)                                  \
+  DRV(REVOKE, cuStreamWriteValue64_v2, cuStreamWriteValue64_v2)                                    \
+  DRV(REVOKE, cuStreamWriteValue64_v2_ptsz, cuStreamWriteValue64_v2)                               \
+  DRV(REVOKE, cuStreamWriteValue64, cuStreamWriteValue64_v2)                                       \
+  DRV(REVOKE, cuStreamWriteValue64_ptsz, cuStreamWriteValue64_v2)
 
 /* ---- what each kind does before the real call ---- */
 
@@ -436,9 +346,10 @@ static CUresult fa_drv_missing(const char *name) {
     }                                                                                              \
     return f_ args;                                                                                \
   }
-#define FA_RT(how, name, base, params, args)                                                       \
-  FA_WRAP(cudaError_t, pw_runtime_lookup, fa_rt_missing, how, name, base, params, args)
-#define FA_DRV(how, name, base, params, args)                                                      \
-  FA_WRAP(CUresult, pw_drv_lookup, fa_drv_missing, how, name, base, params, args)
+#define FA_WRAP_(...) FA_WRAP(__VA_ARGS__) /* P_base expanded into its two arguments first */
+#define FA_RT(how, name, base)                                                                     \
+  FA_WRAP_(cudaError_t, pw_runtime_lookup, fa_rt_missing, how, name, base, P_##base)
+#define FA_DRV(how, name, base)                                                                    \
+  FA_WRAP_(CUresult, pw_drv_lookup, fa_drv_missing, how, name, base, P_##base)
 
 PW_FA_HOOKS(FA_RT, FA_DRV)
