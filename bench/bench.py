@@ -14,6 +14,8 @@ overhead that follows the number of DMAs is a cost CUPTI adds to each, not the w
 
 Real libraries nobody here wrote, each skipped with a message when its package is missing:
     --only libs      (= cupy,numba,pin,hf,lightning)
+    --only fill      CuPy's pattern in C (samples/pinned_fill): a memmove into pinned memory, then
+                     its copy, without pinwheel, with it, and with PINWHEEL_FILL_AHEAD
 
 On a machine of several GPUs (skipped with a message on one):
     --only ddp       DistributedDataParallel ResNet-50, a rank per GPU (samples/train_ddp.py under
@@ -300,6 +302,16 @@ def main():
         table("CuPy: cp.asarray / cp.asnumpy of a 256 MiB numpy array (GB/s, median of %d runs of median-of-7)"
               % a.reps, ["path", "asarray + synchronize", "asarray, 4 back to back", "asnumpy"],
               [[n, f"{med(v, 0):.1f}", f"{med(v, 1):.1f}", f"{med(v, 2):.1f}"] for n, v in r.items()])
+
+    if "fill" in only:  # CuPy's pattern in C: a memmove into pinned memory, then the DMA
+        pf = [f"{B}/pinned_fill", "256", "7"]
+        variants = [("CUDA runtime", pf, {}), ("pinwheel", pf, shim),
+                    ("pinwheel, PINWHEEL_FILL_AHEAD=512M", pf, dict(shim, PINWHEEL_FILL_AHEAD="512M"))]
+        print("a 256 MiB memmove into pinned memory, then its copy to the device:", flush=True)
+        r = interleave(variants, a.reps, r"fill \+ copy ([\d.]+) GB/s .*bytes ok", log)
+        table("The program's fill of its pinned memory and the copy of it (samples/pinned_fill, 256 MiB, "
+              "GB/s of fill + copy + synchronize, median of %d runs of median-of-7)" % a.reps,
+              ["path", "GB/s"], [[n, f"{med(v):.1f}"] for n, v in r.items()])
 
     if "numba" in only and have(py, "numba.cuda"):  # the driver API (cuMemcpyHtoD / DtoH)
         put = [py, "samples/numba_put.py", "--mib", "256"]

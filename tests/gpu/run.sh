@@ -196,6 +196,16 @@ t two_streams_independent bash -c "
 
 # the driver's copy functions taken from the shared runtime (cudaGetDriverEntryPointByVersion)
 t entry_point_copy staged $B/entry_point_copy 64
+# uploads ahead (PINWHEEL_FILL_AHEAD) on CuPy's pattern in C: copies made from uploads, and a
+# kernel's write through the device mapping, the program's write, a memset and a host function
+# between fill and copy each giving theirs up, bytes checked after every copy
+t fill_ahead_hazards bash -c "
+  out=\$(env PINWHEEL_MODE=stage PINWHEEL_STATS=1 PINWHEEL_FILL_AHEAD=512M LD_PRELOAD=$LIB \
+    $B/pinned_fill 256 3 2>&1); echo \"\$out\"
+  for want in 'bytes ok' 'its copies made from them [1-9]' 'launch 1' 'written_freed_or_fork 1' \
+      'memset_or_copy 1' 'stream_ordered 1'; do
+    grep -qE \"\$want\" <<<\"\$out\" || { echo \"missing: \$want\"; exit 1; }
+  done"
 if python3 -c "import jax" 2>/dev/null; then
   # pinwheel stages JAX's copies (XLA's own staging off, PINWHEEL_XLA_STAGING=pinwheel), and XLA
   # stages them with its memcpy on pinwheel's threads (PINWHEEL_XLA_STAGING=xla)
