@@ -477,8 +477,11 @@ int pw_fa_host_alloc(const pw_ops *ops, void **p, size_t n, unsigned flags) {
   char *at = (char *)(((uintptr_t)m + FA_ALIGN - 1) & ~(uintptr_t)(FA_ALIGN - 1));
   if (at > m) munmap(m, (size_t)(at - m));
   if (m + len + FA_ALIGN > at + len) munmap(at + len, (size_t)(m + len + FA_ALIGN - (at + len)));
-  /* Not MADV_DONTFORK: a fork's child may read the memory, as it may CUDA's (which it shares;
-   * this it gets a copy of, made at the fork: DESIGN.md §11). */
+  /* MADV_DONTFORK: a fork's child does not get this memory (CUDA's it would share).  Inherited,
+   * it would be copy-on-write: where the kernel does not copy pinned pages at the fork (before
+   * Linux 5.9, or a driver that pins without FOLL_PIN) the parent's next write would move it to a
+   * new page while the GPU kept the old one (DESIGN.md §11). */
+  (void)madvise(at, len, MADV_DONTFORK);
   (void)madvise(at, len, MADV_HUGEPAGE);
   pthread_mutex_lock(&lock);
   int u = atomic_load(&allocs_used), i = 0;
@@ -521,10 +524,15 @@ int pw_fa_host_alloc(const pw_ops *ops, void **p, size_t n, unsigned flags) {
  * reclaims it; once that thread has stopped (exit), this thread waits for its GPU work itself. */
 static void wait_free(fa_dev *d, fa_entry *e) {
   const pw_ops *ops = d->ops;
+  uint64_t t0 = pw_now_ns();
   while (atomic_load(&e->state) != E_FREE) {
     int st = atomic_load(&e->state);
-    if (atomic_load(&thread_on) == 1 || !atomic_load(&e->fill_done) || st == E_USING ||
-        live_state(st)) {
+    /* an upload thread that exit asked to stop and that is still in a CUDA call after 2 s is
+     * taken as gone */
+    int thread = atomic_load(&thread_on) == 1 &&
+                 !(atomic_load(&thread_stop) && pw_now_ns() - t0 > 2000000000ull);
+    if (live_state(st) && !thread) fa_revoke(e, PW_FA_FREE); /* filled after the thread stopped */
+    if (thread || !atomic_load(&e->fill_done) || st == E_USING || live_state(st)) {
       wake();
       struct timespec t = {0, 50000};
       nanosleep(&t, NULL);
@@ -561,11 +569,19 @@ int pw_fa_host_free(void *p) {
   wait_range_free(base, end);
   fa_dev *d = atomic_load_explicit(&devs[a.device], memory_order_acquire);
   if (d && !a.orphan) {
-    /* as cudaFreeHost: the program's own copies from it are waited for before it goes */
+    /* as cudaFreeHost: the program's own copies from it are waited for before it goes, on its
+     * device (its context pushed for the wait, the thread's own back after: never the thread's
+     * current device, which may be another, nor a context made for it) */
     const pw_ops *ops = d->ops;
     int pending = ops->error_pending();
     int mode = ops->relax_capture(0, 0);
-    if ((ops->device_sync() | ops->host_unregister(p)) && !pending) ops->clear_error();
+    int rc = 0;
+    if (ops->push_context(d->stream) == 0) {
+      rc |= ops->device_sync();
+      ops->pop_context();
+    }
+    rc |= ops->host_unregister(p);
+    if (rc && !pending) ops->clear_error();
     ops->relax_capture(1, mode);
   }
   pthread_mutex_lock(&lock);
@@ -760,12 +776,29 @@ int pw_fa_copy(const pw_transfer *c) {
 
 void pw_fa_device_reset(int device) {
   if (device < 0 || device >= FA_DEVICES) return;
+  /* dev_lock for the whole reset: no allocation sets the device up again meanwhile (this makes
+   * no CUDA call) */
+  pthread_mutex_lock(&dev_lock);
   fa_dev *d = atomic_load_explicit(&devs[device], memory_order_acquire);
-  if (!d || atomic_load(&d->dead)) return;
+  if (!d || atomic_load(&d->dead)) {
+    pthread_mutex_unlock(&dev_lock);
+    return;
+  }
+  pthread_mutex_lock(&lock);
+  atomic_store(&d->dead, 1); /* first: no fill reserves an entry of it from now on */
+  atomic_store(&dev_failed[device], 0);
+  for (int i = 0; i < atomic_load(&allocs_used); i++) /* registrations end with the context */
+    if (atomic_load(&allocs[i].base) && allocs[i].device == device && !allocs[i].orphan) {
+      atomic_fetch_add(&allocs[i].seq, 1);
+      allocs[i].orphan = 1; /* unmapped at its free, never used for a fill again */
+      atomic_fetch_add(&allocs[i].seq, 1);
+    }
+  pthread_mutex_unlock(&lock);
   for (int i = 0; i < FA_ENTRIES; i++)
     if (live_state(atomic_load(&d->e[i].state))) fa_revoke(&d->e[i], PW_FA_RESET);
-  /* a taker and a filler are inside a call of the program's: they end at once; the GPU work of
-   * the entries is not waited for (a reset is the way out of a device that stopped) */
+  /* a taker and a filler are inside a call of the program's: they end at once (a filler given up
+   * releases its own guard); the GPU work of the entries is not waited for (a reset is the way
+   * out of a device that stopped) */
   for (int i = 0; i < FA_ENTRIES; i++) {
     fa_entry *e = &d->e[i];
     for (;;) {
@@ -775,24 +808,16 @@ void pw_fa_device_reset(int device) {
       nanosleep(&t, NULL);
     }
   }
-  pthread_mutex_lock(&lock);
-  atomic_store(&d->dead, 1); /* the reset frees the scratch, the stream and the events */
-  atomic_store(&dev_failed[device], 0);
-  for (int i = 0; i < atomic_load(&allocs_used); i++) /* registrations end with the context */
-    if (atomic_load(&allocs[i].base) && allocs[i].device == device && !allocs[i].orphan) {
-      atomic_fetch_add(&allocs[i].seq, 1);
-      allocs[i].orphan = 1; /* unmapped at its free, never used for a fill again */
-      atomic_fetch_add(&allocs[i].seq, 1);
-    }
-  pthread_mutex_unlock(&lock);
   while (atomic_load(&serving) == device) { /* the upload thread is done with it */
     struct timespec t = {0, 50000};
     nanosleep(&t, NULL);
   }
+  /* every entry is FREE, REVOKED or USED now (nothing reserves, nothing is taken): FREE */
   pthread_mutex_lock(&lock);
   for (int i = 0; i < FA_ENTRIES; i++)
     atomic_store(&d->e[i].state, E_FREE);
   pthread_mutex_unlock(&lock);
+  pthread_mutex_unlock(&dev_lock);
 }
 
 void pw_fa_after_fork_child(void) {

@@ -6,8 +6,8 @@
  * fill-ahead on:
  *   - the runtime's pinned allocations of FA_MIN_BYTES or more (cudaHostAlloc without
  *     write-combining, cudaMallocHost) are pinwheel's: private anonymous memory registered with
- *     CUDA (portable, mapped), which the source guard can protect (guard.h), never inherited by a
- *     fork (MADV_DONTFORK), as CUDA's own is not;
+ *     CUDA (portable, mapped), which the source guard can protect (guard.h), not inherited by a
+ *     fork's child (MADV_DONTFORK; CUDA's own the child would share);
  *   - a large memmove or memcpy into such memory (the fill) runs on the staging threads in chunks,
  *     and pinwheel's upload thread DMAs each chunk, as soon as it is filled, into a scratch buffer
  *     on the allocation's device; when the fill returns, every byte is in place and the whole

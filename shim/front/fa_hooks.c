@@ -6,7 +6,8 @@
  *   TAINT   host functions and stream callbacks, stream waits on a value, external semaphore
  *           waits, graph launches, IPC events: the program can order a write of its buffer after
  *           a fill from the GPU's side; pw_fa_taint gives every upload up, for good.
- *   REVOKE  memsets, 2D/3D/symbol/array copies, cooperative launches, stream value writes: they
+ *   REVOKE  memsets, 2D/3D/symbol/array/peer/device-to-device copies, cooperative launches, stream
+ *           value writes: they
  *           may write the buffer (a destination in it, or through its device mapping) but order
  *           nothing after a fill; every live upload is given up (PW_FA_OTHER_WRITE), as a launch
  *           gives them up through the hooked launch entry points (front.h).
@@ -157,6 +158,42 @@
 #define P_cuMemcpy2DAsync_v2 (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream)
 #define P_cuMemcpy3D_v2 (const CUDA_MEMCPY3D *pCopy), (pCopy)
 #define P_cuMemcpy3DAsync_v2 (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream)
+#define P_cuMemcpyDtoD_v2                                                                          \
+  (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),                                \
+      (dstDevice, srcDevice, ByteCount)
+#define P_cuMemcpyDtoDAsync_v2                                                                     \
+  (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),              \
+      (dstDevice, srcDevice, ByteCount, hStream)
+#define P_cuMemcpyAtoD_v2                                                                          \
+  (CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount),                   \
+      (dstDevice, srcArray, srcOffset, ByteCount)
+#define P_cuMemcpyPeer                                                                             \
+  (CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext,       \
+   size_t ByteCount),                                                                              \
+      (dstDevice, dstContext, srcDevice, srcContext, ByteCount)
+#define P_cuMemcpyPeerAsync                                                                        \
+  (CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext,       \
+   size_t ByteCount, CUstream hStream),                                                            \
+      (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream)
+#define P_cuMemcpy3DPeer (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy)
+#define P_cuMemcpy3DPeerAsync (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream)
+#define P_cudaMemcpyPeer                                                                           \
+  (void *dst, int dstDevice, const void *src, int srcDevice, size_t count),                        \
+      (dst, dstDevice, src, srcDevice, count)
+#define P_cudaMemcpyPeerAsync                                                                      \
+  (void *dst, int dstDevice, const void *src, int srcDevice, size_t count, cudaStream_t stream),   \
+      (dst, dstDevice, src, srcDevice, count, stream)
+#define P_cudaMemcpy3DPeer (const struct cudaMemcpy3DPeerParms *p), (p)
+#define P_cudaMemcpy3DPeerAsync                                                                    \
+  (const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream), (p, stream)
+#define P_cudaMemcpyFromArray                                                                      \
+  (void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count,                 \
+   enum cudaMemcpyKind kind),                                                                      \
+      (dst, src, wOffset, hOffset, count, kind)
+#define P_cudaMemcpyFromArrayAsync                                                                 \
+  (void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count,                 \
+   enum cudaMemcpyKind kind, cudaStream_t stream),                                                 \
+      (dst, src, wOffset, hOffset, count, kind, stream)
 #define P_cuMemcpyAtoH_v2                                                                          \
   (void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount),                           \
       (dstHost, srcArray, srcOffset, ByteCount)
@@ -222,6 +259,16 @@
   RT(REVOKE, cudaMemcpyFromSymbol_ptds, cudaMemcpyFromSymbol)                                      \
   RT(REVOKE, cudaMemcpyFromSymbolAsync, cudaMemcpyFromSymbolAsync)                                 \
   RT(REVOKE, cudaMemcpyFromSymbolAsync_ptsz, cudaMemcpyFromSymbolAsync)                            \
+  RT(REVOKE, cudaMemcpyPeer, cudaMemcpyPeer)                                                       \
+  RT(REVOKE, cudaMemcpyPeerAsync, cudaMemcpyPeerAsync)                                             \
+  RT(REVOKE, cudaMemcpy3DPeer, cudaMemcpy3DPeer)                                                   \
+  RT(REVOKE, cudaMemcpy3DPeer_ptds, cudaMemcpy3DPeer)                                              \
+  RT(REVOKE, cudaMemcpy3DPeerAsync, cudaMemcpy3DPeerAsync)                                         \
+  RT(REVOKE, cudaMemcpy3DPeerAsync_ptsz, cudaMemcpy3DPeerAsync)                                    \
+  RT(REVOKE, cudaMemcpyFromArray, cudaMemcpyFromArray)                                             \
+  RT(REVOKE, cudaMemcpyFromArray_ptds, cudaMemcpyFromArray)                                        \
+  RT(REVOKE, cudaMemcpyFromArrayAsync, cudaMemcpyFromArrayAsync)                                   \
+  RT(REVOKE, cudaMemcpyFromArrayAsync_ptsz, cudaMemcpyFromArrayAsync)                              \
   RT(REVOKE, cudaLaunchCooperativeKernel, cudaLaunchCooperativeKernel)                             \
   RT(REVOKE, cudaLaunchCooperativeKernel_ptsz, cudaLaunchCooperativeKernel)                        \
   /* ---- the driver: TAINT ---- */                                                                \
@@ -281,6 +328,21 @@
   DRV(REVOKE, cuMemcpy3D_v2_ptds, cuMemcpy3D_v2)                                                   \
   DRV(REVOKE, cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2)                                              \
   DRV(REVOKE, cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync_v2)                                         \
+  /* copies between devices and from arrays: a destination may be the buffer's device pointer */   \
+  DRV(REVOKE, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2)                                                    \
+  DRV(REVOKE, cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2)                                               \
+  DRV(REVOKE, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2)                                          \
+  DRV(REVOKE, cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync_v2)                                     \
+  DRV(REVOKE, cuMemcpyAtoD_v2, cuMemcpyAtoD_v2)                                                    \
+  DRV(REVOKE, cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD_v2)                                               \
+  DRV(REVOKE, cuMemcpyPeer, cuMemcpyPeer)                                                          \
+  DRV(REVOKE, cuMemcpyPeer_ptds, cuMemcpyPeer)                                                     \
+  DRV(REVOKE, cuMemcpyPeerAsync, cuMemcpyPeerAsync)                                                \
+  DRV(REVOKE, cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync)                                           \
+  DRV(REVOKE, cuMemcpy3DPeer, cuMemcpy3DPeer)                                                      \
+  DRV(REVOKE, cuMemcpy3DPeer_ptds, cuMemcpy3DPeer)                                                 \
+  DRV(REVOKE, cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync)                                            \
+  DRV(REVOKE, cuMemcpy3DPeerAsync_ptsz, cuMemcpy3DPeerAsync)                                       \
   DRV(REVOKE, cuMemcpyAtoH_v2, cuMemcpyAtoH_v2)                                                    \
   DRV(REVOKE, cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2)                                               \
   DRV(REVOKE, cuMemcpyAtoHAsync_v2, cuMemcpyAtoHAsync_v2)                                          \
@@ -352,4 +414,8 @@ static CUresult fa_drv_missing(const char *name) {
 #define FA_DRV(how, name, base)                                                                    \
   FA_WRAP_(CUresult, pw_drv_lookup, fa_drv_missing, how, name, base, P_##base)
 
+/* cudaMemcpyFromArray(Async) are deprecated, still exported, and still write host memory */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 PW_FA_HOOKS(FA_RT, FA_DRV)
+#pragma GCC diagnostic pop
