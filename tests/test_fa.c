@@ -8,6 +8,7 @@
  * which calls the range's revoke before it writes, as the real guard's fault reader does.
  * tg_broken makes tg_write skip that: the checks must then see a stale byte. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -391,6 +392,71 @@ static void test_reset_and_exit(void **state) {
   free(src);
 }
 
+/* A reset while another thread fills, again and again: whatever the interleaving, once both are
+ * done no guard is left held and no upload is left live (a fill that reserved while the reset
+ * gave uploads up once kept its guard for ever: every later write to the pages would hang). */
+typedef struct {
+  char *pinned, *src;
+  size_t n;
+  atomic_int stop, fills;
+} filler_arg;
+static void *filler(void *p) {
+  filler_arg *f = p;
+  while (!atomic_load(&f->stop)) {
+    if (!pw_fa_fill(f->pinned, f->src, f->n)) memcpy(f->pinned, f->src, f->n);
+    atomic_fetch_add(&f->fills, 1);
+  }
+  return NULL;
+}
+static filler_arg *in_reset_fill;
+static void fill_in_reset(void) {
+  filler_arg *f = in_reset_fill;
+  if (!pw_fa_fill(f->pinned, f->src, f->n)) memcpy(f->pinned, f->src, f->n);
+}
+static void test_reset_while_filling(void **state) {
+  (void)state;
+  /* deterministic: a fill in the middle of the reset (after it gave the uploads up) */
+  start(19, 1, 64 * MiB);
+  filler_arg g = {.n = 2 * MiB};
+  g.src = malloc(g.n);
+  fill_pattern(g.src, g.n, 19);
+  assert_int_equal(pw_fa_host_alloc(&sim_ops, (void **)&g.pinned, g.n, 0), 0);
+  in_reset_fill = &g;
+  pw_fa_test_in_reset = fill_in_reset;
+  pw_fa_device_reset(0);
+  pw_fa_test_in_reset = NULL;
+  assert_memory_equal(g.pinned, g.src, g.n);
+  assert_false(pw_fa_live());
+  for (int i = 0; i < 64; i++)
+    if (atomic_load(&tg[i].used)) fail_msg("guard slot %d still held after the reset", i);
+  sim_drain();
+  assert_int_equal(pw_fa_host_free(g.pinned), 1);
+  free(g.src);
+  /* and with a thread filling all the while, the reset anywhere among its fills */
+  for (int round = 0; round < 8; round++) {
+    start(20 + round, 1, 64 * MiB);
+    filler_arg f = {.n = 2 * MiB};
+    f.src = malloc(f.n);
+    fill_pattern(f.src, f.n, round);
+    assert_int_equal(pw_fa_host_alloc(&sim_ops, (void **)&f.pinned, f.n, 0), 0);
+    pthread_t t;
+    pthread_create(&t, NULL, filler, &f);
+    while (atomic_load(&f.fills) < 1 + round)
+      sched_yield();
+    alarm(30);
+    pw_fa_device_reset(0);
+    atomic_store(&f.stop, 1);
+    pthread_join(t, NULL);
+    alarm(0);
+    sim_drain();
+    assert_false(pw_fa_live());
+    for (int i = 0; i < 64; i++)
+      if (atomic_load(&tg[i].used)) fail_msg("round %d: guard slot %d still held", round, i);
+    assert_int_equal(pw_fa_host_free(f.pinned), 1);
+    free(f.src);
+  }
+}
+
 /* Off, small, or refused: nothing is replaced. */
 static void test_not_replaced(void **state) {
   (void)state;
@@ -422,6 +488,7 @@ int main(void) {
       cmocka_unit_test(test_scratch_reused),
       cmocka_unit_test(test_upload_fails),
       cmocka_unit_test(test_reset_and_exit),
+      cmocka_unit_test(test_reset_while_filling),
       cmocka_unit_test(test_not_replaced),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -796,6 +796,9 @@ void pw_fa_device_reset(int device) {
   pthread_mutex_unlock(&lock);
   for (int i = 0; i < FA_ENTRIES; i++)
     if (live_state(atomic_load(&d->e[i].state))) fa_revoke(&d->e[i], PW_FA_RESET);
+#ifdef PW_TESTING
+  if (pw_fa_test_in_reset) pw_fa_test_in_reset(); /* a fill here must not reserve */
+#endif
   /* a taker and a filler are inside a call of the program's: they end at once (a filler given up
    * releases its own guard); the GPU work of the entries is not waited for (a reset is the way
    * out of a device that stopped) */
@@ -840,6 +843,8 @@ void pw_fa_after_fork_child(void) {
 }
 
 #ifdef PW_TESTING
+void (*pw_fa_test_in_reset)(void);
+
 void pw_fa_test_exit(void) {
   fa_exit();
 }

@@ -111,6 +111,8 @@ void pw_fa_after_fork_child(void);
 /* Tests: forget everything (threads included: the upload thread is asked to stop and waited
  * for), the options back to off. */
 void pw_fa_test_reset(void);
+/* Tests: called by a device reset once it gave the device's uploads up. */
+extern void (*pw_fa_test_in_reset)(void);
 /* Tests: what exit does (the upload thread stops calling CUDA). */
 void pw_fa_test_exit(void);
 /* Tests: uploads not used within ms are given up (FA_EXPIRE_MS otherwise). */
