@@ -734,9 +734,10 @@ int pw_fa_copy(const pw_transfer *c) {
     return -1;
   }
   const pw_ops *ops = c->ops;
+  int pending = ops->error_pending(); /* the program's: never cleared by pinwheel */
   int capturing = 0;
   if (ops->stream_capturing(c->stream, &capturing) || capturing) {
-    if (!ops->error_pending()) ops->clear_error();
+    if (!pending) ops->clear_error();
     return -1; /* a graph being captured gets the real copy: the upload stays */
   }
   fa_entry *e = take(c->src, c->n, c->dst_dev);
@@ -754,9 +755,8 @@ int pw_fa_copy(const pw_transfer *c) {
   int mode = ops->relax_capture(0, 0);
   int rc = use(e, ops, c->dst, c->src, c->n, c->stream);
   if (rc) { /* the real copy comes after whatever was enqueued: wait for that here */
-    ops->clear_error();
-    (void)ops->stream_sync(c->stream);
-    ops->clear_error();
+    if (!pending) ops->clear_error();
+    if (ops->stream_sync(c->stream) && !pending) ops->clear_error();
   }
   ops->relax_capture(1, mode);
   if (rc) {
