@@ -432,7 +432,13 @@ static void test_reset_while_filling(void **state) {
   sim_drain();
   assert_int_equal(pw_fa_host_free(g.pinned), 1);
   free(g.src);
-  /* and with a thread filling all the while, the reset anywhere among its fills */
+  /* and with a thread filling all the while, the reset anywhere among its fills.  Not under
+   * ThreadSanitizer: each fill over the buffer gives the last one's upload up while that upload's
+   * DMA may still read the buffer, by design (a given-up upload is never used); the simulation
+   * makes that DMA a host copy, which the sanitizer reports as a race with the refill. */
+#if defined(__SANITIZE_THREAD__)
+  return;
+#endif
   for (int round = 0; round < 8; round++) {
     start(20 + round, 1, 64 * MiB);
     filler_arg f = {.n = 2 * MiB};
