@@ -849,25 +849,39 @@ static void test_runtime_host_copies(void **state) {
   free_result(&r);
 }
 
+/* A fill-ahead run of interpose_prog `mode`, and its summary's counts: each of "allocs",
+ * "fills.calls", "used.calls" and then the reasons given in pairs (name, count), NULL-ended. */
+static void expect_fill_ahead(const char *mode, long long allocs, long long fills, long long used,
+                              ...) {
+  const char *argv[] = {PW_PROG, mode, NULL};
+  const char *on[] = {"PINWHEEL_FILL_AHEAD=64M", "PINWHEEL_THREADS=4", NULL};
+  yajl_val v = run_staged(argv, on, 0);
+  assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), allocs);
+  if (fills >= 0) assert_int_equal(jget(v, "fill_ahead", "fills", "calls", NULL), fills);
+  assert_int_equal(jget(v, "fill_ahead", "used", "calls", NULL), used);
+  va_list ap;
+  va_start(ap, used);
+  for (const char *why; (why = va_arg(ap, const char *));) {
+    long long n = va_arg(ap, long long);
+    if (jget(v, "fill_ahead", "revoked", why, NULL) != n)
+      fail_msg("%s: %s %lld, expected %lld", mode, why, jget(v, "fill_ahead", "revoked", why, NULL),
+               n);
+  }
+  va_end(ap);
+  /* the real calls behind it: pinwheel's registration of its memory, no cudaHostAlloc */
+  assert_int_equal(jget(v, "calls", "cudaHostAlloc", "calls", NULL), 1);
+  yajl_tree_free(v);
+}
+
 /* Uploads ahead (PINWHEEL_FILL_AHEAD): the program's pinned allocation is pinwheel's, each of the
  * five fills is uploaded as it goes, rounds 0 and 4 copy from the upload, and the launch, the
  * write and the copy into the buffer of rounds 1 to 3 each give theirs up; the program checks the
  * device's bytes every round.  Without the option nothing of it happens. */
 static void test_fill_ahead(void **state) {
+  expect_fill_ahead("fillahead", 1, 5, 2, "launch", 1LL, "written_freed_or_fork", 1LL,
+                    "copied_into", 1LL, "not_guarded", 0LL, (const char *)NULL);
   const char *argv[] = {PW_PROG, "fillahead", NULL};
-  const char *on[] = {"PINWHEEL_FILL_AHEAD=64M", "PINWHEEL_THREADS=4", NULL};
-  yajl_val v = run_staged(argv, on, 0);
-  assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), 1);
-  assert_int_equal(jget(v, "fill_ahead", "fills", "calls", NULL), 5);
-  assert_int_equal(jget(v, "fill_ahead", "used", "calls", NULL), 2);
-  assert_int_equal(jget(v, "fill_ahead", "revoked", "launch", NULL), 1);
-  assert_int_equal(jget(v, "fill_ahead", "revoked", "written_freed_or_fork", NULL), 1);
-  assert_int_equal(jget(v, "fill_ahead", "revoked", "copied_into", NULL), 1);
-  assert_int_equal(jget(v, "fill_ahead", "revoked", "not_guarded", NULL), 0);
-  /* the real calls behind it: pinwheel's registration of its memory, no cudaHostAlloc */
-  assert_int_equal(jget(v, "calls", "cudaHostAlloc", "calls", NULL), 1);
-  yajl_tree_free(v);
-  v = run_staged(argv, NULL, 0);
+  yajl_val v = run_staged(argv, NULL, 0);
   assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), 0);
   assert_int_equal(jget(v, "fill_ahead", "fills", "calls", NULL), 0);
   yajl_tree_free(v);
@@ -880,16 +894,8 @@ static void test_fill_ahead(void **state) {
  * only the two before it, and not the memset's, copy from an upload.  The program checks the
  * device's bytes every round (the host function's round included), and the memset's. */
 static void test_fill_ahead_hazards(void **state) {
-  const char *argv[] = {PW_PROG, "fillahead_hazards", NULL};
-  const char *on[] = {"PINWHEEL_FILL_AHEAD=64M", "PINWHEEL_THREADS=4", NULL};
-  yajl_val v = run_staged(argv, on, 0);
-  assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), 1);
-  assert_int_equal(jget(v, "fill_ahead", "used", "calls", NULL), 2);
-  assert_int_equal(jget(v, "fill_ahead", "revoked", "memset_or_copy", NULL), 1);
-  assert_int_equal(jget(v, "fill_ahead", "revoked", "stream_ordered", NULL), 1);
-  assert_int_equal(jget(v, "fill_ahead", "revoked", "launch", NULL), 0);
-  assert_int_equal(jget(v, "fill_ahead", "revoked", "written_freed_or_fork", NULL), 0);
-  yajl_tree_free(v);
+  expect_fill_ahead("fillahead_hazards", 1, -1, 2, "memset_or_copy", 1LL, "stream_ordered", 1LL,
+                    "launch", 0LL, "written_freed_or_fork", 0LL, (const char *)NULL);
   (void)state;
 }
 
