@@ -357,6 +357,26 @@ static void json_counter(buf_t *b, pw_counter3 *c) {
           (unsigned long long)pw_get(&c->ns));
 }
 
+/* Uploads ahead of the program's copies (fa.h): the "fill_ahead" object, and a comma. */
+static void json_fill_ahead(buf_t *b) {
+  bprintf(
+      b,
+      "\"fill_ahead\":{\"allocs\":%llu,\"alloc_bytes\":%llu,\"upload_bytes\":%llu,\"no_room\":%llu,"
+      "\"fills\":{",
+      (unsigned long long)pw_get(&pw_st.fa_allocs),
+      (unsigned long long)pw_get(&pw_st.fa_alloc_bytes),
+      (unsigned long long)pw_get(&pw_st.fa_upload_bytes),
+      (unsigned long long)pw_get(&pw_st.fa_no_room));
+  json_counter(b, &pw_st.fa_fills);
+  bprintf(b, "},\"used\":{");
+  json_counter(b, &pw_st.fa_used);
+  bprintf(b, "},\"revoked\":{");
+  for (int r = 0; r < PW_FA_NREASONS; r++)
+    bprintf(b, "%s\"%s\":%llu", r ? "," : "", pw_fa_reason_names[r],
+            (unsigned long long)pw_get(&pw_st.fa_revoked[r]));
+  bprintf(b, "}},");
+}
+
 static void write_json(buf_t *b) {
   bprintf(b, "{\"schema\":\"pinwheel-stats/1\",\"version\":\"%s\",\"pid\":%d,\"mode\":\"%s\",",
           PW_VERSION, (int)getpid(), mode_name());
@@ -438,22 +458,7 @@ static void write_json(buf_t *b) {
           (unsigned long long)pw_get(&pw_st.guard_writes_waited),
           (unsigned long long)pw_get(&pw_st.guard_wait_ns));
   json_numa(b);
-  bprintf(
-      b,
-      "\"fill_ahead\":{\"allocs\":%llu,\"alloc_bytes\":%llu,\"upload_bytes\":%llu,\"no_room\":%llu,"
-      "\"fills\":{",
-      (unsigned long long)pw_get(&pw_st.fa_allocs),
-      (unsigned long long)pw_get(&pw_st.fa_alloc_bytes),
-      (unsigned long long)pw_get(&pw_st.fa_upload_bytes),
-      (unsigned long long)pw_get(&pw_st.fa_no_room));
-  json_counter(b, &pw_st.fa_fills);
-  bprintf(b, "},\"used\":{");
-  json_counter(b, &pw_st.fa_used);
-  bprintf(b, "},\"revoked\":{");
-  for (int r = 0; r < PW_FA_NREASONS; r++)
-    bprintf(b, "%s\"%s\":%llu", r ? "," : "", pw_fa_reason_names[r],
-            (unsigned long long)pw_get(&pw_st.fa_revoked[r]));
-  bprintf(b, "}},");
+  json_fill_ahead(b);
   bprintf(b, "\"not_deferred\":{");
   for (int r = 0; r < ND_COUNT; r++)
     if (r != PW_ND_GUARD) /* the guard's "ok" */

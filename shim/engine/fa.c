@@ -124,6 +124,12 @@ static atomic_int thread_on;    /* 1 the upload thread runs, -1 it could not sta
 static atomic_int thread_stop;  /* tests: the thread ends */
 static atomic_int serving = -1; /* the device whose entries the upload thread works on, or -1 */
 
+/* The waits for another thread's short step (a call in flight, the upload thread's turn). */
+static void nap_us(long us) {
+  struct timespec t = {0, us * 1000};
+  nanosleep(&t, NULL);
+}
+
 static void wake(void) {
   atomic_fetch_add(&work, 1);
   if (atomic_load(&sleeping))
@@ -385,8 +391,7 @@ static void fa_exit(void) {
   uint64_t t0 = pw_now_ns();
   while (atomic_load(&thread_on) == 1 && pw_now_ns() - t0 < 200000000ull) {
     wake();
-    struct timespec t = {0, 100000};
-    nanosleep(&t, NULL);
+    nap_us(100);
   }
 }
 
@@ -534,8 +539,7 @@ static void wait_free(fa_dev *d, fa_entry *e) {
     if (live_state(st) && !thread) fa_revoke(e, PW_FA_FREE); /* filled after the thread stopped */
     if (thread || !atomic_load(&e->fill_done) || st == E_USING || live_state(st)) {
       wake();
-      struct timespec t = {0, 50000};
-      nanosleep(&t, NULL);
+      nap_us(50);
       continue;
     }
     /* the upload thread is gone: nothing else touches the entry */
@@ -807,14 +811,11 @@ void pw_fa_device_reset(int device) {
     for (;;) {
       int st = atomic_load(&e->state);
       if (st != E_USING && (st == E_FREE || atomic_load(&e->fill_done))) break;
-      struct timespec t = {0, 50000};
-      nanosleep(&t, NULL);
+      nap_us(50);
     }
   }
-  while (atomic_load(&serving) == device) { /* the upload thread is done with it */
-    struct timespec t = {0, 50000};
-    nanosleep(&t, NULL);
-  }
+  while (atomic_load(&serving) == device) /* the upload thread is done with it */
+    nap_us(50);
   /* every entry is FREE, REVOKED or USED now (nothing reserves, nothing is taken): FREE */
   pthread_mutex_lock(&lock);
   for (int i = 0; i < FA_ENTRIES; i++)
