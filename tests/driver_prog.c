@@ -18,6 +18,9 @@
  *   hostcopy WAY     memcpy into and out of pinned memory the program allocated or registered
  *                    (as XLA stages its copies), unaligned, into fresh pages, and in a forked
  *                    child; bytes compared
+ *   fillahead WAY    cp.asarray's rounds over pinned memory from cuMemHostAlloc (static CUDA
+ *                    runtime), a launch and a write between fill and copy in two of them; bytes
+ *                    compared (run with PINWHEEL_FILL_AHEAD)
  *   context          a pageable copy in a context that is not the primary one
  *   release          the program releases its primary context after a staged copy, retains it
  *                    again and copies; "round N: references left R" lines
@@ -407,6 +410,51 @@ static int cmd_context(void) {
   return failures != 0;
 }
 
+/* CuPy's cp.asarray as a program built with the static CUDA runtime makes it: four rounds over one
+ * buffer of pinned memory from cuMemHostAlloc, each a memmove that fills it, then
+ * cuMemcpyHtoDAsync and a synchronize; in round 1 a kernel launch and in round 2 a write of the
+ * program come between fill and copy (PINWHEEL_FILL_AHEAD must give those uploads up).  The
+ * device's bytes are checked every round.  An allocation made in another context than the primary
+ * one is the driver's own (the summary counts pinwheel's). */
+static int cmd_fillahead(void) {
+  size_t n = (8 << 20) + 3, at = 100;
+  unsigned char *src = malloc(n), *back = malloc(n);
+  void *pin = NULL, *pin2 = NULL;
+  CUdeviceptr dev;
+  CUstream s;
+  CHECK(cuStreamCreate(&s, 0) == CUDA_SUCCESS);
+  CHECK(F.cuMemHostAlloc(&pin, n + at, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS && pin);
+  unsigned flags = 99;
+  CHECK(F.cuMemHostGetFlags(&flags, pin) == CUDA_SUCCESS && flags != 99);
+  CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS);
+  unsigned char *p = (unsigned char *)pin + at;
+  for (int round = 0; round < 4; round++) {
+    for (size_t i = 0; i < n; i++)
+      src[i] = (unsigned char)(i * 13 + (size_t)round * 5 + 1);
+    memmove(p, src, n);
+    if (round == 1) {
+      CHECK(F.cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL) == CUDA_SUCCESS);
+    } else if (round == 2) {
+      p[n / 2] ^= 0xff; /* a write onto a guarded page: it waits until the upload is given up */
+      src[n / 2] ^= 0xff;
+    }
+    CHECK(F.cuMemcpyHtoDAsync_v2(dev, p, n, s) == CUDA_SUCCESS);
+    CHECK(F.cuStreamSynchronize(s) == CUDA_SUCCESS);
+    CHECK(F.cuMemcpyDtoH_v2(back, dev, n) == CUDA_SUCCESS);
+    CHECK(memcmp(back, src, n) == 0);
+  }
+  CUcontext other = fake_drv_new_context();
+  CHECK(cuCtxSetCurrent(other) == CUDA_SUCCESS);
+  CHECK(F.cuMemHostAlloc(&pin2, n, 0) == CUDA_SUCCESS && pin2);
+  CHECK(cuCtxSetCurrent(primary) == CUDA_SUCCESS);
+  CHECK(F.cuMemFreeHost(pin2) == CUDA_SUCCESS);
+  CHECK(F.cuMemFreeHost(pin) == CUDA_SUCCESS);
+  free(src);
+  free(back);
+  printf("fillahead %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
 /* The program releases its primary context after a staged copy: pinwheel's reference goes with
  * it (the context is freed, no reference left); retained again, copies go to CUDA unchanged with
  * the right bytes, and it is released again. */
@@ -715,6 +763,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "release")) return cmd_release();
   if (!strcmp(cmd, "stress") && argc > 4) return cmd_stress(atoi(argv[3]), atoi(argv[4]));
   if (!strcmp(cmd, "hostcopy")) return cmd_hostcopy();
+  if (!strcmp(cmd, "fillahead")) return cmd_fillahead();
   fprintf(stderr, "driver_prog: unknown command %s\n", cmd);
   return 2;
 }

@@ -220,6 +220,34 @@ static void test_other_context_not_staged(void **state) {
   yajl_tree_free(v);
 }
 
+/* Uploads ahead (PINWHEEL_FILL_AHEAD) for a program whose pinned memory comes from the driver (the
+ * static CUDA runtime's cudaHostAlloc, as in CuPy's wheels): its allocation in the primary context
+ * is pinwheel's, its copies through the driver come from the uploads, and the launch and the write
+ * between fill and copy give theirs up; the allocation in another context is the driver's.  The
+ * program checks the device's bytes every round.  Without the option none of it. */
+static void test_fill_ahead_driver(void **state) {
+  const char *by[] = {"direct", "gpa"};
+  for (int w = 0; w < 2; w++) {
+    const char *argv[] = {PW_DRV_PROG, "fillahead", by[w], NULL};
+    const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_FILL_AHEAD=64M",
+                         "PINWHEEL_THREADS=4", NULL};
+    yajl_val v = run_summary(argv, env, "fillahead ok", 1);
+    assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), 1);
+    assert_int_equal(jget(v, "fill_ahead", "fills", "calls", NULL), 4);
+    assert_int_equal(jget(v, "fill_ahead", "used", "calls", NULL), 2);
+    assert_int_equal(jget(v, "fill_ahead", "revoked", "launch", NULL), 1);
+    assert_int_equal(jget(v, "fill_ahead", "revoked", "written_freed_or_fork", NULL), 1);
+    yajl_tree_free(v);
+  }
+  const char *argv[] = {PW_DRV_PROG, "fillahead", "direct", NULL};
+  const char *off[] = {PRELOAD, "PINWHEEL_MODE=stage", NULL};
+  yajl_val v = run_summary(argv, off, "fillahead ok", 1);
+  assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), 0);
+  assert_int_equal(jget(v, "fill_ahead", "used", "calls", NULL), 0);
+  yajl_tree_free(v);
+  (void)state;
+}
+
 /* The program's cuDevicePrimaryCtxRelease frees the primary context as it would without pinwheel:
  * pinwheel's own reference (taken to stage there) goes first, so none is left; the engine's state
  * went with the context, so after the program retains it again its copies go to CUDA unchanged
@@ -388,6 +416,7 @@ int main(void) {
       cmocka_unit_test(test_stage_bytes),
       cmocka_unit_test(test_other_context_not_staged),
       cmocka_unit_test(test_primary_context_released),
+      cmocka_unit_test(test_fill_ahead_driver),
       cmocka_unit_test(test_host_copies),
       cmocka_unit_test(test_deferred),
       cmocka_unit_test(test_old_abi_untouched),

@@ -114,9 +114,10 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
     [PW_OPT_FILL_AHEAD] =
         {"PINWHEEL_FILL_AHEAD", T_SIZE, 0, NULL,
          "in stage mode, device memory per device for uploads made ahead of the program's own "
-         "copies (CuPy's cp.asarray): the runtime's pinned allocations of 1 MiB or more become "
-         "pinwheel's, a large memcpy or memmove into one is uploaded as it is filled, and the "
-         "program's cudaMemcpyAsync of those bytes becomes a device copy; 0 = off"},
+         "copies (CuPy's cp.asarray): the pinned allocations of 1 MiB or more (runtime or "
+         "driver) become pinwheel's, a large memcpy or memmove into one is uploaded as it is "
+         "filled, and the program's cudaMemcpyAsync (or cuMemcpyHtoDAsync) of those bytes "
+         "becomes a device copy; 0 = off"},
     [PW_OPT_SETUP] = {"PINWHEEL_SETUP", T_ENUM, PW_SETUP_BACKGROUND, setup_choices,
                       "background: a device's pinned pool and ring are allocated by a helper "
                       "thread, and copies that come before they are ready go to CUDA unchanged; "

@@ -272,7 +272,8 @@ typedef struct pw_stats {
   _Atomic uint64_t defer_copyin_ns;       /* the copy thread's copy-ins of deferred copies */
   _Atomic uint64_t defer_aborted;         /* deferred copy-ins given up: their side stream failed */
   _Atomic uint64_t guard_writes_waited, guard_wait_ns; /* the guard's count, read at exit */
-  _Atomic uint64_t device_resets; /* device states dropped at cudaDeviceReset */
+  _Atomic uint64_t device_resets; /* device states dropped: cudaDeviceReset, or the program's
+                                   * release or reset of the primary context they were made in */
   _Atomic uint64_t pool_parts;    /* parts copied or mapped by the pool's worker threads */
   _Atomic uint64_t pool_busy;     /* batches that found every lane of the pool taken: alone */
   /* NUMA (hosts of several nodes, engine/numa.h): per device, 1 + the node of its PCI function

@@ -400,14 +400,17 @@ static void fa_exit(void) {
 static fa_dev *dev_get(const pw_ops *ops, int device) {
   if (device < 0 || device >= FA_DEVICES) return NULL;
   fa_dev *d = atomic_load_explicit(&devs[device], memory_order_acquire);
-  if (d && !atomic_load(&d->dead)) return d;
+  if (d && !atomic_load(&d->dead)) return d->ops == ops ? d : NULL; /* one front end a device */
   if (atomic_load(&dev_failed[device]) || atomic_load(&exiting))
     return NULL; /* a failure is said once, and tried again after a reset */
   /* dev_lock, never `lock`: CUDA is called under it, and the fill (in the program's memmove)
    * takes `lock` */
   pthread_mutex_lock(&dev_lock);
   d = atomic_load(&devs[device]);
-  if (d && !atomic_load(&d->dead)) goto out;
+  if (d && !atomic_load(&d->dead)) {
+    if (d->ops != ops) d = NULL;
+    goto out;
+  }
   if (!atomic_load(&thread_on)) {
     static atomic_int at_exit;
     atomic_store(&thread_stop, 0);
@@ -471,7 +474,8 @@ int pw_fa_host_alloc(const pw_ops *ops, void **p, size_t n, unsigned flags) {
     return -1;
   int pending = ops->error_pending(); /* the program's: never cleared by pinwheel */
   int device = -1;
-  if (ops->get_device(&device)) {
+  if (ops->get_device(&device) || (ops->context_ok && !ops->context_ok(NULL, device))) {
+    /* the driver's: only in the device's primary context, where its copies are staged */
     if (!pending) ops->clear_error();
     return -1;
   }
@@ -738,6 +742,8 @@ int pw_fa_copy(const pw_transfer *c) {
     return -1;
   }
   const pw_ops *ops = c->ops;
+  if (ops->context_ok && !ops->context_ok(c->stream, c->dst_dev))
+    return -1;                        /* a driver copy in another context than the scratch's */
   int pending = ops->error_pending(); /* the program's: never cleared by pinwheel */
   int capturing = 0;
   if (ops->stream_capturing(c->stream, &capturing) || capturing) {
@@ -777,6 +783,13 @@ int pw_fa_copy(const pw_transfer *c) {
 }
 
 /* ---- reset, fork, tests ---- */
+
+void pw_fa_context_released(int device, const pw_ops *ops) {
+  fa_dev *d = device >= 0 && device < FA_DEVICES
+                  ? atomic_load_explicit(&devs[device], memory_order_acquire)
+                  : NULL;
+  if (d && d->ops == ops) pw_fa_device_reset(device);
+}
 
 void pw_fa_device_reset(int device) {
   if (device < 0 || device >= FA_DEVICES) return;

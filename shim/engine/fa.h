@@ -4,18 +4,19 @@
  * then copies that buffer to the device: the fill and the DMA come one after the other, and
  * nothing outside the program knows where the bytes go until the copy is asked for.  With
  * fill-ahead on:
- *   - the runtime's pinned allocations of FA_MIN_BYTES or more (cudaHostAlloc without
- *     write-combining, cudaMallocHost) are pinwheel's: private anonymous memory registered with
- *     CUDA (portable, mapped), which the source guard can protect (guard.h), not inherited by a
- *     fork's child (MADV_DONTFORK; CUDA's own the child would share);
+ *   - the pinned allocations of FA_MIN_BYTES or more through the runtime (cudaHostAlloc without
+ *     write-combining, cudaMallocHost) or the driver (cuMemHostAlloc, cuMemAllocHost: the static
+ *     CUDA runtime's, CuPy's wheels among them) are pinwheel's: private anonymous memory
+ *     registered with CUDA (portable, mapped), which the source guard can protect (guard.h), not
+ *     inherited by a fork's child (MADV_DONTFORK; CUDA's own the child would share);
  *   - a large memmove or memcpy into such memory (the fill) runs on the staging threads in chunks,
  *     and pinwheel's upload thread DMAs each chunk, as soon as it is filled, into a scratch buffer
  *     on the allocation's device; when the fill returns, every byte is in place and the whole
  *     pages of its range are guarded (revocably);
- *   - the program's cudaMemcpyAsync of bytes of that range to that device then becomes a
- *     device-to-device copy from the scratch, on the program's stream, after the uploads (the
- *     partial first and last pages, which the guard does not cover, come from the pinned memory
- *     itself); the guard is released.
+ *   - the program's cudaMemcpyAsync (or the driver's copy) of bytes of that range to that
+ *     device then becomes a device-to-device copy from the scratch, on the program's stream,
+ *     after the uploads (the partial first and last pages, which the guard does not cover, come
+ *     from the pinned memory itself); the guard is released.
  * An upload is revoked, and the program's copy is CUDA's own, as soon as anything may have
  * changed its bytes: a write of the program (the guard), a free, unmap or fork (the guard), a
  * new fill over it, a copy whose destination overlaps it, any kernel launch (a kernel may write
@@ -73,10 +74,12 @@ static inline int pw_fa_live(void) {
   return atomic_load_explicit(&pw_fa_live_count, memory_order_relaxed) != 0;
 }
 
-/* ---- the program's pinned allocations (the runtime front end) ---- */
+/* ---- the program's pinned allocations (the runtime and driver front ends) ---- */
 /* n bytes of pinwheel's pinned memory for an allocation made with these flags (given back by
  * pw_fa_host_flags) on the calling thread's current device, ops being the front end's: 0 and *p,
- * or -1 (nothing done: the caller makes the real call). */
+ * or -1 (nothing done: the caller makes the real call).  Refused where the front end would not
+ * stage (context_ok: for the driver, a context other than the device's primary one) and on a
+ * device whose uploads another front end set up (the first one's ops are the device's). */
 int pw_fa_host_alloc(const pw_ops *ops, void **p, size_t n, unsigned flags);
 /* p is the start of such an allocation: its uploads are revoked and waited for, it is unregistered
  * and unmapped: 1.  Else 0 (not pinwheel's: the caller makes the real call). */
@@ -105,6 +108,10 @@ void pw_fa_revoke_range(const void *p, size_t n, int reason);
 /* cudaDeviceReset of device: its uploads are revoked and waited for, its scratch, stream and
  * events forgotten (the reset frees them), its allocations forgotten (the reset ends them). */
 void pw_fa_device_reset(int device);
+/* The program releases (or resets) device's primary context through the driver: what fill-ahead
+ * made there through ops (the driver's) goes as at a device reset; made through another front
+ * end (the runtime holds its own reference), it stays. */
+void pw_fa_context_released(int device, const pw_ops *ops);
 void pw_fa_after_fork_child(void);
 
 #ifdef PW_TESTING

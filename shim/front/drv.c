@@ -179,20 +179,23 @@ static CUresult drv_missing(const char *name) {
 
 /* The real call, then the region recorded (or forgotten) when it succeeded; not in mode off, nor
  * for the shim's own calls. */
-/* Uploads ahead (PINWHEEL_FILL_AHEAD, fa.h): the runtime's large pinned allocations may be
- * pinwheel's; a program that frees or unregisters one through the driver is answered as CUDA
- * answers it for its own allocation: 1 when *r holds the answer, 0 when the real call is made. */
+/* Uploads ahead (PINWHEEL_FILL_AHEAD, fa.h): the driver's large pinned allocations may be
+ * pinwheel's, as the runtime's are (a program built with the static CUDA runtime, CuPy's wheels
+ * among them, allocates through here), and what the program asks of one is answered as CUDA
+ * answers it for its own: 1 when *r holds the answer, 0 when the real call is made. */
 #define DRV_ARGS(...) __VA_ARGS__
 static int fa_cuMemHostAlloc(CUresult *r, void **p, size_t n, unsigned flags) {
-  (void)r, (void)p, (void)n, (void)flags; /* the driver's own allocations stay CUDA's */
-  return 0;
+  /* write-combined memory, and flags the driver refuses, stay CUDA's */
+  if (!p || (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)) ||
+      pw_fa_host_alloc(&pw_drv_ops, p, n, flags))
+    return 0;
+  return *r = CUDA_SUCCESS, 1;
 }
 static int fa_cuMemAllocHost_v2(CUresult *r, void **p, size_t n) {
-  (void)r, (void)p, (void)n;
-  return 0;
+  return fa_cuMemHostAlloc(r, p, n, 0);
 }
 static int fa_cuMemHostRegister_v2(CUresult *r, void *p, size_t n, unsigned flags) {
-  (void)r, (void)p, (void)n, (void)flags;
+  (void)r, (void)p, (void)n, (void)flags; /* the driver answers "already registered" for it too */
   return 0;
 }
 static int fa_cuMemFreeHost(CUresult *r, void *p) {
@@ -200,6 +203,12 @@ static int fa_cuMemFreeHost(CUresult *r, void *p) {
 }
 static int fa_cuMemHostUnregister(CUresult *r, void *p) {
   return pw_fa_host_flags(p, NULL) ? (*r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, 1) : 0;
+}
+static int fa_cuMemHostGetFlags(CUresult *r, unsigned *flags, void *p) {
+  unsigned f;
+  if (!flags || !pw_fa_host_flags(p, &f)) return 0;
+  *flags = f;
+  return *r = CUDA_SUCCESS, 1;
 }
 #define DRV_HOST_MEM(name, params, args, start_expr, size_expr)                                    \
   CUresult name params {                                                                           \

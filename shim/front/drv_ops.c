@@ -12,16 +12,20 @@
  * error_pending have nothing to do.
  *
  * pinwheel retains a device's primary context once (primary_of), so that the context it stages in
- * cannot vanish under a copy.  When the program releases that context (cuDevicePrimaryCtxRelease),
- * pinwheel's reference goes first, so the program's last release frees it as it would without
- * pinwheel.  If the engine's state of the device (pinned pool, ring, side stream) was made in it
- * through this backend, that state goes with the context: the device is marked gone and nothing
- * is staged there again (context_ok, and the runtime backend's), a setup still running there is
- * refused its next call and its call in flight is waited for, and the engine's handles are never
- * used again.  (Staging again would need the engine to forget the device's state: see
- * pw_drv_primary_release.)
+ * cannot vanish under a copy.  When the program releases that context (cuDevicePrimaryCtxRelease)
+ * or resets it (cuDevicePrimaryCtxReset), pinwheel lets go of what it made there while the context
+ * still lives, then its reference goes, so the program's last release frees the context as it
+ * would without pinwheel.  Uploads ahead made through this backend are given up and forgotten
+ * (pw_fa_context_released).  If the engine's state of the device (pinned pool, ring, side stream)
+ * was made in it through this backend, the device is marked gone and nothing is staged there
+ * again (context_ok, and the runtime backend's), a setup still running there is refused its next
+ * call and its call in flight is waited for, and the engine drains the device's deferred copies
+ * and its side stream and forgets the state, as at a device reset, so none of its handles is used
+ * again, at exit neither.  (A release that was not the last leaves the context alive: the state
+ * forgotten then stays allocated until the context goes.)
  */
 #include "drv.h"
+#include "fa.h"
 #include "front.h"
 #include "trace.h"
 
@@ -64,14 +68,24 @@ int pw_drv_state_gone(int device) {
 void pw_drv_primary_release(int dev) {
   if (dev < 0 || dev >= MAX_DEVICES) return;
   pthread_mutex_lock(&primary_lock);
+  int held = primary[dev] != NULL, made = held && atomic_load(&state_made[dev]);
+  if (made) {
+    atomic_store(&gone[dev], 1); /* a setup's next call is refused; the one in flight ends */
+    struct timespec ms = {0, 1000000};
+    while (pw_setup_busy())
+      nanosleep(&ms, NULL);
+  }
+  pthread_mutex_unlock(&primary_lock);
+  /* What pinwheel made in the context is let go while the context still lives (the program's
+   * release may be its last): the uploads ahead made through the driver are given up and their
+   * scratch forgotten, the deferred copy-ins finish, the side stream drains and the engine forgets
+   * the device, so nothing of pinwheel's (its exit handlers included) uses a handle of a destroyed
+   * context.  Without the lock: the engine's copy thread may ask for the primary context. */
+  if (held) pw_fa_context_released(dev, &pw_drv_ops);
+  if (made) pw_engine_device_reset(pw_eng, dev);
+  pthread_mutex_lock(&primary_lock);
   CUcontext c = primary[dev];
   if (c) {
-    if (atomic_load(&state_made[dev])) {
-      atomic_store(&gone[dev], 1); /* a setup's next call is refused; the one in flight ends */
-      struct timespec ms = {0, 1000000};
-      while (pw_setup_busy())
-        nanosleep(&ms, NULL);
-    }
     __atomic_store_n(&primary[dev], NULL, __ATOMIC_RELEASE);
     (void)CALL(cuDevicePrimaryCtxRelease_v2, dev);
   }

@@ -44,7 +44,20 @@ static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL
 typedef struct fake_stream {
   int magic, capturing;
   fake_ctx *ctx;
+  int gen; /* the primary context's life it was made in */
 } fake_stream;
+/* The primary context's life: a new one each time its last reference goes or it is reset.  The
+ * real driver crashes when given a stream of a destroyed context; so does this one, loudly. */
+static int primary_gen;
+static void stream_alive(const char *fn, CUstream s) {
+  if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return;
+  fake_stream *f = (fake_stream *)s;
+  if (f->magic == 0x5eed && f->ctx == &primary_ctx &&
+      f->gen != __atomic_load_n(&primary_gen, __ATOMIC_SEQ_CST)) {
+    fprintf(stderr, "fake libcuda: %s: a stream of a destroyed primary context\n", fn);
+    abort();
+  }
+}
 
 static CUresult record(const fake_drv_call *c) {
   pthread_mutex_lock(&fake_mu);
@@ -105,6 +118,7 @@ int fake_drv_is_pinned(const void *p) {
 
 static CUresult do_copy(const char *fn, uintptr_t dst, uintptr_t src, size_t count,
                         CUstream stream) {
+  stream_alive(fn, stream);
   fake_drv_call c = {.dst = dst, .src = src, .count = count, .stream = stream};
   strncpy(c.name, fn, sizeof c.name - 1);
   unsigned td = type_of(dst), ts = type_of(src);
@@ -185,6 +199,7 @@ typedef CUresult no_args_t(void);
            no_args_t *: no_args)
 /* clang-format on */
 static CUresult record_as(const char *name, fake_drv_call *c) {
+  stream_alive(name, c->stream);
   strncpy(c->name, name, sizeof c->name - 1);
   return record(c);
 }
@@ -268,6 +283,7 @@ CUresult cuStreamGetCtx(CUstream s, CUcontext *pctx) {
   }
   fake_stream *f = (fake_stream *)s;
   if (f->magic != 0x5eed) return CUDA_ERROR_INVALID_HANDLE;
+  stream_alive(__func__, s);
   *pctx = (CUcontext)f->ctx;
   return CUDA_SUCCESS;
 }
@@ -292,6 +308,13 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     __atomic_store_n(&primary_active, 0, __ATOMIC_SEQ_CST);
     return CUDA_ERROR_INVALID_CONTEXT;
   }
+  if (left == 0) __atomic_add_fetch(&primary_gen, 1, __ATOMIC_SEQ_CST); /* destroyed */
+  return CUDA_SUCCESS;
+}
+/* Destroys the context's resources whoever holds it; the references stay. */
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  __atomic_add_fetch(&primary_gen, 1, __ATOMIC_SEQ_CST);
   return CUDA_SUCCESS;
 }
 int fake_drv_primary_refs(void) {
@@ -329,6 +352,14 @@ CUresult cuMemAllocHost_v2(void **p, size_t n) {
 CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned int flags) {
   if (type_of((uintptr_t)p)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
   fake_region_add(p, n, CU_MEMORYTYPE_HOST);
+  return CUDA_SUCCESS;
+}
+/* The flags of pinned memory here (recorded: the tests count who answered). */
+CUresult cuMemHostGetFlags(unsigned int *flags, void *p) {
+  CALL_RECORD(.dst = (uintptr_t)p);
+  if (e) return e;
+  if (!flags || fake_region_type(p) != CU_MEMORYTYPE_HOST) return CUDA_ERROR_INVALID_VALUE;
+  *flags = CU_MEMHOSTALLOC_PORTABLE;
   return CUDA_SUCCESS;
 }
 CUresult cuMemHostUnregister(void *p) {
@@ -384,6 +415,7 @@ CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
   fake_stream *f = calloc(1, sizeof *f);
   f->magic = 0x5eed;
   f->ctx = current;
+  f->gen = __atomic_load_n(&primary_gen, __ATOMIC_SEQ_CST);
   *s = (CUstream)f;
   return CUDA_SUCCESS;
 }
@@ -392,6 +424,7 @@ CUresult cuEventCreate(CUevent *e, unsigned int flags) {
   return CUDA_SUCCESS;
 }
 CUresult cuEventRecord(CUevent e, CUstream s) {
+  stream_alive(__func__, s);
   return CUDA_SUCCESS;
 }
 CUresult cuEventQuery(CUevent e) {
@@ -456,6 +489,8 @@ static const proc procs[] = {
     {"cuMemFreeHost", 2000, 0, (void *)cuMemFreeHost, NULL},
     {"cuMemHostUnregister", 4000, 0, (void *)cuMemHostUnregister, NULL},
     {"cuDevicePrimaryCtxRelease", 11000, 0, (void *)cuDevicePrimaryCtxRelease_v2, NULL},
+    {"cuDevicePrimaryCtxReset", 11000, 0, (void *)cuDevicePrimaryCtxReset_v2, NULL},
+    {"cuMemHostGetFlags", 2030, 0, (void *)cuMemHostGetFlags, NULL},
     {"cuProfilerStart", 4000, 0, (void *)cuProfilerStart, NULL},
     {"cuProfilerStop", 4000, 0, (void *)cuProfilerStop, NULL},
 };
