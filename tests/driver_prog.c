@@ -21,6 +21,10 @@
  *   fillahead WAY    cp.asarray's rounds over pinned memory from cuMemHostAlloc (static CUDA
  *                    runtime), a launch and a write between fill and copy in two of them; bytes
  *                    compared (run with PINWHEEL_FILL_AHEAD)
+ *   release-kept WAY another module holds the primary context: the program's release is not the
+ *                    last (copies, and pinned memory from cuMemHostAlloc, still right), then the
+ *                    last reference goes
+ *   reset WAY        cuDevicePrimaryCtxReset between two staged copies; bytes compared
  *   context          a pageable copy in a context that is not the primary one
  *   release          the program releases its primary context after a staged copy, retains it
  *                    again and copies; "round N: references left R" lines
@@ -423,9 +427,12 @@ static int cmd_fillahead(void) {
   CUdeviceptr dev;
   CUstream s;
   CHECK(cuStreamCreate(&s, 0) == CUDA_SUCCESS);
-  CHECK(F.cuMemHostAlloc(&pin, n + at, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS && pin);
+  CHECK(F.cuMemHostAlloc(&pin, n + at, CU_MEMHOSTALLOC_DEVICEMAP) == CUDA_SUCCESS && pin);
   unsigned flags = 99;
-  CHECK(F.cuMemHostGetFlags(&flags, pin) == CUDA_SUCCESS && flags != 99);
+  long asked = fake_drv_count("cuMemHostGetFlags");
+  CHECK(F.cuMemHostGetFlags(&flags, pin) == CUDA_SUCCESS);
+  if (fake_drv_count("cuMemHostGetFlags") == asked) /* pinwheel's memory: its answer */
+    CHECK(flags == CU_MEMHOSTALLOC_DEVICEMAP);
   CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS);
   unsigned char *p = (unsigned char *)pin + at;
   for (int round = 0; round < 4; round++) {
@@ -452,6 +459,82 @@ static int cmd_fillahead(void) {
   free(src);
   free(back);
   printf("fillahead %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+/* Another module holds the primary context too; the program stages a copy, allocates pinned
+ * memory (pinwheel's with PINWHEEL_FILL_AHEAD) and releases its reference, which is not the last:
+ * the context lives on, so copies still give the right bytes, the allocation is still answered
+ * for (flags as allocated), and its free unregisters it.  Then the last reference goes: the
+ * context is destroyed, and nothing of pinwheel's uses its handles afterwards (the fake driver
+ * aborts on a stream of a destroyed context), at exit neither. */
+static int cmd_release_kept(void) {
+  size_t n = 8 << 20;
+  CUcontext other_ref;
+  CHECK(cuDevicePrimaryCtxRetain(&other_ref, 0) == CUDA_SUCCESS);
+  CUdeviceptr dev;
+  CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS);
+  unsigned char *src = malloc(n), *back = malloc(n);
+  void *pin = NULL;
+  CHECK(F.cuMemHostAlloc(&pin, n, CU_MEMHOSTALLOC_DEVICEMAP) == CUDA_SUCCESS && pin);
+  for (int round = 0; round < 2; round++) {
+    for (size_t i = 0; i < n; i++)
+      src[i] = (unsigned char)(i * 3 + (size_t)round);
+    CHECK(F.cuMemcpyHtoD_v2(dev, src, n) == CUDA_SUCCESS);
+    memset(src, 0, n); /* the copy returned: the program may write its source */
+    CHECK(F.cuMemcpyDtoH_v2(back, dev, n) == CUDA_SUCCESS);
+    for (size_t i = 0; i < n; i++)
+      if (back[i] != (unsigned char)(i * 3 + (size_t)round)) {
+        CHECK(!"bytes right");
+        break;
+      }
+    if (round == 0) {
+      CHECK(F.cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS);
+      printf("released once: references left %d\n", fake_drv_primary_refs());
+    }
+  }
+  unsigned flags = 99;
+  long asked = fake_drv_count("cuMemHostGetFlags");
+  CHECK(F.cuMemHostGetFlags(&flags, pin) == CUDA_SUCCESS);
+  long by_driver = fake_drv_count("cuMemHostGetFlags") - asked;
+  if (!by_driver) CHECK(flags == CU_MEMHOSTALLOC_DEVICEMAP); /* pinwheel's memory: its answer */
+  printf("flags answered by the driver: %ld\n", by_driver);
+  CHECK(F.cuMemFreeHost(pin) == CUDA_SUCCESS);
+  CHECK(!fake_drv_is_pinned(pin)); /* unregistered: nothing of it stays pinned */
+  CHECK(cuCtxSetCurrent(NULL) == CUDA_SUCCESS);
+  CHECK(F.cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS);
+  printf("released again: references left %d\n", fake_drv_primary_refs());
+  free(src);
+  free(back);
+  printf("release-kept %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+/* The program resets its primary context (cuDevicePrimaryCtxReset) between staged copies: its
+ * resources go, its references stay.  pinwheel drains and forgets its state there first and sets
+ * it up anew for the next copy: bytes right before and after, nothing of the old state used. */
+static int cmd_reset(void) {
+  size_t n = 4 << 20;
+  unsigned char *src = malloc(n), *back = malloc(n);
+  for (int round = 0; round < 2; round++) {
+    CUdeviceptr dev;
+    CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS);
+    for (size_t i = 0; i < n; i++)
+      src[i] = (unsigned char)(i * 5 + (size_t)round);
+    CHECK(F.cuMemcpyHtoD_v2(dev, src, n) == CUDA_SUCCESS);
+    memset(src, 0, n);
+    CHECK(F.cuMemcpyDtoH_v2(back, dev, n) == CUDA_SUCCESS);
+    for (size_t i = 0; i < n; i++)
+      if (back[i] != (unsigned char)(i * 5 + (size_t)round)) {
+        CHECK(!"bytes right");
+        break;
+      }
+    if (round == 0) CHECK(F.cuDevicePrimaryCtxReset_v2(0) == CUDA_SUCCESS);
+  }
+  printf("references left %d\n", fake_drv_primary_refs());
+  free(src);
+  free(back);
+  printf("reset %s\n", failures ? "FAILED" : "ok");
   return failures != 0;
 }
 
@@ -764,6 +847,8 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "stress") && argc > 4) return cmd_stress(atoi(argv[3]), atoi(argv[4]));
   if (!strcmp(cmd, "hostcopy")) return cmd_hostcopy();
   if (!strcmp(cmd, "fillahead")) return cmd_fillahead();
+  if (!strcmp(cmd, "release-kept")) return cmd_release_kept();
+  if (!strcmp(cmd, "reset")) return cmd_reset();
   fprintf(stderr, "driver_prog: unknown command %s\n", cmd);
   return 2;
 }

@@ -220,6 +220,45 @@ static void test_other_context_not_staged(void **state) {
   yajl_tree_free(v);
 }
 
+/* A release that is not the last leaves the context alive: the program's copies keep their bytes
+ * (no longer staged: the device's state is not used again, other_context), its pinned memory from
+ * pinwheel is still answered for and unregistered at its free; the last release then destroys the
+ * context, and nothing of pinwheel's touches it again (the fake aborts on a destroyed context's
+ * stream), at exit neither.  Deferred, inline setup, and background setup. */
+static void test_release_not_last(void **state) {
+  const char *argv[] = {PW_DRV_PROG, "release-kept", "direct", NULL};
+  const char *inl[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_SETUP=inline",
+                       "PINWHEEL_FILL_AHEAD=64M", NULL};
+  yajl_val v = run_summary(argv, inl,
+                           "released once: references left 1\nflags answered by the driver: 0\n"
+                           "released again: references left 0\nrelease-kept ok",
+                           1);
+  assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 1);
+  assert_int_equal(jget(v, "fallbacks", "other_context", "calls", NULL), 2); /* H2D and D2H */
+  assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), 1);
+  assert_int_equal(jget(v, "staging", "device_resets", NULL), 1); /* the last release */
+  yajl_tree_free(v);
+  const char *bg[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_SETUP=background", NULL};
+  v = run_summary(argv, bg, "release-kept ok", 1);
+  yajl_tree_free(v);
+  (void)state;
+}
+
+/* cuDevicePrimaryCtxReset between staged copies: pinwheel drains and forgets its state first (the
+ * fake aborts if a handle of the reset context is used later) and stages the next copy in a state
+ * set up anew; bytes right. */
+static void test_primary_context_reset(void **state) {
+  const char *argv[] = {PW_DRV_PROG, "reset", "gpa", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_SETUP=inline", NULL};
+  /* the program's reference and pinwheel's, taken again for the second copy */
+  yajl_val v = run_summary(argv, env, "references left 2\nreset ok", 1);
+  assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 2);
+  assert_int_equal(jget(v, "staging", "device_resets", NULL), 1);
+  assert_int_equal(jget(v, "calls", "cuDevicePrimaryCtxReset_v2", "calls", NULL), 1);
+  yajl_tree_free(v);
+  (void)state;
+}
+
 /* Uploads ahead (PINWHEEL_FILL_AHEAD) for a program whose pinned memory comes from the driver (the
  * static CUDA runtime's cudaHostAlloc, as in CuPy's wheels): its allocation in the primary context
  * is pinwheel's, its copies through the driver come from the uploads, and the launch and the write
@@ -417,6 +456,8 @@ int main(void) {
       cmocka_unit_test(test_other_context_not_staged),
       cmocka_unit_test(test_primary_context_released),
       cmocka_unit_test(test_fill_ahead_driver),
+      cmocka_unit_test(test_release_not_last),
+      cmocka_unit_test(test_primary_context_reset),
       cmocka_unit_test(test_host_copies),
       cmocka_unit_test(test_deferred),
       cmocka_unit_test(test_old_abi_untouched),

@@ -471,6 +471,13 @@ void pw_engine_guard_wait(pw_engine *e, const void *p, size_t n);
  * are given up when their side stream failed or stalled 2 s) and the side stream drains, then the
  * engine forgets the device; the next copy sets it up anew. */
 void pw_engine_device_reset(pw_engine *e, int device);
+/* The program is about to release the context the device's state lives in, which may destroy it:
+ * setups end, the deferred copy-ins queued so far finish (bounded as at a reset) and the side
+ * stream drains; the state is kept (the release may not be the last). */
+void pw_engine_device_quiesce(pw_engine *e, int device);
+/* The context the device's state lived in is gone (destroyed by the program's release): the
+ * engine forgets the state without a CUDA call, so nothing (exit included) uses its handles. */
+void pw_engine_device_gone(pw_engine *e, int device);
 
 #ifdef PW_TESTING
 /* Test hook (the test build only): the engine leaves out one dependency, so a test can prove that

@@ -532,7 +532,7 @@ static void wait_setups(pw_engine *e, uint64_t limit_ns) {
 }
 
 static pw_engine *_Atomic exit_engine;
-static void drain_jobs(pw_engine *e, int only);
+static void drain_jobs(pw_engine *e, int only, int forsake);
 
 /* At exit, once the deferred copy-ins are done: what pinwheel queued on each device's side stream
  * finishes first (at most 2 s a device: its DMAs may wait for the program's own streams), so a
@@ -560,7 +560,7 @@ static void wait_setups_at_exit(void) {
   pw_engine *e = atomic_load(&exit_engine);
   wait_setups(e, 10ull * 1000000000);
   if (e && getpid() == e->pid) {
-    drain_jobs(e, -1);
+    drain_jobs(e, -1, 0);
     settle_side_streams(e);
   }
 }
@@ -1119,10 +1119,11 @@ static void forsake_device(pw_engine *e, dev_state *d) {
  * A device reset (only = its device) waits only for the jobs queued before it began (later ones
  * cannot starve it), and for no more than DRAIN_STALL_NS without a ticket stored (the copy thread
  * may be held by a stalled side stream of another device, which may wait for the dying context);
- * then the reset device is forsaken (forsake_device).  Another device's side stream is never given
+ * then, with forsake, the reset device is forsaken (forsake_device); without (a quiesce: the
+ * context lives on), its later jobs run as they come.  Another device's side stream is never given
  * up for a reset: it may be slow, not dead, and once it moved its DMAs would copy stale chunks.
  * This thread may call CUDA; the copy thread still never does. */
-static void drain_jobs(pw_engine *e, int only) {
+static void drain_jobs(pw_engine *e, int only, int forsake) {
   struct {
     dev_state *d; /* the state the event belongs to */
     void *ev;
@@ -1155,7 +1156,7 @@ static void drain_jobs(pw_engine *e, int only) {
   pthread_mutex_unlock(&e->qlock);
   for (int i = 0; i < MAX_DEVICES; i++)
     if (probe[i].ev && probe[i].d == atomic_load(&e->dev[i])) ev_put(probe[i].d, probe[i].ev);
-  dev_state *d = only >= 0 && only < MAX_DEVICES ? atomic_load(&e->dev[only]) : NULL;
+  dev_state *d = forsake && only >= 0 && only < MAX_DEVICES ? atomic_load(&e->dev[only]) : NULL;
   if (d) forsake_device(e, d);
 }
 
@@ -1473,7 +1474,7 @@ int pw_engine_copy(pw_engine *e, const pw_transfer *copy) {
 void pw_engine_device_reset(pw_engine *e, int device) {
   if (!e || device < 0 || device >= MAX_DEVICES || atomic_load(&e->forked)) return;
   wait_setups(e, UINT64_MAX); /* a setup in flight would allocate into the dying context */
-  drain_jobs(e, device);      /* no copy thread writes into the pinned pool the reset frees */
+  drain_jobs(e, device, 1);   /* no copy thread writes into the pinned pool the reset frees */
   pthread_mutex_lock(&e->init_lock);
   dev_state *d = atomic_load(&e->dev[device]);
   if (d) {
@@ -1485,6 +1486,32 @@ void pw_engine_device_reset(pw_engine *e, int device) {
     /* A thread still inside a copy of this device (a program that resets while it copies) keeps
      * a valid struct: it is never freed, only forgotten; its CUDA resources die with the
      * context. */
+    atomic_store_explicit(&d->status, DEV_FAILED, memory_order_release);
+    atomic_store(&e->dev[device], NULL);
+    pw_add(&pw_st.device_resets, 1);
+  }
+  pthread_mutex_unlock(&e->init_lock);
+}
+
+void pw_engine_device_quiesce(pw_engine *e, int device) {
+  if (!e || device < 0 || device >= MAX_DEVICES || atomic_load(&e->forked)) return;
+  wait_setups(e, UINT64_MAX);
+  drain_jobs(e, device, 0); /* the copy-ins queued so far are done: none writes the pool later */
+  pthread_mutex_lock(&e->init_lock);
+  dev_state *d = atomic_load(&e->dev[device]);
+  if (d && atomic_load_explicit(&d->status, memory_order_acquire) == DEV_READY && d->side) {
+    int pending = d->ops->error_pending(); /* the program's, unread: not ours to clear */
+    d->ops->stream_sync(d->side);
+    if (!pending) d->ops->clear_error();
+  }
+  pthread_mutex_unlock(&e->init_lock);
+}
+
+void pw_engine_device_gone(pw_engine *e, int device) {
+  if (!e || device < 0 || device >= MAX_DEVICES || atomic_load(&e->forked)) return;
+  pthread_mutex_lock(&e->init_lock);
+  dev_state *d = atomic_load(&e->dev[device]);
+  if (d) { /* never freed: a thread still inside a copy of this device keeps a valid struct */
     atomic_store_explicit(&d->status, DEV_FAILED, memory_order_release);
     atomic_store(&e->dev[device], NULL);
     pw_add(&pw_st.device_resets, 1);
@@ -1511,7 +1538,7 @@ void pw_engine_after_fork_child(pw_engine *e) {
 void pw_engine_destroy(pw_engine *e) {
   if (!e) return;
   wait_setups(e, UINT64_MAX);
-  drain_jobs(e, -1);
+  drain_jobs(e, -1, 0);
   pthread_mutex_lock(&e->qlock);
   e->stop = 1;
   pthread_cond_broadcast(&e->qcv);

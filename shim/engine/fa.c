@@ -787,6 +787,23 @@ int pw_fa_copy(const pw_transfer *c) {
 
 /* ---- reset, fork, tests ---- */
 
+void pw_fa_device_quiesce(int device, const pw_ops *ops) {
+  fa_dev *d = device >= 0 && device < FA_DEVICES
+                  ? atomic_load_explicit(&devs[device], memory_order_acquire)
+                  : NULL;
+  if (!d || d->ops != ops || atomic_load(&d->dead)) return;
+  for (int i = 0; i < FA_ENTRIES; i++)
+    if (live_state(atomic_load(&d->e[i].state))) fa_revoke(&d->e[i], PW_FA_RESET);
+  /* the upload thread reclaims each entry once its DMAs and device copy are done (2 s at most:
+   * a stalled stream is not waited for) */
+  uint64_t t0 = pw_now_ns();
+  for (int i = 0; i < FA_ENTRIES && atomic_load(&thread_on) == 1; i++)
+    while (atomic_load(&d->e[i].state) != E_FREE && pw_now_ns() - t0 < 2000000000ull) {
+      wake();
+      nap_us(50);
+    }
+}
+
 void pw_fa_context_released(int device, const pw_ops *ops) {
   fa_dev *d = device >= 0 && device < FA_DEVICES
                   ? atomic_load_explicit(&devs[device], memory_order_acquire)

@@ -108,9 +108,13 @@ void pw_fa_revoke_range(const void *p, size_t n, int reason);
 /* cudaDeviceReset of device: its uploads are revoked and waited for, its scratch, stream and
  * events forgotten (the reset frees them), its allocations forgotten (the reset ends them). */
 void pw_fa_device_reset(int device);
-/* The program releases (or resets) device's primary context through the driver: what fill-ahead
- * made there through ops (the driver's) goes as at a device reset; made through another front
- * end (the runtime holds its own reference), it stays. */
+/* The program is about to release device's primary context through the driver: the uploads made
+ * there through ops (the driver's) are given up and their GPU work waited for (2 s at most); the
+ * rest stays, as the release may not be the last. */
+void pw_fa_device_quiesce(int device, const pw_ops *ops);
+/* That release destroyed the context: what fill-ahead made there through ops goes as at a device
+ * reset (no CUDA call); made through another front end (which holds its own reference), it
+ * stays. */
 void pw_fa_context_released(int device, const pw_ops *ops);
 void pw_fa_after_fork_child(void);
 

@@ -229,19 +229,21 @@ static int fa_cuMemHostGetFlags(CUresult *r, unsigned *flags, void *p) {
     return r;                                                                                      \
   }
 
-/* The program releases dev's primary context: pinwheel's own reference goes first (drv_ops.c),
- * then the program's, so its last release frees the context.  Counted; the status is the real
- * call's. */
+/* The program releases or resets dev's primary context: pinwheel lets go of what it runs there and
+ * of its own reference first (drv_ops.c), then the program's call; after a release, what the
+ * context took with it is forgotten.  Counted; the status is the real call's. */
 #define DRV_PRIMARY_RELEASE(name, params, args, dev_expr)                                          \
   CUresult name params {                                                                           \
     int mode = pw_enter();                                                                         \
     if (!DRV_REAL(name)) return drv_missing(#name);                                                \
+    int reset_ = PW_H_##name == PW_H_cuDevicePrimaryCtxReset_v2;                                   \
     if (mode != PW_MODE_OFF) {                                                                     \
       pw_count_call(PW_H_##name, 0);                                                               \
-      pw_drv_primary_release((int)(dev_expr));                                                     \
+      pw_drv_primary_release((int)(dev_expr), reset_);                                             \
     }                                                                                              \
     CUresult r = pw_drv.name args;                                                                 \
     pw_after_real();                                                                               \
+    if (mode != PW_MODE_OFF && !reset_) pw_drv_primary_released((int)(dev_expr));                  \
     return r;                                                                                      \
   }
 

@@ -41,8 +41,11 @@ void pw_drv_pop_context(void);
 int pw_drv_wait_host_value(void *s, const uint32_t *flag, uint32_t value);
 int pw_drv_write_host_value(void *s, uint32_t *flag, uint32_t value);
 void pw_drv_ops_fork_child(void);
-/* The program is about to release dev's primary context (drv.c's wrapper): pinwheel releases the
- * reference it holds, first. */
-void pw_drv_primary_release(int dev);
+/* The program is about to release (reset 0) or reset (1) dev's primary context (drv.c's wrapper):
+ * pinwheel quiesces what it runs there (a reset: drains and forgets it), then releases the
+ * reference it holds, first.  pw_drv_primary_released, after the program's release: when that
+ * destroyed the context, pinwheel forgets what it made there, without a CUDA call. */
+void pw_drv_primary_release(int dev, int reset);
+void pw_drv_primary_released(int dev);
 
 #endif

@@ -12,17 +12,21 @@
  * error_pending have nothing to do.
  *
  * pinwheel retains a device's primary context once (primary_of), so that the context it stages in
- * cannot vanish under a copy.  When the program releases that context (cuDevicePrimaryCtxRelease)
- * or resets it (cuDevicePrimaryCtxReset), pinwheel lets go of what it made there while the context
- * still lives, then its reference goes, so the program's last release frees the context as it
- * would without pinwheel.  Uploads ahead made through this backend are given up and forgotten
- * (pw_fa_context_released).  If the engine's state of the device (pinned pool, ring, side stream)
- * was made in it through this backend, the device is marked gone and nothing is staged there
- * again (context_ok, and the runtime backend's), a setup still running there is refused its next
- * call and its call in flight is waited for, and the engine drains the device's deferred copies
- * and its side stream and forgets the state, as at a device reset, so none of its handles is used
- * again, at exit neither.  (A release that was not the last leaves the context alive: the state
- * forgotten then stays allocated until the context goes.)
+ * cannot vanish under a copy.  When the program releases that context (cuDevicePrimaryCtxRelease),
+ * the release may be the last (the context is destroyed) or not (another module holds it), so
+ * pinwheel first quiesces what it runs there (the engine's deferred copy-ins queued so far and its
+ * side stream; the uploads ahead made through this backend, given up and waited for) while the
+ * context surely lives, then its own reference goes, so the program's last release frees the
+ * context as it would without pinwheel.  If the engine's state of the device (pinned pool, ring,
+ * side stream) was made in it through this backend, the device is marked gone and nothing is
+ * staged there again (context_ok, and the runtime backend's), and a setup still running there is
+ * refused its next call and its call in flight is waited for.  After the program's release, if the
+ * context is no longer active it was destroyed: the engine and fill-ahead forget what they made
+ * there without a CUDA call, so no handle of it is used again, at exit neither.  If it is still
+ * active, everything stays valid, unused by the engine.  A reset (cuDevicePrimaryCtxReset)
+ * destroys the context's resources whoever holds it: as at cudaDeviceReset, the engine's state
+ * and the uploads ahead there (any front end's) are drained and forgotten first, pinwheel's
+ * reference goes, and the next staged copy sets the device up anew.
  */
 #include "drv.h"
 #include "fa.h"
@@ -65,31 +69,48 @@ int pw_drv_state_gone(int device) {
   return device >= 0 && device < MAX_DEVICES && atomic_load(&gone[device]);
 }
 
-void pw_drv_primary_release(int dev) {
+void pw_drv_primary_release(int dev, int reset) {
   if (dev < 0 || dev >= MAX_DEVICES) return;
-  pthread_mutex_lock(&primary_lock);
-  int held = primary[dev] != NULL, made = held && atomic_load(&state_made[dev]);
-  if (made) {
-    atomic_store(&gone[dev], 1); /* a setup's next call is refused; the one in flight ends */
-    struct timespec ms = {0, 1000000};
-    while (pw_setup_busy())
-      nanosleep(&ms, NULL);
+  if (reset) {
+    /* the context's resources go whoever holds it: as at cudaDeviceReset, pinwheel's state there
+     * (any front end's) is drained and forgotten, and set up anew by the next staged copy */
+    pw_fa_device_reset(dev);
+    pw_engine_device_reset(pw_eng, dev);
+    pthread_mutex_lock(&primary_lock);
+    atomic_store(&state_made[dev], 0);
+  } else {
+    pthread_mutex_lock(&primary_lock);
+    int held = primary[dev] != NULL, made = held && atomic_load(&state_made[dev]);
+    if (made) {
+      atomic_store(&gone[dev], 1); /* a setup's next call is refused; the one in flight ends */
+      struct timespec ms = {0, 1000000};
+      while (pw_setup_busy())
+        nanosleep(&ms, NULL);
+    }
+    pthread_mutex_unlock(&primary_lock);
+    /* The release may be the last (the context goes) or not (it lives on): nothing of pinwheel's
+     * may still be running in it, and nothing it keeps may become wrong.  Without the lock: the
+     * engine's copy thread may ask for the primary context. */
+    if (made) pw_engine_device_quiesce(pw_eng, dev);
+    if (held) pw_fa_device_quiesce(dev, &pw_drv_ops);
+    pthread_mutex_lock(&primary_lock);
   }
-  pthread_mutex_unlock(&primary_lock);
-  /* What pinwheel made in the context is let go while the context still lives (the program's
-   * release may be its last): the uploads ahead made through the driver are given up and their
-   * scratch forgotten, the deferred copy-ins finish, the side stream drains and the engine forgets
-   * the device, so nothing of pinwheel's (its exit handlers included) uses a handle of a destroyed
-   * context.  Without the lock: the engine's copy thread may ask for the primary context. */
-  if (held) pw_fa_context_released(dev, &pw_drv_ops);
-  if (made) pw_engine_device_reset(pw_eng, dev);
-  pthread_mutex_lock(&primary_lock);
   CUcontext c = primary[dev];
   if (c) {
     __atomic_store_n(&primary[dev], NULL, __ATOMIC_RELEASE);
     (void)CALL(cuDevicePrimaryCtxRelease_v2, dev);
   }
   pthread_mutex_unlock(&primary_lock);
+}
+
+void pw_drv_primary_released(int dev) {
+  unsigned flags = 0;
+  int active = 1;
+  if (dev < 0 || dev >= MAX_DEVICES || CALL(cuDevicePrimaryCtxGetState, dev, &flags, &active) ||
+      active)
+    return; /* it lives on (another module holds it): the state stays, unused (gone) */
+  pw_fa_context_released(dev, &pw_drv_ops);
+  if (atomic_load(&state_made[dev])) pw_engine_device_gone(pw_eng, dev);
 }
 
 /* dev's primary context when it is active (the program uses it), else NULL.  Never creates one. */
