@@ -414,6 +414,23 @@ static int cmd_context(void) {
   return failures != 0;
 }
 
+/* One round trip of n bytes through dev: src filled with the round's pattern (i * mul + round),
+ * copied to the device, overwritten (the copy returned: the program may write its source), copied
+ * back; the bytes compared. */
+static void round_trip(CUdeviceptr dev, unsigned char *src, unsigned char *back, size_t n,
+                       unsigned mul, int round) {
+  for (size_t i = 0; i < n; i++)
+    src[i] = (unsigned char)(i * mul + (size_t)round);
+  CHECK(F.cuMemcpyHtoD_v2(dev, src, n) == CUDA_SUCCESS);
+  memset(src, 0, n);
+  CHECK(F.cuMemcpyDtoH_v2(back, dev, n) == CUDA_SUCCESS);
+  for (size_t i = 0; i < n; i++)
+    if (back[i] != (unsigned char)(i * mul + (size_t)round)) {
+      CHECK(!"bytes right");
+      break;
+    }
+}
+
 /* CuPy's cp.asarray as a program built with the static CUDA runtime makes it: four rounds over one
  * buffer of pinned memory from cuMemHostAlloc, each a memmove that fills it, then
  * cuMemcpyHtoDAsync and a synchronize; in round 1 a kernel launch and in round 2 a write of the
@@ -478,16 +495,7 @@ static int cmd_release_kept(void) {
   void *pin = NULL;
   CHECK(F.cuMemHostAlloc(&pin, n, CU_MEMHOSTALLOC_DEVICEMAP) == CUDA_SUCCESS && pin);
   for (int round = 0; round < 2; round++) {
-    for (size_t i = 0; i < n; i++)
-      src[i] = (unsigned char)(i * 3 + (size_t)round);
-    CHECK(F.cuMemcpyHtoD_v2(dev, src, n) == CUDA_SUCCESS);
-    memset(src, 0, n); /* the copy returned: the program may write its source */
-    CHECK(F.cuMemcpyDtoH_v2(back, dev, n) == CUDA_SUCCESS);
-    for (size_t i = 0; i < n; i++)
-      if (back[i] != (unsigned char)(i * 3 + (size_t)round)) {
-        CHECK(!"bytes right");
-        break;
-      }
+    round_trip(dev, src, back, n, 3, round);
     if (round == 0) {
       CHECK(F.cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS);
       printf("released once: references left %d\n", fake_drv_primary_refs());
@@ -519,16 +527,7 @@ static int cmd_reset(void) {
   for (int round = 0; round < 2; round++) {
     CUdeviceptr dev;
     CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS);
-    for (size_t i = 0; i < n; i++)
-      src[i] = (unsigned char)(i * 5 + (size_t)round);
-    CHECK(F.cuMemcpyHtoD_v2(dev, src, n) == CUDA_SUCCESS);
-    memset(src, 0, n);
-    CHECK(F.cuMemcpyDtoH_v2(back, dev, n) == CUDA_SUCCESS);
-    for (size_t i = 0; i < n; i++)
-      if (back[i] != (unsigned char)(i * 5 + (size_t)round)) {
-        CHECK(!"bytes right");
-        break;
-      }
+    round_trip(dev, src, back, n, 5, round);
     if (round == 0) CHECK(F.cuDevicePrimaryCtxReset_v2(0) == CUDA_SUCCESS);
   }
   printf("references left %d\n", fake_drv_primary_refs());
@@ -547,16 +546,7 @@ static int cmd_release(void) {
   CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS);
   unsigned char *src = malloc(n), *back = malloc(n);
   for (int round = 0; round < 2; round++) {
-    for (size_t i = 0; i < n; i++)
-      src[i] = (unsigned char)(i * 7 + (size_t)round);
-    CHECK(F.cuMemcpyHtoD_v2(dev, src, n) == CUDA_SUCCESS);
-    memset(src, 0, n);
-    CHECK(F.cuMemcpyDtoH_v2(back, dev, n) == CUDA_SUCCESS);
-    for (size_t i = 0; i < n; i++)
-      if (back[i] != (unsigned char)(i * 7 + (size_t)round)) {
-        CHECK(!"bytes right");
-        break;
-      }
+    round_trip(dev, src, back, n, 7, round);
     CHECK(cuCtxSetCurrent(NULL) == CUDA_SUCCESS);
     CHECK(cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS);
     printf("round %d: references left %d\n", round, fake_drv_primary_refs());
