@@ -25,6 +25,7 @@
  *                    last (copies, and pinned memory from cuMemHostAlloc, still right), then the
  *                    last reference goes
  *   reset WAY        cuDevicePrimaryCtxReset between two staged copies; bytes compared
+ *   release-reset WAY  a release that is not the last, then a reset: staged again after it
  *   context          a pageable copy in a context that is not the primary one
  *   release          the program releases its primary context after a staged copy, retains it
  *                    again and copies; "round N: references left R" lines
@@ -501,6 +502,9 @@ static int cmd_release_kept(void) {
       printf("released once: references left %d\n", fake_drv_primary_refs());
     }
   }
+  /* a fill of the pinned memory while the context lives on: its upload must be over (or given
+   * up) before the last release destroys the context */
+  memmove(pin, back, n);
   unsigned flags = 99;
   long asked = fake_drv_count("cuMemHostGetFlags");
   CHECK(F.cuMemHostGetFlags(&flags, pin) == CUDA_SUCCESS);
@@ -515,6 +519,28 @@ static int cmd_release_kept(void) {
   free(src);
   free(back);
   printf("release-kept %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
+/* Another module holds the primary context; the program stages a copy, releases its reference
+ * (not the last: staging there stops), then resets the context: pinwheel's state is set up anew
+ * and the next copy is staged again.  Bytes compared each time. */
+static int cmd_release_reset(void) {
+  size_t n = 4 << 20;
+  CUcontext other_ref;
+  CHECK(cuDevicePrimaryCtxRetain(&other_ref, 0) == CUDA_SUCCESS);
+  unsigned char *src = malloc(n), *back = malloc(n);
+  CUdeviceptr dev;
+  CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS);
+  round_trip(dev, src, back, n, 11, 0);
+  CHECK(F.cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS);
+  round_trip(dev, src, back, n, 11, 1);
+  CHECK(F.cuDevicePrimaryCtxReset_v2(0) == CUDA_SUCCESS);
+  CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS); /* the reset freed the old one */
+  round_trip(dev, src, back, n, 11, 2);
+  free(src);
+  free(back);
+  printf("release-reset %s\n", failures ? "FAILED" : "ok");
   return failures != 0;
 }
 
@@ -839,6 +865,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "fillahead")) return cmd_fillahead();
   if (!strcmp(cmd, "release-kept")) return cmd_release_kept();
   if (!strcmp(cmd, "reset")) return cmd_reset();
+  if (!strcmp(cmd, "release-reset")) return cmd_release_reset();
   fprintf(stderr, "driver_prog: unknown command %s\n", cmd);
   return 2;
 }

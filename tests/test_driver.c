@@ -256,6 +256,12 @@ static void test_primary_context_reset(void **state) {
   assert_int_equal(jget(v, "staging", "device_resets", NULL), 1);
   assert_int_equal(jget(v, "calls", "cuDevicePrimaryCtxReset_v2", "calls", NULL), 1);
   yajl_tree_free(v);
+  /* after a release that left the context alive (staging there stopped), a reset: staged anew */
+  const char *again[] = {PW_DRV_PROG, "release-reset", "direct", NULL};
+  v = run_summary(again, env, "release-reset ok", 1);
+  assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 2);
+  assert_int_equal(jget(v, "fallbacks", "other_context", "calls", NULL), 2);
+  yajl_tree_free(v);
   (void)state;
 }
 

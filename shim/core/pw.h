@@ -473,10 +473,11 @@ void pw_engine_guard_wait(pw_engine *e, const void *p, size_t n);
 void pw_engine_device_reset(pw_engine *e, int device);
 /* The program is about to release the context the device's state lives in, which may destroy it:
  * setups end, the deferred copy-ins queued so far finish (bounded as at a reset) and the side
- * stream drains; the state is kept (the release may not be the last). */
+ * stream drains (2 s at most); the state is kept (the release may not be the last). */
 void pw_engine_device_quiesce(pw_engine *e, int device);
 /* The context the device's state lived in is gone (destroyed by the program's release): the
- * engine forgets the state without a CUDA call, so nothing (exit included) uses its handles. */
+ * engine forgets the state and gives up the jobs still queued for it without a CUDA call, so
+ * nothing (exit included) uses its handles. */
 void pw_engine_device_gone(pw_engine *e, int device);
 
 #ifdef PW_TESTING

@@ -1089,10 +1089,11 @@ static int side_error(dev_state *d, void **probe) {
  * (skip), stops waiting for its side stream in the job it is in (abort_wait), and this thread
  * waits until it is out of that job.  The guards of the device's jobs still queued are released
  * here (the program may write their sources now; the copy thread, held by another device's job,
- * may reach them much later), and every ticket handed out is stored, so the side stream's waits
- * run through (its DMAs copy whatever the chunks hold: the memory they copy into goes with the
- * reset).  Afterwards nothing of pinwheel's touches the device's pinned pool. */
-static void forsake_device(pw_engine *e, dev_state *d) {
+ * may reach them much later), and, while the pool lives (pool_lives: a reset not yet made), every
+ * ticket handed out is stored, so the side stream's waits run through (its DMAs copy whatever the
+ * chunks hold: the memory they copy into goes with the reset); once the context is gone, nothing
+ * is stored into its freed pool.  Afterwards nothing of pinwheel's touches the pinned pool. */
+static void forsake_device(pw_engine *e, dev_state *d, int pool_lives) {
   const pw_guard_ops *g = e->cfg.guard;
   atomic_store(&d->skip, 1);
   atomic_store(&d->abort_wait, 1);
@@ -1105,7 +1106,7 @@ static void forsake_device(pw_engine *e, dev_state *d) {
     defer_job *j = &e->jobs[q % JOB_MAX];
     if (j->d == d && j->guard_id >= 0) ids[n++] = j->guard_id, j->guard_id = -1;
   }
-  if (d->flag) atomic_store_explicit(d->flag, d->ticket, memory_order_release);
+  if (d->flag && pool_lives) atomic_store_explicit(d->flag, d->ticket, memory_order_release);
   pthread_mutex_unlock(&e->qlock);
   for (int i = 0; i < n; i++)
     g->release(ids[i]);
@@ -1157,7 +1158,7 @@ static void drain_jobs(pw_engine *e, int only, int forsake) {
   for (int i = 0; i < MAX_DEVICES; i++)
     if (probe[i].ev && probe[i].d == atomic_load(&e->dev[i])) ev_put(probe[i].d, probe[i].ev);
   dev_state *d = forsake && only >= 0 && only < MAX_DEVICES ? atomic_load(&e->dev[only]) : NULL;
-  if (d) forsake_device(e, d);
+  if (d) forsake_device(e, d, 1);
 }
 
 /* [from, to) of src into the job's chunks, on the calling thread. */
@@ -1497,14 +1498,15 @@ void pw_engine_device_quiesce(pw_engine *e, int device) {
   if (!e || device < 0 || device >= MAX_DEVICES || atomic_load(&e->forked)) return;
   wait_setups(e, UINT64_MAX);
   drain_jobs(e, device, 0); /* the copy-ins queued so far are done: none writes the pool later */
-  pthread_mutex_lock(&e->init_lock);
   dev_state *d = atomic_load(&e->dev[device]);
-  if (d && atomic_load_explicit(&d->status, memory_order_acquire) == DEV_READY && d->side) {
-    int pending = d->ops->error_pending(); /* the program's, unread: not ours to clear */
-    d->ops->stream_sync(d->side);
-    if (!pending) d->ops->clear_error();
-  }
-  pthread_mutex_unlock(&e->init_lock);
+  if (!d || atomic_load_explicit(&d->status, memory_order_acquire) != DEV_READY || !d->side) return;
+  /* the side stream's work done, waited for 2 s at most: its DMAs may wait for the program's own
+   * streams, which may wait for the host (a release that is not the last never waits for the GPU
+   * without pinwheel) */
+  void *probe = NULL;
+  for (int t = 0; t < 2000 && !side_error(d, &probe) && probe; t++)
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  if (probe) ev_put(d, probe);
 }
 
 void pw_engine_device_gone(pw_engine *e, int device) {
@@ -1517,6 +1519,9 @@ void pw_engine_device_gone(pw_engine *e, int device) {
     pw_add(&pw_st.device_resets, 1);
   }
   pthread_mutex_unlock(&e->init_lock);
+  /* jobs the quiesce left queued (its drain gave up on a stalled copy thread) are never run: their
+   * pinned chunks and side stream went with the context (no ticket stored: the pool is gone) */
+  if (d) forsake_device(e, d, 0);
 }
 
 void pw_engine_guard_wait(pw_engine *e, const void *p, size_t n) {

@@ -78,6 +78,7 @@ void pw_drv_primary_release(int dev, int reset) {
     pw_engine_device_reset(pw_eng, dev);
     pthread_mutex_lock(&primary_lock);
     atomic_store(&state_made[dev], 0);
+    atomic_store(&gone[dev], 0); /* an earlier release's mark: the state it meant is forgotten */
   } else {
     pthread_mutex_lock(&primary_lock);
     int held = primary[dev] != NULL, made = held && atomic_load(&state_made[dev]);
@@ -92,7 +93,9 @@ void pw_drv_primary_release(int dev, int reset) {
      * may still be running in it, and nothing it keeps may become wrong.  Without the lock: the
      * engine's copy thread may ask for the primary context. */
     if (made) pw_engine_device_quiesce(pw_eng, dev);
-    if (held) pw_fa_device_quiesce(dev, &pw_drv_ops);
+    /* every release: after one that was not the last, pinwheel holds none, and the program's
+     * fills may still upload there */
+    pw_fa_device_quiesce(dev, &pw_drv_ops);
     pthread_mutex_lock(&primary_lock);
   }
   CUcontext c = primary[dev];
