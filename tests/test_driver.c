@@ -279,7 +279,14 @@ static void test_fill_ahead_driver(void **state) {
     yajl_val v = run_summary(argv, env, "fillahead ok", 1);
     assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), 1);
     assert_int_equal(jget(v, "fill_ahead", "fills", "calls", NULL), 4);
-    assert_int_equal(jget(v, "fill_ahead", "used", "calls", NULL), 2);
+    /* rounds 0 and 3 copy from their uploads, unless a loaded machine kept the upload thread from
+     * recording in time (a copy waits 50 ms for it) or the copy from coming within 100 ms: then
+     * that upload is given up as such, and the bytes are CUDA's copy's */
+    long long used = jget(v, "fill_ahead", "used", "calls", NULL);
+    assert_true(used >= 1);
+    assert_int_equal(used + jget(v, "fill_ahead", "revoked", "upload_failed", NULL) +
+                         jget(v, "fill_ahead", "revoked", "expired", NULL),
+                     2);
     assert_int_equal(jget(v, "fill_ahead", "revoked", "launch", NULL), 1);
     assert_int_equal(jget(v, "fill_ahead", "revoked", "written_freed_or_fork", NULL), 1);
     yajl_tree_free(v);
