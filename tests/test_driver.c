@@ -145,6 +145,28 @@ static void test_stage_bytes(void **state) {
   free_result(&r);
 }
 
+/* 1 when this machine gives pinwheel no source guard (userfaultfd not permitted with kernel faults,
+ * or an emulator without it): deferral says why in the summary, and fill-ahead, which needs the
+ * guard, is off.  Asked once, of a staged run with deferral on. */
+static int guard_missing(void) {
+  static int known = -1;
+  if (known >= 0) return known;
+  const char *argv[] = {PW_DRV_PROG, "stage", "direct", "expect-staged", NULL};
+  const char *env[] = {PRELOAD,
+                       "PINWHEEL_MODE=stage",
+                       "PINWHEEL_SETUP=inline",
+                       "PINWHEEL_CHUNK=1M",
+                       "PINWHEEL_DEFER=1",
+                       NULL};
+  yajl_val v = run_summary(argv, env, "stage ok", 1);
+  long long no_guard = jget(v, "not_deferred", "no_userfaultfd", NULL) +
+                       jget(v, "not_deferred", "uffd_user_only", NULL) +
+                       jget(v, "not_deferred", "uffd_no_write_protect", NULL);
+  known = !jget(v, "deferred", "calls", NULL) && no_guard > 0;
+  yajl_tree_free(v);
+  return known;
+}
+
 /* Deferred staging end to end: the real guard and copy thread, the side stream's wait for the
  * copy thread's flag (the fake driver's wait blocks until the flag is stored); the program checks
  * the bytes.  PINWHEEL_DEFER=0 defers nothing and says so.  Where this machine gives no guard
@@ -229,13 +251,15 @@ static void test_release_not_last(void **state) {
   const char *argv[] = {PW_DRV_PROG, "release-kept", "direct", NULL};
   const char *inl[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_SETUP=inline",
                        "PINWHEEL_FILL_AHEAD=64M", NULL};
+  int fa = !guard_missing(); /* without the guard the allocation stays the driver's */
   yajl_val v = run_summary(argv, inl,
-                           "released once: references left 1\nflags answered by the driver: 0\n"
-                           "released again: references left 0\nrelease-kept ok",
+                           fa ? "released once: references left 1\nflags answered by the driver: "
+                                "0\nreleased again: references left 0\nrelease-kept ok"
+                              : "released again: references left 0\nrelease-kept ok",
                            1);
   assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 1);
   assert_int_equal(jget(v, "fallbacks", "other_context", "calls", NULL), 2); /* H2D and D2H */
-  assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), 1);
+  assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), fa);
   assert_int_equal(jget(v, "staging", "device_resets", NULL), 1); /* the last release */
   yajl_tree_free(v);
   const char *bg[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_SETUP=background", NULL};
@@ -271,6 +295,7 @@ static void test_primary_context_reset(void **state) {
  * between fill and copy give theirs up; the allocation in another context is the driver's.  The
  * program checks the device's bytes every round.  Without the option none of it. */
 static void test_fill_ahead_driver(void **state) {
+  if (guard_missing()) skip(); /* fill-ahead is off without the guard (test_deferred says so) */
   const char *by[] = {"direct", "gpa"};
   for (int w = 0; w < 2; w++) {
     const char *argv[] = {PW_DRV_PROG, "fillahead", by[w], NULL};
