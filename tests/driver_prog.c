@@ -26,6 +26,7 @@
  *                    last reference goes
  *   reset WAY        cuDevicePrimaryCtxReset between two staged copies; bytes compared
  *   release-reset WAY  a release that is not the last, then a reset: staged again after it
+ *   release-in-setup WAY  the only reference released while pinwheel's background setup runs
  *   context          a pageable copy in a context that is not the primary one
  *   release          the program releases its primary context after a staged copy, retains it
  *                    again and copies; "round N: references left R" lines
@@ -57,6 +58,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
@@ -544,6 +546,29 @@ static int cmd_release_reset(void) {
   return failures != 0;
 }
 
+/* The program's first copy starts pinwheel's setup in the background (the test slows it down
+ * before its first allocation), and the program releases its only reference at once, while the
+ * setup is under way: the setup must end before the context goes (the fake aborts on a stream
+ * created in a destroyed primary context), and nothing of it is used afterwards. */
+static int cmd_release_in_setup(void) {
+  size_t n = 4 << 20;
+  unsigned char *src = malloc(n), *back = malloc(n);
+  CUdeviceptr dev;
+  CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS);
+  round_trip(dev, src, back, n, 13, 0); /* CUDA's copies: the setup has just begun */
+  CHECK(cuCtxSetCurrent(NULL) == CUDA_SUCCESS);
+  CHECK(F.cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS);
+  printf("released in setup: references left %d\n", fake_drv_primary_refs());
+  fflush(stdout);
+  /* the program goes on a while (exit would close the setup's gate): a setup still under way
+   * would now go on in the destroyed context */
+  nanosleep(&(struct timespec){0, 600 * 1000000L}, NULL);
+  free(src);
+  free(back);
+  printf("release-in-setup %s\n", failures ? "FAILED" : "ok");
+  return failures != 0;
+}
+
 /* The program resets its primary context (cuDevicePrimaryCtxReset) between staged copies: its
  * resources go, its references stay.  pinwheel drains and forgets its state there first and sets
  * it up anew for the next copy: bytes right before and after, nothing of the old state used. */
@@ -866,6 +891,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "release-kept")) return cmd_release_kept();
   if (!strcmp(cmd, "reset")) return cmd_reset();
   if (!strcmp(cmd, "release-reset")) return cmd_release_reset();
+  if (!strcmp(cmd, "release-in-setup")) return cmd_release_in_setup();
   fprintf(stderr, "driver_prog: unknown command %s\n", cmd);
   return 2;
 }

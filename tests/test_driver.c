@@ -268,6 +268,22 @@ static void test_release_not_last(void **state) {
   (void)state;
 }
 
+/* The program releases its only reference to the primary context while pinwheel's background
+ * setup there has selected the device but not yet allocated (the fake slows the call in between):
+ * the release waits for the setup, then quiesces and forgets its state; without that wait the
+ * setup went on in the destroyed context (the fake aborts on its side stream's creation there). */
+static void test_release_during_setup(void **state) {
+  const char *argv[] = {PW_DRV_PROG, "release-in-setup", "direct", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_SETUP=background",
+                       "FAKE_CAPTURE_MODE_DELAY_MS=300", NULL};
+  yajl_val v =
+      run_summary(argv, env, "released in setup: references left 0\nrelease-in-setup ok", 1);
+  assert_true(jget(v, "fallbacks", "setting_up", "calls", NULL) >= 1);
+  assert_int_equal(jget(v, "staging", "device_resets", NULL), 1); /* made, then forgotten */
+  yajl_tree_free(v);
+  (void)state;
+}
+
 /* cuDevicePrimaryCtxReset between staged copies: pinwheel drains and forgets its state first (the
  * fake aborts if a handle of the reset context is used later) and stages the next copy in a state
  * set up anew; bytes right. */
@@ -496,6 +512,7 @@ int main(void) {
       cmocka_unit_test(test_fill_ahead_driver),
       cmocka_unit_test(test_release_not_last),
       cmocka_unit_test(test_primary_context_reset),
+      cmocka_unit_test(test_release_during_setup),
       cmocka_unit_test(test_host_copies),
       cmocka_unit_test(test_deferred),
       cmocka_unit_test(test_old_abi_untouched),

@@ -92,6 +92,15 @@ void pw_drv_primary_release(int dev, int reset) {
     /* The release may be the last (the context goes) or not (it lives on): nothing of pinwheel's
      * may still be running in it, and nothing it keeps may become wrong.  Without the lock: the
      * engine's copy thread may ask for the primary context. */
+    if (held && !made) {
+      /* a setup through this backend may be under way (it retained the context and has not
+       * allocated yet): it ends first (the quiesce waits for setups), then the state it made, if
+       * any, is marked gone and quiesced as above */
+      pw_engine_device_quiesce(pw_eng, dev);
+      pthread_mutex_lock(&primary_lock);
+      if ((made = atomic_load(&state_made[dev])) != 0) atomic_store(&gone[dev], 1);
+      pthread_mutex_unlock(&primary_lock);
+    }
     if (made) pw_engine_device_quiesce(pw_eng, dev);
     /* every release: after one that was not the last, pinwheel holds none, and the program's
      * fills may still upload there */

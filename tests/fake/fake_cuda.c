@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fake_cuda_api.h"
 #include "fake_common.h"
@@ -330,6 +331,10 @@ CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st) {
   return CUDA_SUCCESS;
 }
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+  /* slowed down on request: pinwheel's setup makes this call between selecting the device and
+   * its first allocation, so a test can release the context in that window */
+  const char *delay = getenv("FAKE_CAPTURE_MODE_DELAY_MS");
+  if (delay) nanosleep(&(struct timespec){0, atol(delay) * 1000000L}, NULL);
   CUstreamCaptureMode old = capture_mode;
   capture_mode = *mode;
   *mode = old;
@@ -412,6 +417,10 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
 }
 CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
   if (!current) return CUDA_ERROR_INVALID_CONTEXT;
+  if (current == &primary_ctx && !__atomic_load_n(&primary_active, __ATOMIC_SEQ_CST)) {
+    fprintf(stderr, "fake libcuda: cuStreamCreate: in a destroyed primary context\n");
+    abort(); /* the real driver: undefined */
+  }
   fake_stream *f = calloc(1, sizeof *f);
   f->magic = 0x5eed;
   f->ctx = current;
