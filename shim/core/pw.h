@@ -467,9 +467,10 @@ void pw_engine_after_fork_child(pw_engine *e);
 /* Wait until no deferred copy guards any of [p, p+n): pinwheel calls it before it writes into the
  * program's memory itself, so that none of its threads ever stops on a guarded page. */
 void pw_engine_guard_wait(pw_engine *e, const void *p, size_t n);
-/* The device's context is about to be destroyed (cudaDeviceReset): deferred copy-ins finish (or
- * are given up when their side stream failed or stalled 2 s) and the side stream drains, then the
- * engine forgets the device; the next copy sets it up anew. */
+/* The device's context is about to be destroyed (cudaDeviceReset): the uploads ahead made there
+ * are given up (pw_fa_device_reset), deferred copy-ins finish (or are given up when their side
+ * stream failed or stalled 2 s) and the side stream drains, then the engine forgets the device;
+ * the next copy sets it up anew. */
 void pw_engine_device_reset(pw_engine *e, int device);
 /* The program is about to release the context the device's state lives in, which may destroy it:
  * setups end, the deferred copy-ins queued so far finish (bounded as at a reset) and the side

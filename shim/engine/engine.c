@@ -33,6 +33,7 @@
  * Lock order: init_lock, then a device's lock.
  */
 #define _GNU_SOURCE
+#include "fa.h"
 #include "numa.h"
 #include "pw.h"
 
@@ -541,14 +542,18 @@ static void drain_jobs(pw_engine *e, int only, int forsake);
  * switch: the gate is closed by now, and set_device would be refused (and mark the thread).  An
  * event still pending at the end is not given back: the process is ending. */
 static int side_error(dev_state *d, void **probe);
+/* d's side stream's work done, or an error of it, or 2 s passed (DRAIN_STALL_NS): the probe event
+ * still pending then, else NULL. */
+static void *settle_side(dev_state *d) {
+  void *probe = NULL;
+  for (int t = 0; t < 2000 && !side_error(d, &probe) && probe; t++)
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  return probe;
+}
 static void settle_side_streams(pw_engine *e) {
   for (int i = 0; i < MAX_DEVICES; i++) {
     dev_state *d = atomic_load(&e->dev[i]);
-    if (!d || atomic_load(&d->status) != DEV_READY || !d->side) continue;
-    void *probe = NULL;
-    struct timespec ms = {0, 1000000};
-    for (int t = 0; t < 2000 && !side_error(d, &probe) && probe; t++)
-      nanosleep(&ms, NULL);
+    if (d && atomic_load(&d->status) == DEV_READY && d->side) (void)settle_side(d);
   }
 }
 
@@ -1472,25 +1477,32 @@ int pw_engine_copy(pw_engine *e, const pw_transfer *copy) {
   return path;
 }
 
+/* The device's state forgotten (under init_lock): DEV_FAILED, its slot empty, counted; the state
+ * or NULL.  Never freed: a thread still inside a copy of this device (a program that resets or
+ * releases while it copies) keeps a valid struct; its CUDA resources die with the context. */
+static dev_state *forget_device(pw_engine *e, int device) {
+  dev_state *d = atomic_load(&e->dev[device]);
+  if (d) {
+    atomic_store_explicit(&d->status, DEV_FAILED, memory_order_release);
+    atomic_store(&e->dev[device], NULL);
+    pw_add(&pw_st.device_resets, 1);
+  }
+  return d;
+}
+
 void pw_engine_device_reset(pw_engine *e, int device) {
+  pw_fa_device_reset(device); /* the uploads ahead made there go with it too (fa.h) */
   if (!e || device < 0 || device >= MAX_DEVICES || atomic_load(&e->forked)) return;
   wait_setups(e, UINT64_MAX); /* a setup in flight would allocate into the dying context */
   drain_jobs(e, device, 1);   /* no copy thread writes into the pinned pool the reset frees */
   pthread_mutex_lock(&e->init_lock);
   dev_state *d = atomic_load(&e->dev[device]);
-  if (d) {
-    if (atomic_load_explicit(&d->status, memory_order_acquire) == DEV_READY && d->side) {
-      int pending = d->ops->error_pending(); /* the program's, unread: not ours to clear */
-      d->ops->stream_sync(d->side);
-      if (!pending) d->ops->clear_error();
-    }
-    /* A thread still inside a copy of this device (a program that resets while it copies) keeps
-     * a valid struct: it is never freed, only forgotten; its CUDA resources die with the
-     * context. */
-    atomic_store_explicit(&d->status, DEV_FAILED, memory_order_release);
-    atomic_store(&e->dev[device], NULL);
-    pw_add(&pw_st.device_resets, 1);
+  if (d && atomic_load_explicit(&d->status, memory_order_acquire) == DEV_READY && d->side) {
+    int pending = d->ops->error_pending(); /* the program's, unread: not ours to clear */
+    d->ops->stream_sync(d->side);
+    if (!pending) d->ops->clear_error();
   }
+  forget_device(e, device);
   pthread_mutex_unlock(&e->init_lock);
 }
 
@@ -1503,21 +1515,14 @@ void pw_engine_device_quiesce(pw_engine *e, int device) {
   /* the side stream's work done, waited for 2 s at most: its DMAs may wait for the program's own
    * streams, which may wait for the host (a release that is not the last never waits for the GPU
    * without pinwheel) */
-  void *probe = NULL;
-  for (int t = 0; t < 2000 && !side_error(d, &probe) && probe; t++)
-    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  void *probe = settle_side(d);
   if (probe) ev_put(d, probe);
 }
 
 void pw_engine_device_gone(pw_engine *e, int device) {
   if (!e || device < 0 || device >= MAX_DEVICES || atomic_load(&e->forked)) return;
   pthread_mutex_lock(&e->init_lock);
-  dev_state *d = atomic_load(&e->dev[device]);
-  if (d) { /* never freed: a thread still inside a copy of this device keeps a valid struct */
-    atomic_store_explicit(&d->status, DEV_FAILED, memory_order_release);
-    atomic_store(&e->dev[device], NULL);
-    pw_add(&pw_st.device_resets, 1);
-  }
+  dev_state *d = forget_device(e, device);
   pthread_mutex_unlock(&e->init_lock);
   /* jobs the quiesce left queued (its drain gave up on a stalled copy thread) are never run: their
    * pinned chunks and side stream went with the context (no ticket stored: the pool is gone) */

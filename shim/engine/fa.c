@@ -66,7 +66,6 @@ enum { E_FREE = 0, E_FILLING, E_FILLED, E_USING, E_USED, E_REVOKED };
 typedef struct fa_dev fa_dev;
 typedef struct fa_entry {
   atomic_int state;
-  fa_dev *dev;
   /* the fill's range [host, host + n): written under `lock` while FREE, read without it (a
    * reader checks gen before and after) */
   _Atomic uintptr_t host;
@@ -112,6 +111,12 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;     /* entries, allocat
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER; /* a device's setup (calls CUDA) */
 static atomic_int dev_failed[FA_DEVICES];                    /* its setup failed (until a reset) */
 static fa_dev *_Atomic devs[FA_DEVICES];
+/* The device's uploads ahead, or NULL (none, or a device number out of range). */
+static fa_dev *dev_at(int device) {
+  return device >= 0 && device < FA_DEVICES
+             ? atomic_load_explicit(&devs[device], memory_order_acquire)
+             : NULL;
+}
 static fa_alloc allocs[FA_ALLOCS];
 static atomic_int allocs_used;
 atomic_int pw_fa_live_count;
@@ -230,16 +235,23 @@ void pw_fa_revoke_range(const void *p, size_t n, int reason) {
 }
 
 void pw_fa_taint(const char *what) {
-  if (!scratch_size || atomic_exchange(&tainted, 1)) return;
+  if (!scratch_size || atomic_load_explicit(&tainted, memory_order_relaxed) ||
+      atomic_exchange(&tainted, 1))
+    return; /* once off, a relaxed load per call */
   pw_log(PW_LOG_INFO, "%s: uploads ahead of the program's copies are off from now on", what);
   pw_fa_revoke_all(PW_FA_STREAM_ORDERED);
+}
+
+/* Every live upload of d given up. */
+static void revoke_dev(fa_dev *d, int reason) {
+  for (int i = 0; i < FA_ENTRIES; i++)
+    if (live_state(atomic_load(&d->e[i].state))) fa_revoke(&d->e[i], reason);
 }
 
 void pw_fa_revoke_all(int reason) {
   for (int d = 0; d < FA_DEVICES && pw_fa_live(); d++) {
     fa_dev *dv = atomic_load_explicit(&devs[d], memory_order_acquire);
-    for (int i = 0; dv && i < FA_ENTRIES; i++)
-      if (live_state(atomic_load(&dv->e[i].state))) fa_revoke(&dv->e[i], reason);
+    if (dv) revoke_dev(dv, reason);
   }
 }
 
@@ -251,8 +263,12 @@ static fa_entry *reserve(fa_dev *d, char *host, size_t n) {
     pthread_mutex_unlock(&lock);
     return NULL;
   }
+  /* under `lock` no entry leaves FREE but here, and none enters it (serve takes the lock) */
+  for (int i = 0; i < FA_ENTRIES && !got; i++)
+    if (atomic_load(&d->e[i].state) == E_FREE) got = &d->e[i];
   size_t at = 0;
-  for (int pass = 0; pass <= FA_ENTRIES && !got; pass++) {
+  int fit = 0;
+  for (int pass = 0; got && pass <= FA_ENTRIES && !fit; pass++) {
     /* candidates: 0, then the end of each entry in use */
     if (pass > 0) {
       fa_entry *x = &d->e[pass - 1];
@@ -260,16 +276,14 @@ static fa_entry *reserve(fa_dev *d, char *host, size_t n) {
       at = (x->off + atomic_load(&x->n) + 255) & ~(size_t)255;
     }
     if (at > d->size || d->size - at < n) continue;
-    int clash = 0;
-    for (int i = 0; i < FA_ENTRIES && !clash; i++) {
+    fit = 1;
+    for (int i = 0; i < FA_ENTRIES && fit; i++) {
       fa_entry *x = &d->e[i];
-      clash =
-          atomic_load(&x->state) != E_FREE && x->off < at + n && at < x->off + atomic_load(&x->n);
+      fit = !(atomic_load(&x->state) != E_FREE && x->off < at + n &&
+              at < x->off + atomic_load(&x->n));
     }
-    if (clash) continue;
-    for (int i = 0; i < FA_ENTRIES && !got; i++)
-      if (atomic_load(&d->e[i].state) == E_FREE) got = &d->e[i];
   }
+  if (!fit) got = NULL;
   if (got) {
     atomic_fetch_add(&got->gen, 1);
     atomic_store(&got->host, (uintptr_t)host);
@@ -430,7 +444,6 @@ static fa_dev *dev_get(const pw_ops *ops, int device) {
   int rc = ops->device_alloc(&scratch, scratch_size);
   if (rc == 0 && scratch) rc = ops->stream_create(&stream);
   for (int i = 0; rc == 0 && i < FA_ENTRIES; i++) {
-    fresh->e[i].dev = fresh;
     rc = ops->event_create(&fresh->e[i].ev);
     if (rc == 0) rc = ops->event_create(&fresh->e[i].used_ev);
   }
@@ -578,7 +591,7 @@ int pw_fa_host_free(void *p) {
   uintptr_t base = atomic_load(&a.base), end = atomic_load(&a.end);
   pw_fa_revoke_range(p, end - base, PW_FA_FREE);
   wait_range_free(base, end);
-  fa_dev *d = atomic_load_explicit(&devs[a.device], memory_order_acquire);
+  fa_dev *d = dev_at(a.device);
   if (d && !a.orphan) {
     /* as cudaFreeHost: the program's own copies from it are waited for before it goes, on its
      * device (its context pushed for the wait, the thread's own back after: never the thread's
@@ -624,7 +637,7 @@ int pw_fa_fill(void *dst, const void *src, size_t n) {
   guard->wait(dst, n);                      /* and a copy taking one has let it go */
   if (atomic_load(&tainted) || atomic_load(&exiting) || !alloc_find(dst, n, &a) || a.orphan)
     return 0;
-  fa_dev *d = atomic_load_explicit(&devs[a.device], memory_order_acquire);
+  fa_dev *d = dev_at(a.device);
   if (!d || atomic_load(&d->dead)) return 0;
   fa_entry *e = n <= d->size ? reserve(d, dst, n) : NULL;
   if (!e) {
@@ -679,13 +692,32 @@ int pw_fa_fill(void *dst, const void *src, size_t n) {
 
 /* ---- the program's copy ---- */
 
+/* Give up an entry taken (USING): its guard released, counted. */
+static void untake(fa_entry *e, int reason) {
+  atomic_store(&e->state, E_REVOKED);
+  if (e->gid >= 0) guard->release(e->gid);
+  pw_add(&pw_st.fa_revoked[reason], 1);
+  wake();
+}
+
+/* Whether an entry of d is FILLED with [p, p+n) (a glance, no take: a copy of other bytes then
+ * makes no CUDA query here). */
+static int holds(fa_dev *d, const void *p, size_t n) {
+  uintptr_t a = (uintptr_t)p, b = a + n;
+  for (int i = 0; i < FA_ENTRIES; i++) {
+    fa_entry *e = &d->e[i];
+    uintptr_t h = atomic_load(&e->host);
+    if (atomic_load(&e->state) == E_FILLED && h <= a && b <= h + atomic_load(&e->n)) return 1;
+  }
+  return 0;
+}
+
 /* Take (FILLED -> USING) the entry of device `device` that holds [p, p+n): it, or NULL.  The
  * range is read without the lock, so the take is checked against a reservation in between (the
  * entry's gen): one that took a later fill's entry gives it up (revoked, never used). */
 static fa_entry *take(const void *p, size_t n, int device) {
   uintptr_t a = (uintptr_t)p, b = a + n;
-  if (device < 0 || device >= FA_DEVICES) return NULL;
-  fa_dev *d = atomic_load_explicit(&devs[device], memory_order_acquire);
+  fa_dev *d = dev_at(device);
   for (int i = 0; d && !atomic_load(&d->dead) && i < FA_ENTRIES; i++) {
     fa_entry *e = &d->e[i];
     unsigned g = atomic_load(&e->gen);
@@ -697,27 +729,16 @@ static fa_entry *take(const void *p, size_t n, int device) {
     if (!atomic_compare_exchange_strong(&e->state, &st, E_USING)) continue;
     atomic_fetch_sub(&pw_fa_live_count, 1);
     if (atomic_load(&e->gen) == g) return e;
-    atomic_store(&e->state, E_REVOKED); /* another fill's: its guard released, not used */
-    if (e->gid >= 0) guard->release(e->gid);
-    pw_add(&pw_st.fa_revoked[PW_FA_USE_FAILED], 1);
-    wake();
+    untake(e, PW_FA_USE_FAILED); /* another fill's: its guard released, not used */
   }
   return NULL;
-}
-
-/* Give up an entry taken (USING): its guard released, counted. */
-static void untake(fa_entry *e, int reason) {
-  atomic_store(&e->state, E_REVOKED);
-  if (e->gid >= 0) guard->release(e->gid);
-  pw_add(&pw_st.fa_revoked[reason], 1);
-  wake();
 }
 
 /* Enqueue on the stream: the wait for the uploads, the device copy of the guarded part from the
  * scratch, the partial pages at either end from the pinned memory itself, the record of used_ev.
  * 0, or a CUDA error (something may have been enqueued). */
-static int use(fa_entry *e, const pw_ops *ops, char *dst, const char *src, size_t n, void *stream) {
-  fa_dev *d = e->dev;
+static int use(fa_dev *d, fa_entry *e, const pw_ops *ops, char *dst, const char *src, size_t n,
+               void *stream) {
   const char *end = src + n;
   const char *mid0 = src > e->lo ? src : e->lo, *mid1 = end < e->hi ? end : e->hi;
   if (mid1 < mid0) mid1 = mid0 = src; /* nothing guarded inside: all from the pinned memory */
@@ -737,13 +758,12 @@ int pw_fa_copy(const pw_transfer *c) {
   if (!pw_fa_live() || !c->n) return -1;
   int wanted = !c->sync_api && c->dir == PW_DIR_H2D && c->src_kind == PW_MEM_PINNED &&
                c->dst_kind == PW_MEM_DEVICE && c->ops && c->dst_dev >= 0 && c->dst_dev < FA_DEVICES;
-  fa_dev *d = wanted && !atomic_load(&tainted)
-                  ? atomic_load_explicit(&devs[c->dst_dev], memory_order_acquire)
-                  : NULL;
+  fa_dev *d = wanted && !atomic_load(&tainted) ? dev_at(c->dst_dev) : NULL;
   if (!d || d->ops != c->ops) {
     pw_fa_revoke_range(c->dst, c->n, PW_FA_COPY_INTO); /* what the real copy may write */
     return -1;
   }
+  if (!holds(d, c->src, c->n)) return -1; /* not bytes of an upload */
   const pw_ops *ops = c->ops;
   if (ops->context_ok && !ops->context_ok(c->stream, c->dst_dev))
     return -1;                        /* a driver copy in another context than the scratch's */
@@ -766,7 +786,7 @@ int pw_fa_copy(const pw_transfer *c) {
     return -1;
   }
   int mode = ops->relax_capture(0, 0);
-  int rc = use(e, ops, c->dst, c->src, c->n, c->stream);
+  int rc = use(d, e, ops, c->dst, c->src, c->n, c->stream);
   if (rc) { /* the real copy comes after whatever was enqueued: wait for that here */
     if (!pending) ops->clear_error();
     if (ops->stream_sync(c->stream) && !pending) ops->clear_error();
@@ -788,12 +808,9 @@ int pw_fa_copy(const pw_transfer *c) {
 /* ---- reset, fork, tests ---- */
 
 void pw_fa_device_quiesce(int device, const pw_ops *ops) {
-  fa_dev *d = device >= 0 && device < FA_DEVICES
-                  ? atomic_load_explicit(&devs[device], memory_order_acquire)
-                  : NULL;
+  fa_dev *d = dev_at(device);
   if (!d || d->ops != ops || atomic_load(&d->dead)) return;
-  for (int i = 0; i < FA_ENTRIES; i++)
-    if (live_state(atomic_load(&d->e[i].state))) fa_revoke(&d->e[i], PW_FA_RESET);
+  revoke_dev(d, PW_FA_RESET);
   /* the upload thread reclaims each entry once its DMAs and device copy are done (2 s at most:
    * a stalled stream is not waited for) */
   uint64_t t0 = pw_now_ns();
@@ -805,9 +822,7 @@ void pw_fa_device_quiesce(int device, const pw_ops *ops) {
 }
 
 void pw_fa_context_released(int device, const pw_ops *ops) {
-  fa_dev *d = device >= 0 && device < FA_DEVICES
-                  ? atomic_load_explicit(&devs[device], memory_order_acquire)
-                  : NULL;
+  fa_dev *d = dev_at(device);
   if (d && d->ops == ops) pw_fa_device_reset(device);
 }
 
@@ -831,8 +846,7 @@ void pw_fa_device_reset(int device) {
       atomic_fetch_add(&allocs[i].seq, 1);
     }
   pthread_mutex_unlock(&lock);
-  for (int i = 0; i < FA_ENTRIES; i++)
-    if (live_state(atomic_load(&d->e[i].state))) fa_revoke(&d->e[i], PW_FA_RESET);
+  revoke_dev(d, PW_FA_RESET);
 #ifdef PW_TESTING
   if (pw_fa_test_in_reset) pw_fa_test_in_reset(); /* a fill here must not reserve */
 #endif
@@ -857,23 +871,30 @@ void pw_fa_device_reset(int device) {
   pthread_mutex_unlock(&dev_lock);
 }
 
-void pw_fa_after_fork_child(void) {
-  /* no upload thread, no CUDA: the child uploads nothing (its copies are CUDA's own) */
-  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER, fresh_dev = PTHREAD_MUTEX_INITIALIZER;
-  lock = fresh;
-  dev_lock = fresh_dev;
+/* Off, with no device, allocation, upload or thread known (the devices' structs are the caller's:
+ * forgotten, or freed). */
+static void forget_state(void) {
   scratch_size = 0;
-  for (int i = 0; i < FA_DEVICES; i++)
+  for (int i = 0; i < FA_DEVICES; i++) {
     atomic_store(&devs[i], NULL);
+    atomic_store(&dev_failed[i], 0);
+  }
   for (int i = 0; i < FA_ALLOCS; i++)
-    alloc_set(&allocs[i], 0, 0, 0, -1); /* MADV_DONTFORK: not mapped here */
+    alloc_set(&allocs[i], 0, 0, 0, -1);
   atomic_store(&allocs_used, 0);
   atomic_store(&pw_fa_live_count, 0);
   atomic_store(&thread_on, 0);
+}
+
+void pw_fa_after_fork_child(void) {
+  /* no upload thread, no CUDA: the child uploads nothing (its copies are CUDA's own); the
+   * allocations are MADV_DONTFORK: not mapped here */
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER, fresh_dev = PTHREAD_MUTEX_INITIALIZER;
+  lock = fresh;
+  dev_lock = fresh_dev;
+  forget_state();
   atomic_store(&sleeping, 0);
   atomic_store(&serving, -1);
-  for (int i = 0; i < FA_DEVICES; i++)
-    atomic_store(&dev_failed[i], 0);
 }
 
 #ifdef PW_TESTING
@@ -900,19 +921,11 @@ void pw_fa_test_reset(void) {
     }
   }
   atomic_store(&thread_stop, 0);
-  atomic_store(&thread_on, 0);
   atomic_store(&exiting, 0);
-  for (int i = 0; i < FA_DEVICES; i++) {
-    fa_dev *d = atomic_exchange(&devs[i], NULL);
-    free(d);
-    atomic_store(&dev_failed[i], 0);
-  }
-  for (int i = 0; i < FA_ALLOCS; i++)
-    alloc_set(&allocs[i], 0, 0, 0, -1);
-  atomic_store(&allocs_used, 0);
-  atomic_store(&pw_fa_live_count, 0);
+  for (int i = 0; i < FA_DEVICES; i++)
+    free(atomic_load(&devs[i]));
+  forget_state();
   atomic_store(&tainted, 0);
-  scratch_size = 0;
   guard = NULL;
   atomic_store(&expire_ns, FA_EXPIRE_NS);
   atomic_store(&take_wait_ns, FA_TAKE_WAIT_NS);

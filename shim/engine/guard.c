@@ -321,26 +321,32 @@ int pw_guard_active(void) {
   return atomic_load_explicit(&pw_guard_nactive, memory_order_relaxed);
 }
 
-/* Revoke every revocable guard that blocks [a, b), then sleep on the first slot that blocks it
- * (revoked or not).  0 when none blocks it. */
-static int revoke_then_sleep(uintptr_t a, uintptr_t b) {
-  uint64_t m = atomic_load(&used);
-  int first = -1;
-  unsigned first_q = 0;
-  while (m) {
+/* Revoke every revocable guard that blocks [a, b) (the call may release the slot at once): the
+ * first slot that blocks it (revoked or not) and its seq in *first / *first_q (-1: none), and
+ * whether a blocking slot was seen changing (odd seq). */
+static int revoke_blocking(uintptr_t a, uintptr_t b, int *first, unsigned *first_q) {
+  int changing = 0;
+  *first = -1;
+  for (uint64_t m = atomic_load(&used); m; m &= m - 1) {
     int i = __builtin_ctzll(m);
-    m &= m - 1;
     unsigned q;
     revoke_fn fn;
     void *arg;
     if (slot_blocks(&slots[i], a, b, &q, &fn, &arg)) {
-      if (fn) fn(arg); /* may release the slot now: the sleep below then returns at once */
-      if (first < 0) {
-        first = i;
-        first_q = q;
-      }
+      if (fn) fn(arg);
+      changing |= (int)(q & 1);
+      if (*first < 0) *first = i, *first_q = q;
     }
   }
+  return changing;
+}
+
+/* Revoke every revocable guard that blocks [a, b), then sleep on the first slot that blocks it
+ * (revoked or not: a released one returns at once).  0 when none blocks it. */
+static int revoke_then_sleep(uintptr_t a, uintptr_t b) {
+  int first;
+  unsigned first_q = 0;
+  (void)revoke_blocking(a, b, &first, &first_q);
   if (first < 0) return 0;
   slot_sleep(&slots[first], first_q);
   return 1;
@@ -374,16 +380,9 @@ void pw_guard_wait_all(void) {
     unsigned q = atomic_load(&released_seq);
     if (!atomic_load(&pw_guard_nactive)) return;
     /* revoke every revocable guard first; a slot seen changing is looked at again shortly */
-    int changing = 0;
-    for (uint64_t m = atomic_load(&used); m; m &= m - 1) {
-      unsigned sq;
-      revoke_fn fn;
-      void *arg;
-      if (slot_blocks(&slots[__builtin_ctzll(m)], 0, UINTPTR_MAX, &sq, &fn, &arg)) {
-        if (fn) fn(arg);
-        changing |= (int)(sq & 1);
-      }
-    }
+    int first;
+    unsigned first_q;
+    int changing = revoke_blocking(0, UINTPTR_MAX, &first, &first_q);
     atomic_fetch_add(&all_waiters, 1);
     futex_wait(&released_seq, q, changing ? &brief : NULL);
     atomic_fetch_sub(&all_waiters, 1);

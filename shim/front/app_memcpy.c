@@ -147,30 +147,26 @@ static void *hostcopy(void *dst, const void *src, size_t n) {
   uint64_t t0 = pw_now_ns();
   /* into memory pinwheel allocated for the program: uploaded as it is filled (fa.h); out of it:
    * the bytes may be an upload's, whose guard stays (the copy only reads) */
-  if (into && pw_fa_on() && pw_fa_fill(dst, src, n)) {
-    pw_add(&pw_st.host_copies[0].calls, 1);
-    pw_add(&pw_st.host_copies[0].bytes, n);
-    pw_add(&pw_st.host_copies[0].ns, pw_now_ns() - t0);
-    pw_depth--;
-    return dst;
+  if (!(into && pw_fa_on() && pw_fa_fill(dst, src, n))) {
+    int threads = (int)pw_get(&pw_st.threads), flags = 0;
+    /* Into the program's pinned memory always with non-temporal stores where the CPU has them:
+     * the buffer is written for the DMA engine, and a fill that passes through the cache ran
+     * slower at every size measured (cp.asarray, 16 to 256 MiB: 18-24 against 25-26 GB/s;
+     * docs/RESULTS.md).  PINWHEEL_NT_STORES is about pinwheel's own pool, which is reused while
+     * it sits in the cache. */
+    int nt = into;
+    if (into) {
+      flags = PW_PART_STREAM; /* read only by the DMA engine */
+    } else if (pw_fresh_plan(dst, n, (int)pw_option_get(PW_OPT_D2H_FRESH)) & PW_DEST_MAP) {
+      /* out of pinned memory into a fresh array (np.asarray of a device array): the page faults
+       * spread over the threads, with huge pages where asked for, as D2H staging does */
+      flags = PW_PART_PREFAULT;
+    }
+    pw_batch b;
+    pw_batch_begin(&b, threads, nt);
+    pw_batch_push(&b, dst, src, n, flags);
+    pw_batch_end(&b);
   }
-  int threads = (int)pw_get(&pw_st.threads), flags = 0;
-  /* Into the program's pinned memory always with non-temporal stores where the CPU has them: the
-   * buffer is written for the DMA engine, and a fill that passes through the cache ran slower at
-   * every size measured (cp.asarray, 16 to 256 MiB: 18-24 against 25-26 GB/s; docs/RESULTS.md).
-   * PINWHEEL_NT_STORES is about pinwheel's own pool, which is reused while it sits in the cache. */
-  int nt = into;
-  if (into) {
-    flags = PW_PART_STREAM; /* read only by the DMA engine */
-  } else if (pw_fresh_plan(dst, n, (int)pw_option_get(PW_OPT_D2H_FRESH)) & PW_DEST_MAP) {
-    /* out of pinned memory into a fresh array (np.asarray of a device array): the page faults
-     * spread over the threads, with huge pages where asked for, as D2H staging does */
-    flags = PW_PART_PREFAULT;
-  }
-  pw_batch b;
-  pw_batch_begin(&b, threads, nt);
-  pw_batch_push(&b, dst, src, n, flags);
-  pw_batch_end(&b);
   pw_counter3 *c = &pw_st.host_copies[into ? 0 : 1];
   pw_add(&c->calls, 1);
   pw_add(&c->bytes, n);

@@ -143,28 +143,28 @@ PW_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
 
 #define DRV_REAL(name) (pw_drv.name ? pw_drv.name : (pw_drv_resolve(), pw_drv.name))
 
-static CUresult drv_missing(const char *name) {
+CUresult pw_drv_missing(const char *name) {
   pw_log(PW_LOG_ERROR, "%s was called but no CUDA driver (libcuda.so.1) defines it", name);
   return CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND;
 }
 
 #define DRV_COPY(name, params, args, stream_expr, dirv, is_sync)                                   \
   CUresult name params {                                                                           \
-    PW_FRONT_COPY_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), drv_missing(#name), &pw_drv_ops,    \
+    PW_FRONT_COPY_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), pw_drv_missing(#name), &pw_drv_ops, \
                        PW_H_##name, #name, args, .dst = (void *)(uintptr_t)dst,                    \
                        .src = (const void *)(uintptr_t)src, .n = count, .dir = dirv,               \
                        .stream = (void *)(stream_expr), .sync_api = is_sync)                       \
   }
 #define DRV_LAUNCH(name, params, args, stream_expr)                                                \
   CUresult name params {                                                                           \
-    PW_FRONT_LAUNCH_BODY(CUresult, DRV_REAL(name), drv_missing(#name), PW_H_##name, args,          \
+    PW_FRONT_LAUNCH_BODY(CUresult, DRV_REAL(name), pw_drv_missing(#name), PW_H_##name, args,       \
                          stream_expr)                                                              \
   }
 /* cuProfilerStart / Stop: the real call, then the trace's capture window follows it. */
 #define DRV_PROFILER(name, params, args, on)                                                       \
   CUresult name params {                                                                           \
     int mode = pw_enter();                                                                         \
-    if (!DRV_REAL(name)) return drv_missing(#name);                                                \
+    if (!DRV_REAL(name)) return pw_drv_missing(#name);                                             \
     CUresult r = pw_drv.name args;                                                                 \
     pw_after_real();                                                                               \
     if (mode != PW_MODE_OFF) pw_count_call(PW_H_##name, 0);                                        \
@@ -173,17 +173,14 @@ static CUresult drv_missing(const char *name) {
   }
 #define DRV_SYNC(name, params, args, stream_expr)                                                  \
   CUresult name params {                                                                           \
-    PW_FRONT_SYNC_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), drv_missing(#name), PW_H_##name,    \
+    PW_FRONT_SYNC_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), pw_drv_missing(#name), PW_H_##name, \
                        args, stream_expr)                                                          \
   }
 
-/* The real call, then the region recorded (or forgotten) when it succeeded; not in mode off, nor
- * for the shim's own calls. */
 /* Uploads ahead (PINWHEEL_FILL_AHEAD, fa.h): the driver's large pinned allocations may be
  * pinwheel's, as the runtime's are (a program built with the static CUDA runtime, CuPy's wheels
  * among them, allocates through here), and what the program asks of one is answered as CUDA
  * answers it for its own: 1 when *r holds the answer, 0 when the real call is made. */
-#define DRV_ARGS(...) __VA_ARGS__
 static int fa_cuMemHostAlloc(CUresult *r, void **p, size_t n, unsigned flags) {
   /* write-combined memory, and flags the driver refuses, stay CUDA's */
   if (!p || (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)) ||
@@ -205,17 +202,16 @@ static int fa_cuMemHostUnregister(CUresult *r, void *p) {
   return pw_fa_host_flags(p, NULL) ? (*r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, 1) : 0;
 }
 static int fa_cuMemHostGetFlags(CUresult *r, unsigned *flags, void *p) {
-  unsigned f;
-  if (!flags || !pw_fa_host_flags(p, &f)) return 0;
-  *flags = f;
-  return *r = CUDA_SUCCESS, 1;
+  return flags && pw_fa_host_flags(p, flags) ? (*r = CUDA_SUCCESS, 1) : 0;
 }
+/* The real call (or fill-ahead's answer), then the region recorded (or forgotten) when it
+ * succeeded; not in mode off, nor for the shim's own calls. */
 #define DRV_HOST_MEM(name, params, args, start_expr, size_expr)                                    \
   CUresult name params {                                                                           \
     int mode = pw_enter();                                                                         \
-    if (!DRV_REAL(name)) return drv_missing(#name);                                                \
+    if (!DRV_REAL(name)) return pw_drv_missing(#name);                                             \
     CUresult r = CUDA_SUCCESS;                                                                     \
-    if (!(mode == PW_MODE_STAGE && pw_fa_on() && fa_##name(&r, DRV_ARGS args)))                    \
+    if (!(mode == PW_MODE_STAGE && pw_fa_on() && fa_##name(&r, PW_ARGS args)))                     \
       r = pw_drv.name args;                                                                        \
     pw_after_real();                                                                               \
     if (mode == PW_MODE_OFF) return r;                                                             \
@@ -235,7 +231,7 @@ static int fa_cuMemHostGetFlags(CUresult *r, unsigned *flags, void *p) {
 #define DRV_PRIMARY_RELEASE(name, params, args, dev_expr)                                          \
   CUresult name params {                                                                           \
     int mode = pw_enter();                                                                         \
-    if (!DRV_REAL(name)) return drv_missing(#name);                                                \
+    if (!DRV_REAL(name)) return pw_drv_missing(#name);                                             \
     int reset_ = PW_H_##name == PW_H_cuDevicePrimaryCtxReset_v2;                                   \
     if (mode != PW_MODE_OFF) {                                                                     \
       pw_count_call(PW_H_##name, 0);                                                               \
@@ -342,14 +338,14 @@ __attribute__((visibility("hidden"), noinline)) void *pw_dlsym_handle(void *h, c
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status) {
-  if (!DRV_REAL(cuGetProcAddress_v2)) return drv_missing("cuGetProcAddress_v2");
+  if (!DRV_REAL(cuGetProcAddress_v2)) return pw_drv_missing("cuGetProcAddress_v2");
   CUresult r = pw_drv.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, status);
   if (r == CUDA_SUCCESS && pfn && *pfn) *pfn = pw_drv_offer(*pfn, __builtin_return_address(0));
   return r;
 }
 
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
-  if (!DRV_REAL(cuGetProcAddress)) return drv_missing("cuGetProcAddress");
+  if (!DRV_REAL(cuGetProcAddress)) return pw_drv_missing("cuGetProcAddress");
   CUresult r = pw_drv.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
   if (r == CUDA_SUCCESS && pfn && *pfn) *pfn = pw_drv_offer(*pfn, __builtin_return_address(0));
   return r;

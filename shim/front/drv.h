@@ -22,6 +22,9 @@ typedef struct pw_drv_table {
 
 extern pw_drv_table pw_drv;
 extern const pw_ops pw_drv_ops;
+/* A driver function the program called that no libcuda defines: logged, and the driver's own
+ * "symbol not found" status. */
+CUresult pw_drv_missing(const char *name);
 
 /* Fill pw_drv from the libcuda in the process (idempotent, thread-safe); 1 when it is filled. */
 int pw_drv_resolve(void);

@@ -365,11 +365,9 @@
  * upload is given up, for good.  A call before init first runs it (as every hooked entry point
  * does), so that fill-ahead, once on, knows of it. */
 static inline void fa_before_TAINT(const char *name) {
-  if (PW_UNLIKELY(!atomic_load_explicit(&pw_ready, memory_order_acquire))) {
-    pw_init();
-    if (!atomic_load_explicit(&pw_ready, memory_order_acquire)) return; /* init recursing */
-  }
-  if (PW_UNLIKELY(pw_fa_on()) && !pw_depth) pw_fa_taint(name);
+  /* fill-ahead is on only in stage mode: pw_enter's OFF is init recursing, or the shim's own call
+   */
+  if (pw_enter() != PW_MODE_OFF && PW_UNLIKELY(pw_fa_on())) pw_fa_taint(name);
 }
 
 /* The call may write the program's pinned memory: every live upload is given up (none live: one
@@ -377,16 +375,6 @@ static inline void fa_before_TAINT(const char *name) {
 static inline void fa_before_REVOKE(const char *name) {
   (void)name;
   if (PW_UNLIKELY(pw_fa_live()) && !pw_depth) pw_fa_revoke_all(PW_FA_OTHER_WRITE);
-}
-
-static cudaError_t fa_rt_missing(const char *name) {
-  pw_log(PW_LOG_ERROR, "%s was called but no CUDA runtime defines it", name);
-  return cudaErrorSharedObjectSymbolNotFound;
-}
-
-static CUresult fa_drv_missing(const char *name) {
-  pw_log(PW_LOG_ERROR, "%s was called but no CUDA driver (libcuda.so.1) defines it", name);
-  return CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND;
 }
 
 /* ---- the wrappers ----
@@ -410,9 +398,9 @@ static CUresult fa_drv_missing(const char *name) {
   }
 #define FA_WRAP_(...) FA_WRAP(__VA_ARGS__) /* P_base expanded into its two arguments first */
 #define FA_RT(how, name, base)                                                                     \
-  FA_WRAP_(cudaError_t, pw_runtime_lookup, fa_rt_missing, how, name, base, P_##base)
+  FA_WRAP_(cudaError_t, pw_runtime_lookup, pw_runtime_missing, how, name, base, P_##base)
 #define FA_DRV(how, name, base)                                                                    \
-  FA_WRAP_(CUresult, pw_drv_lookup, fa_drv_missing, how, name, base, P_##base)
+  FA_WRAP_(CUresult, pw_drv_lookup, pw_drv_missing, how, name, base, P_##base)
 
 /* cudaMemcpyFromArray(Async) are deprecated, still exported, and still write host memory */
 #pragma GCC diagnostic push

@@ -128,6 +128,7 @@ static inline void pw_after_real(void) {
  * For a step range of the trace, a launch is told by its first argument (the kernel, or the
  * launch configuration) and its call site. */
 #define PW_ARG1(a, ...) a
+#define PW_ARGS(...) __VA_ARGS__ /* a parenthesised argument list, unwrapped */
 #define PW_FRONT_LAUNCH_BODY(T, real, missing, id, args, stream_expr)                              \
   int mode = pw_enter();                                                                           \
   __typeof__(real) f_ = (real);                                                                    \

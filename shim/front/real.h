@@ -21,6 +21,9 @@ typedef struct pw_real_table {
 
 extern pw_real_table pw_real;
 extern const pw_ops pw_real_ops;
+/* A runtime function the program called that no CUDA runtime defines: logged, and the runtime's
+ * own "symbol not found" status. */
+cudaError_t pw_runtime_missing(const char *name);
 
 /* Resolve every real function (idempotent; called once from the shim's init). */
 void pw_resolve_real(void);

@@ -52,7 +52,7 @@ void pw_resolve_real(void) {
 #define REAL(name)                                                                                 \
   (pw_real.name ? pw_real.name : (*(void **)&pw_real.name = pw_runtime_lookup(#name), pw_real.name))
 
-static cudaError_t missing(const char *name) {
+cudaError_t pw_runtime_missing(const char *name) {
   pw_log(PW_LOG_ERROR, "%s was called but no CUDA runtime defines it", name);
   return cudaErrorSharedObjectSymbolNotFound;
 }
@@ -79,19 +79,20 @@ static int dir_of_kind(enum cudaMemcpyKind k) {
 
 #define WRAP_COPY(name, params, args, stream_expr, is_sync)                                        \
   cudaError_t name params {                                                                        \
-    PW_FRONT_COPY_BODY(cudaError_t, cudaSuccess, REAL(name), missing(#name), &pw_real_ops,         \
-                       PW_H_##name, #name, args, .dst = dst, .src = src, .n = count,               \
+    PW_FRONT_COPY_BODY(cudaError_t, cudaSuccess, REAL(name), pw_runtime_missing(#name),            \
+                       &pw_real_ops, PW_H_##name, #name, args, .dst = dst, .src = src, .n = count, \
                        .dir = dir_of_kind(kind), .stream = (void *)(stream_expr),                  \
                        .sync_api = is_sync)                                                        \
   }
 #define WRAP_LAUNCH(name, params, args, stream_expr)                                               \
   cudaError_t name params {                                                                        \
-    PW_FRONT_LAUNCH_BODY(cudaError_t, REAL(name), missing(#name), PW_H_##name, args, stream_expr)  \
+    PW_FRONT_LAUNCH_BODY(cudaError_t, REAL(name), pw_runtime_missing(#name), PW_H_##name, args,    \
+                         stream_expr)                                                              \
   }
 #define WRAP_SYNC(name, params, args, stream_expr)                                                 \
   cudaError_t name params {                                                                        \
-    PW_FRONT_SYNC_BODY(cudaError_t, cudaSuccess, REAL(name), missing(#name), PW_H_##name, args,    \
-                       stream_expr)                                                                \
+    PW_FRONT_SYNC_BODY(cudaError_t, cudaSuccess, REAL(name), pw_runtime_missing(#name),            \
+                       PW_H_##name, args, stream_expr)                                             \
   }
 
 /* The program's pinned host memory (HOST_MEM in hooks.def): the real call, then the region
@@ -108,7 +109,6 @@ static void host_mem_done(const void *start, size_t size) {
 /* Uploads ahead (PINWHEEL_FILL_AHEAD, fa.h): the runtime's large pinned allocations are
  * pinwheel's, and what the program asks of one is answered as CUDA answers it for its own: 1 when
  * *r holds the answer, 0 when the real call is made. */
-#define PW_ARGS(...) __VA_ARGS__
 static int fa_cudaHostAlloc(cudaError_t *r, void **p, size_t n, unsigned flags) {
   /* write-combined memory, and flags CUDA refuses, stay CUDA's */
   if (!p || (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped)) ||
@@ -136,15 +136,12 @@ static int fa_cudaHostUnregister(cudaError_t *r, void *p) {
   return 1;
 }
 static int fa_cudaHostGetFlags(cudaError_t *r, unsigned *flags, void *p) {
-  unsigned f;
-  if (!flags || !pw_fa_host_flags(p, &f)) return 0;
-  *flags = f;
-  return *r = cudaSuccess, 1;
+  return flags && pw_fa_host_flags(p, flags) ? (*r = cudaSuccess, 1) : 0;
 }
 #define WRAP_HOST_MEM(name, params, args, region)                                                  \
   cudaError_t name params {                                                                        \
     int mode = pw_enter();                                                                         \
-    if (!REAL(name)) return missing(#name);                                                        \
+    if (!REAL(name)) return pw_runtime_missing(#name);                                             \
     if (mode == PW_MODE_OFF) PW_FRONT_OFF(cudaError_t, pw_real.name, args);                        \
     pw_depth++;                                                                                    \
     cudaError_t r = cudaSuccess;                                                                   \
@@ -162,7 +159,7 @@ static int fa_cudaHostGetFlags(cudaError_t *r, unsigned *flags, void *p) {
 #define WRAP_PROFILER(name, params, args, on)                                                      \
   cudaError_t name params {                                                                        \
     int mode = pw_enter();                                                                         \
-    if (!REAL(name)) return missing(#name);                                                        \
+    if (!REAL(name)) return pw_runtime_missing(#name);                                             \
     cudaError_t r = pw_real.name args;                                                             \
     pw_after_real();                                                                               \
     if (mode != PW_MODE_OFF) pw_count_call(PW_H_##name, 0);                                        \
@@ -176,7 +173,7 @@ static int fa_cudaHostGetFlags(cudaError_t *r, unsigned *flags, void *p) {
  * driver itself, and its own lookups get the driver's functions: drv.c answers libcudart so.) */
 #define WRAP_ENTRY_POINT(name, params, args)                                                       \
   PW_EXPORT cudaError_t name params {                                                              \
-    if (!REAL(name)) return missing(#name);                                                        \
+    if (!REAL(name)) return pw_runtime_missing(#name);                                             \
     cudaError_t r = pw_real.name args;                                                             \
     if (r == cudaSuccess && funcPtr && *funcPtr)                                                   \
       *funcPtr = pw_drv_offer(*funcPtr, __builtin_return_address(0));                              \
@@ -207,13 +204,11 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
 #define WRAP_RESET(name, params, args)                                                             \
   cudaError_t name params {                                                                        \
     int mode = pw_enter();                                                                         \
-    if (!REAL(name)) return missing(#name);                                                        \
+    if (!REAL(name)) return pw_runtime_missing(#name);                                             \
     int dev = -1;                                                                                  \
     if (mode == PW_MODE_STAGE && pw_eng && REAL(cudaGetDevice) &&                                  \
-        pw_real.cudaGetDevice(&dev) == cudaSuccess) {                                              \
-      pw_fa_device_reset(dev);                                                                     \
+        pw_real.cudaGetDevice(&dev) == cudaSuccess)                                                \
       pw_engine_device_reset(pw_eng, dev);                                                         \
-    }                                                                                              \
     cudaError_t r = pw_real.name args;                                                             \
     pw_after_real();                                                                               \
     if (mode != PW_MODE_OFF) pw_count_call(PW_H_##name, 0);                                        \
