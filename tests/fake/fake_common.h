@@ -9,6 +9,18 @@
 #include <string.h>
 
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
+/* A fork while another thread holds fake_mu (a copy recorded, an allocation added) left the child
+ * a lock no one would release: a forked child of driver_prog's stress test hung in cuMemAlloc.
+ * fake_mu is held across the fork, as a real library's locks are. */
+static void fake_mu_lock(void) {
+  pthread_mutex_lock(&fake_mu);
+}
+static void fake_mu_unlock(void) {
+  pthread_mutex_unlock(&fake_mu);
+}
+__attribute__((constructor)) static void fake_mu_atfork(void) {
+  pthread_atfork(fake_mu_lock, fake_mu_unlock, fake_mu_unlock);
+}
 
 static struct {
   char name[64];
