@@ -8,7 +8,9 @@ the same run.  Absolute times move between machines; the ratios in one run are w
 The collector's overhead (`--only collector`): each workload class untraced and traced (under
 pinwheel and with --mode off; .json.gz, or the formats --collector-formats names), interleaved;
 the overhead is traced / untraced - 1 of the medians, and the target is at most 3 %; the traces'
-sizes are listed too.  With --collector-chunks the copy-bound loop also runs with 1 MiB and 16
+sizes are listed too, and where pinwheel's own time went in each variant (its summary: the staging
+threads' copies, their waits for pinned space and for a busy slot, the host syncs, the busiest
+hooks), so a traced run's extra time can be placed.  With --collector-chunks the copy-bound loop also runs with 1 MiB and 16
 MiB chunks (4 times and a quarter as many DMAs, and CUDA calls, per copy as the default 4 MiB): an
 overhead that follows the number of DMAs is a cost CUPTI adds to each, not the writer's.
 
@@ -27,6 +29,7 @@ On a machine of several GPUs (skipped with a message on one):
                      and pinwheel without its NUMA placement (PINWHEEL_NUMA=0)
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -64,6 +67,27 @@ def interleave(variants, reps, pattern, log, after=None):
             if after:
                 after(name, env, secs)
     return res
+
+
+def time_spent(title, summaries):
+    """Rows of where pinwheel's own time went, per variant, from its JSON summaries (ms, medians)."""
+    def ms(js, get):
+        return statistics.median(get(j) for j in js) / 1e6
+
+    rows = []
+    for name, js in summaries.items():
+        hooks = {}
+        for j in js:
+            for h, c in j.get("calls", {}).items():
+                hooks.setdefault(h, []).append(c.get("host_ns", 0))
+        top = sorted(hooks.items(), key=lambda kv: -statistics.median(kv[1]))[:3]
+        rows.append([title, name, f"{ms(js, lambda j: j.get('staging', {}).get('memcpy_ns', 0)):.1f}",
+                     f"{ms(js, lambda j: j.get('staging', {}).get('wait_space_ns', 0)):.1f} "
+                     f"({statistics.median(j.get('staging', {}).get('wait_space_events', 0) for j in js):.0f})",
+                     f"{ms(js, lambda j: j.get('staging', {}).get('wait_lock_ns', 0)):.1f}",
+                     f"{ms(js, lambda j: j.get('syncs', {}).get('host_ns', 0)):.1f}",
+                     ", ".join(f"{h} {statistics.median(v) / 1e6:.1f}" for h, v in top if statistics.median(v) > 0)])
+    return rows
 
 
 def gpu_count():
@@ -325,7 +349,8 @@ def main():
     if "pin" in only:  # PyTorch's own pinned paths: recorded as the program's, must get no slower
         pin = [py, "samples/torch_pin.py", "--mib", "256"]
         variants = [("PyTorch", pin, {}), ("PyTorch + pinwheel", pin, shim),
-                    ("PyTorch + pinwheel, PINWHEEL_HOST_COPIES=0", pin, dict(shim, PINWHEEL_HOST_COPIES="0"))]
+                    ("PyTorch + pinwheel, PINWHEEL_HOST_COPIES=0", pin, dict(shim, PINWHEEL_HOST_COPIES="0")),
+                    ("PyTorch + pinwheel, PINWHEEL_FILL_AHEAD=512M", pin, dict(shim, PINWHEEL_FILL_AHEAD="512M"))]
         print("PyTorch pin_memory() of a 256 MiB tensor, DataLoader(pin_memory=True):", flush=True)
         r = interleave(variants, a.reps, r"pin_memory ([\d.]+) GB/s, pin_memory \+ to\(cuda\) ([\d.]+) GB/s, "
                        r"DataLoader pin_memory ([\d.]+) batches/s, bytes ok", log)
@@ -423,7 +448,7 @@ def main():
              r"([\d.]+) ms/step, checked \d+, bytes ok"),
             ("naive_copy (C, 64 MiB)", [f"{B}/naive_copy", "64", "40", "6"], r"([\d.]+) ms/iter, checksum ok"),
         ]
-        rows, sizes = [], []
+        rows, sizes, where = [], [], []
         if a.collector_quick:
             classes = classes[:2]
         for title, cmd, pat in classes:
@@ -439,13 +464,27 @@ def main():
                     if os.path.exists(nvtx):  # as `pinwheel run --trace` sets it: NVTX ranges too
                         traced["NVTX_INJECTION64_PATH"] = nvtx
                     variants.append((f"{base_name}, traced .{ext}", cmd, traced))
-            written = {}
+            for _, _, env in variants:  # pinwheel's own summary of every run (read by after)
+                env.update(PINWHEEL_STATS="1", PINWHEEL_STATS_FORMAT="json",
+                           PINWHEEL_STATS_FILE=os.path.join(tdir, "stats-%p.json"))
+            written, summaries = {}, {}
 
-            def after(name, env, secs):  # the trace's size and the process's wall time
+            def after(name, env, secs):  # the trace's size, the process's wall time, its summary
                 path = env.get("PINWHEEL_TRACE")
                 if path and os.path.exists(path):
                     written.setdefault(name, []).append((os.path.getsize(path), secs))
                     os.unlink(path)
+                found = []
+                for f in os.listdir(tdir):
+                    if f.startswith("stats-") and f.endswith(".json"):
+                        try:
+                            with open(os.path.join(tdir, f)) as fh:
+                                found.append(json.load(fh))
+                        except (OSError, ValueError):
+                            pass
+                        os.unlink(os.path.join(tdir, f))
+                if found:  # the process that used CUDA (its helpers', if any, intercepted less)
+                    summaries.setdefault(name, []).append(max(found, key=lambda j: j.get("intercepted", 0)))
 
             print(f"collector overhead, {title}:", flush=True)
             r = interleave(variants, a.reps, pat, log, after)
@@ -463,12 +502,18 @@ def main():
                 over = statistics.median(each)
                 rows.append([title, n, f"{med(v):.2f}", f"{100 * over:+.1f} %",
                              ", ".join(f"{100 * x:+.1f}" for x in each), "ok" if over <= 0.03 else "OVER 3 %"])
+            where.extend(time_spent(title, summaries))
         shutil.rmtree(tdir, ignore_errors=True)
         table("The collector's overhead: the median over %d interleaved rounds of traced / untraced - 1, "
               "each round's traced run against the untraced run just before it" % a.reps,
               ["workload", "variant", "ms per step (median)", "overhead", "each round (%)", "<= 3 %"], rows)
         table("The traces' sizes (median of %d; the process's whole run, start-up included)" % a.reps,
               ["workload", "variant", "MiB", "process wall s", "MiB per minute of the process"], sizes)
+        table("Where pinwheel's own time went (its summary, ms per process, median of %d; the copies are the "
+              "staging threads' summed over threads, the waits are for pinned space to be free again and for "
+              "another copy's busy slots)" % a.reps,
+              ["workload", "variant", "staging copies", "waits for space (count)", "waits for a slot",
+               "host syncs", "busiest hooks"], where)
 
     if a.md:
         with open(a.md, "w") as f:
