@@ -10,9 +10,12 @@ pinwheel and with --mode off; .json.gz, or the formats --collector-formats names
 the overhead is traced / untraced - 1 of the medians, and the target is at most 3 %; the traces'
 sizes are listed too, and where pinwheel's own time went in each variant (its summary: the staging
 threads' copies, their waits for pinned space and for a busy slot, the host syncs, the busiest
-hooks), so a traced run's extra time can be placed.  With --collector-chunks the copy-bound loop also runs with 1 MiB and 16
-MiB chunks (4 times and a quarter as many DMAs, and CUDA calls, per copy as the default 4 MiB): an
-overhead that follows the number of DMAs is a cost CUPTI adds to each, not the writer's.
+hooks), so a traced run's extra time can be placed.  With --collector-chunks the copy-bound loop
+also runs with 1 MiB and 16 MiB chunks (4 times and a quarter as many DMAs, and CUDA calls, per
+copy as the default 4 MiB): an overhead that follows the number of DMAs is a cost CUPTI adds to
+each, not the writer's.  With --collector-threads it also runs with one staging thread fewer than
+the CPUs: an overhead that this takes away is CUPTI's own threads (and the writer) taking a CPU
+from the staging copies, whose slowest thread sets each copy's end.
 
 Real libraries nobody here wrote, each skipped with a message when its package is missing:
     --only libs      (= cupy,numba,pin,hf,lightning)
@@ -150,6 +153,8 @@ def main():
                     help="--only collector: ResNet-50 and the copy-bound loop, under pinwheel only")
     ap.add_argument("--collector-chunks", action="store_true",
                     help="--only collector: the copy-bound loop also with 1 MiB and 16 MiB chunks")
+    ap.add_argument("--collector-threads", action="store_true",
+                    help="--only collector: the copy-bound loop also with one staging thread fewer than the CPUs")
     a = ap.parse_args()
     B = os.path.abspath(a.build)
     lib = os.path.join(B, "libpinwheel.so")
@@ -459,6 +464,9 @@ def main():
             if title.startswith("copy-bound") and a.collector_chunks:  # CUPTI's cost per DMA: a slope
                 bases[1:1] = [("pinwheel 1M chunks", dict(shim, PINWHEEL_CHUNK="1M")),
                               ("pinwheel 16M chunks", dict(shim, PINWHEEL_CHUNK="16M", PINWHEEL_HOST_POOL="192M"))]
+            if title.startswith("copy-bound") and a.collector_threads:  # a CPU left to CUPTI's threads
+                n = max(1, min(16, len(os.sched_getaffinity(0))) - 1)
+                bases[1:1] = [(f"pinwheel {n} threads", dict(shim, PINWHEEL_THREADS=str(n)))]
             for base_name, env in bases:
                 variants.append((base_name, cmd, env))
                 for ext in a.collector_formats.split(","):
