@@ -318,11 +318,18 @@ static void test_fill_ahead_driver(void **state) {
     const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_FILL_AHEAD=64M",
                          "PINWHEEL_THREADS=4", NULL};
     yajl_val v = run_summary(argv, env, "fillahead ok", 1);
-    assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), 1);
-    assert_int_equal(jget(v, "fill_ahead", "fills", "calls", NULL), 4);
     /* rounds 0 and 3 copy from their uploads, unless a loaded machine kept the upload thread from
      * recording in time (a copy waits 50 ms for it) or the copy from coming within 100 ms: then
-     * that upload is given up as such, and the bytes are CUDA's copy's */
+     * that upload is given up as such, and the bytes are CUDA's copy's.  Such a run is made
+     * again, three times at most; the last one's counts are checked. */
+    for (int again = 0; again < 2 && jget(v, "fill_ahead", "revoked", "expired", NULL) +
+                                         jget(v, "fill_ahead", "revoked", "upload_failed", NULL);
+         again++) {
+      yajl_tree_free(v);
+      v = run_summary(argv, env, "fillahead ok", 1);
+    }
+    assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), 1);
+    assert_int_equal(jget(v, "fill_ahead", "fills", "calls", NULL), 4);
     long long used = jget(v, "fill_ahead", "used", "calls", NULL);
     assert_true(used >= 1);
     assert_int_equal(used + jget(v, "fill_ahead", "revoked", "upload_failed", NULL) +

@@ -850,12 +850,25 @@ static void test_runtime_host_copies(void **state) {
 }
 
 /* A fill-ahead run of interpose_prog `mode`, and its summary's counts: each of "allocs",
- * "fills.calls", "used.calls" and then the reasons given in pairs (name, count), NULL-ended. */
+ * "fills.calls", "used.calls" and then the reasons given in pairs (name, count), NULL-ended.
+ * An upload the program's copy did not come for within 100 ms (expired), or whose record the
+ * upload thread did not make within the 50 ms a copy waits (upload_failed), is given up as it
+ * must be, bytes right: that only a loaded machine does (a CI run of the tests in parallel on two
+ * CPUs once did), so such a run is made again, three times at most, and the counts are those of
+ * the last. */
 static void expect_fill_ahead(const char *mode, long long allocs, long long fills, long long used,
                               ...) {
   const char *argv[] = {PW_PROG, mode, NULL};
   const char *on[] = {"PINWHEEL_FILL_AHEAD=64M", "PINWHEEL_THREADS=4", NULL};
   yajl_val v = run_staged(argv, on, 0);
+  for (int again = 0; again < 2 && jget(v, "fill_ahead", "revoked", "expired", NULL) +
+                                       jget(v, "fill_ahead", "revoked", "upload_failed", NULL);
+       again++) {
+    print_message("%s: an upload expired or was not recorded in time (a loaded machine); again\n",
+                  mode);
+    yajl_tree_free(v);
+    v = run_staged(argv, on, 0);
+  }
   assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), allocs);
   if (fills >= 0) assert_int_equal(jget(v, "fill_ahead", "fills", "calls", NULL), fills);
   assert_int_equal(jget(v, "fill_ahead", "used", "calls", NULL), used);
