@@ -466,7 +466,7 @@ def main():
                               ("pinwheel 16M chunks", dict(shim, PINWHEEL_CHUNK="16M", PINWHEEL_HOST_POOL="192M"))]
             if title.startswith("copy-bound") and a.collector_threads:  # a CPU left to CUPTI's threads
                 n = max(1, min(16, len(os.sched_getaffinity(0))) - 1)
-                bases[1:1] = [(f"pinwheel {n} threads", dict(shim, PINWHEEL_THREADS=str(n)))]
+                bases[1:1] = [(f"pinwheel {n} staging threads", dict(shim, PINWHEEL_THREADS=str(n)))]
             for base_name, env in bases:
                 variants.append((base_name, cmd, env))
                 for ext in a.collector_formats.split(","):
@@ -474,9 +474,11 @@ def main():
                     if os.path.exists(nvtx):  # as `pinwheel run --trace` sets it: NVTX ranges too
                         traced["NVTX_INJECTION64_PATH"] = nvtx
                     variants.append((f"{base_name}, traced .{ext}", cmd, traced))
-            for _, _, env in variants:  # pinwheel's own summary of every run (read by after)
-                env.update(PINWHEEL_STATS="1", PINWHEEL_STATS_FORMAT="json",
-                           PINWHEEL_STATS_FILE=os.path.join(tdir, "stats-%p.json"))
+            # pinwheel's own summary of every run (read by after), in copies of the environments
+            # (the untraced ones are the dicts other classes use too)
+            stats = dict(PINWHEEL_STATS="1", PINWHEEL_STATS_FORMAT="json",
+                         PINWHEEL_STATS_FILE=os.path.join(tdir, "stats-%p.json"))
+            variants = [(n, c, dict(env, **stats)) for n, c, env in variants]
             written, summaries = {}, {}
 
             def after(name, env, secs):  # the trace's size, the process's wall time, its summary

@@ -853,8 +853,8 @@ static void test_runtime_host_copies(void **state) {
  * "fills.calls", "used.calls" and then the reasons given in pairs (name, count), NULL-ended.
  * An upload the program's copy did not come for within 100 ms (expired), or whose record the
  * upload thread did not make within the 50 ms a copy waits (upload_failed), is given up as it
- * must be, bytes right: that only a loaded machine does (a CI run of the tests in parallel on two
- * CPUs once did), so such a run is made again, three times at most, and the counts are those of
+ * must be, bytes right: that only a loaded machine does (the tests run in parallel on two
+ * CPUs did), so such a run is made again, three times at most, and the counts are those of
  * the last. */
 static void expect_fill_ahead(const char *mode, long long allocs, long long fills, long long used,
                               ...) {
