@@ -206,6 +206,13 @@ t fill_ahead_hazards bash -c "
       'memset_or_copy 1' 'stream_ordered 1'; do
     grep -qE \"\$want\" <<<\"\$out\" || { echo \"missing: \$want\"; exit 1; }
   done"
+# a forked child and its parent's pinned memory: shared, writes included, as CUDA has it, without
+# pinwheel and under it; with fill-ahead the memory is pinwheel's, which a child does not get
+# (README): the child is killed touching it (exit 2), the parent's bytes stay right
+t fork_pinned_shared bash -c "$B/fork_pinned && env PINWHEEL_MODE=stage LD_PRELOAD=$LIB $B/fork_pinned"
+t fork_pinned_fill_ahead bash -c "
+  env PINWHEEL_MODE=stage PINWHEEL_FILL_AHEAD=512M LD_PRELOAD=$LIB $B/fork_pinned; rc=\$?
+  echo \"exit \$rc\"; [ \$rc -eq 2 ]"
 if python3 -c "import jax" 2>/dev/null; then
   # pinwheel stages JAX's copies (XLA's own staging off, PINWHEEL_XLA_STAGING=pinwheel), and XLA
   # stages them with its memcpy on pinwheel's threads (PINWHEEL_XLA_STAGING=xla)
