@@ -93,6 +93,23 @@ def time_spent(title, summaries):
     return rows
 
 
+def default_threads(B, shim, tdir):
+    """The staging threads pinwheel's default gives here (its summary of a short naive_copy run: the
+    default also weighs the cgroup limit and the local ranks); the CPUs this process may use, at
+    most 16, if that run fails."""
+    f = os.path.join(tdir, "threads.json")
+    env = dict(os.environ, **shim, PINWHEEL_STATS="1", PINWHEEL_STATS_FORMAT="json", PINWHEEL_STATS_FILE=f)
+    try:
+        subprocess.run([f"{B}/naive_copy", "8", "2", "0"], env=env, capture_output=True, timeout=120)
+        with open(f) as fh:
+            return int(json.load(fh)["staging"]["threads"])
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError):
+        return min(16, len(os.sched_getaffinity(0)))
+    finally:
+        if os.path.exists(f):
+            os.unlink(f)
+
+
 def gpu_count():
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
@@ -465,7 +482,7 @@ def main():
                 bases[1:1] = [("pinwheel 1M chunks", dict(shim, PINWHEEL_CHUNK="1M")),
                               ("pinwheel 16M chunks", dict(shim, PINWHEEL_CHUNK="16M", PINWHEEL_HOST_POOL="192M"))]
             if title.startswith("copy-bound") and a.collector_threads:  # a CPU left to CUPTI's threads
-                n = max(1, min(16, len(os.sched_getaffinity(0))) - 1)
+                n = max(1, default_threads(B, shim, tdir) - 1)
                 bases[1:1] = [(f"pinwheel {n} staging threads", dict(shim, PINWHEEL_THREADS=str(n)))]
             for base_name, env in bases:
                 variants.append((base_name, cmd, env))
