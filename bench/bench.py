@@ -93,12 +93,17 @@ def time_spent(title, summaries):
     return rows
 
 
+def stats_env(path):
+    """The environment that has pinwheel write its JSON summary to path (%p: the process id)."""
+    return dict(PINWHEEL_STATS="1", PINWHEEL_STATS_FORMAT="json", PINWHEEL_STATS_FILE=path)
+
+
 def default_threads(B, shim, tdir):
     """The staging threads pinwheel's default gives here (its summary of a short naive_copy run: the
     default also weighs the cgroup limit and the local ranks); the CPUs this process may use, at
     most 16, if that run fails."""
     f = os.path.join(tdir, "threads.json")
-    env = dict(os.environ, **shim, PINWHEEL_STATS="1", PINWHEEL_STATS_FORMAT="json", PINWHEEL_STATS_FILE=f)
+    env = dict(os.environ, **shim, **stats_env(f))
     try:
         subprocess.run([f"{B}/naive_copy", "8", "2", "0"], env=env, capture_output=True, timeout=120)
         with open(f) as fh:
@@ -493,8 +498,7 @@ def main():
                     variants.append((f"{base_name}, traced .{ext}", cmd, traced))
             # pinwheel's own summary of every run (read by after), in copies of the environments
             # (the untraced ones are the dicts other classes use too)
-            stats = dict(PINWHEEL_STATS="1", PINWHEEL_STATS_FORMAT="json",
-                         PINWHEEL_STATS_FILE=os.path.join(tdir, "stats-%p.json"))
+            stats = stats_env(os.path.join(tdir, "stats-%p.json"))
             variants = [(n, c, dict(env, **stats)) for n, c, env in variants]
             written, summaries = {}, {}
 
