@@ -129,6 +129,9 @@ static void test_trace_with_fake_cupti(void **state) {
     assert_non_null(strstr(text, "\"name\":\"cudaMemcpyAsync\""));
     /* a query's record is switched off (each costs the program time; the report reads none) */
     assert_null(strstr(text, "cudaGetDevice"));
+    /* of the driver's calls, those the report reads (a launch), not the runtime's many others */
+    assert_non_null(strstr(text, "\"name\":\"cuLaunchKernel\""));
+    assert_null(strstr(text, "cuCtxSetCurrent"));
     assert_non_null(strstr(text, "\"name\":\"Memcpy HtoD (Pageable -> Device)\""));
     assert_non_null(strstr(text, "\"dropped_records\":0"));
     free(text);

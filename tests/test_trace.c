@@ -256,6 +256,52 @@ static void test_staged_copy_carries_program_call(void **state) {
   an_free(t);
 }
 
+/* The driver calls whose records the collector keeps (the rest cost the program time, and the
+ * runtime makes many of them): every call the report reads among all the calls CUPTI's header
+ * names, and none of the runtime's frequent inner calls. */
+static void test_driver_calls_kept(void **state) {
+  (void)state;
+  FILE *f = fopen(PW_CUPTI_DRIVER_CBID_H, "r");
+  assert_non_null(f);
+  char line[512];
+  int names = 0, kept = 0;
+  while (fgets(line, sizeof line, f)) {
+    const char *p = strstr(line, "CUPTI_DRIVER_TRACE_CBID_");
+    if (!p) continue;
+    p += strlen("CUPTI_DRIVER_TRACE_CBID_");
+    char nm[128];
+    size_t n = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+    if (n == 0 || n >= sizeof nm || strncmp(p, "cu", 2)) continue; /* INVALID, SIZE, ... */
+    memcpy(nm, p, n);
+    nm[n] = 0;
+    names++;
+    int k = pw_trace_driver_call_kept(nm);
+    kept += k;
+    /* what the report reads of a call: launches, copies, syncs (an_api_of), events */
+    if ((an_api_of(nm, n) != AN_API_OTHER || !strncmp(nm, "cuEvent", 7)) && !k)
+      fail_msg("the report reads %s, the collector leaves it out", nm);
+  }
+  fclose(f);
+  assert_true(names > 500);
+  assert_true(kept > 50 && kept < names / 2);
+  static const char *const in[] = {
+      "cuLaunchKernel",     "cuLaunchKernelEx_ptsz", "cuGraphLaunch",       "cuMemcpyHtoDAsync_v2",
+      "cuMemcpy",           "cuMemsetD32Async",      "cuStreamSynchronize", "cuCtxSynchronize",
+      "cuEventSynchronize", "cuStreamWaitEvent",     "cuStreamWaitValue32", "cuMemHostAlloc",
+      "cuMemAllocHost_v2",  "cuMemFreeHost",         "cuMemAlloc_v2",       "cuProfilerStart"};
+  static const char *const left[] = {
+      "cuCtxGetCurrent",       "cuCtxSetCurrent",         "cuCtxPushCurrent_v2",
+      "cuPointerGetAttribute", "cuPointerGetAttributes",  "cuStreamGetCtx",
+      "cuStreamIsCapturing",   "cuFuncGetAttribute",      "cuModuleGetFunction",
+      "cuLibraryGetKernel",    "cuKernelGetName",         "cuDeviceGetAttribute",
+      "cuGetProcAddress_v2",   "cuDevicePrimaryCtxRetain"};
+  for (size_t i = 0; i < sizeof in / sizeof *in; i++)
+    if (!pw_trace_driver_call_kept(in[i])) fail_msg("%s left out", in[i]);
+  for (size_t i = 0; i < sizeof left / sizeof *left; i++)
+    if (pw_trace_driver_call_kept(left[i])) fail_msg("%s kept", left[i]);
+  assert_false(pw_trace_driver_call_kept(NULL));
+}
+
 static void test_path_template(void **state) {
   char p[64];
   unsetenv("RANK");
@@ -480,6 +526,7 @@ int main(void) {
       cmocka_unit_test(test_unpaired_and_unknown),
       cmocka_unit_test(test_staged_copy_carries_program_call),
       cmocka_unit_test(test_path_template),
+      cmocka_unit_test(test_driver_calls_kept),
       cmocka_unit_test(test_window_keep),
       cmocka_unit_test(test_window_steps),
       cmocka_unit_test(test_window_steps_torch),

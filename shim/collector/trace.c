@@ -727,49 +727,23 @@ static const CUpti_CallbackId quiet_runtime[] = {
     R(cudaStreamGetDevice_ptsz_v12080),
 };
 #undef R
-#define D(n) CUPTI_DRIVER_TRACE_CBID_##n
-static const CUpti_CallbackId quiet_driver[] = {
-    D(cuDevicePrimaryCtxGetState),
-    D(cuDeviceGet),
-    D(cuDeviceGetCount),
-    D(cuDeviceGetAttribute),
-    D(cuDriverGetVersion),
-    D(cuCtxGetCurrent),
-    D(cuCtxGetDevice),
-    D(cuCtxGetDevice_v2),
-    D(cuCtxGetLimit),
-    D(cuCtxGetStreamPriorityRange),
-    D(cuKernelGetName),
-    D(cuKernelGetAttribute),
-    D(cuGetProcAddress),
-    D(cuGetProcAddress_v2),
-    D(cuGetErrorString),
-    D(cuGetErrorName),
-    D(cuStreamGetCtx),
-    D(cuStreamGetCtx_ptsz),
-    D(cuStreamGetCtx_v2),
-    D(cuStreamGetCtx_v2_ptsz),
-    D(cuStreamIsCapturing),
-    D(cuStreamIsCapturing_ptsz),
-    D(cuStreamGetCaptureInfo),
-    D(cuStreamGetCaptureInfo_ptsz),
-    D(cuStreamGetCaptureInfo_v2),
-    D(cuStreamGetCaptureInfo_v2_ptsz),
-    D(cuStreamGetCaptureInfo_v3),
-    D(cuStreamGetCaptureInfo_v3_ptsz),
-};
-#undef D
-
-/* Switch the queries' records off (on: 1, when CUPTI goes to the program's own profiler, which
- * gets CUPTI as it would without pinwheel), after their kinds were enabled: enabling a kind
- * resets the per-call switches.  A CUPTI without the switches records every call. */
+/* Switch the records of the runtime's queries and of the driver's calls the report does not read
+ * off (on: 1, back on, when CUPTI goes to the program's own profiler, which gets CUPTI as it
+ * would without pinwheel), after their kinds were enabled: enabling a kind resets the per-call
+ * switches.  A CUPTI without the switches records every call. */
 static void quiet_queries(int on) {
   size_t n = 0;
   for (size_t i = 0; cu.runtime_api && i < sizeof quiet_runtime / sizeof *quiet_runtime; i++)
     n += cu.runtime_api(quiet_runtime[i], (uint8_t)on) == CUPTI_SUCCESS;
-  for (size_t i = 0; cu.driver_api && i < sizeof quiet_driver / sizeof *quiet_driver; i++)
-    n += cu.driver_api(quiet_driver[i], (uint8_t)on) == CUPTI_SUCCESS;
-  pw_log(PW_LOG_DEBUG, "trace: records of %zu query calls %s", n, on ? "back on" : "left out");
+  for (uint32_t cbid = 1; cu.driver_api && cu.callback_name && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE;
+       cbid++) {
+    const char *nm = NULL;
+    if (cu.callback_name(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &nm) != CUPTI_SUCCESS || !nm ||
+        pw_trace_driver_call_kept(nm))
+      continue;
+    n += cu.driver_api(cbid, (uint8_t)on) == CUPTI_SUCCESS;
+  }
+  pw_log(PW_LOG_DEBUG, "trace: records of %zu calls %s", n, on ? "back on" : "left out");
 }
 
 /* Register the buffer callbacks and enable the activity kinds: CUPTI_SUCCESS or its error (NVTX

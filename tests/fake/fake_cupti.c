@@ -32,9 +32,20 @@ static void *nvtx_table;
  * flush has a cudaGetDevice record unless it is one of them.  Enabling the runtime kind switches
  * every call back on, as CUPTI does. */
 static uint8_t runtime_off[1024];
+/* The same for the driver's calls (cuptiActivityEnableDriverApi): each flush has a record of a
+ * cuLaunchKernel and of a cuCtxSetCurrent (the runtime makes many such calls) unless switched off.
+ */
+static uint8_t driver_off[1024];
 
 CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
   if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) memset(runtime_off, 0, sizeof runtime_off);
+  if (kind == CUPTI_ACTIVITY_KIND_DRIVER) memset(driver_off, 0, sizeof driver_off);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
+  if (cbid >= sizeof driver_off) return CUPTI_ERROR_INVALID_PARAMETER;
+  driver_off[cbid] = !enable;
   return CUPTI_SUCCESS;
 }
 
@@ -166,6 +177,19 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     q->correlationId = c + 2000;
     valid += SLOT;
   }
+  static const CUpti_CallbackId drv[] = {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                                         CUPTI_DRIVER_TRACE_CBID_cuCtxSetCurrent};
+  for (int i = 0; i < 2; i++) { /* driver calls of their own (no GPU operation of them here) */
+    if (driver_off[drv[i]]) continue;
+    CUpti_ActivityAPI *q = (void *)(buf + valid);
+    memset(q, 0, SLOT);
+    q->kind = CUPTI_ACTIVITY_KIND_DRIVER;
+    q->cbid = drv[i];
+    q->start = t - 300 + 100 * (uint64_t)i, q->end = q->start + 50;
+    q->processId = 1, q->threadId = 1;
+    q->correlationId = c + 3000 + (uint32_t)i;
+    valid += SLOT;
+  }
   if (nvtx_table && size >= valid + 2 * SLOT) { /* "fake_range#1": its start and end records */
     for (int i = 0; i < 2; i++) {
       CUpti_ActivityMarker2 *mk = (void *)(buf + valid);
@@ -224,7 +248,12 @@ CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
 }
 
 CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const char **name) {
-  (void)d;
+  if (d == CUPTI_CB_DOMAIN_DRIVER_API) {
+    *name = cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel    ? "cuLaunchKernel"
+            : cbid == CUPTI_DRIVER_TRACE_CBID_cuCtxSetCurrent ? "cuCtxSetCurrent"
+                                                              : "cuSomething";
+    return CUPTI_SUCCESS;
+  }
   *name = cbid == 41                                             ? "cudaMemcpyAsync_v3020"
           : cbid == 211                                          ? "cudaLaunchKernel_v7000"
           : cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020 ? "cudaGetDevice_v3020"
