@@ -746,19 +746,21 @@ static void quiet_queries(int on) {
   pw_log(PW_LOG_DEBUG, "trace: records of %zu calls %s", n, on ? "back on" : "left out");
 }
 
+/* The activity kinds the collector enables. */
+static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                           CUPTI_ACTIVITY_KIND_MEMCPY,
+                                           CUPTI_ACTIVITY_KIND_MEMCPY2,
+                                           CUPTI_ACTIVITY_KIND_MEMSET,
+                                           CUPTI_ACTIVITY_KIND_RUNTIME,
+                                           CUPTI_ACTIVITY_KIND_DRIVER,
+                                           CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                                           CUPTI_ACTIVITY_KIND_MARKER,
+                                           CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+
 /* Register the buffer callbacks and enable the activity kinds: CUPTI_SUCCESS or its error (NVTX
  * markers and driver calls are optional). */
 static CUptiResult enable_activities(void) {
   CUptiResult r = cu.register_callbacks(buffer_requested, buffer_completed);
-  static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                             CUPTI_ACTIVITY_KIND_MEMCPY,
-                                             CUPTI_ACTIVITY_KIND_MEMCPY2,
-                                             CUPTI_ACTIVITY_KIND_MEMSET,
-                                             CUPTI_ACTIVITY_KIND_RUNTIME,
-                                             CUPTI_ACTIVITY_KIND_DRIVER,
-                                             CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-                                             CUPTI_ACTIVITY_KIND_MARKER,
-                                             CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
   for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof kinds / sizeof kinds[0]; i++) {
     CUptiResult e = cu.enable(kinds[i]);
     if (e != CUPTI_SUCCESS && kinds[i] == CUPTI_ACTIVITY_KIND_MARKER)
@@ -788,6 +790,33 @@ static int start_writer(void) {
   return 0;
 }
 
+#ifdef PW_TRACE_DIAG
+/* A measuring aid, built only with -DPINWHEEL_TRACE_DIAG=ON (bench/collector_kinds.py): switch
+ * the kinds whose bits mask sets (bit i: kinds[i]) off (on: 0) or back on, in a running traced
+ * process, so that one process measures what each costs (its own rounds cancel the machine's
+ * drift, which two processes do not).  Bit 9: every driver call's record (on), or those the
+ * report reads (off).  The number of calls CUPTI refused; -1 when not tracing. */
+static void *diag_cupti;
+__attribute__((visibility("default"))) int pw_diag_cupti(int mask, int on);
+int pw_diag_cupti(int mask, int on) {
+  CUptiResult (*disable)(CUpti_ActivityKind) = NULL;
+  if (diag_cupti) *(void **)&disable = dlsym(diag_cupti, "cuptiActivityDisable");
+  if (!pw_trace_active() || !disable) return -1;
+  int bad = 0;
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    if (mask & (1 << i)) bad += (on ? cu.enable(kinds[i]) : disable(kinds[i])) != CUPTI_SUCCESS;
+  if (on && (mask & 0x1ff)) quiet_queries(0); /* enabling a kind switched every call back on */
+  if (mask & 0x200) {
+    if (on)
+      for (uint32_t cbid = 1; cu.driver_api && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; cbid++)
+        cu.driver_api(cbid, 1);
+    else
+      quiet_queries(0);
+  }
+  return bad;
+}
+#endif
+
 void pw_trace_start(void) {
   const char *tmpl = pw_option_str(PW_OPT_TRACE);
   if (!tmpl || !*tmpl) return;
@@ -807,6 +836,9 @@ void pw_trace_start(void) {
     return;
   }
   if (bind_cupti(h)) return;
+#ifdef PW_TRACE_DIAG
+  diag_cupti = h;
+#endif
   tw = calloc(1, sizeof *tw);
   if (!tw) return;
   if (open_trace_file()) {
