@@ -10,12 +10,14 @@ kinds cost, the machine's drift cancelled.  Needs a shim built with -DPINWHEEL_T
 
     cmake -S . -B build-diag -DPINWHEEL_TESTS=OFF -DPINWHEEL_ANALYZER=OFF -DPINWHEEL_TRACE_DIAG=ON
     cmake --build build-diag -j
-    python3 bench/collector_kinds.py --build build-diag --masks 0x1ff,0x20,0x200
+    python3 bench/collector_kinds.py --build build-diag --masks 0x400,0x1ff,0x20
 
 Mask bits (shim/collector/trace.c, kinds[]): 0x1 kernels, 0x2 memcpy, 0x4 peer memcpy, 0x8 memset,
 0x10 runtime calls, 0x20 driver calls, 0x40 synchronization, 0x80 NVTX markers, 0x100 external
 correlations (0x1ff: all of them, i.e. traced against CUPTI attached with nothing enabled);
-0x200: every driver call's record against those the report reads only.  Each line: ms per step
+0x200: every driver call's record against those the report reads only; 0x400, alone: the whole
+collector, traced against CUPTI detached (cuptiFinalize) with pinwheel's own calls to it stopped,
+which is what separates a traced process from an untraced one.  Each line: ms per step
 with the kinds on and off (medians of the phases), the on/off - 1 of each A/B pair and their
 median, and the host's time per step in x.to('cuda') (pinwheel's staging), y.to and the rest.
 """
@@ -93,7 +95,7 @@ def child(mask, phases, steps):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build-diag", help="the build directory of a -DPINWHEEL_TRACE_DIAG=ON shim")
-    ap.add_argument("--masks", default="0x1ff,0x20,0x200", help="comma-separated masks, one process each")
+    ap.add_argument("--masks", default="0x400,0x1ff,0x20", help="comma-separated masks, one process each")
     ap.add_argument("--phases", type=int, default=16, help="phases per process (half on, half off)")
     ap.add_argument("--steps", type=int, default=25, help="timed steps per phase")
     ap.add_argument("--child", help=argparse.SUPPRESS)

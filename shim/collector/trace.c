@@ -795,13 +795,34 @@ static int start_writer(void) {
  * the kinds whose bits mask sets (bit i: kinds[i]) off (on: 0) or back on, in a running traced
  * process, so that one process measures what each costs (its own rounds cancel the machine's
  * drift, which two processes do not).  Bit 9: every driver call's record (on), or those the
- * report reads (off).  The number of calls CUPTI refused; -1 when not tracing. */
+ * report reads (off).  Bit 10, alone: the whole collector (off: every kind disabled, the records
+ * flushed, CUPTI detached with cuptiFinalize and pinwheel's own calls to it stopped; on: attached
+ * again as at the start).  The number of calls CUPTI refused; -1 when not tracing. */
 static void *diag_cupti;
+static atomic_int diag_detached;
 __attribute__((visibility("default"))) int pw_diag_cupti(int mask, int on);
 int pw_diag_cupti(int mask, int on) {
-  CUptiResult (*disable)(CUpti_ActivityKind) = NULL;
+  CUptiResult (*disable)(CUpti_ActivityKind) = NULL, (*finalize)(void) = NULL;
   if (diag_cupti) *(void **)&disable = dlsym(diag_cupti, "cuptiActivityDisable");
-  if (!pw_trace_active() || !disable) return -1;
+  if (diag_cupti) *(void **)&finalize = dlsym(diag_cupti, "cuptiFinalize");
+  if (!tw || !disable || !finalize) return -1;
+  if (mask == 0x400) {
+    if (on == !atomic_load(&diag_detached)) return 0;
+    if (on) {
+      CUptiResult r = enable_activities();
+      atomic_store(&diag_detached, 0);
+      atomic_store(&active, 1);
+      return r != CUPTI_SUCCESS;
+    }
+    atomic_store(&active, 0); /* pinwheel's own calls to CUPTI stop (pw_trace_own_begin) */
+    atomic_store(&diag_detached, 1);
+    int bad = 0;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+      bad += disable(kinds[i]) != CUPTI_SUCCESS && kinds[i] != CUPTI_ACTIVITY_KIND_DRIVER;
+    cu.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    return bad + (finalize() != CUPTI_SUCCESS);
+  }
+  if (!pw_trace_active()) return -1;
   int bad = 0;
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
     if (mask & (1 << i)) bad += (on ? cu.enable(kinds[i]) : disable(kinds[i])) != CUPTI_SUCCESS;

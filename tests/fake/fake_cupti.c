@@ -43,6 +43,17 @@ CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
   return CUPTI_SUCCESS;
 }
 
+CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
+  (void)kind;
+  return CUPTI_SUCCESS;
+}
+
+/* Detached: the buffer callbacks are forgotten until a client registers again. */
+CUptiResult cuptiFinalize(void) {
+  req = NULL, comp = NULL;
+  return CUPTI_SUCCESS;
+}
+
 CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
   if (cbid >= sizeof driver_off) return CUPTI_ERROR_INVALID_PARAMETER;
   driver_off[cbid] = !enable;
