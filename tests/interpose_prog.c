@@ -327,7 +327,8 @@ static int mode_fork(void) {
 /* A traced run (the test sets PINWHEEL_TRACE and PINWHEEL_CUPTI to the fake CUPTI): CUDA
  * calls, a forked child that never uses CUDA, and with "profiler" the program's own CUPTI client
  * starting in the middle, as torch.profiler does. */
-static int prof_buffers;
+static int prof_buffers, prof_driver_calls;
+static CUptiResult (*prof_next)(uint8_t *, size_t, CUpti_Activity **);
 static void CUPTIAPI prof_req(uint8_t **b, size_t *s, size_t *m) {
   *b = malloc(1 << 16);
   *s = 1 << 16;
@@ -335,6 +336,9 @@ static void CUPTIAPI prof_req(uint8_t **b, size_t *s, size_t *m) {
 }
 static void CUPTIAPI prof_done(CUcontext c, uint32_t st, uint8_t *b, size_t s, size_t v) {
   prof_buffers += v > 0;
+  CUpti_Activity *r = NULL; /* the driver calls' records it gets: pinwheel switched none off */
+  while (prof_next && prof_next(b, v, &r) == CUPTI_SUCCESS)
+    prof_driver_calls += r->kind == CUPTI_ACTIVITY_KIND_DRIVER;
   free(b);
 }
 
@@ -368,10 +372,11 @@ static int mode_traced(int profiler) {
     CUptiResult (*flush)(uint32_t);
     *(void **)&reg = dlsym(RTLD_DEFAULT, "cuptiActivityRegisterCallbacks");
     *(void **)&flush = dlsym(h, "cuptiActivityFlushAll");
-    CHECK(reg && flush);
+    *(void **)&prof_next = dlsym(h, "cuptiActivityGetNextRecord");
+    CHECK(reg && flush && prof_next);
     CHECK(reg(prof_req, prof_done) == CUPTI_SUCCESS);
     CHECK(flush(0) == CUPTI_SUCCESS);
-    printf("profiler got %d buffers\n", prof_buffers);
+    printf("profiler got %d buffers, %d driver calls\n", prof_buffers, prof_driver_calls);
   }
   CHECK(cudaMemcpy(host, dev, sizeof host, cudaMemcpyDeviceToHost) == cudaSuccess);
   printf("traced %s\n", failures ? "FAILED" : "ok");

@@ -16,6 +16,7 @@
 
 #include "an.h"
 #include "pw.h"
+#include "driver_calls.h"
 #include "trace.h"
 
 #define US 1000LL
@@ -256,9 +257,10 @@ static void test_staged_copy_carries_program_call(void **state) {
   an_free(t);
 }
 
-/* The driver calls whose records the collector keeps (the rest cost the program time, and the
- * runtime makes many of them): every call the report reads among all the calls CUPTI's header
- * names, and none of the runtime's frequent inner calls. */
+/* The driver calls whose records the collector keeps (driver_calls.h; the rest cost the program
+ * time, and the runtime makes many of them): among all the calls CUPTI's header names, every call
+ * the analyzer classifies (launches, copies, syncs: an_api_of) or groups by name (events), the
+ * calls that do work, and none of the getters, setters and attribute queries. */
 static void test_driver_calls_kept(void **state) {
   (void)state;
   FILE *f = fopen(PW_CUPTI_DRIVER_CBID_H, "r");
@@ -275,7 +277,7 @@ static void test_driver_calls_kept(void **state) {
     memcpy(nm, p, n);
     nm[n] = 0;
     names++;
-    int k = pw_trace_driver_call_kept(nm);
+    int k = pw_driver_call_recorded(nm);
     kept += k;
     /* what the report reads of a call: launches, copies, syncs (an_api_of), events */
     if ((an_api_of(nm, n) != AN_API_OTHER || !strncmp(nm, "cuEvent", 7)) && !k)
@@ -284,22 +286,56 @@ static void test_driver_calls_kept(void **state) {
   fclose(f);
   assert_true(names > 500);
   assert_true(kept > 50 && kept < names / 2);
-  static const char *const in[] = {
-      "cuLaunchKernel",     "cuLaunchKernelEx_ptsz", "cuGraphLaunch",       "cuMemcpyHtoDAsync_v2",
-      "cuMemcpy",           "cuMemsetD32Async",      "cuStreamSynchronize", "cuCtxSynchronize",
-      "cuEventSynchronize", "cuStreamWaitEvent",     "cuStreamWaitValue32", "cuMemHostAlloc",
-      "cuMemAllocHost_v2",  "cuMemFreeHost",         "cuMemAlloc_v2",       "cuProfilerStart"};
-  static const char *const left[] = {
-      "cuCtxGetCurrent",       "cuCtxSetCurrent",         "cuCtxPushCurrent_v2",
-      "cuPointerGetAttribute", "cuPointerGetAttributes",  "cuStreamGetCtx",
-      "cuStreamIsCapturing",   "cuFuncGetAttribute",      "cuModuleGetFunction",
-      "cuLibraryGetKernel",    "cuKernelGetName",         "cuDeviceGetAttribute",
-      "cuGetProcAddress_v2",   "cuDevicePrimaryCtxRetain"};
+  static const char *const in[] = {"cuLaunchKernel",
+                                   "cuLaunchKernelEx_ptsz",
+                                   "cuGraphLaunch",
+                                   "cuMemcpyHtoDAsync_v2",
+                                   "cuMemcpy",
+                                   "cuMemsetD32Async",
+                                   "cuStreamSynchronize",
+                                   "cuCtxSynchronize",
+                                   "cuEventSynchronize",
+                                   "cuEventQuery",
+                                   "cuStreamWaitEvent",
+                                   "cuStreamWaitValue32",
+                                   "cuMemHostAlloc",
+                                   "cuMemAllocHost_v2",
+                                   "cuMemFreeHost",
+                                   "cuMemAlloc_v2",
+                                   "cuProfilerStart",
+                                   "cuModuleLoadData",
+                                   "cuLibraryLoadData",
+                                   "cuLinkComplete",
+                                   "cuMemMap",
+                                   "cuMemCreate",
+                                   "cuCtxRecordEvent",
+                                   "cuStreamAddCallback",
+                                   "cuDevicePrimaryCtxRetain",
+                                   "cuGraphInstantiateWithFlags"};
+  static const char *const left[] = {"cuCtxGetCurrent",
+                                     "cuCtxSetCurrent",
+                                     "cuCtxPushCurrent_v2",
+                                     "cuPointerGetAttribute",
+                                     "cuPointerGetAttributes",
+                                     "cuStreamGetCtx",
+                                     "cuStreamIsCapturing",
+                                     "cuFuncGetAttribute",
+                                     "cuModuleGetFunction",
+                                     "cuLibraryGetKernel",
+                                     "cuKernelGetName",
+                                     "cuDeviceGetAttribute",
+                                     "cuGetProcAddress_v2",
+                                     "cuMemHostGetDevicePointer",
+                                     "cuMemHostGetFlags",
+                                     "cuStreamQuery",
+                                     "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                                     "cuDevicePrimaryCtxGetState",
+                                     "cuMemGetAddressRange_v2"};
   for (size_t i = 0; i < sizeof in / sizeof *in; i++)
-    if (!pw_trace_driver_call_kept(in[i])) fail_msg("%s left out", in[i]);
+    if (!pw_driver_call_recorded(in[i])) fail_msg("%s left out", in[i]);
   for (size_t i = 0; i < sizeof left / sizeof *left; i++)
-    if (pw_trace_driver_call_kept(left[i])) fail_msg("%s kept", left[i]);
-  assert_false(pw_trace_driver_call_kept(NULL));
+    if (pw_driver_call_recorded(left[i])) fail_msg("%s kept", left[i]);
+  assert_false(pw_driver_call_recorded(NULL));
 }
 
 static void test_path_template(void **state) {

@@ -30,28 +30,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver_calls.h"
+
 /* A call that only asks (the device, the last error, capture state, ...): pinwheel's collector
- * leaves these out (shim/collector/trace.c, quiet_runtime and quiet_driver), torch.profiler and
- * nsys record them; between a copy and its sync they are skipped, so every trace of one program
- * gives the same answer.  A name matches with or without a version suffix (_v3020, _ptsz). */
+ * leaves these out (shim/collector/trace.c's quiet_runtime; of the driver's calls, every one
+ * driver_calls.h does not record), torch.profiler and nsys record them; between a copy and its
+ * sync they are skipped, so every trace of one program gives the same answer.  A name matches
+ * with or without a version suffix (_v3020, _ptsz). */
 static int is_query(const an_trace *t, const an_call *c) {
   static const char *const q[] = {"cudaGetDevice",         "cudaGetDeviceCount",
                                   "cudaGetDeviceFlags",    "cudaDeviceGetAttribute",
                                   "cudaGetLastError",      "cudaPeekAtLastError",
                                   "cudaDriverGetVersion",  "cudaRuntimeGetVersion",
                                   "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo",
-                                  "cudaStreamGetDevice",   "cuDevicePrimaryCtxGetState",
-                                  "cuDeviceGet",           "cuDeviceGetCount",
-                                  "cuDeviceGetAttribute",  "cuDriverGetVersion",
-                                  "cuCtxGetCurrent",       "cuCtxGetDevice",
-                                  "cuCtxGetLimit",         "cuCtxGetStreamPriorityRange",
-                                  "cuKernelGetName",       "cuKernelGetAttribute",
-                                  "cuGetProcAddress",      "cuGetErrorString",
-                                  "cuGetErrorName",        "cuStreamGetCtx",
-                                  "cuStreamIsCapturing",   "cuStreamGetCaptureInfo"};
+                                  "cudaStreamGetDevice"};
   if (c->api != AN_API_OTHER) return 0;
   const char *n = an_name(t, c->name);
   if (!n) return 0;
+  if (!strncmp(n, "cu", 2) && strncmp(n, "cuda", 4)) return !pw_driver_call_recorded(n);
   for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
     size_t l = strlen(q[i]);
     if (!strncmp(n, q[i], l) && (n[l] == 0 || n[l] == '_')) return 1;

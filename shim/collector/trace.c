@@ -32,6 +32,7 @@
 #include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
 
+#include "driver_calls.h"
 #include "pw.h"
 
 #ifndef PW_CUPTI_DIR
@@ -68,7 +69,11 @@ typedef struct qbuf {
   uint32_t tid;
 } qbuf;
 
-static atomic_int active;         /* collecting */
+static atomic_int active; /* collecting */
+#ifdef PW_TRACE_DIAG
+static atomic_int diag_detached; /* pw_diag_cupti detached CUPTI (a measuring aid, below) */
+__attribute__((visibility("default"))) int pw_diag_cupti(int mask, int on);
+#endif
 _Atomic int pw_trace_want_atexit; /* the exit flush is still to be registered */
 static int fd = -1;
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
@@ -572,6 +577,9 @@ static void *open_cupti(char *why, size_t n) {
 }
 
 static void finish(void) {
+#ifdef PW_TRACE_DIAG
+  if (atomic_load(&diag_detached)) pw_diag_cupti(0x400, 1); /* the trace ends as it would have */
+#endif
   if (!atomic_exchange(&active, 0)) return;
   atomic_store(&pw_trace_watch, 0); /* the front ends stop reporting to a finished trace */
   if (cu.flush_all) cu.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -700,11 +708,12 @@ static int open_trace_file(void) {
   return 0;
 }
 
-/* The runtime's and the driver's queries, which launch, copy and wait for nothing: their records
- * are left out of the trace.  PyTorch makes about 14,000 such calls per ResNet-50 step (10,000 of
- * them cudaGetDevice) against 900 launches, and CUPTI's record of each costs the calling thread
- * time: +3.5 % on that loop with every call recorded (docs/RESULTS.md).  The report reads
- * launches, copies, memsets and synchronizations, never these. */
+/* The runtime's queries, which launch, copy and wait for nothing: their records are left out of
+ * the trace (the driver's calls left out are driver_calls.h's).  PyTorch makes about 14,000 such
+ * calls per ResNet-50 step (10,000 of them cudaGetDevice) against 900 launches, and CUPTI's record
+ * of each costs the calling thread time: +3.5 % on that loop with every call recorded
+ * (docs/RESULTS.md).  The report reads launches, copies, memsets and synchronizations, never these.
+ */
 #define R(n) CUPTI_RUNTIME_TRACE_CBID_##n
 static const CUpti_CallbackId quiet_runtime[] = {
     R(cudaGetDevice_v3020),
@@ -727,19 +736,22 @@ static const CUpti_CallbackId quiet_runtime[] = {
     R(cudaStreamGetDevice_ptsz_v12080),
 };
 #undef R
-/* Switch the records of the runtime's queries and of the driver's calls the report does not read
- * off (on: 1, back on, when CUPTI goes to the program's own profiler, which gets CUPTI as it
- * would without pinwheel), after their kinds were enabled: enabling a kind resets the per-call
- * switches.  A CUPTI without the switches records every call. */
+#define DRIVER_IDS (CUPTI_DRIVER_TRACE_CBID_SIZE > 2048 ? CUPTI_DRIVER_TRACE_CBID_SIZE : 2048)
+
+/* Switch the records of the runtime's queries and of the driver's calls that are not recorded
+ * (driver_calls.h) off (on: 1, back on, when CUPTI goes to the program's own profiler, which gets
+ * CUPTI as it would without pinwheel), after their kinds were enabled: enabling a kind resets the
+ * per-call switches.  A CUPTI without the switches records every call. */
 static void quiet_queries(int on) {
   size_t n = 0;
   for (size_t i = 0; cu.runtime_api && i < sizeof quiet_runtime / sizeof *quiet_runtime; i++)
     n += cu.runtime_api(quiet_runtime[i], (uint8_t)on) == CUPTI_SUCCESS;
-  for (uint32_t cbid = 1; cu.driver_api && cu.callback_name && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE;
-       cbid++) {
+  /* every id CUPTI names, past this header's count too (a newer CUPTI's calls are then left out
+   * as well); an id it does not name is skipped */
+  for (uint32_t cbid = 1; cu.driver_api && cu.callback_name && cbid < DRIVER_IDS; cbid++) {
     const char *nm = NULL;
     if (cu.callback_name(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &nm) != CUPTI_SUCCESS || !nm ||
-        pw_trace_driver_call_kept(nm))
+        pw_driver_call_recorded(nm))
       continue;
     n += cu.driver_api(cbid, (uint8_t)on) == CUPTI_SUCCESS;
   }
@@ -795,12 +807,13 @@ static int start_writer(void) {
  * the kinds whose bits mask sets (bit i: kinds[i]) off (on: 0) or back on, in a running traced
  * process, so that one process measures what each costs (its own rounds cancel the machine's
  * drift, which two processes do not).  Bit 9: every driver call's record (on), or those the
- * report reads (off).  Bit 10, alone: the whole collector (off: every kind disabled, the records
- * flushed, CUPTI detached with cuptiFinalize and pinwheel's own calls to it stopped; on: attached
- * again as at the start).  The number of calls CUPTI refused; -1 when not tracing. */
+ * collector records (off).  Bit 10, alone: the whole collector (off: every kind disabled, the
+ * records flushed, CUPTI detached with cuptiFinalize and pinwheel's own calls to it stopped; on:
+ * attached again as at the start; a process that exits detached is attached again first, so that
+ * its trace ends).  The number of calls CUPTI refused; -1 when not tracing.  Call it from the
+ * program's only CUDA thread, between its CUDA calls (no staged copy under way), and not in a
+ * forked child. */
 static void *diag_cupti;
-static atomic_int diag_detached;
-__attribute__((visibility("default"))) int pw_diag_cupti(int mask, int on);
 int pw_diag_cupti(int mask, int on) {
   CUptiResult (*disable)(CUpti_ActivityKind) = NULL, (*finalize)(void) = NULL;
   if (diag_cupti) *(void **)&disable = dlsym(diag_cupti, "cuptiActivityDisable");
@@ -820,6 +833,8 @@ int pw_diag_cupti(int mask, int on) {
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
       bad += disable(kinds[i]) != CUPTI_SUCCESS && kinds[i] != CUPTI_ACTIVITY_KIND_DRIVER;
     cu.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    while (convert_one()) { /* nothing of CUPTI's is touched after it is detached */
+    }
     return bad + (finalize() != CUPTI_SUCCESS);
   }
   if (!pw_trace_active()) return -1;
@@ -829,7 +844,7 @@ int pw_diag_cupti(int mask, int on) {
   if (on && (mask & 0x1ff)) quiet_queries(0); /* enabling a kind switched every call back on */
   if (mask & 0x200) {
     if (on)
-      for (uint32_t cbid = 1; cu.driver_api && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; cbid++)
+      for (uint32_t cbid = 1; cu.driver_api && cbid < DRIVER_IDS; cbid++)
         cu.driver_api(cbid, 1);
     else
       quiet_queries(0);

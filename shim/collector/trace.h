@@ -57,9 +57,6 @@ void pw_trace_writer_app_call(pw_trace_writer *w, const char *name, uint64_t sta
 /* The size of a record of a kind pw_trace_writer_record converts (0: not converted). */
 size_t pw_trace_writer_record_size(const CUpti_Activity *rec);
 void pw_trace_writer_end(pw_trace_writer *w); /* names, the frame's end; flushes */
-/* 1 when the records of the driver call name (CUPTI's callback name) are asked for: the calls the
- * report reads */
-int pw_trace_driver_call_kept(const char *name);
 
 /* The collector (trace.c). */
 /* PINWHEEL_TRACE's path with %p = pid and %r = RANK, else LOCAL_RANK, else 0; 0 on success. */

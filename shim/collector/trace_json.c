@@ -438,38 +438,3 @@ void pw_trace_writer_end(pw_trace_writer *w) {
   PUTS(w, "}}\n");
   w->flush(w);
 }
-
-/* The driver's calls whose records the report reads (a name begins with one of these): launches,
- * copies, memsets, allocations of device and pinned memory, events, stream waits and syncs, the
- * profiler's range.  Every other driver call is left out, not only the queries: the CUDA runtime
- * calls the driver many times per runtime call (contexts, pointers, functions, streams), and
- * CUPTI's work on each, although it writes no record of a call nested in the runtime's, cost a
- * copy-bound PyTorch loop about 2 % (docs/RESULTS.md); trace.c switches them off.  A program that
- * calls the driver itself (JAX, numba, Triton's launches) keeps these records. */
-static const char *const driver_kept[] = {
-    "cuLaunch",
-    "cuGraphLaunch",
-    "cuMemcpy",
-    "cuMemset",
-    "cuMemAlloc",
-    "cuMemFree",
-    "cuMemHost",
-    "cuMemPrefetch",
-    "cuEvent",
-    "cuStreamSynchronize",
-    "cuStreamWaitEvent",
-    "cuStreamWaitValue",
-    "cuStreamWriteValue",
-    "cuStreamBatchMemOp",
-    "cuStreamQuery",
-    "cuStreamCreate",
-    "cuStreamDestroy",
-    "cuCtxSynchronize",
-    "cuProfiler",
-};
-
-int pw_trace_driver_call_kept(const char *name) {
-  for (size_t i = 0; name && i < sizeof driver_kept / sizeof *driver_kept; i++)
-    if (!strncmp(name, driver_kept[i], strlen(driver_kept[i]))) return 1;
-  return 0;
-}

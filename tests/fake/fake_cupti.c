@@ -260,6 +260,7 @@ CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
 
 CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const char **name) {
   if (d == CUPTI_CB_DOMAIN_DRIVER_API) {
+    if (cbid >= 1500) return CUPTI_ERROR_INVALID_PARAMETER; /* ids this CUPTI does not have */
     *name = cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel    ? "cuLaunchKernel"
             : cbid == CUPTI_DRIVER_TRACE_CBID_cuCtxSetCurrent ? "cuCtxSetCurrent"
                                                               : "cuSomething";
