@@ -736,7 +736,9 @@ static const CUpti_CallbackId quiet_runtime[] = {
     R(cudaStreamGetDevice_ptsz_v12080),
 };
 #undef R
-#define DRIVER_IDS (CUPTI_DRIVER_TRACE_CBID_SIZE > 2048 ? CUPTI_DRIVER_TRACE_CBID_SIZE : 2048)
+/* The driver's callback ids looked at: this header's (a newer CUPTI's further calls keep their
+ * records: nothing is lost, they cost what they did before) */
+#define DRIVER_IDS CUPTI_DRIVER_TRACE_CBID_SIZE
 
 /* Switch the records of the runtime's queries and of the driver's calls that are not recorded
  * (driver_calls.h) off (on: 1, back on, when CUPTI goes to the program's own profiler, which gets
@@ -746,8 +748,7 @@ static void quiet_queries(int on) {
   size_t n = 0;
   for (size_t i = 0; cu.runtime_api && i < sizeof quiet_runtime / sizeof *quiet_runtime; i++)
     n += cu.runtime_api(quiet_runtime[i], (uint8_t)on) == CUPTI_SUCCESS;
-  /* every id CUPTI names, past this header's count too (a newer CUPTI's calls are then left out
-   * as well); an id it does not name is skipped */
+  /* an id CUPTI does not name is skipped */
   for (uint32_t cbid = 1; cu.driver_api && cu.callback_name && cbid < DRIVER_IDS; cbid++) {
     const char *nm = NULL;
     if (cu.callback_name(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &nm) != CUPTI_SUCCESS || !nm ||
