@@ -338,6 +338,34 @@ static void test_driver_calls_kept(void **state) {
   assert_false(pw_driver_call_recorded(NULL));
 }
 
+/* The driver's syncs and copies count as the runtime's do (JAX, numba and CuPy call the driver):
+ * the host syncs, the sync share and the what-if see them. */
+static void test_driver_api_classes(void **state) {
+  (void)state;
+  static const struct {
+    const char *name;
+    uint8_t api;
+  } c[] = {{"cuStreamSynchronize", AN_API_STREAM_SYNC},
+           {"cuStreamSynchronize_ptsz", AN_API_STREAM_SYNC},
+           {"cuCtxSynchronize", AN_API_DEVICE_SYNC},
+           {"cuCtxSynchronize_v2", AN_API_DEVICE_SYNC},
+           {"cuEventSynchronize", AN_API_EVENT_SYNC},
+           {"cuMemcpyHtoDAsync_v2", AN_API_MEMCPY},
+           {"cuMemcpyHtoDAsync_v2_ptsz", AN_API_MEMCPY},
+           {"cuMemcpyDtoH_v2", AN_API_MEMCPY},
+           {"cuMemcpyAsync", AN_API_MEMCPY},
+           {"cuMemcpy", AN_API_MEMCPY},
+           {"cudaMemcpyAsync", AN_API_MEMCPY},
+           {"cuMemcpy2D_v2", AN_API_OTHER}, /* as cudaMemcpy2D */
+           {"cuMemcpyHtoDAsyncX", AN_API_OTHER},
+           {"cuStreamSynchronizer", AN_API_OTHER},
+           {"cuStreamQuery", AN_API_OTHER},
+           {"cuLaunchKernel", AN_API_LAUNCH}};
+  for (size_t i = 0; i < sizeof c / sizeof *c; i++)
+    if (an_api_of(c[i].name, strlen(c[i].name)) != c[i].api)
+      fail_msg("%s: %d, not %d", c[i].name, an_api_of(c[i].name, strlen(c[i].name)), c[i].api);
+}
+
 static void test_path_template(void **state) {
   char p[64];
   unsetenv("RANK");
@@ -563,6 +591,7 @@ int main(void) {
       cmocka_unit_test(test_staged_copy_carries_program_call),
       cmocka_unit_test(test_path_template),
       cmocka_unit_test(test_driver_calls_kept),
+      cmocka_unit_test(test_driver_api_classes),
       cmocka_unit_test(test_window_keep),
       cmocka_unit_test(test_window_steps),
       cmocka_unit_test(test_window_steps_torch),

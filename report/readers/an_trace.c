@@ -217,7 +217,19 @@ uint8_t an_api_of(const char *name, size_t n) {
            {"cudaDeviceSynchronize", AN_API_DEVICE_SYNC},
            {"cudaEventSynchronize", AN_API_EVENT_SYNC},
            {"cudaMemcpy", AN_API_MEMCPY},
-           {"cudaMemcpyAsync", AN_API_MEMCPY}};
+           {"cudaMemcpyAsync", AN_API_MEMCPY},
+           /* the driver's, as JAX, numba and CuPy call them: counted with the runtime's */
+           {"cuStreamSynchronize", AN_API_STREAM_SYNC},
+           {"cuCtxSynchronize", AN_API_DEVICE_SYNC},
+           {"cuEventSynchronize", AN_API_EVENT_SYNC},
+           {"cuMemcpy", AN_API_MEMCPY},
+           {"cuMemcpyAsync", AN_API_MEMCPY},
+           {"cuMemcpyHtoD", AN_API_MEMCPY},
+           {"cuMemcpyHtoDAsync", AN_API_MEMCPY},
+           {"cuMemcpyDtoH", AN_API_MEMCPY},
+           {"cuMemcpyDtoHAsync", AN_API_MEMCPY},
+           {"cuMemcpyDtoD", AN_API_MEMCPY},
+           {"cuMemcpyDtoDAsync", AN_API_MEMCPY}};
   /* version suffixes of nsys names (_v3020, _ptsz_v7000) do not change the API */
   for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
     size_t l = strlen(a[i].w);
