@@ -6,18 +6,19 @@ exit), grouped by thread name and scheduling policy (5: SCHED_IDLE, the trace wr
 
     python3 bench/collector_pairs.py --build build-dev --reps 6 [--threads 15]
 
---threads N adds both variants with PINWHEEL_THREADS=N.  Prints one line per run, then per
-variant its median and each round's ratio to its untraced run.
+--threads N adds both variants with PINWHEEL_THREADS=N.  Runs through bench.py's interleave (a
+failed run stops it, its output in --log); prints one line per run, then per variant its median,
+each round's ratio to its untraced run and the best run against the best.
 """
 import argparse
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402  (interleave, stats_env: the benchmark's own runner)
 
 WRAP = r'''
 import atexit, json, os, runpy, sys
@@ -47,54 +48,50 @@ def main():
     ap.add_argument("--build", default="build-dev")
     ap.add_argument("--reps", type=int, default=6)
     ap.add_argument("--threads", type=int, default=0, help="also run with this many staging threads")
+    ap.add_argument("--log", default=os.devnull, help="every run's output")
     a = ap.parse_args()
     b = os.path.abspath(a.build)
     tick = os.sysconf("SC_CLK_TCK")
-    with tempfile.TemporaryDirectory(prefix="pw-pairs-") as tdir:
+    with tempfile.TemporaryDirectory(prefix="pw-pairs-") as tdir, open(a.log, "w") as log:
         wrap = os.path.join(tdir, "wrap.py")
         with open(wrap, "w") as f:
             f.write(WRAP)
         thr, st, tr = (os.path.join(tdir, n) for n in ("threads.json", "stats.json", "t.json.gz"))
-        shim = {"LD_PRELOAD": os.path.join(b, "libpinwheel.so"), "PINWHEEL_MODE": "stage", "PINWHEEL_STATS": "1",
-                "PINWHEEL_STATS_FORMAT": "json", "PINWHEEL_STATS_FILE": st, "PW_PAIRS_THREADS": thr}
+        shim = dict(bench.stats_env(st), LD_PRELOAD=os.path.join(b, "libpinwheel.so"), PINWHEEL_MODE="stage",
+                    PW_PAIRS_THREADS=thr)
         traced = lambda e: dict(e, PINWHEEL_TRACE=tr, NVTX_INJECTION64_PATH=os.path.join(b, "libpinwheel_nvtx.so"))
-        variants = [("untraced", shim), ("traced", traced(shim))]
+        envs = [("untraced", shim), ("traced", traced(shim))]
         if a.threads:
             n = dict(shim, PINWHEEL_THREADS=str(a.threads))
-            variants += [(f"untraced {a.threads} threads", n), (f"traced {a.threads} threads", traced(n))]
-        res = {n: [] for n, _ in variants}
-        for r in range(a.reps):
-            for name, env in variants:
-                t0 = time.time()
-                p = subprocess.run([sys.executable, wrap, "--iters", "100", "--mode", "naive"],
-                                   env=dict(os.environ, **env), capture_output=True, text=True)
-                m = re.search(r"([\d.]+) ms/step, loss [-\d.]+, bytes ok", p.stdout)
-                res[name].append(float(m.group(1)) if m else float("nan"))
-                size = os.path.getsize(tr) if os.path.exists(tr) else 0
-                s = {}
-                if os.path.exists(st):
-                    with open(st) as f:
-                        s = json.load(f).get("staging", {})
-                groups = {}
-                if os.path.exists(thr):
-                    with open(thr) as f:
-                        for comm, ticks, pol, nv in json.load(f):
-                            g = groups.setdefault(f"{comm}/{pol}", [0, 0, 0])
-                            g[0] += 1
-                            g[1] += ticks
-                            g[2] += nv
-                for f in (tr, st, thr):
-                    if os.path.exists(f):
-                        os.unlink(f)
-                print(f"round {r} {name}: {res[name][-1]} ms/step, trace {size / 2**20:.1f} MiB ({time.time() - t0:.0f} s);"
-                      f" staging copies {s.get('memcpy_ns', 0) / 1e6:.0f} ms, waits for space "
-                      f"{s.get('wait_space_ns', 0) / 1e6:.0f} ms ({s.get('wait_space_events', 0)})", flush=True)
-                print("    threads: " + "; ".join(f"{k} x{g[0]} cpu {g[1] * 1000 // tick} ms invol {g[2]}"
-                                                  for k, g in sorted(groups.items(), key=lambda kv: -kv[1][1])), flush=True)
-                if not m:
-                    print(p.stdout[-600:], p.stderr[-1500:], flush=True)
+            envs += [(f"untraced {a.threads} threads", n), (f"traced {a.threads} threads", traced(n))]
+        cmd = [sys.executable, wrap, "--iters", "100", "--mode", "naive"]
+
+        def after(name, env, secs):  # what the run spent: pinwheel's summary, every thread's CPU
+            size = os.path.getsize(tr) if os.path.exists(tr) else 0
+            s, groups = {}, {}
+            if os.path.exists(st):
+                with open(st) as f:
+                    s = json.load(f).get("staging", {})
+            if os.path.exists(thr):
+                with open(thr) as f:
+                    for comm, ticks, pol, nv in json.load(f):
+                        g = groups.setdefault(f"{comm}/{pol}", [0, 0, 0])
+                        g[0] += 1
+                        g[1] += ticks
+                        g[2] += nv
+            for f in (tr, st, thr):
+                if os.path.exists(f):
+                    os.unlink(f)
+            print(f"    trace {size / 2**20:.1f} MiB; staging copies {s.get('memcpy_ns', 0) / 1e6:.0f} ms, waits for "
+                  f"space {s.get('wait_space_ns', 0) / 1e6:.0f} ms ({s.get('wait_space_events', 0)})", flush=True)
+            print("    threads: " + "; ".join(f"{k} x{g[0]} cpu {g[1] * 1000 // tick} ms invol {g[2]}"
+                                              for k, g in sorted(groups.items(), key=lambda kv: -kv[1][1])), flush=True)
+
+        res = bench.interleave([(n, cmd, e) for n, e in envs], a.reps,
+                               r"([\d.]+) ms/step, loss [-\d.]+, bytes ok", log, after)
         for name, v in res.items():
-            base = res[name.replace("traced", "untraced", 1)] if name.startswith("traced") else v
+            v = [x[0] for x in v]
+            base = [x[0] for x in res[name.replace("traced", "untraced", 1)]] if name.startswith("traced") else v
             pr = [x / y - 1 for x, y in zip(v, base)]
             print(f"{name:28s} median {statistics.median(v):.2f} ms/step; against its untraced run "
                   f"{', '.join(f'{100 * x:+.1f}' for x in pr)}: median {100 * statistics.median(pr):+.1f} %, "
