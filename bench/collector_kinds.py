@@ -1,28 +1,35 @@
 #!/usr/bin/env python3
-"""What each of CUPTI's activity kinds costs the copy-bound loop, measured inside one process.
+"""What the collector, or each of CUPTI's activity kinds, costs a workload, measured inside one process.
 
 Two processes, one traced and one not, differ by more than the collector: one session saw whole
 runs' host copies twice as slow for a minute at a time, which moved paired runs by -36 to +74 %.
 Here each process runs traced, and every PHASE steps the kinds a mask names are switched off or
-back on (A B B A order, a few steps to settle after each switch): the phases' ratio is what those
+back on (A B B A order, 3 steps to settle after each switch): the phases' ratio is what those
 kinds cost, the machine's drift cancelled.  Needs a shim built with -DPINWHEEL_TRACE_DIAG=ON
 (it exports pw_diag_cupti); PyTorch and a GPU.
 
     cmake -S . -B build-diag -DPINWHEEL_TESTS=OFF -DPINWHEEL_ANALYZER=OFF -DPINWHEEL_TRACE_DIAG=ON
     cmake --build build-diag -j
-    python3 bench/collector_kinds.py --build build-diag --masks 0x400,0x1ff,0x20
+    python3 bench/collector_kinds.py --build build-diag --workloads copybound,resnet,d2h --modes stage,off
+
+Workloads (bench.py's collector classes written as a step function): copybound is
+samples/train_copybound.py --mode naive, resnet samples/train_naive.py (ResNet-50, batch 256, bf16,
+an NVTX range per step), d2h samples/infer_d2h.py --mode naive; each under PINWHEEL_MODE stage
+(pinwheel) or off, traced as `pinwheel run --trace` traces (.json.gz, NVTX injected).
 
 Mask bits (shim/collector/trace.c, kinds[]): 0x1 kernels, 0x2 memcpy, 0x4 peer memcpy, 0x8 memset,
 0x10 runtime calls, 0x20 driver calls, 0x40 synchronization, 0x80 NVTX markers, 0x100 external
 correlations (0x1ff: all of them, i.e. traced against CUPTI attached with nothing enabled);
-0x200: every driver call's record against those the report reads only; 0x400, alone: the whole
-collector, traced against CUPTI detached (cuptiFinalize) with pinwheel's own calls to it stopped,
-which is what separates a traced process from an untraced one.  Each line: ms per step
-with the kinds on and off (medians of the phases), the on/off - 1 of each A/B pair and their
-median, and the host's time per step in x.to('cuda') (pinwheel's staging), y.to and the rest.
+0x200: every driver call's record against those the report reads only; 0x400 (the default),
+alone: the whole collector, traced against CUPTI detached (cuptiFinalize) with pinwheel's own
+calls to it stopped, which is what separates a traced process from an untraced one.  Each line:
+ms per step with the kinds on and off (medians of the phases), the on/off - 1 of each A/B pair
+and their median, and the host's time per step in the step's parts (copybound: x.to('cuda'),
+pinwheel's staging, y.to and the rest); then a table of every process (--md writes it to a file).
 """
 import argparse
 import ctypes
+import json
 import os
 import statistics
 import subprocess
@@ -31,22 +38,18 @@ import tempfile
 import time
 
 
-def child(mask, phases, steps):
+def copybound(parts):
+    """samples/train_copybound.py --mode naive: 256 MiB float32 batches, a small MLP; the host's
+    time in x.to('cuda') (pinwheel's staging), y.to and the rest of the step go to parts."""
     import torch
     import torch.nn.functional as F
-    try:
-        diag = ctypes.CDLL(None).pw_diag_cupti
-    except AttributeError:
-        sys.exit("pw_diag_cupti not found: preload a shim built with -DPINWHEEL_TRACE_DIAG=ON")
     torch.manual_seed(0)
-    rows = (256 << 20) // (4 * 4096)  # 256 MiB float32 batches, as samples/train_copybound.py
+    rows = (256 << 20) // (4 * 4096)
     g = torch.Generator().manual_seed(1)
     xs = [torch.randn(rows, 4096, generator=g) for _ in range(3)]
     ys = [torch.randint(0, 10, (rows,), generator=g) for _ in range(3)]
     model = torch.nn.Sequential(torch.nn.Linear(4096, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 10)).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    host = {1: [[], [], []], 0: [[], [], []]}
-    state = [None]
 
     def step(i):
         a = time.perf_counter()
@@ -59,11 +62,69 @@ def child(mask, phases, steps):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        d = time.perf_counter()
-        if state[0] is not None:
-            for k, v in enumerate((b - a, c - b, d - c)):
-                host[state[0]][k].append(v * 1e3)
+        parts(("x.to", b - a), ("y.to", c - b), ("rest", time.perf_counter() - c))
+    return step
 
+
+def resnet(parts):
+    """samples/train_naive.py: ResNet-50, batch 256, bf16, channels_last, an NVTX range per step."""
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "samples"))
+    import train_common as tc
+    args = argparse.Namespace(batch=256, size=224, nbatches=4, deterministic=False)
+    model, opt, xs, ys = tc.setup(args)
+
+    def step(i):
+        torch.cuda.nvtx.range_push(f"train_step#{i}")
+        a = time.perf_counter()
+        x, y = xs[i % 4].to("cuda"), ys[i % 4].to("cuda")
+        b = time.perf_counter()
+        tc.step(model, opt, x, y)
+        torch.cuda.nvtx.range_pop()
+        parts(("x.to", b - a), ("rest", time.perf_counter() - b))
+    return step
+
+
+def d2h(parts):
+    """samples/infer_d2h.py --mode naive: 12 bf16 matmuls, a 128 MiB float32 output .cpu() each
+    step, read by the host."""
+    import torch
+    torch.manual_seed(0)
+    x = torch.randn(8192, 4096, device="cuda", dtype=torch.bfloat16)
+    ws = [torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) / 64 for _ in range(12)]
+
+    def step(i):
+        a = time.perf_counter()
+        h = x + i
+        for w in ws:
+            h = torch.nn.functional.gelu(h @ w)
+        h = h.float()
+        b = time.perf_counter()
+        out = h.cpu()
+        float(out[0, 0])
+        parts(("launch", b - a), (".cpu()", time.perf_counter() - b))
+    return step
+
+
+WORKLOADS = {"copybound": (copybound, 25), "resnet": (resnet, 10), "d2h": (d2h, 25)}
+
+
+def child(workload, mode, mask, phases, steps):
+    import torch
+    try:
+        diag = ctypes.CDLL(None).pw_diag_cupti
+    except AttributeError:
+        sys.exit("pw_diag_cupti not found: preload a shim built with -DPINWHEEL_TRACE_DIAG=ON")
+    host = {1: {}, 0: {}}
+    state = [None]
+
+    def parts(*kv):
+        if state[0] is not None:
+            for k, v in kv:
+                host[state[0]].setdefault(k, []).append(v * 1e3)
+
+    step = WORKLOADS[workload][0](parts)
+    steps = steps or WORKLOADS[workload][1]
     for i in range(10):
         step(i)
     res, i = {1: [], 0: []}, 10
@@ -86,35 +147,63 @@ def child(mask, phases, steps):
         res[on].append((time.perf_counter() - t0) * 1e3 / steps)
     pairs = [b / a - 1 for a, b in zip(res[0], res[1])]
     med = statistics.median
-    print(f"mask {mask:#x}: on {med(res[1]):.3f} ms/step, off {med(res[0]):.3f}; on/off - 1 per pair "
-          f"{', '.join(f'{100 * x:+.1f}' for x in pairs)}; median {100 * med(pairs):+.1f} %; host per step "
-          f"on/off: x.to {med(host[1][0]):.3f}/{med(host[0][0]):.3f} ms, y.to {med(host[1][1]):.3f}/"
-          f"{med(host[0][1]):.3f}, rest {med(host[1][2]):.3f}/{med(host[0][2]):.3f}", flush=True)
+    split = ", ".join(f"{k} {med(v):.3f}/{med(host[0][k]):.3f}" for k, v in host[1].items())
+    print(f"{workload}, mode {mode}, mask {mask:#x}: on {med(res[1]):.3f} ms/step, off {med(res[0]):.3f}; "
+          f"on/off - 1 per pair {', '.join(f'{100 * x:+.1f}' for x in pairs)}; median {100 * med(pairs):+.1f} %; "
+          f"host ms per step on/off: {split}", flush=True)
+    print("#json " + json.dumps({"on": med(res[1]), "off": med(res[0]), "pairs": pairs, "median": med(pairs),
+                                 "host": split}), flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build-diag", help="the build directory of a -DPINWHEEL_TRACE_DIAG=ON shim")
-    ap.add_argument("--masks", default="0x400,0x1ff,0x20", help="comma-separated masks, one process each")
+    ap.add_argument("--masks", default="0x400", help="comma-separated masks, one process each")
+    ap.add_argument("--workloads", default="copybound",
+                    help="comma-separated, of " + ", ".join(WORKLOADS) + " (one process per mask each)")
+    ap.add_argument("--modes", default="stage", help="PINWHEEL_MODE of the processes, comma-separated (stage, off)")
     ap.add_argument("--phases", type=int, default=16, help="phases per process (half on, half off)")
-    ap.add_argument("--steps", type=int, default=25, help="timed steps per phase")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--steps", type=int, default=0,
+                    help="timed steps per phase (default: " +
+                    ", ".join(f"{w} {n}" for w, (_, n) in WORKLOADS.items()) + ")")
+    ap.add_argument("--md", help="also write the table here (markdown)")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        child(int(a.child, 0), a.phases, a.steps)
+        child(a.child[0], a.child[1], int(a.child[2], 0), a.phases, a.steps)
         return
+    for w in a.workloads.split(","):
+        if w not in WORKLOADS:
+            ap.error(f"--workloads: {w!r} is none of " + ", ".join(WORKLOADS))
     b = os.path.abspath(a.build)
+    rows, rc = [], 0
     with tempfile.TemporaryDirectory(prefix="pw-kinds-") as tdir:
-        env = dict(os.environ, LD_PRELOAD=os.path.join(b, "libpinwheel.so"), PINWHEEL_MODE="stage",
-                   PINWHEEL_TRACE=os.path.join(tdir, "t.json.gz"),
-                   NVTX_INJECTION64_PATH=os.path.join(b, "libpinwheel_nvtx.so"))
-        rc = 0
-        for m in a.masks.split(","):
-            p = subprocess.run([sys.executable, __file__, "--child", m, "--phases", str(a.phases),
-                                "--steps", str(a.steps)], env=env, capture_output=True, text=True)
-            print(p.stdout.strip() or f"mask {m}: failed ({p.returncode}): {p.stderr.strip()[-400:]}", flush=True)
-            rc |= p.returncode
-    sys.exit(1 if rc else 0)
+        for w in a.workloads.split(","):
+            for mode in a.modes.split(","):
+                env = dict(os.environ, LD_PRELOAD=os.path.join(b, "libpinwheel.so"), PINWHEEL_MODE=mode,
+                           PINWHEEL_TRACE=os.path.join(tdir, "t.json.gz"),
+                           NVTX_INJECTION64_PATH=os.path.join(b, "libpinwheel_nvtx.so"))
+                for m in a.masks.split(","):
+                    p = subprocess.run([sys.executable, __file__, "--child", w, mode, m, "--phases", str(a.phases),
+                                        "--steps", str(a.steps)], env=env, capture_output=True, text=True)
+                    found = [json.loads(line[6:]) for line in p.stdout.splitlines() if line.startswith("#json ")]
+                    if p.returncode or not found:
+                        print(f"{w}, mode {mode}, mask {m}: failed ({p.returncode}): {p.stderr.strip()[-400:]}",
+                              flush=True)
+                        rc = 1
+                        continue
+                    print("\n".join(x for x in p.stdout.splitlines() if not x.startswith("#json ")), flush=True)
+                    r = found[0]
+                    rows.append([w, mode, m, f"{r['on']:.3f} / {r['off']:.3f}", f"{100 * r['median']:+.1f} %",
+                                 " ".join(f"{100 * x:+.1f}" for x in r["pairs"]), r["host"]])
+    head = ["workload", "PINWHEEL_MODE", "mask", "on / off (ms per step)", "overhead, median",
+            "each pair (%)", "host ms per step on/off"]
+    md = [f"| {' | '.join(head)} |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+    print("\n".join(md), flush=True)
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write("\n".join(md) + "\n")
+    sys.exit(rc)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@
 #   SUITE_S  seconds for the tests (default 300); BENCH_S seconds for each benchmark class (300)
 #   BENCH_ARGS  more arguments of bench.py (e.g. --collector-quick)
 #   KINDS=0x400,0x1ff  also bench/collector_kinds.py with these masks, on a build-diag shim
-#            (-DPINWHEEL_TRACE_DIAG=ON); KINDS_S seconds for it (300)
+#            (-DPINWHEEL_TRACE_DIAG=ON); KINDS_S seconds for it (300); KINDS_ARGS more of its
+#            arguments (e.g. --workloads copybound,resnet,d2h --modes stage,off); its table in
+#            OUT/kinds.md
 #   RECORD=1 also the recordings of tests/gpu/record.sh, into OUT/rec.tgz (after the tests;
 #            RECORD_S seconds, 240 by default: cut short, what was recorded is packed anyway)
 # The analyzer and the CPU tests are not built (the GPU machine need not have their libraries).
@@ -47,7 +49,7 @@ if [ -n "${KINDS:-}" ]; then
     -DPINWHEEL_TRACE_DIAG=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/build-diag.log" 2>&1 &&
     cmake --build build-diag -j"$(nproc)" >>"$OUT/build-diag.log" 2>&1; then
     PYTHONUNBUFFERED=1 timeout "${KINDS_S:-300}" python3 bench/collector_kinds.py --build build-diag \
-      --masks "$KINDS" 2>&1 | tee "$OUT/kinds.log"
+      --masks "$KINDS" ${KINDS_ARGS:-} --md "$OUT/kinds.md" 2>&1 | tee "$OUT/kinds.log"
   else
     tail -n 30 "$OUT/build-diag.log"
   fi
