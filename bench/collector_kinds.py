@@ -22,7 +22,9 @@ Mask bits (shim/collector/trace.c, kinds[]): 0x1 kernels, 0x2 memcpy, 0x4 peer m
 correlations (0x1ff: all of them, i.e. traced against CUPTI attached with nothing enabled);
 0x200: every driver call's record against those the report reads only; 0x400 (the default),
 alone: the whole collector, traced against CUPTI detached (cuptiFinalize) with pinwheel's own
-calls to it stopped, which is what separates a traced process from an untraced one.  Each line:
+calls to it stopped, which is what separates a traced process from an untraced one; 0x400 with
+kind bits: CUPTI attached with those kinds only against detached (a kind's cost that switching
+it off does not take back, such as work CUPTI does as modules load, shows here).  Each line:
 ms per step with the kinds on and off (medians of the phases), the on/off - 1 of each A/B pair
 and their median, and the host's time per step in the step's parts (copybound: x.to('cuda'),
 pinwheel's staging, y.to and the rest); then a table of every process (--md writes it to a file).

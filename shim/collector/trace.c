@@ -770,11 +770,13 @@ static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
                                            CUPTI_ACTIVITY_KIND_MARKER,
                                            CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 
-/* Register the buffer callbacks and enable the activity kinds: CUPTI_SUCCESS or its error (NVTX
- * markers and driver calls are optional). */
-static CUptiResult enable_activities(void) {
+/* Register the buffer callbacks and enable the activity kinds whose bits `only` sets (bit i:
+ * kinds[i]; 0: all of them, as the collector does): CUPTI_SUCCESS or its error (NVTX markers and
+ * driver calls are optional). */
+static CUptiResult enable_activities(unsigned only) {
   CUptiResult r = cu.register_callbacks(buffer_requested, buffer_completed);
   for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof kinds / sizeof kinds[0]; i++) {
+    if (only && !(only & (1u << i))) continue;
     CUptiResult e = cu.enable(kinds[i]);
     if (e != CUPTI_SUCCESS && kinds[i] == CUPTI_ACTIVITY_KIND_MARKER)
       pw_log(PW_LOG_INFO, "CUPTI records no NVTX ranges here (enabling them failed: %d)", (int)e);
@@ -808,22 +810,23 @@ static int start_writer(void) {
  * the kinds whose bits mask sets (bit i: kinds[i]) off (on: 0) or back on, in a running traced
  * process, so that one process measures what each costs (its own rounds cancel the machine's
  * drift, which two processes do not).  Bit 9: every driver call's record (on), or those the
- * collector records (off).  Bit 10, alone: the whole collector (off: every kind disabled, the
+ * collector records (off).  Bit 10: the whole collector (off: every kind disabled, the
  * records flushed, CUPTI detached with cuptiFinalize and pinwheel's own calls to it stopped; on:
- * attached again as at the start; a process that exits detached is attached again first, so that
- * its trace ends).  The number of calls CUPTI refused; -1 when not tracing.  Call it from the
- * program's only CUDA thread, between its CUDA calls (no staged copy under way), and not in a
- * forked child. */
+ * attached again as at the start, or with the kinds of the bits beside it only, which measures
+ * what attaching with them costs, work CUPTI keeps doing once a kind was enabled included; a
+ * process that exits detached is attached again first, so that its trace ends).  The number of
+ * calls CUPTI refused; -1 when not tracing.  Call it from the program's only CUDA thread, between
+ * its CUDA calls (no staged copy under way), and not in a forked child. */
 static void *diag_cupti;
 int pw_diag_cupti(int mask, int on) {
   CUptiResult (*disable)(CUpti_ActivityKind) = NULL, (*finalize)(void) = NULL;
   if (diag_cupti) *(void **)&disable = dlsym(diag_cupti, "cuptiActivityDisable");
   if (diag_cupti) *(void **)&finalize = dlsym(diag_cupti, "cuptiFinalize");
   if (!tw || !disable || !finalize) return -1;
-  if (mask == 0x400) {
+  if (mask & 0x400) {
     if (on == !atomic_load(&diag_detached)) return 0;
     if (on) {
-      CUptiResult r = enable_activities();
+      CUptiResult r = enable_activities(mask & 0x1ff);
       atomic_store(&diag_detached, 0);
       atomic_store(&active, 1);
       return r != CUPTI_SUCCESS;
@@ -888,7 +891,7 @@ void pw_trace_start(void) {
   tw->api_name = api_name;
   tw->is_pinwheel_corr = is_own;
   tw->app_corr = app_of;
-  CUptiResult r = enable_activities();
+  CUptiResult r = enable_activities(0);
   if (r != CUPTI_SUCCESS) {
     const char *m = "?";
     if (cu.result_string) cu.result_string(r, &m);
