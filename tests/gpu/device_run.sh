@@ -9,6 +9,8 @@
 #            (-DPINWHEEL_TRACE_DIAG=ON); KINDS_S seconds for it (300); KINDS_ARGS more of its
 #            arguments (e.g. --workloads copybound,resnet,d2h --modes stage,off); its table in
 #            OUT/kinds.md
+#   CUPTI_COST=1 also bench/cupti_cost.py (CUPTI's cost per CUDA call, kind by kind), its table
+#            in OUT/cupti_cost.md (CUPTI_COST_S seconds, 180 by default)
 #   RECORD=1 also the recordings of tests/gpu/record.sh, into OUT/rec.tgz (after the tests;
 #            RECORD_S seconds, 240 by default: cut short, what was recorded is packed anyway)
 # The analyzer and the CPU tests are not built (the GPU machine need not have their libraries).
@@ -54,6 +56,12 @@ if [ -n "${KINDS:-}" ]; then
     tail -n 30 "$OUT/build-diag.log"
   fi
   echo "kinds took $((SECONDS - t1)) s"
+fi
+if [ "${CUPTI_COST:-0}" = 1 ]; then
+  t1=$SECONDS
+  PYTHONUNBUFFERED=1 timeout "${CUPTI_COST_S:-180}" python3 bench/cupti_cost.py --md "$OUT/cupti_cost.md" 2>&1 |
+    tee "$OUT/cupti_cost.log"
+  echo "cupti_cost took $((SECONDS - t1)) s"
 fi
 for b in ${BENCH:-}; do
   t1=$SECONDS
