@@ -28,6 +28,11 @@ it off does not take back, such as work CUPTI does as modules load, shows here).
 ms per step with the kinds on and off (medians of the phases), the on/off - 1 of each A/B pair
 and their median, and the host's time per step in the step's parts (copybound: x.to('cuda'),
 pinwheel's staging, y.to and the rest); then a table of every process (--md writes it to a file).
+
+For reference, --tracer torch-cuda (or torch) runs the same phases with torch.profiler on and off
+instead (CUDA activity, or CPU and CUDA; Kineto over CUPTI too; the shim preloaded but untraced,
+so any build will do): what another CUPTI tracer costs the same loop, its records processed
+between phases, outside the timing.
 """
 import argparse
 import ctypes
@@ -111,12 +116,39 @@ def d2h(parts):
 WORKLOADS = {"copybound": (copybound, 25), "resnet": (resnet, 10), "d2h": (d2h, 25)}
 
 
-def child(workload, mode, mask, phases, steps):
+def torch_tracer(acts):
+    """A switch(on) that runs torch.profiler (Kineto over its own CUPTI) with these activities
+    while on; its records are processed when it stops, between phases, outside the timing."""
     import torch
-    try:
-        diag = ctypes.CDLL(None).pw_diag_cupti
-    except AttributeError:
-        sys.exit("pw_diag_cupti not found: preload a shim built with -DPINWHEEL_TRACE_DIAG=ON")
+    from torch.profiler import ProfilerActivity, profile
+    kinds = [getattr(ProfilerActivity, a) for a in acts]
+    cur = [None]
+
+    def switch(on):
+        if on and not cur[0]:
+            cur[0] = profile(activities=kinds)
+            cur[0].__enter__()
+        elif not on and cur[0]:
+            torch.cuda.synchronize()
+            cur[0].__exit__(None, None, None)
+            cur[0] = None
+        return 0
+    return switch
+
+
+TRACERS = {"pinwheel": None, "torch-cuda": ("CUDA",), "torch": ("CPU", "CUDA")}
+
+
+def child(workload, mode, mask, phases, steps, tracer):
+    import torch
+    if TRACERS[tracer]:
+        switch = torch_tracer(TRACERS[tracer])
+        diag = lambda m, on: switch(on)
+    else:
+        try:
+            diag = ctypes.CDLL(None).pw_diag_cupti
+        except AttributeError:
+            sys.exit("pw_diag_cupti not found: preload a shim built with -DPINWHEEL_TRACE_DIAG=ON")
     host = {1: {}, 0: {}}
     state = [None]
 
@@ -147,10 +179,13 @@ def child(workload, mode, mask, phases, steps):
         torch.cuda.synchronize()
         state[0] = None
         res[on].append((time.perf_counter() - t0) * 1e3 / steps)
+    if TRACERS[tracer]:
+        diag(mask, 0)  # the profiler, still on, stops
     pairs = [b / a - 1 for a, b in zip(res[0], res[1])]
     med = statistics.median
     split = ", ".join(f"{k} {med(v):.3f}/{med(host[0][k]):.3f}" for k, v in host[1].items())
-    print(f"{workload}, mode {mode}, mask {mask:#x}: on {med(res[1]):.3f} ms/step, off {med(res[0]):.3f}; "
+    what = f"mask {mask:#x}" if not TRACERS[tracer] else f"tracer {tracer}"
+    print(f"{workload}, mode {mode}, {what}: on {med(res[1]):.3f} ms/step, off {med(res[0]):.3f}; "
           f"on/off - 1 per pair {', '.join(f'{100 * x:+.1f}' for x in pairs)}; median {100 * med(pairs):+.1f} %; "
           f"host ms per step on/off: {split}", flush=True)
     print("#json " + json.dumps({"on": med(res[1]), "off": med(res[0]), "pairs": pairs, "median": med(pairs),
@@ -168,11 +203,15 @@ def main():
     ap.add_argument("--steps", type=int, default=0,
                     help="timed steps per phase (default: " +
                     ", ".join(f"{w} {n}" for w, (_, n) in WORKLOADS.items()) + ")")
+    ap.add_argument("--tracer", default="pinwheel", choices=list(TRACERS),
+                    help="pinwheel: its collector, switched by the masks; torch-cuda, torch: for reference, "
+                    "torch.profiler with CUDA activity (or CPU and CUDA) on and off, the shim untraced "
+                    "(masks ignored; no -DPINWHEEL_TRACE_DIAG build needed)")
     ap.add_argument("--md", help="also write the table here (markdown)")
-    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        child(a.child[0], a.child[1], int(a.child[2], 0), a.phases, a.steps)
+        child(a.child[0], a.child[1], int(a.child[2], 0), a.phases, a.steps, a.child[3])
         return
     for w in a.workloads.split(","):
         if w not in WORKLOADS:
@@ -182,23 +221,25 @@ def main():
     with tempfile.TemporaryDirectory(prefix="pw-kinds-") as tdir:
         for w in a.workloads.split(","):
             for mode in a.modes.split(","):
-                env = dict(os.environ, LD_PRELOAD=os.path.join(b, "libpinwheel.so"), PINWHEEL_MODE=mode,
-                           PINWHEEL_TRACE=os.path.join(tdir, "t.json.gz"),
-                           NVTX_INJECTION64_PATH=os.path.join(b, "libpinwheel_nvtx.so"))
-                for m in a.masks.split(","):
-                    p = subprocess.run([sys.executable, __file__, "--child", w, mode, m, "--phases", str(a.phases),
-                                        "--steps", str(a.steps)], env=env, capture_output=True, text=True)
+                env = dict(os.environ, LD_PRELOAD=os.path.join(b, "libpinwheel.so"), PINWHEEL_MODE=mode)
+                if a.tracer == "pinwheel":
+                    env.update(PINWHEEL_TRACE=os.path.join(tdir, "t.json.gz"),
+                               NVTX_INJECTION64_PATH=os.path.join(b, "libpinwheel_nvtx.so"))
+                for m in a.masks.split(",") if a.tracer == "pinwheel" else ["0"]:
+                    p = subprocess.run([sys.executable, __file__, "--child", w, mode, m, a.tracer, "--phases",
+                                        str(a.phases), "--steps", str(a.steps)], env=env, capture_output=True,
+                                       text=True)
                     found = [json.loads(line[6:]) for line in p.stdout.splitlines() if line.startswith("#json ")]
                     if p.returncode or not found:
-                        print(f"{w}, mode {mode}, mask {m}: failed ({p.returncode}): {p.stderr.strip()[-400:]}",
+                        print(f"{w}, mode {mode}, {a.tracer} {m}: failed ({p.returncode}): {p.stderr.strip()[-400:]}",
                               flush=True)
                         rc = 1
                         continue
                     print("\n".join(x for x in p.stdout.splitlines() if not x.startswith("#json ")), flush=True)
                     r = found[0]
-                    rows.append([w, mode, m, f"{r['on']:.3f} / {r['off']:.3f}", f"{100 * r['median']:+.1f} %",
+                    rows.append([w, mode, m if a.tracer == "pinwheel" else a.tracer, f"{r['on']:.3f} / {r['off']:.3f}", f"{100 * r['median']:+.1f} %",
                                  " ".join(f"{100 * x:+.1f}" for x in r["pairs"]), r["host"]])
-    head = ["workload", "PINWHEEL_MODE", "mask", "on / off (ms per step)", "overhead, median",
+    head = ["workload", "PINWHEEL_MODE", "mask or tracer", "on / off (ms per step)", "overhead, median",
             "each pair (%)", "host ms per step on/off"]
     md = [f"| {' | '.join(head)} |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
     print("\n".join(md), flush=True)
