@@ -375,6 +375,10 @@ static int mode_traced(int profiler) {
     *(void **)&prof_next = dlsym(h, "cuptiActivityGetNextRecord");
     CHECK(reg && flush && prof_next);
     CHECK(reg(prof_req, prof_done) == CUPTI_SUCCESS);
+    int (*kinds_on)(void); /* the fake CUPTI's count of the kinds enabled */
+    *(void **)&kinds_on = dlsym(h, "fake_cupti_enabled_kinds");
+    CHECK(kinds_on != NULL);
+    printf("kinds enabled when the profiler registered: %d\n", kinds_on());
     CHECK(flush(0) == CUPTI_SUCCESS);
     printf("profiler got %d buffers, %d driver calls\n", prof_buffers, prof_driver_calls);
   }

@@ -143,6 +143,9 @@ static void test_trace_with_fake_cupti(void **state) {
       /* the program's client works, and gets every call's record: the driver's calls pinwheel
        * switched off are back on (the fake records a cuLaunchKernel and a cuCtxSetCurrent) */
       assert_non_null(strstr(r.out, "profiler got 1 buffers, 2 driver calls"));
+      /* and none of pinwheel's kinds is left enabled: the profiler enables its own (a bug once:
+       * records it did not ask for, and CUPTI's cost after it stopped) */
+      assert_non_null(strstr(r.out, "kinds enabled when the profiler registered: 0\n"));
     } else {
       assert_null(w);
       assert_string_equal(r.err, "");

@@ -45,6 +45,7 @@
 /* The CUPTI functions used, resolved with dlsym. */
 static struct {
   CUptiResult (*enable)(CUpti_ActivityKind);
+  CUptiResult (*disable)(CUpti_ActivityKind); /* optional: kinds left enabled at the handoff */
   CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
                                     CUpti_BuffersCallbackCompleteFunc);
   CUptiResult (*flush_all)(uint32_t);
@@ -664,6 +665,7 @@ int pw_trace_nvtx_init(void *export_table) {
 static int bind_cupti(void *h) {
 #define SYM(f, n) *(void **)&cu.f = dlsym(h, n)
   SYM(enable, "cuptiActivityEnable");
+  SYM(disable, "cuptiActivityDisable");
   SYM(register_callbacks, "cuptiActivityRegisterCallbacks");
   SYM(flush_all, "cuptiActivityFlushAll");
   SYM(next_record, "cuptiActivityGetNextRecord");
@@ -819,8 +821,7 @@ static int start_writer(void) {
  * its CUDA calls (no staged copy under way), and not in a forked child. */
 static void *diag_cupti;
 int pw_diag_cupti(int mask, int on) {
-  CUptiResult (*disable)(CUpti_ActivityKind) = NULL, (*finalize)(void) = NULL;
-  if (diag_cupti) *(void **)&disable = dlsym(diag_cupti, "cuptiActivityDisable");
+  CUptiResult (*disable)(CUpti_ActivityKind) = cu.disable, (*finalize)(void) = NULL;
   if (diag_cupti) *(void **)&finalize = dlsym(diag_cupti, "cuptiFinalize");
   if (!tw || !disable || !finalize) return -1;
   if (mask & 0x400) {
@@ -947,6 +948,12 @@ __attribute__((visibility("default"))) CUptiResult CUPTIAPI cuptiActivityRegiste
            "ends here, complete, and CUPTI goes to the program's profiler",
            path);
     finish();
+    /* the program's profiler gets CUPTI as it would without pinwheel: none of pinwheel's kinds
+     * left enabled (it would get records it did not ask for, and CUPTI's cost on every call
+     * would go on after it stops), every call's record back on.  Profilers register their
+     * callbacks before they enable their kinds (Kineto, XLA's tracer, Triton's Proton). */
+    for (size_t i = 0; cu.disable && i < sizeof kinds / sizeof kinds[0]; i++)
+      cu.disable(kinds[i]);
     quiet_queries(1);
   }
   CUptiResult (*real)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =

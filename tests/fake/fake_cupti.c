@@ -37,15 +37,28 @@ static uint8_t runtime_off[1024];
  */
 static uint8_t driver_off[1024];
 
+/* The activity kinds enabled now (fake_cupti_enabled_kinds counts them). */
+static uint8_t kind_on[CUPTI_ACTIVITY_KIND_COUNT];
+
 CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
+  if ((unsigned)kind >= sizeof kind_on) return CUPTI_ERROR_INVALID_KIND;
+  kind_on[kind] = 1;
   if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) memset(runtime_off, 0, sizeof runtime_off);
   if (kind == CUPTI_ACTIVITY_KIND_DRIVER) memset(driver_off, 0, sizeof driver_off);
   return CUPTI_SUCCESS;
 }
 
 CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
-  (void)kind;
+  if ((unsigned)kind >= sizeof kind_on) return CUPTI_ERROR_INVALID_KIND;
+  kind_on[kind] = 0;
   return CUPTI_SUCCESS;
+}
+
+int fake_cupti_enabled_kinds(void) {
+  int n = 0;
+  for (size_t i = 0; i < sizeof kind_on; i++)
+    n += kind_on[i];
+  return n;
 }
 
 /* Detached: the buffer callbacks are forgotten until a client registers again. */
