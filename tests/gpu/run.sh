@@ -128,6 +128,14 @@ t torch_graph staged python3 tests/gpu/torch_graph.py
 for m in off stage; do
   t torch_profiler_$m env PINWHEEL_MODE=$m LD_PRELOAD="$LIB" python3 tests/gpu/torch_profiler.py
 done
+# the handoff: pinwheel traces until the program's torch.profiler registers, then its file is
+# complete and the profiler works (twice); the pool set up at the first copy, so that the copies
+# before the handoff are staged
+t torch_profiler_handoff bash -c "
+  PINWHEEL_SETUP=inline $B/pinwheel run --mode stage --trace $OUT/trace_handoff.json -- python3 tests/gpu/torch_profiler.py \
+    >$OUT/handoff.out 2>&1; rc=\$?; cat $OUT/handoff.out; [ \$rc = 0 ] &&
+  grep -q 'starts its own CUPTI profiler' $OUT/handoff.out &&
+  python3 tests/gpu/check_trace.py $OUT/trace_handoff.json stage 5"
 t torch_dataloader_fork staged python3 tests/gpu/torch_dataloader.py
 t launcher bash -c "LD_LIBRARY_PATH=$B/extra:\${LD_LIBRARY_PATH:-} $B/pinwheel run --stats -- $B/naive_copy 16 5 1 2>&1 | tee /dev/stderr | grep -q 'staged copies'"
 
