@@ -743,22 +743,21 @@ static const CUpti_CallbackId quiet_runtime[] = {
 #define DRIVER_IDS CUPTI_DRIVER_TRACE_CBID_SIZE
 
 /* Switch the records of the runtime's queries and of the driver's calls that are not recorded
- * (driver_calls.h) off (on: 1, back on, when CUPTI goes to the program's own profiler, which gets
- * CUPTI as it would without pinwheel), after their kinds were enabled: enabling a kind resets the
- * per-call switches.  A CUPTI without the switches records every call. */
-static void quiet_queries(int on) {
+ * (driver_calls.h) off, after their kinds were enabled: enabling a kind resets the per-call
+ * switches.  A CUPTI without the switches records every call. */
+static void quiet_queries(void) {
   size_t n = 0;
   for (size_t i = 0; cu.runtime_api && i < sizeof quiet_runtime / sizeof *quiet_runtime; i++)
-    n += cu.runtime_api(quiet_runtime[i], (uint8_t)on) == CUPTI_SUCCESS;
+    n += cu.runtime_api(quiet_runtime[i], 0) == CUPTI_SUCCESS;
   /* an id CUPTI does not name is skipped */
   for (uint32_t cbid = 1; cu.driver_api && cu.callback_name && cbid < DRIVER_IDS; cbid++) {
     const char *nm = NULL;
     if (cu.callback_name(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &nm) != CUPTI_SUCCESS || !nm ||
         pw_driver_call_recorded(nm))
       continue;
-    n += cu.driver_api(cbid, (uint8_t)on) == CUPTI_SUCCESS;
+    n += cu.driver_api(cbid, 0) == CUPTI_SUCCESS;
   }
-  pw_log(PW_LOG_DEBUG, "trace: records of %zu calls %s", n, on ? "back on" : "left out");
+  pw_log(PW_LOG_DEBUG, "trace: records of %zu calls left out", n);
 }
 
 /* The activity kinds the collector enables. */
@@ -785,8 +784,26 @@ static CUptiResult enable_activities(unsigned only) {
     else if (e != CUPTI_SUCCESS && kinds[i] != CUPTI_ACTIVITY_KIND_DRIVER)
       r = e;
   }
-  if (r == CUPTI_SUCCESS) quiet_queries(0);
+  if (r == CUPTI_SUCCESS) quiet_queries();
   return r;
+}
+
+/* The kinds the program enabled itself, through this library's cuptiActivityEnable (bit k: kind
+ * k), which the handoff leaves enabled. */
+static _Atomic uint64_t program_kinds;
+
+static int kept(CUpti_ActivityKind k, uint64_t keep) {
+  return (unsigned)k < 64 && (keep >> k & 1);
+}
+
+/* Disable the collector's kinds but those whose bits `keep` sets: the number CUPTI refused (the
+ * driver kind, optional, aside). */
+static int disable_activities(uint64_t keep) {
+  int bad = 0;
+  for (size_t i = 0; cu.disable && i < sizeof kinds / sizeof kinds[0]; i++)
+    if (!kept(kinds[i], keep))
+      bad += cu.disable(kinds[i]) != CUPTI_SUCCESS && kinds[i] != CUPTI_ACTIVITY_KIND_DRIVER;
+  return bad;
 }
 
 /* The writer thread, every signal blocked, at idle priority (set before the first buffer comes):
@@ -814,29 +831,37 @@ static int start_writer(void) {
  * drift, which two processes do not).  Bit 9: every driver call's record (on), or those the
  * collector records (off).  Bit 10: the whole collector (off: every kind disabled, the
  * records flushed, CUPTI detached with cuptiFinalize and pinwheel's own calls to it stopped; on:
- * attached again as at the start, or with the kinds of the bits beside it only, which measures
- * what attaching with them costs, work CUPTI keeps doing once a kind was enabled included; a
+ * attached again as at the start, or with the kinds of the bits beside it only (detached first
+ * when attached with others), which measures what attaching with them costs, work CUPTI keeps
+ * doing once a kind was enabled included; a
  * process that exits detached is attached again first, so that its trace ends).  The number of
  * calls CUPTI refused; -1 when not tracing.  Call it from the program's only CUDA thread, between
  * its CUDA calls (no staged copy under way), and not in a forked child. */
 static void *diag_cupti;
+static unsigned diag_with; /* the kinds CUPTI was attached again with (0: all) */
 int pw_diag_cupti(int mask, int on) {
-  CUptiResult (*disable)(CUpti_ActivityKind) = cu.disable, (*finalize)(void) = NULL;
+  CUptiResult (*finalize)(void) = NULL;
   if (diag_cupti) *(void **)&finalize = dlsym(diag_cupti, "cuptiFinalize");
-  if (!tw || !disable || !finalize) return -1;
+  if (!tw || !cu.disable || !finalize) return -1;
   if (mask & 0x400) {
-    if (on == !atomic_load(&diag_detached)) return 0;
+    unsigned with = (unsigned)mask & 0x1ff;
+    int detached = atomic_load(&diag_detached);
+    if (!on && detached) return 0;
+    if (on && !detached) {
+      if (with == diag_with) return 0;
+      int bad = pw_diag_cupti(0x400, 0); /* attached with other kinds: detached first */
+      if (bad) return bad;
+    }
     if (on) {
-      CUptiResult r = enable_activities(mask & 0x1ff);
+      CUptiResult r = enable_activities(with);
+      diag_with = with;
       atomic_store(&diag_detached, 0);
       atomic_store(&active, 1);
       return r != CUPTI_SUCCESS;
     }
     atomic_store(&active, 0); /* pinwheel's own calls to CUPTI stop (pw_trace_own_begin) */
     atomic_store(&diag_detached, 1);
-    int bad = 0;
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-      bad += disable(kinds[i]) != CUPTI_SUCCESS && kinds[i] != CUPTI_ACTIVITY_KIND_DRIVER;
+    int bad = disable_activities(0);
     cu.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     while (convert_one()) { /* nothing of CUPTI's is touched after it is detached */
     }
@@ -845,14 +870,14 @@ int pw_diag_cupti(int mask, int on) {
   if (!pw_trace_active()) return -1;
   int bad = 0;
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-    if (mask & (1 << i)) bad += (on ? cu.enable(kinds[i]) : disable(kinds[i])) != CUPTI_SUCCESS;
-  if (on && (mask & 0x1ff)) quiet_queries(0); /* enabling a kind switched every call back on */
+    if (mask & (1 << i)) bad += (on ? cu.enable(kinds[i]) : cu.disable(kinds[i])) != CUPTI_SUCCESS;
+  if (on && (mask & 0x1ff)) quiet_queries(); /* enabling a kind switched every call back on */
   if (mask & 0x200) {
     if (on)
       for (uint32_t cbid = 1; cu.driver_api && cbid < DRIVER_IDS; cbid++)
         cu.driver_api(cbid, 1);
     else
-      quiet_queries(0);
+      quiet_queries();
   }
   return bad;
 }
@@ -919,8 +944,7 @@ void pw_trace_start(void) {
 /* The program's own libcupti's definition of name (not the shim's).  It is often not in the global
  * scope, where RTLD_NEXT looks: PyTorch's comes as a dependency of an extension module, which
  * Python opens RTLD_LOCAL; it is then found by its name. */
-static void *program_cupti(const char *name) {
-  void *self = (void *)cuptiActivityRegisterCallbacks;
+static void *program_cupti(const char *name, void *self) {
   void *p = dlsym(RTLD_NEXT, name);
   if (p && p != self) return p;
   /* PINWHEEL_CUPTI read here directly: this can come before the first CUDA call */
@@ -947,20 +971,41 @@ __attribute__((visibility("default"))) CUptiResult CUPTIAPI cuptiActivityRegiste
            "the program starts its own CUPTI profiler (torch.profiler?): pinwheel's trace %s "
            "ends here, complete, and CUPTI goes to the program's profiler",
            path);
-    finish();
     /* the program's profiler gets CUPTI as it would without pinwheel: none of pinwheel's kinds
-     * left enabled (it would get records it did not ask for, and CUPTI's cost on every call
-     * would go on after it stops), every call's record back on.  Profilers register their
-     * callbacks before they enable their kinds (Kineto, XLA's tracer, Triton's Proton). */
-    for (size_t i = 0; cu.disable && i < sizeof kinds / sizeof kinds[0]; i++)
-      cu.disable(kinds[i]);
-    quiet_queries(1);
+     * left enabled but those the program enabled itself (some clients enable before they
+     * register), or it would get records it did not ask for, and CUPTI's cost on every call
+     * would go on after it stops.  The per-call switches (quiet_queries) stay: the profiler's
+     * enabling a kind overrides them, and switched on one by one they would record those calls
+     * with their kind off.  Disabled before the trace's last flush, so that no record comes
+     * after it. */
+    disable_activities(atomic_load(&program_kinds));
+    finish();
   }
   CUptiResult (*real)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
       cu.register_callbacks;
-  if (!real) *(void **)&real = program_cupti("cuptiActivityRegisterCallbacks");
+  if (!real)
+    *(void **)&real =
+        program_cupti("cuptiActivityRegisterCallbacks", (void *)cuptiActivityRegisterCallbacks);
   if (!real) return CUPTI_ERROR_NOT_INITIALIZED;
   return real(req, comp);
+}
+
+/* A kind the program enables or disables itself through this definition (a client that enables
+ * before it registers keeps that kind at the handoff), passed on as the call above is. */
+__attribute__((visibility("default"))) CUptiResult CUPTIAPI
+cuptiActivityEnable(CUpti_ActivityKind kind) {
+  if ((unsigned)kind < 64) atomic_fetch_or(&program_kinds, 1ull << kind);
+  CUptiResult (*real)(CUpti_ActivityKind) = cu.enable;
+  if (!real) *(void **)&real = program_cupti("cuptiActivityEnable", (void *)cuptiActivityEnable);
+  return real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
+}
+
+__attribute__((visibility("default"))) CUptiResult CUPTIAPI
+cuptiActivityDisable(CUpti_ActivityKind kind) {
+  if ((unsigned)kind < 64) atomic_fetch_and(&program_kinds, ~(1ull << kind));
+  CUptiResult (*real)(CUpti_ActivityKind) = cu.disable;
+  if (!real) *(void **)&real = program_cupti("cuptiActivityDisable", (void *)cuptiActivityDisable);
+  return real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
 }
 
 void pw_trace_after_call(void) {

@@ -28,30 +28,59 @@ static CUpti_ExternalCorrelationKind pushed_kind;
 /* an NVTX module handed to this CUPTI (cuptiNvtxInitialize2): the next flush has one range of it */
 static void *nvtx_table;
 
-/* The runtime calls whose records a client switched off (cuptiActivityEnableRuntimeApi); each
- * flush has a cudaGetDevice record unless it is one of them.  Enabling the runtime kind switches
- * every call back on, as CUPTI does. */
-static uint8_t runtime_off[1024];
-/* The same for the driver's calls (cuptiActivityEnableDriverApi): each flush has a record of a
- * cuLaunchKernel and of a cuCtxSetCurrent (the runtime makes many such calls) unless switched off.
- */
-static uint8_t driver_off[1024];
-
 /* The activity kinds enabled now (fake_cupti_enabled_kinds counts them). */
 static uint8_t kind_on[CUPTI_ACTIVITY_KIND_COUNT];
 
-CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
+/* Each runtime call's record switch (cuptiActivityEnableRuntimeApi), as CUPTI has them: SW_KIND
+ * follows the runtime kind, SW_ON and SW_OFF were set call by call, and enabling or disabling the
+ * kind resets them all to SW_KIND.  Each flush has a cudaGetDevice record when its switch says
+ * so. */
+enum { SW_KIND, SW_ON, SW_OFF };
+static uint8_t runtime_sw[1024];
+/* The same for the driver's calls (cuptiActivityEnableDriverApi): each flush has a record of a
+ * cuLaunchKernel and of a cuCtxSetCurrent (the runtime makes many such calls) when theirs say so.
+ */
+static uint8_t driver_sw[1024];
+
+/* A flush's records stand for the calls made since the last one: those made before their kind
+ * was disabled are delivered too, by the switches they had (kept here at the disable, until the
+ * next flush). */
+static uint8_t runtime_before[1024], driver_before[1024];
+
+static int recorded_now(const uint8_t *sw, CUpti_CallbackId cbid, CUpti_ActivityKind kind) {
+  return sw[cbid] == SW_ON || (sw[cbid] == SW_KIND && kind_on[kind]);
+}
+
+static int recorded(const uint8_t *sw, const uint8_t *before, CUpti_CallbackId cbid,
+                    CUpti_ActivityKind kind) {
+  return before[cbid] || recorded_now(sw, cbid, kind);
+}
+
+static void set_domain(uint8_t *sw, uint8_t *before, size_t n, CUpti_ActivityKind kind,
+                       uint8_t on) {
+  for (size_t i = 0; !on && i < n; i++)
+    before[i] |= (uint8_t)recorded_now(sw, (CUpti_CallbackId)i, kind);
+  kind_on[kind] = on;
+  memset(sw, SW_KIND, n);
+}
+
+static CUptiResult set_kind(CUpti_ActivityKind kind, uint8_t on) {
   if ((unsigned)kind >= sizeof kind_on) return CUPTI_ERROR_INVALID_KIND;
-  kind_on[kind] = 1;
-  if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) memset(runtime_off, 0, sizeof runtime_off);
-  if (kind == CUPTI_ACTIVITY_KIND_DRIVER) memset(driver_off, 0, sizeof driver_off);
+  if (kind == CUPTI_ACTIVITY_KIND_RUNTIME)
+    set_domain(runtime_sw, runtime_before, sizeof runtime_sw, kind, on);
+  else if (kind == CUPTI_ACTIVITY_KIND_DRIVER)
+    set_domain(driver_sw, driver_before, sizeof driver_sw, kind, on);
+  else
+    kind_on[kind] = on;
   return CUPTI_SUCCESS;
 }
 
+CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
+  return set_kind(kind, 1);
+}
+
 CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
-  if ((unsigned)kind >= sizeof kind_on) return CUPTI_ERROR_INVALID_KIND;
-  kind_on[kind] = 0;
-  return CUPTI_SUCCESS;
+  return set_kind(kind, 0);
 }
 
 int fake_cupti_enabled_kinds(void) {
@@ -68,14 +97,14 @@ CUptiResult cuptiFinalize(void) {
 }
 
 CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
-  if (cbid >= sizeof driver_off) return CUPTI_ERROR_INVALID_PARAMETER;
-  driver_off[cbid] = !enable;
+  if (cbid >= sizeof driver_sw) return CUPTI_ERROR_INVALID_PARAMETER;
+  driver_sw[cbid] = enable ? SW_ON : SW_OFF;
   return CUPTI_SUCCESS;
 }
 
 CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
-  if (cbid >= sizeof runtime_off) return CUPTI_ERROR_INVALID_PARAMETER;
-  runtime_off[cbid] = !enable;
+  if (cbid >= sizeof runtime_sw) return CUPTI_ERROR_INVALID_PARAMETER;
+  runtime_sw[cbid] = enable ? SW_ON : SW_OFF;
   return CUPTI_SUCCESS;
 }
 
@@ -191,7 +220,8 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
   k->start = t + 2000, k->end = t + 3000;
   k->streamId = 7, k->correlationId = c + 1000;
   size_t valid = 3 * SLOT;
-  if (!runtime_off[CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020]) { /* a query, before the copy */
+  if (recorded(runtime_sw, runtime_before, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
+               CUPTI_ACTIVITY_KIND_RUNTIME)) { /* a query, before the copy */
     CUpti_ActivityAPI *q = (void *)(buf + valid);
     memset(q, 0, SLOT);
     q->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
@@ -204,7 +234,7 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
   static const CUpti_CallbackId drv[] = {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                                          CUPTI_DRIVER_TRACE_CBID_cuCtxSetCurrent};
   for (int i = 0; i < 2; i++) { /* driver calls of their own (no GPU operation of them here) */
-    if (driver_off[drv[i]]) continue;
+    if (!recorded(driver_sw, driver_before, drv[i], CUPTI_ACTIVITY_KIND_DRIVER)) continue;
     CUpti_ActivityAPI *q = (void *)(buf + valid);
     memset(q, 0, SLOT);
     q->kind = CUPTI_ACTIVITY_KIND_DRIVER;
@@ -214,6 +244,8 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     q->correlationId = c + 3000 + (uint32_t)i;
     valid += SLOT;
   }
+  memset(runtime_before, 0, sizeof runtime_before); /* delivered */
+  memset(driver_before, 0, sizeof driver_before);
   if (nvtx_table && size >= valid + 2 * SLOT) { /* "fake_range#1": its start and end records */
     for (int i = 0; i < 2; i++) {
       CUpti_ActivityMarker2 *mk = (void *)(buf + valid);
