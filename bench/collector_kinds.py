@@ -31,8 +31,9 @@ pinwheel's staging, y.to and the rest); then a table of every process (--md writ
 
 For reference, --tracer torch-cuda (or torch) runs the same phases with torch.profiler on and off
 instead (CUDA activity, or CPU and CUDA; Kineto over CUPTI too; the shim preloaded but untraced,
-so any build will do): what another CUPTI tracer costs the same loop, its records processed
-between phases, outside the timing.
+so any build will do; TEARDOWN_CUPTI=1, so that Kineto detaches CUPTI when it stops, as mask
+0x400 does): what another CUPTI tracer costs the same loop, its records processed between phases,
+outside the timing.
 """
 import argparse
 import ctypes
@@ -165,8 +166,12 @@ def child(workload, mode, mask, phases, steps, tracer):
     for p in range(phases):
         on = 1 if p % 4 in (0, 3) else 0
         torch.cuda.synchronize()
-        if diag(mask, on) < 0:
+        r = diag(mask, on)
+        if r < 0:
             sys.exit("pw_diag_cupti: not tracing (PINWHEEL_TRACE unset, or CUPTI not usable)")
+        if r > 0:
+            print(f"warning: CUPTI refused {r} of the calls switching mask {mask:#x} {'on' if on else 'off'}",
+                  file=sys.stderr, flush=True)
         for _ in range(3):  # settle
             step(i)
             i += 1
@@ -217,6 +222,8 @@ def main():
         if w not in WORKLOADS:
             ap.error(f"--workloads: {w!r} is none of " + ", ".join(WORKLOADS))
     b = os.path.abspath(a.build)
+    if not os.path.exists(os.path.join(b, "libpinwheel.so")):
+        sys.exit(f"collector_kinds: no libpinwheel.so in {b} (--build)")
     rows, rc = [], 0
     with tempfile.TemporaryDirectory(prefix="pw-kinds-") as tdir:
         for w in a.workloads.split(","):
@@ -225,10 +232,14 @@ def main():
                 if a.tracer == "pinwheel":
                     env.update(PINWHEEL_TRACE=os.path.join(tdir, "t.json.gz"),
                                NVTX_INJECTION64_PATH=os.path.join(b, "libpinwheel_nvtx.so"))
+                else:  # untraced by pinwheel; Kineto detaches CUPTI when it stops, as mask 0x400 does
+                    env.pop("PINWHEEL_TRACE", None)
+                    env.pop("NVTX_INJECTION64_PATH", None)
+                    env["TEARDOWN_CUPTI"] = "1"
                 for m in a.masks.split(",") if a.tracer == "pinwheel" else ["0"]:
                     p = subprocess.run([sys.executable, __file__, "--child", w, mode, m, a.tracer, "--phases",
                                         str(a.phases), "--steps", str(a.steps)], env=env, capture_output=True,
-                                       text=True)
+                                       text=True, timeout=900)
                     found = [json.loads(line[6:]) for line in p.stdout.splitlines() if line.startswith("#json ")]
                     if p.returncode or not found:
                         print(f"{w}, mode {mode}, {a.tracer} {m}: failed ({p.returncode}): {p.stderr.strip()[-400:]}",
