@@ -13,6 +13,7 @@
 // bench/cupti_cost.py builds it, runs every configuration in turn, several rounds, and prints medians.
 #include <cuda_runtime.h>
 #include <cupti.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,16 +61,25 @@ static void CUPTIAPI requested(uint8_t **buf, size_t *size, size_t *max) {
   *max = 0;
 }
 
+static int lost; // an id not kept (no memory): the linked count is then a lower bound
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; // completed can run on CUPTI's thread
+
 static void push_id(uint32_t **a, size_t *n, size_t *cap, uint32_t v) {
   if (*n == *cap) {
-    *cap = *cap ? 2 * *cap : 4096;
-    *a = (uint32_t *)realloc(*a, *cap * sizeof **a);
+    size_t nc = *cap ? 2 * *cap : 4096;
+    uint32_t *na = (uint32_t *)realloc(*a, nc * sizeof **a);
+    if (!na) {
+      lost = 1;
+      return;
+    }
+    *a = na, *cap = nc;
   }
   (*a)[(*n)++] = v;
 }
 
 static void CUPTIAPI completed(CUcontext, uint32_t, uint8_t *buf, size_t, size_t valid) {
   CUpti_Activity *rec = NULL;
+  pthread_mutex_lock(&mu);
   while (cuptiActivityGetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
     if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
       n_kernel++;
@@ -81,6 +91,7 @@ static void CUPTIAPI completed(CUcontext, uint32_t, uint8_t *buf, size_t, size_t
       n_api++;
     }
   }
+  pthread_mutex_unlock(&mu);
   free(buf);
 }
 
@@ -154,6 +165,8 @@ int main(int argc, char **argv) {
   }
   CK(cudaGetLastError());
   if (traced) CU(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  pthread_mutex_lock(&mu);
+  if (lost) fprintf(stderr, "cupti_cost: out of memory for the ids; the linked count is a lower bound\n");
   if (push && nk) { // the kernels whose correlation id an external id was linked to
     qsort(ecorr, ne, sizeof *ecorr, cmp_u32);
     for (size_t i = 0; i < nk; i++)
@@ -164,5 +177,6 @@ int main(int argc, char **argv) {
          "%llu, API calls %llu, external ids %llu, kernels linked to one %llu\n",
          cfg, push ? " +push" : "", t_launch / n, t_copy / n, t_event / n, (unsigned long long)n_kernel,
          (unsigned long long)n_api, (unsigned long long)n_ext, (unsigned long long)n_linked);
+  pthread_mutex_unlock(&mu);
   return 0;
 }

@@ -48,27 +48,44 @@ def main():
         res = {c: [] for c in configs}
         for r in range(a.rounds):
             for c in configs:
-                p = subprocess.run([exe] + c.split(), capture_output=True, text=True, timeout=120)
-                m = re.search(PAT, p.stdout)
-                if p.returncode or not m:
-                    sys.exit(f"cupti_cost {c}: failed ({p.returncode}): {p.stdout}{p.stderr}")
+                try:
+                    p = subprocess.run([exe] + c.split(), capture_output=True, text=True, timeout=120)
+                    out = p.stdout + p.stderr
+                except subprocess.TimeoutExpired:
+                    p, out = None, "timed out"
+                m = re.search(PAT, out)
+                if not p or p.returncode or not m:
+                    print(f"  round {r + 1} {c}: failed ({p.returncode if p else 'timeout'}): {out.strip()}",
+                          flush=True)
+                    continue
                 res[c].append([float(x) for x in m.groups()])
                 print(f"  round {r + 1} {c}: {p.stdout.strip()}", flush=True)
+            table(res, a.md, r + 1)  # after every round: a run cut short keeps what it measured
+    sys.exit(0 if all(res.values()) else 1)
+
+
+def table(res, md_path, rounds):
+    """The medians so far; each configuration's extra time per call against none (CUPTI unused)
+    and, for one kind alone, against attach (which each such configuration includes)."""
     med = lambda v, i: statistics.median(x[i] for x in v)
-    base = res.get("none")
+
+    def delta(c, v, i):
+        out = []
+        for b in ("none", "attach"):
+            if c != b and res.get(b) and (b == "none" or c in ("kernel", "memcpy", "runtime", "driver")):
+                out.append(f"{med(v, i) - med(res[b], i):+.2f} vs {b}")
+        return f"{med(v, i):.2f}" + (f" ({', '.join(out)})" if out else "")
+
     head = ["configuration", "us per launch", "us per memcpyAsync", "us per eventRecord",
             "kernels linked to an external id"]
-    rows = []
-    for c, v in res.items():
-        extra = lambda i: f" (+{med(v, i) - med(base, i):.2f})" if base and c != "none" else ""
-        rows.append([c] + [f"{med(v, i):.2f}{extra(i)}" for i in range(3)] +
-                    [f"{med(v, 6):.0f} of {med(v, 3):.0f}" if "+push" in c else ""])
-    md = [f"| {' | '.join(head)} |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
-    print("\n".join(md))
-    if a.md:
-        with open(a.md, "w") as f:
+    rows = [[c] + [delta(c, v, i) for i in range(3)] + [f"{med(v, 6):.0f} of {med(v, 3):.0f}" if "+push" in c else ""]
+            for c, v in res.items() if v]
+    md = [f"Medians of {rounds} round(s), one process per configuration and round:", "",
+          f"| {' | '.join(head)} |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+    print("\n".join(md), flush=True)
+    if md_path:
+        with open(md_path, "w") as f:
             f.write("\n".join(md) + "\n")
-
 
 if __name__ == "__main__":
     main()
