@@ -136,6 +136,18 @@ t torch_profiler_handoff bash -c "
     >$OUT/handoff.out 2>&1; rc=\$?; cat $OUT/handoff.out; [ \$rc = 0 ] &&
   grep -q 'starts its own CUPTI profiler' $OUT/handoff.out &&
   python3 tests/gpu/check_trace.py $OUT/trace_handoff.json stage 5"
+# the same on the real CUPTI with a client that asks for kernel records only, enabled after it
+# registers (as Kineto) or before (as NVIDIA's samples): it gets those and no record of a kind
+# pinwheel had enabled; and the client under the shim untraced
+for f in after first; do
+  arg=$([ $f = first ] && echo enable-first)
+  t cupti_client_handoff_$f bash -c "
+    PINWHEEL_SETUP=inline $B/pinwheel run --mode stage --trace $OUT/trace_client_$f.json -- \
+      $B/cupti_client $arg >$OUT/client_$f.out 2>&1; rc=\$?
+    cat $OUT/client_$f.out; [ \$rc = 0 ] && grep -q 'starts its own CUPTI profiler' $OUT/client_$f.out &&
+    python3 tests/gpu/check_trace.py $OUT/trace_client_$f.json stage 3"
+done
+t cupti_client_untraced staged $B/cupti_client
 t torch_dataloader_fork staged python3 tests/gpu/torch_dataloader.py
 t launcher bash -c "LD_LIBRARY_PATH=$B/extra:\${LD_LIBRARY_PATH:-} $B/pinwheel run --stats -- $B/naive_copy 16 5 1 2>&1 | tee /dev/stderr | grep -q 'staged copies'"
 
