@@ -147,7 +147,7 @@ for f in after first; do
     cat $OUT/client_$f.out; [ \$rc = 0 ] && grep -q 'starts its own CUPTI profiler' $OUT/client_$f.out &&
     python3 tests/gpu/check_trace.py $OUT/trace_client_$f.json stage 3"
 done
-t cupti_client_untraced staged $B/cupti_client
+t cupti_client_untraced env PINWHEEL_SETUP=inline bash -c "$helpers; staged $B/cupti_client"
 t torch_dataloader_fork staged python3 tests/gpu/torch_dataloader.py
 t launcher bash -c "LD_LIBRARY_PATH=$B/extra:\${LD_LIBRARY_PATH:-} $B/pinwheel run --stats -- $B/naive_copy 16 5 1 2>&1 | tee /dev/stderr | grep -q 'staged copies'"
 
