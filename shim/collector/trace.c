@@ -829,14 +829,14 @@ static int start_writer(void) {
  * the kinds whose bits mask sets (bit i: kinds[i]) off (on: 0) or back on, in a running traced
  * process, so that one process measures what each costs (its own rounds cancel the machine's
  * drift, which two processes do not).  Bit 9: every driver call's record (on), or those the
- * collector records (off).  Bit 10: the whole collector (off: every kind disabled, the
- * records flushed, CUPTI detached with cuptiFinalize and pinwheel's own calls to it stopped; on:
- * attached again as at the start, or with the kinds of the bits beside it only (detached first
- * when attached with others), which measures what attaching with them costs, work CUPTI keeps
- * doing once a kind was enabled included; a
- * process that exits detached is attached again first, so that its trace ends).  The number of
- * calls CUPTI refused; -1 when not tracing.  Call it from the program's only CUDA thread, between
- * its CUDA calls (no staged copy under way), and not in a forked child. */
+ * collector records (off).  Bit 10: the whole collector (off: every kind disabled, the records
+ * flushed, CUPTI detached with cuptiFinalize and pinwheel's own calls to it stopped; on: attached
+ * again as at the start, or with the kinds of the bits beside it only, detached first when
+ * attached with others, which measures what attaching with them costs, work CUPTI keeps doing
+ * once a kind was enabled included; a process that exits detached is attached again first, so
+ * that its trace ends).  The number of calls CUPTI refused; -1 when not tracing.  Call it from
+ * the program's only CUDA thread, between its CUDA calls (no staged copy under way), and not in a
+ * forked child. */
 static void *diag_cupti;
 static unsigned diag_with; /* the kinds CUPTI was attached again with (0: all) */
 int pw_diag_cupti(int mask, int on) {
