@@ -959,6 +959,12 @@ static void *program_cupti(const char *name, void *self) {
   return NULL;
 }
 
+/* What the shim's CUPTI entry points pass a call on to: the CUPTI pinwheel traces with (ours),
+ * else the program's own. */
+static void *real_cupti(void *ours, const char *name, void *self) {
+  return ours ? ours : program_cupti(name, self);
+}
+
 /* torch.profiler (Kineto) and other in-process CUPTI clients register their own buffer
  * callbacks, which would take CUPTI's records away from pinwheel's trace in the middle of the run.
  * The call reaches this definition first (the shim is preloaded): pinwheel completes its trace,
@@ -981,13 +987,10 @@ __attribute__((visibility("default"))) CUptiResult CUPTIAPI cuptiActivityRegiste
     disable_activities(atomic_load(&program_kinds));
     finish();
   }
-  CUptiResult (*real)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
-      cu.register_callbacks;
-  if (!real)
-    *(void **)&real =
-        program_cupti("cuptiActivityRegisterCallbacks", (void *)cuptiActivityRegisterCallbacks);
-  if (!real) return CUPTI_ERROR_NOT_INITIALIZED;
-  return real(req, comp);
+  CUptiResult (*real)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+  *(void **)&real = real_cupti((void *)cu.register_callbacks, "cuptiActivityRegisterCallbacks",
+                               (void *)cuptiActivityRegisterCallbacks);
+  return real ? real(req, comp) : CUPTI_ERROR_NOT_INITIALIZED;
 }
 
 /* A kind the program enables or disables itself through this definition (a client that enables
@@ -995,16 +998,18 @@ __attribute__((visibility("default"))) CUptiResult CUPTIAPI cuptiActivityRegiste
 __attribute__((visibility("default"))) CUptiResult CUPTIAPI
 cuptiActivityEnable(CUpti_ActivityKind kind) {
   if ((unsigned)kind < 64) atomic_fetch_or(&program_kinds, 1ull << kind);
-  CUptiResult (*real)(CUpti_ActivityKind) = cu.enable;
-  if (!real) *(void **)&real = program_cupti("cuptiActivityEnable", (void *)cuptiActivityEnable);
+  CUptiResult (*real)(CUpti_ActivityKind);
+  *(void **)&real =
+      real_cupti((void *)cu.enable, "cuptiActivityEnable", (void *)cuptiActivityEnable);
   return real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
 }
 
 __attribute__((visibility("default"))) CUptiResult CUPTIAPI
 cuptiActivityDisable(CUpti_ActivityKind kind) {
   if ((unsigned)kind < 64) atomic_fetch_and(&program_kinds, ~(1ull << kind));
-  CUptiResult (*real)(CUpti_ActivityKind) = cu.disable;
-  if (!real) *(void **)&real = program_cupti("cuptiActivityDisable", (void *)cuptiActivityDisable);
+  CUptiResult (*real)(CUpti_ActivityKind);
+  *(void **)&real =
+      real_cupti((void *)cu.disable, "cuptiActivityDisable", (void *)cuptiActivityDisable);
   return real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
 }
 
