@@ -33,7 +33,8 @@ For reference, --tracer torch-cuda (or torch) runs the same phases with torch.pr
 instead (CUDA activity, or CPU and CUDA; Kineto over CUPTI too; the shim preloaded but untraced,
 so any build will do; TEARDOWN_CUPTI=1, so that Kineto detaches CUPTI when it stops, as mask
 0x400 does): what another CUPTI tracer costs the same loop, its records processed between phases,
-outside the timing.
+outside the timing.  torch 2.11's Kineto with TEARDOWN_CUPTI=1 hangs when the process exits, with
+the shim preloaded or not, so these children leave with os._exit once their figures are out.
 """
 import argparse
 import ctypes
@@ -195,6 +196,8 @@ def child(workload, mode, mask, phases, steps, tracer):
           f"host ms per step on/off: {split}", flush=True)
     print("#json " + json.dumps({"on": med(res[1]), "off": med(res[0]), "pairs": pairs, "median": med(pairs),
                                  "host": split}), flush=True)
+    if TRACERS[tracer]:  # Kineto's exit hang (above)
+        os._exit(0)
 
 
 def main():
