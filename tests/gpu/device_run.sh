@@ -3,7 +3,9 @@
 # none with ONLY=none), then the benchmark classes BENCH names, each within its time box; every
 # log under OUT (the per-test logs packed into one file).
 #   OUT=out ONLY='^torture_|^torch_' BENCH='copybound copy' REPS=3 bash tests/gpu/device_run.sh
-#   SUITE_S  seconds for the tests (default 300); BENCH_S seconds for each benchmark class (300)
+#   SUITE_S  seconds for the tests (default 300; all 72 took 543 s on the single-GPU H200 machine,
+#            so a 10-minute call holds them with the build and little else); BENCH_S seconds for
+#            each benchmark class (300)
 #   BENCH_ARGS  more arguments of bench.py (e.g. --collector-quick)
 #   KINDS=0x400,0x1ff  also bench/collector_kinds.py with these masks, on a build-diag shim
 #            (-DPINWHEEL_TRACE_DIAG=ON); KINDS_S seconds for it (300); KINDS_ARGS more of its
