@@ -47,18 +47,15 @@ import tempfile
 import time
 
 
+SAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "samples")
+
+
 def copybound(parts):
     """samples/train_copybound.py --mode naive: 256 MiB float32 batches, a small MLP; the host's
     time in x.to('cuda') (pinwheel's staging), y.to and the rest of the step go to parts."""
-    import torch
-    import torch.nn.functional as F
-    torch.manual_seed(0)
-    rows = (256 << 20) // (4 * 4096)
-    g = torch.Generator().manual_seed(1)
-    xs = [torch.randn(rows, 4096, generator=g) for _ in range(3)]
-    ys = [torch.randint(0, 10, (rows,), generator=g) for _ in range(3)]
-    model = torch.nn.Sequential(torch.nn.Linear(4096, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 10)).cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    sys.path.insert(0, SAMPLES)
+    import train_copybound as tcb
+    xs, ys, model, opt = tcb.setup()
 
     def step(i):
         a = time.perf_counter()
@@ -66,11 +63,7 @@ def copybound(parts):
         b = time.perf_counter()
         y = ys[i % 3].to("cuda")
         c = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        tcb.train_step(model, opt, x, y)
         parts(("x.to", b - a), ("y.to", c - b), ("rest", time.perf_counter() - c))
     return step
 
@@ -78,7 +71,7 @@ def copybound(parts):
 def resnet(parts):
     """samples/train_naive.py: ResNet-50, batch 256, bf16, channels_last, an NVTX range per step."""
     import torch
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "samples"))
+    sys.path.insert(0, SAMPLES)
     import train_common as tc
     args = argparse.Namespace(batch=256, size=224, nbatches=4, deterministic=False)
     model, opt, xs, ys = tc.setup(args)

@@ -21,6 +21,29 @@ import profiling
 import torch.nn.functional as F
 
 
+def setup(mib=256, features=4096, hidden=2048, nbatches=3):
+    """The seeded batches (pageable CPU tensors of mib MiB), the MLP on the GPU and its optimizer."""
+    torch.manual_seed(0)
+    rows = (mib << 20) // (4 * features)
+    g = torch.Generator().manual_seed(1)
+    xs = [torch.randn(rows, features, generator=g) for _ in range(nbatches)]
+    ys = [torch.randint(0, 10, (rows,), generator=g) for _ in range(nbatches)]
+    model = torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.GELU(),
+                                torch.nn.Linear(hidden, 10)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    return xs, ys, model, opt
+
+
+def train_step(model, opt, x, y):
+    """One step on a batch already on the GPU: bf16 autocast forward, backward, SGD; the loss."""
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = F.cross_entropy(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mode", choices=["naive", "prefetch", "waited", "resident"], default="naive")
@@ -32,14 +55,7 @@ def main():
     p.add_argument("--nbatches", type=int, default=3)
     profiling.add_args(p)
     a = p.parse_args()
-    torch.manual_seed(0)
-    rows = (a.mib << 20) // (4 * a.features)
-    g = torch.Generator().manual_seed(1)
-    xs = [torch.randn(rows, a.features, generator=g) for _ in range(a.nbatches)]
-    ys = [torch.randint(0, 10, (rows,), generator=g) for _ in range(a.nbatches)]
-    model = torch.nn.Sequential(torch.nn.Linear(a.features, a.hidden), torch.nn.GELU(),
-                                torch.nn.Linear(a.hidden, 10)).cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    xs, ys, model, opt = setup(a.mib, a.features, a.hidden, a.nbatches)
 
     if a.mode == "resident":
         gx = [x.cuda() for x in xs]
@@ -91,11 +107,7 @@ def main():
             torch.cuda.synchronize()
             t0 = time.perf_counter()
         x, y = get(i)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        loss = train_step(model, opt, x, y)
         last = (i, x)
         prof.step()
     torch.cuda.synchronize()

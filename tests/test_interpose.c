@@ -101,6 +101,11 @@ static int count_files(const char *prefix) {
   return n;
 }
 
+/* What interpose_prog's CUPTI client prints when the handoff went right (see the first test) */
+static const char prof_kinds_ok[] = "kinds enabled when the profiler registered: 1\n";
+static const char prof_records_ok[] =
+    "profiler got 2 buffers, 0 driver calls before it enabled their kind, 2 after";
+
 static void test_trace_with_fake_cupti(void **state) {
   for (int prof = 0; prof < 2; prof++) {
     char prefix[128], tenv[200], path_glob[200];
@@ -143,12 +148,11 @@ static void test_trace_with_fake_cupti(void **state) {
       /* pinwheel's kinds are disabled at the handoff, but the kernel kind the client enabled
        * before registering is kept (a bug once: every kind left on, so the client got records it
        * did not ask for, and CUPTI's cost went on after it stopped) */
-      assert_non_null(strstr(r.out, "kinds enabled when the profiler registered: 1\n"));
+      assert_non_null(strstr(r.out, prof_kinds_ok));
       /* no driver call's record until the client enables their kind (pinwheel switches none back
        * on by itself: call by call, that would record them with the kind off), then every one:
        * the calls pinwheel switched off are back (a cuLaunchKernel and a cuCtxSetCurrent) */
-      assert_non_null(strstr(
-          r.out, "profiler got 2 buffers, 0 driver calls before it enabled their kind, 2 after"));
+      assert_non_null(strstr(r.out, prof_records_ok));
     } else {
       assert_null(w);
       assert_string_equal(r.err, "");
@@ -164,9 +168,7 @@ static void test_trace_with_fake_cupti(void **state) {
     const char *pargv[] = {PW_PROG, "traced", "profiler", NULL};
     const char *penv[] = {PRELOAD, modes[i], "PINWHEEL_CUPTI=" PW_FAKE_CUPTI, NULL};
     result pr = run(pargv, penv);
-    if (pr.status != 0 || !strstr(pr.out, "kinds enabled when the profiler registered: 1\n") ||
-        !strstr(pr.out,
-                "profiler got 2 buffers, 0 driver calls before it enabled their kind, 2 after"))
+    if (pr.status != 0 || !strstr(pr.out, prof_kinds_ok) || !strstr(pr.out, prof_records_ok))
       fail_msg("%s: status %d\n%s%s", modes[i], pr.status, pr.out, pr.err);
     assert_string_equal(pr.err, "");
     free_result(&pr);
