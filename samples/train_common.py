@@ -1,4 +1,5 @@
-"""Shared by train_naive.py and train_prefetch.py: the model, the data, the timed loop.
+"""Shared by train_naive.py and train_prefetch.py: the model, the data, the timed loop; step() by
+train_copybound.py too.
 
 ResNet-50 (torchvision, random weights: nothing is downloaded), bf16 autocast, channels_last, SGD
 with momentum.  The data set is a few batches made once on the CPU; each step takes the next one.
@@ -8,7 +9,6 @@ import time
 
 import torch
 import torch.nn.functional as F
-import torchvision
 
 import profiling
 
@@ -38,6 +38,7 @@ def setup(args):
         torch.backends.cudnn.benchmark = False
     else:
         torch.backends.cudnn.benchmark = True
+    import torchvision  # here: train_copybound.py takes step() without it
     model = torchvision.models.resnet50(weights=None).cuda().to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     g = torch.Generator().manual_seed(1)
@@ -50,6 +51,7 @@ def setup(args):
 
 
 def step(model, opt, x, y):
+    """One step on a batch already on the GPU: bf16 autocast forward, backward, SGD; the loss."""
     with torch.autocast("cuda", dtype=torch.bfloat16):
         loss = F.cross_entropy(model(x), y)
     opt.zero_grad(set_to_none=True)

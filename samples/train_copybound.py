@@ -18,7 +18,7 @@ import time
 import torch
 
 import profiling
-import torch.nn.functional as F
+from train_common import step as train_step
 
 
 def setup(mib=256, features=4096, hidden=2048, nbatches=3):
@@ -32,16 +32,6 @@ def setup(mib=256, features=4096, hidden=2048, nbatches=3):
                                 torch.nn.Linear(hidden, 10)).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     return xs, ys, model, opt
-
-
-def train_step(model, opt, x, y):
-    """One step on a batch already on the GPU: bf16 autocast forward, backward, SGD; the loss."""
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        loss = F.cross_entropy(model(x), y)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-    return loss
 
 
 def main():
