@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "pw.h"
+#include "engine.h"
 
 static unsigned xs(unsigned *s) {
   *s ^= *s << 13;

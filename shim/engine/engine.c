@@ -35,7 +35,7 @@
 #define _GNU_SOURCE
 #include "fa.h"
 #include "numa.h"
-#include "pw.h"
+#include "engine.h"
 
 #include <pthread.h>
 #include <sched.h>

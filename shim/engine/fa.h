@@ -34,7 +34,7 @@
 
 #include <stddef.h>
 
-#include "pw.h"
+#include "engine.h"
 
 #define FA_EXPIRE_MS 100        /* an upload not used within this is revoked */
 #define FA_MIN_BYTES (1u << 20) /* smaller allocations and fills are CUDA's and glibc's */

@@ -9,7 +9,7 @@
  * does not order non-temporal stores by itself).
  */
 #define _GNU_SOURCE
-#include "pw.h"
+#include "engine.h"
 
 #include <errno.h>
 #include <fcntl.h>

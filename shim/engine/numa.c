@@ -22,7 +22,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "pw.h"
+#include "engine.h"
 
 enum { MPOL_DEFAULT_ = 0, MPOL_PREFERRED_ = 1, MPOL_F_NODE_ = 1, MPOL_F_ADDR_ = 2 };
 #define MAXNODE (16 * 8 * sizeof(unsigned long))

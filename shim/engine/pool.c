@@ -36,7 +36,7 @@
  */
 #define _GNU_SOURCE
 #include "numa.h"
-#include "pw.h"
+#include "engine.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -8,7 +8,7 @@
 /* cuda.h maps this name to cuGetProcAddress_v2; both are separate exported functions. */
 #undef cuGetProcAddress
 
-#include "pw.h"
+#include "engine.h"
 
 #define PW_DRV_LEGACY(s) ((s) ? (s) : CU_STREAM_LEGACY)
 #define PW_DRV_PTSZ(s) ((s) ? (s) : CU_STREAM_PER_THREAD)

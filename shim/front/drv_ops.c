@@ -354,7 +354,7 @@ void pw_drv_ops_fork_child(void) {
   pthread_mutex_init(&primary_lock, NULL);
 }
 
-/* The table, one entry per member of pw_ops.def (PW_OPS_ENTRY, pw.h). */
+/* The table, one entry per member of pw_ops.def (PW_OPS_ENTRY, engine.h). */
 #define PW_OP(ret, name, params) .name = PW_OPS_ENTRY(op_##name, ret, params),
 const pw_ops pw_drv_ops = {
 #include "pw_ops.def"

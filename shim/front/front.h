@@ -8,6 +8,7 @@
 #ifndef PW_FRONT_H
 #define PW_FRONT_H
 
+#include "engine.h"
 #include "fa.h"
 #include "pw.h"
 #include "trace.h"

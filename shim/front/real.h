@@ -8,7 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "pw.h"
+#include "engine.h"
 
 #define PW_LEGACY(s) ((s) ? (s) : cudaStreamLegacy)
 #define PW_PTSZ(s) ((s) ? (s) : cudaStreamPerThread)

@@ -153,7 +153,7 @@ static int op_context_ok(void *s, int device) {
  * counterpart, or, the bus id, needs none. */
 static void op_poll(void) {}
 
-/* The table, one entry per member of pw_ops.def (PW_OPS_ENTRY, pw.h). */
+/* The table, one entry per member of pw_ops.def (PW_OPS_ENTRY, engine.h). */
 #define PW_OP(ret, name, params) .name = PW_OPS_ENTRY(op_##name, ret, params),
 const pw_ops pw_real_ops = {
 #include "pw_ops.def"

@@ -503,7 +503,7 @@ static int op_context_ok(void *h, int device) {
   return 1;
 }
 
-/* The table, one entry per member of pw_ops.def (PW_OPS_ENTRY, pw.h). */
+/* The table, one entry per member of pw_ops.def (PW_OPS_ENTRY, engine.h). */
 #define PW_OP(ret, name, params) .name = PW_OPS_ENTRY(op_##name, ret, params),
 const pw_ops sim_ops = {
 #include "pw_ops.def"

@@ -9,7 +9,7 @@
 #define PW_SIM_H
 #include <stddef.h>
 
-#include "pw.h"
+#include "engine.h"
 
 extern const pw_ops sim_ops;
 
