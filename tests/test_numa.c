@@ -179,7 +179,9 @@ static void summary(int format, char *buf, size_t len) {
   snprintf(path, sizeof path, "%s/summary", tree);
   FILE *out = fopen(path, "w+");
   assert_non_null(out);
-  pw_stats_write(fileno(out), format);
+  pw_stats_write(
+      fileno(out), format,
+      pw_memcpy_name(pw_option_get(PW_OPT_NT_STORES) ? pw_memcpy_best() : PW_MEMCPY_PORTABLE));
   fflush(out);
   rewind(out);
   size_t got = fread(buf, 1, len - 1, out);

@@ -248,6 +248,8 @@ __attribute__((destructor)) static void pw_fini(void) {
   atomic_store(&pw_st.guard_writes_waited, waited);
   atomic_store(&pw_st.guard_wait_ns, wait_ns);
   open_stats_target(&fd, &close_it);
-  pw_stats_write(fd, (int)pw_option_get(PW_OPT_STATS_FORMAT));
+  const char *routine =
+      pw_memcpy_name(pw_option_get(PW_OPT_NT_STORES) ? pw_memcpy_best() : PW_MEMCPY_PORTABLE);
+  pw_stats_write(fd, (int)pw_option_get(PW_OPT_STATS_FORMAT), routine);
   if (close_it) close(fd);
 }

@@ -1,36 +1,12 @@
-/* pw.h — internal interfaces of libpinwheel shared by its subsystems.
+/* pw.h — core's interface: what every part of libpinwheel may use, and what core owns.
  *
- * Subsystems and what each owns (shim/README.md says the same by folder):
- *   core/log.c          the one log function (level from PINWHEEL_LOG) and the stderr kept at
- *                       load; never calls CUDA, never mallocs.
- *   core/files.c        opening the summary and trace files: no symlink, only the user's files.
- *   core/options.c      the options table, parsed once from PINWHEEL_* variables.
- *   core/stats.c        counters (atomics only) and the exit summary (text / JSON).
- *   engine/pw_ops.def   the one list of pw_ops' members, from which the struct and every
- *                       backend's table are generated.
- *   core/core.c         the lifecycle both front ends share: init at the first hooked call, the one
- *                       engine, the mode, the per-thread guard, fork and the exit summary.
- *   engine/memcpy.c     the copy routines (non-temporal stores, portable fallback), fresh-page
- *                       handling, the default thread count.
- *   engine/pool.c       the lazily started copy worker pool; batches of chunks streamed to it.
- *   engine/engine.c     the staging engine; reaches CUDA only through a pw_ops table.
- *   engine/guard.c      the source guard of deferred copies (userfaultfd write-protect).
- *   engine/numa.c       on a host of several NUMA nodes: a device's node, its pool and the
- *                       staging threads placed there.
- *   front/runtime.c     the runtime front end: the exported cuda* wrappers (hooks.def), pw_real.
- *   front/runtime_ops.c the pw_ops table over the real CUDA runtime functions.
- *   front/drv.c         the driver front end: cu* wrappers (drv_hooks.def), dlsym,
- *                       cuGetProcAddress.
- *   front/drv_ops.c     the pw_ops table over the real CUDA driver functions.
- *   front/app_memcpy.c  the program's own large memcpy into or out of its pinned memory.
- *   front/pjrt.c        JAX's CUDA plugin: XLA's own host-to-device staging turned off.
- *   front/memhooks.c    free, realloc, munmap, mremap, madvise, mmap, mprotect, shmat: they
- *                       wait for the source guard of an overlapping deferred copy.
- *   collector/trace.c   the CUPTI collector (PINWHEEL_TRACE); trace_json.c its JSON writer;
- *                       nvtx_inject.c the NVTX injection library of a traced run.
- *   collector/window.c  the capture window: delay, duration, profiler ranges, iterations.
- * The engine, pool, options, log and stats files know nothing of the CUDA headers, so the tests
- * can run them against a simulated backend.
+ * Owns: the log (log.c), the files pinwheel writes (files.c), the setup gate (core.c), the options
+ * (options.c), and the counters with their vocabulary and the exit summary (stats.c): memory
+ * kinds, directions, staging paths, the reasons a copy was not staged or not deferred, the
+ * reasons an upload ahead was given up and the hooked functions' ids (pw_hook_ids.def, generated
+ * at configure time from front/hooks.def and front/drv_hooks.def: names and classes only).
+ * Must never: include a header of engine/, front/, collector/ or the top file (pinwheel.c), or
+ * any CUDA header; the engine's interface is engine/engine.h, the front ends' front/front.h.
  */
 #ifndef PW_H
 #define PW_H
@@ -202,19 +178,55 @@ enum { PW_FALLBACK_LIST(PW_FB_ENUM) PW_FB_N };
 #undef PW_FB_ENUM
 extern const char *const pw_fallback_names[PW_FB_N];
 
+/* Why a copy was not deferred: the source guard's part of the list (engine/guard.h's reasons;
+ * the summary counts each). */
+#define PW_GUARD_REASONS(X)                                                                        \
+  X(GUARD_NO_UFFD, "no_userfaultfd")      /* userfaultfd missing or not permitted */               \
+  X(GUARD_USER_ONLY, "uffd_user_only")    /* only user-mode faults: read(2) would fail */          \
+  X(GUARD_NO_WP, "uffd_no_write_protect") /* kernel without write-protect of unpopulated pages */  \
+  X(GUARD_SHARED, "shared_memory")        /* not private anonymous memory */                       \
+  X(GUARD_OVERLAP, "overlaps_guarded")    /* the source overlaps a range already guarded */        \
+  X(GUARD_FULL, "guard_slots_full")       /* too many guarded ranges at once */                    \
+  X(GUARD_ERROR, "guard_error")           /* a userfaultfd call failed */                          \
+  X(GUARD_NOT_INTERPOSED, "hooks_not_interposed") /* free, munmap... here are not pinwheel's */    \
+  X(GUARD_FORK, "fork_in_progress")  /* a fork is waiting for every guard to be released */        \
+  X(GUARD_OWN_STACK, "caller_stack") /* on the calling thread's own stack: it would stop */
+
+/* Why an upload ahead was given up (engine/fa.h's reasons; the summary counts each). */
+#define PW_FA_REASONS(X)                                                                           \
+  X(FA_GUARD, "written_freed_or_fork") /* the guard: a write, free, unmap or fork */               \
+  X(FA_REFILL, "refilled")             /* a new fill over it */                                    \
+  X(FA_COPY_INTO, "copied_into")       /* a copy's destination overlapped it */                    \
+  X(FA_LAUNCH, "launch")               /* a kernel launch */                                       \
+  X(FA_FREE, "freed")                  /* cudaFreeHost of its allocation */                        \
+  X(FA_RESET, "device_reset")          /* cudaDeviceReset of its device */                         \
+  X(FA_EXPIRED, "expired")             /* not used within FA_EXPIRE_MS */                          \
+  X(FA_UNGUARDED, "not_guarded")       /* the guard refused the range */                           \
+  X(FA_UPLOAD_FAILED, "upload_failed") /* a DMA or event call failed */                            \
+  X(FA_USE_FAILED, "use_failed")       /* the device copy could not be enqueued */                 \
+  X(FA_STREAM_ORDERED,                                                                             \
+    "stream_ordered")                 /* a host function, stream wait, graph...: off for good */   \
+  X(FA_OTHER_WRITE, "memset_or_copy") /* a memset, or a copy not of pinwheel's list */
+
+enum {
+#define PW_FA_ENUM(id, name) PW_##id,
+  PW_FA_REASONS(PW_FA_ENUM)
+#undef PW_FA_ENUM
+      PW_FA_NREASONS
+};
+extern const char *const pw_fa_reason_names[PW_FA_NREASONS];
+
 typedef struct pw_counter3 {
   _Atomic uint64_t calls, bytes, ns;
 } pw_counter3;
 
-/* The hooked functions' ids, from hooks.def (the runtime's) then drv_hooks.def (the driver's);
- * only the names are expanded, so no CUDA header is needed. */
+/* The hooked functions' ids: the runtime's (front/hooks.def), then the driver's
+ * (front/drv_hooks.def), from pw_hook_ids.def, which the build generates from those two lists
+ * (PW_HOOK_ID(name, class) for each, in their order): core needs neither list nor a CUDA header. */
 enum {
-#define PW_HOOK(name, class, params, args, stream) PW_H_##name,
-#include "hooks.def"
-  PW_RUNTIME_HOOK_COUNT,
-  PW_DRV_HOOK_BEFORE_FIRST = PW_RUNTIME_HOOK_COUNT - 1,
-#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt) PW_H_##name,
-#include "drv_hooks.def"
+#define PW_HOOK_ID(name, klass) PW_H_##name,
+#include "pw_hook_ids.def"
+#undef PW_HOOK_ID
   PW_HOOK_COUNT
 };
 enum {
@@ -299,7 +311,7 @@ static inline uint64_t pw_ticks(void) {
 }
 void pw_ticks_anchor(void);
 
-/* Hook descriptions, for the summary: filled by runtime.c from hooks.def. */
+/* Hook descriptions, for the summary: filled by stats.c from pw_hook_ids.def. */
 typedef struct pw_hook_info {
   const char *name;
   int klass; /* PW_CLASS_* */
@@ -307,7 +319,8 @@ typedef struct pw_hook_info {
 extern const pw_hook_info pw_hook_table[];
 extern const int pw_hook_count;
 
-/* Write the exit summary (format PW_FMT_*) to fd. */
-void pw_stats_write(int fd, int format);
+/* Write the exit summary (format PW_FMT_*) to fd; copy_routine names the staging copy routine
+ * (the engine's, engine.h: pw_memcpy_name). */
+void pw_stats_write(int fd, int format, const char *copy_routine);
 
 #endif

@@ -1,14 +1,13 @@
 /* stats.c — counters and the exit summary.
  *
- * Owns: pw_st (atomics only, so any thread may count without a lock), the hook name table, and
+ * Owns: pw_st (atomics only, so any thread may count without a lock), the names of its counters
+ * (the hook table from pw_hook_ids.def, the fallback, not-deferred and upload-ahead reasons), and
  * the text and JSON summaries.  Must never: call CUDA (the summary runs at exit, when the runtime
- * may already be torn down).
+ * may already be torn down); include or call anything of engine/, front/ or collector/ (what the
+ * summary needs from above, the copy routine's name, its caller hands to pw_stats_write).
  */
 #define _GNU_SOURCE
 #include "pw.h"
-
-#include "fa.h"
-#include "guard.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,6 +26,11 @@ static const char *const path_names[PW_PATH_N] = {"ring", "pinned_only", "d2h"};
 const char *const pw_fallback_names[PW_FB_N] = {PW_FALLBACK_LIST(PW_FB_NAME)};
 const char *const pw_not_deferred_names[PW_ND_GUARD] = {PW_NOT_DEFERRED_LIST(PW_FB_NAME)};
 #undef PW_FB_NAME
+const char *const pw_fa_reason_names[PW_FA_NREASONS] = {
+#define PW_FA_NAME(id, name) name,
+    PW_FA_REASONS(PW_FA_NAME)
+#undef PW_FA_NAME
+};
 /* The guard's reasons follow the engine's in pw_st.not_deferred (PW_ND_GUARD + reason). */
 #define PW_GUARD_NAME(id, name) name,
 static const char *const guard_reason_names[] = {"ok", PW_GUARD_REASONS(PW_GUARD_NAME)};
@@ -39,15 +43,13 @@ static const char *not_deferred_name(int r) {
   return r < PW_ND_GUARD ? pw_not_deferred_names[r] : guard_reason_names[r - PW_ND_GUARD];
 }
 
-/* The hook table needs only names and classes, so the parameter lists are never expanded and
- * this file needs no CUDA header. */
-#define PW_HOOK(name, class, params, args, stream) [PW_H_##name] = {#name, PW_CLASS_##class},
-#define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
-  [PW_H_##name] = {#name, PW_CLASS_##class},
+/* The hook table needs only names and classes: pw_hook_ids.def lists them, so this file needs
+ * neither front's lists nor a CUDA header. */
+#define PW_HOOK_ID(name, klass) [PW_H_##name] = {#name, PW_CLASS_##klass},
 const pw_hook_info pw_hook_table[PW_HOOK_COUNT] = {
-#include "hooks.def"
-#include "drv_hooks.def"
+#include "pw_hook_ids.def"
 };
+#undef PW_HOOK_ID
 const int pw_hook_count = PW_HOOK_COUNT;
 
 uint64_t pw_now_ns(void) {
@@ -145,8 +147,10 @@ static const char *empty_note(void) {
   return pw_option_get(PW_OPT_MODE) == PW_MODE_OFF ? off_note : no_calls_note;
 }
 
+/* The staging copy routine's name, as pw_stats_write was given it (the engine's, engine.h). */
+static const char *copy_routine_name = "";
 static const char *copy_routine(void) {
-  return pw_memcpy_name(pw_option_get(PW_OPT_NT_STORES) ? pw_memcpy_best() : PW_MEMCPY_PORTABLE);
+  return copy_routine_name;
 }
 
 /* The copies the program made, by direction and memory kinds. */
@@ -467,8 +471,9 @@ static void write_json(buf_t *b) {
   bprintf(b, "}}\n");
 }
 
-void pw_stats_write(int fd, int format) {
+void pw_stats_write(int fd, int format, const char *routine) {
   buf_t b = {0};
+  copy_routine_name = routine ? routine : "";
   if (format == PW_FMT_JSON)
     write_json(&b);
   else

@@ -55,12 +55,6 @@
 
 _Static_assert(PW_FA_NREASONS <= PW_FA_REASONS_MAX, "pw_stats.fa_revoked too small");
 
-const char *const pw_fa_reason_names[PW_FA_NREASONS] = {
-#define PW_FA_NAME(id, name) name,
-    PW_FA_REASONS(PW_FA_NAME)
-#undef PW_FA_NAME
-};
-
 enum { E_FREE = 0, E_FILLING, E_FILLED, E_USING, E_USED, E_REVOKED };
 
 typedef struct fa_dev fa_dev;

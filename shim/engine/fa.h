@@ -39,30 +39,6 @@
 #define FA_EXPIRE_MS 100        /* an upload not used within this is revoked */
 #define FA_MIN_BYTES (1u << 20) /* smaller allocations and fills are CUDA's and glibc's */
 
-/* Why an upload was given up (the summary counts each). */
-#define PW_FA_REASONS(X)                                                                           \
-  X(FA_GUARD, "written_freed_or_fork") /* the guard: a write, free, unmap or fork */               \
-  X(FA_REFILL, "refilled")             /* a new fill over it */                                    \
-  X(FA_COPY_INTO, "copied_into")       /* a copy's destination overlapped it */                    \
-  X(FA_LAUNCH, "launch")               /* a kernel launch */                                       \
-  X(FA_FREE, "freed")                  /* cudaFreeHost of its allocation */                        \
-  X(FA_RESET, "device_reset")          /* cudaDeviceReset of its device */                         \
-  X(FA_EXPIRED, "expired")             /* not used within FA_EXPIRE_MS */                          \
-  X(FA_UNGUARDED, "not_guarded")       /* the guard refused the range */                           \
-  X(FA_UPLOAD_FAILED, "upload_failed") /* a DMA or event call failed */                            \
-  X(FA_USE_FAILED, "use_failed")       /* the device copy could not be enqueued */                 \
-  X(FA_STREAM_ORDERED,                                                                             \
-    "stream_ordered")                 /* a host function, stream wait, graph...: off for good */   \
-  X(FA_OTHER_WRITE, "memset_or_copy") /* a memset, or a copy not of pinwheel's list */
-
-enum {
-#define PW_FA_ENUM(id, name) PW_##id,
-  PW_FA_REASONS(PW_FA_ENUM)
-#undef PW_FA_ENUM
-      PW_FA_NREASONS
-};
-extern const char *const pw_fa_reason_names[PW_FA_NREASONS];
-
 /* From the options, once (core.c): scratch bytes per device (0: fill-ahead off), the staging
  * chunk, the staging threads, the guard (NULL: off). */
 void pw_fa_configure(size_t scratch, size_t chunk, int threads, const pw_guard_ops *guard);

@@ -36,18 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Why a copy was not deferred (the guard's part of the list; the summary counts each). */
-#define PW_GUARD_REASONS(X)                                                                        \
-  X(GUARD_NO_UFFD, "no_userfaultfd")      /* userfaultfd missing or not permitted */               \
-  X(GUARD_USER_ONLY, "uffd_user_only")    /* only user-mode faults: read(2) would fail */          \
-  X(GUARD_NO_WP, "uffd_no_write_protect") /* kernel without write-protect of unpopulated pages */  \
-  X(GUARD_SHARED, "shared_memory")        /* not private anonymous memory */                       \
-  X(GUARD_OVERLAP, "overlaps_guarded")    /* the source overlaps a range already guarded */        \
-  X(GUARD_FULL, "guard_slots_full")       /* too many guarded ranges at once */                    \
-  X(GUARD_ERROR, "guard_error")           /* a userfaultfd call failed */                          \
-  X(GUARD_NOT_INTERPOSED, "hooks_not_interposed") /* free, munmap... here are not pinwheel's */    \
-  X(GUARD_FORK, "fork_in_progress")  /* a fork is waiting for every guard to be released */        \
-  X(GUARD_OWN_STACK, "caller_stack") /* on the calling thread's own stack: it would stop */
+#include "pw.h" /* PW_GUARD_REASONS */
 
 enum {
   PW_GUARD_OK = 0,
