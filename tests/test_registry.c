@@ -20,7 +20,7 @@
 
 #include "front.h"
 
-/* What core.c defines in the shim: the memcpy runs its pinned-memory path in stage mode. */
+/* What front.c defines in the shim: the memcpy runs its pinned-memory path in stage mode. */
 atomic_int pw_ready = 1;
 int pw_mode = PW_MODE_STAGE;
 int pw_sync_mode;

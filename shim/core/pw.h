@@ -1,6 +1,6 @@
 /* pw.h — core's interface: what every part of libpinwheel may use, and what core owns.
  *
- * Owns: the log (log.c), the files pinwheel writes (files.c), the setup gate (core.c), the options
+ * Owns: the log (log.c), the files pinwheel writes (files.c), the setup gate (gate.c), the options
  * (options.c), and the counters with their vocabulary and the exit summary (stats.c): memory
  * kinds, directions, staging paths, the reasons a copy was not staged or not deferred, the
  * reasons an upload ahead was given up and the hooked functions' ids (pw_hook_ids.def, generated
@@ -46,7 +46,7 @@ enum {
  * with why (n bytes) saying what was wrong. */
 int pw_open_output(const char *path, int how, char *why, size_t n);
 
-/* ---- the setup gate (core.c) ----
+/* ---- the setup gate (gate.c) ----
  * The engine's background setup (a device's pinned pool, ring, side stream) makes CUDA calls on a
  * thread of its own, which may still be running when the program exits.  Its calls go through the
  * gate: once exit has begun, each is refused at once (the backend returns its "unloading" error),

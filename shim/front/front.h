@@ -1,9 +1,11 @@
 /* front.h — what the two front ends share: the runtime's (runtime.c, the cuda* entry points) and
  * the driver's (drv.c, the cu* entry points, dlsym and cuGetProcAddress).  One engine, one set of
- * counters, one mode and one summary per process, owned by core.c, whichever front end a call
- * came through.  It brings CUPTI's headers (and with them cuda.h) through trace.h, for the
- * collector's records of the calls; the runtime's and the driver's own headers each front end
- * brings itself (real.h, drv.h).
+ * counters, one mode and one summary per process, whichever front end a call came through: the
+ * state is front.c's, set by the top file (pinwheel.c) at init.  It brings CUPTI's headers (and
+ * with them cuda.h) through trace.h, for the collector's records of the calls; the runtime's and
+ * the driver's own headers each front end brings itself (real.h, drv.h).
+ * Must never: add a call or an indirection to the wrappers' bodies below (every hooked call runs
+ * them); be included by core/, engine/ or collector/.
  */
 #ifndef PW_FRONT_H
 #define PW_FRONT_H
@@ -17,15 +19,17 @@
 #define PW_TLS __thread __attribute__((tls_model("initial-exec")))
 #define PW_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* ---- core.c ---- */
+/* ---- front.c: set by the top file's init (pinwheel.c) ---- */
 extern atomic_int pw_ready;
 extern int pw_mode;      /* PW_MODE_*, fixed by init */
 extern int pw_sync_mode; /* PW_SYNC_* */
 extern pw_engine *pw_eng;
 extern PW_TLS int pw_depth;          /* > 0 while the shim itself is working on this thread */
 extern PW_TLS void *pw_elide_stream; /* staged H2D copies on this stream were the last calls */
+extern int pw_host_copies;           /* PINWHEEL_HOST_COPIES */
+/* pinwheel.c (the top file): init, once, at the first hooked call (idempotent, recursion-safe).
+ * The front ends' one call upward: the first hooked call is what starts the library. */
 void pw_init(void);
-extern int pw_host_copies; /* PINWHEEL_HOST_COPIES */
 /* runtime.c: the real runtime function called name (libcudart.so.13's, else the next one's, else
  * that of a libcudart.so.13 loaded RTLD_LOCAL), or NULL. */
 void *pw_runtime_lookup(const char *name);

@@ -1,32 +1,25 @@
-/* core.c — the lifecycle of libpinwheel, shared by its two front ends (runtime.c: the CUDA
- * runtime's entry points; drv.c: the driver's): init at the first CUDA call, the one engine, the
- * mode, the per-thread guard and sync-elision state, fork and the exit summary.
+/* pinwheel.c — the top file: wires libpinwheel.so; everything else sits below it.
  *
- * At load, the constructor does two things only: it keeps a copy of the program's stderr (log.c:
- * the log and the summary go there, whatever fd 2 becomes), and it registers the one set of fork
- * handlers.  Every subsystem's fork reset is called from here, in this order, and none registers
- * its own but the source guard (guard.c registers its handlers at its first protect, after
- * CUDA's, so that its prepare, which waits for every guard's release, runs before theirs):
- *   prepare:  trace (its queue lock is taken, so no child inherits a queue mid-change)
- *   parent:   trace (unlocked)
- *   child:    counters, clock anchor, options (parse lock), setup gate, driver front end
- * (resolution lock, primary contexts), pinned registry (writers' lock), copy pool, engine, trace
- * (the child writes into no file of its parent's), this thread's elided stream. The order matters
- * where one reset reads another's state: the engine's reset comes after the pool's (the engine's
- * copies use the pool), and the trace's last (its reset may log).
- *
- * Must never: do more before the first hooked call than the constructor's two things and
- * memhooks.c's resolution of the real memory functions (the destructor only reads
- * PINWHEEL_STATS), print unless asked (errors aside), print a summary for a process that never
- * intercepted a CUDA call (unless it is the command `pinwheel run` started, whose user asked for
- * its summary), or exit/abort the host process.
+ * Owns: the constructor (a copy of stderr kept, the one set of fork handlers registered), init at
+ * the first hooked call (pw_init: options, the real functions, the mode, the trace, the one engine
+ * made with the runtime's ops and the source guard's), the fork resets and their order, and the
+ * exit summary.  Fork order: prepare and parent: the trace's queue lock; child: counters, clock
+ * anchor, options, setup gate, driver front end, pinned registry, copy pool, NUMA, uploads ahead,
+ * engine (after the pool it uses), trace (last: it may log), this thread's elided stream.  The
+ * guard registers its own handlers at its first protect, after CUDA's (guard.c).
+ * Must never: do more at load than the constructor's two things (memhooks.c resolves the real
+ * memory functions); print unless asked (errors aside); print a summary for a process that never
+ * intercepted a CUDA call (unless `pinwheel run` started it); exit or abort the host process; be
+ * included or called by core/ or engine/ (front/ calls pw_init only, declared in front.h).
  */
 #define _GNU_SOURCE
-#include "real.h"
-#include "front.h"
+#include "engine.h"
 #include "fa.h"
+#include "front.h"
 #include "guard.h"
 #include "numa.h"
+#include "real.h"
+#include "trace.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -36,13 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-atomic_int pw_ready;
-int pw_mode = PW_MODE_OBSERVE;
-int pw_sync_mode = PW_SYNC_KEEP;
-pw_engine *pw_eng;
-int pw_host_copies;
-PW_TLS int pw_depth;
-PW_TLS void *pw_elide_stream;
 static pthread_once_t pw_once = PTHREAD_ONCE_INIT;
 static atomic_int pw_forked;
 static PW_TLS int pw_in_init; /* init running on this thread: fall through */
@@ -137,62 +123,6 @@ void pw_init(void) {
   pw_in_init = 1;
   pthread_once(&pw_once, init_once);
   pw_in_init = 0;
-}
-
-/* ---- the setup gate (pw.h) ----
- * Exit runs the atexit handlers newest first.  CUDA registers its teardown at its first call,
- * before any setup; the engine registers its bounded wait for setups when it starts the first
- * setup thread; close_gate is registered after that (pw_setup_arm, once a copy found a setup
- * under way, and again by the setup thread's first gated call, in case exit began before the
- * copy returned), so it runs first: no new setup call starts, the one inside CUDA is waited for,
- * the setup ends at its next call, and the engine's wait then returns at once. */
-static atomic_int gate_closed, gate_inflight, gate_armed;
-static PW_TLS int on_setup_thread;
-
-static void close_gate(void) {
-  if (atomic_exchange(&gate_closed, 1)) return;
-  struct timespec ms = {0, 1000000};
-  while (atomic_load(&gate_inflight) > 0)
-    nanosleep(&ms, NULL);
-}
-
-void pw_setup_arm(void) {
-  if (atomic_load_explicit(&gate_armed, memory_order_relaxed) >= 2) return;
-  if (atomic_fetch_add(&gate_armed, 1) < 2) atexit(close_gate);
-}
-
-int pw_setup_enter(void) {
-  /* the setup thread's own registration: the copy that started it may not have returned yet */
-  if (on_setup_thread) pw_setup_arm();
-  atomic_fetch_add(&gate_inflight, 1);
-  if (atomic_load(&gate_closed)) {
-    atomic_fetch_sub(&gate_inflight, 1);
-    /* its refused calls would warn about a pool nobody will use */
-    if (on_setup_thread) pw_log_mute_thread();
-    return 0;
-  }
-  return 1;
-}
-
-void pw_setup_leave(void) {
-  atomic_fetch_sub(&gate_inflight, 1);
-}
-
-int pw_setup_busy(void) {
-  return atomic_load(&gate_inflight) > 0;
-}
-
-void pw_setup_mark_thread(void) {
-  on_setup_thread = 1;
-}
-
-int pw_setup_on_thread(void) {
-  return on_setup_thread;
-}
-
-void pw_setup_after_fork_child(void) {
-  atomic_store(&gate_inflight, 0); /* the setup threads are the parent's */
-  atomic_store(&gate_closed, 0);
 }
 
 /* ---- exit ---- */
