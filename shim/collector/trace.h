@@ -63,7 +63,7 @@ void pw_trace_writer_end(pw_trace_writer *w); /* names, the frame's end; flushes
 int pw_trace_path(const char *tmpl, char *out, size_t n);
 /* Start tracing if PINWHEEL_TRACE asks for it: called once, at the first CUDA call. */
 void pw_trace_start(void);
-/* Fork, called from core.c's one set of handlers: the queue lock across fork; the child is
+/* Fork, called from pinwheel.c's one set of handlers: the queue lock across fork; the child is
  * untraced and writes nothing into its parent's file. */
 void pw_trace_fork_prepare(void);
 void pw_trace_fork_parent(void);

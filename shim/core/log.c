@@ -2,7 +2,7 @@
  *
  * Owns: the level (PINWHEEL_LOG), the "pinwheel[pid]: " prefix, the cap on repeated warnings, and
  * pinwheel's copy of the stderr the program had when the shim loaded (pw_log_keep_stderr, from
- * core.c's constructor).  A program may close fd 2 and open its own data file there, or close
+ * pinwheel.c's constructor).  A program may close fd 2 and open its own data file there, or close
  * stderr at exit (coreutils do): the log and the summary still go to the stderr it started with,
  * never into whatever fd 2 has become.  The copy sits at a high descriptor, close-on-exec; before
  * each write it is checked to be still the same file (a program that closes every descriptor may

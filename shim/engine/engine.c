@@ -6,8 +6,9 @@
  * Must never: call CUDA except through its pw_ops table, print except through pw_log, exit or
  * abort, or return "staged" for a copy whose bytes are not guaranteed (any doubt: the caller
  * makes the real call).
- *
- * Ordering argument, per piece of an H2D copy through the ring:
+ */
+
+/* Ordering argument, per piece of an H2D copy through the ring:
  *   side stream:   wait(free event of every older ring region this piece overlaps)
  *                  DMA pinned chunk -> ring, record chunk event   (for each chunk)
  *   caller stream: wait(last chunk event); D2D ring -> dst; record the region's free event

@@ -1,6 +1,14 @@
 /* fa.c — uploads made ahead of the program's own copy (fa.h says what and why; DESIGN.md §11).
  *
- * An upload (an entry) lives in one device's table and goes through these states:
+ * Owns: the table of replaced allocations (lock-free readers, as app_memcpy.c's registry), the
+ * per-device state (scratch, upload stream, events; kept for the process's life once made: the
+ * upload thread may be reading it), the upload thread.  Locks: `dev_lock` serialises a device's
+ * setup and is held across its CUDA calls; `lock` (entries, allocations) is a leaf, never held
+ * across a CUDA call or a wait, so the fill, in the program's memmove, only ever waits for
+ * pinwheel's own short critical sections (and the guard's, guard.h).
+ */
+
+/* An upload (an entry) lives in one device's table and goes through these states:
  *   FREE -> FILLING      the fill reserved it and its scratch range (under `lock`)
  *   FILLING -> FILLED    the fill is done and its whole pages are guarded (the filler)
  *   FILLED -> USING      a copy of the program takes it (a compare-and-swap: one taker)
@@ -22,13 +30,6 @@
  *
  * Scratch: one buffer per device, ranges handed out first-fit among the entries not FREE, so a
  * range is reused only after the upload thread saw its DMAs and device copies complete.
- *
- * Owns: the table of replaced allocations (lock-free readers, as app_memcpy.c's registry), the
- * per-device state (scratch, upload stream, events; kept for the process's life once made: the
- * upload thread may be reading it), the upload thread.  Locks: `dev_lock` serialises a device's
- * setup and is held across its CUDA calls; `lock` (entries, allocations) is a leaf, never held
- * across a CUDA call or a wait, so the fill, in the program's memmove, only ever waits for
- * pinwheel's own short critical sections (and the guard's, guard.h).
  */
 #define _GNU_SOURCE
 #include "fa.h"

@@ -1,6 +1,11 @@
 /* fa.h — uploads made ahead of the program's own copy (PINWHEEL_FILL_AHEAD; DESIGN.md §11).
  *
- * CuPy's cp.asarray (like XLA's staging) fills a buffer of its own pinned memory with one memmove,
+ * Owns: the replaced allocations, the scratch buffers, the upload thread and its stream.
+ * Must never: call CUDA in the fill (it runs in the program's memmove), let a copy use an upload
+ * that was revoked, reuse scratch memory before the DMAs and device copies using it completed.
+ */
+
+/* CuPy's cp.asarray (like XLA's staging) fills a buffer of its own pinned memory with one memmove,
  * then copies that buffer to the device: the fill and the DMA come one after the other, and
  * nothing outside the program knows where the bytes go until the copy is asked for.  With
  * fill-ahead on:
@@ -24,10 +29,6 @@
  * FA_EXPIRE_MS.  Limits (docs/PROMISES.md): writes that no hook of pinwheel sees (a kernel
  * launched through a path pinwheel does not intercept, a memset through a device mapping of the
  * memory, another process) are not seen.
- *
- * Owns: the replaced allocations, the scratch buffers, the upload thread and its stream.
- * Must never: call CUDA in the fill (it runs in the program's memmove), let a copy use an upload
- * that was revoked, reuse scratch memory before the DMAs and device copies using it completed.
  */
 #ifndef PW_FA_H
 #define PW_FA_H
@@ -39,7 +40,7 @@
 #define FA_EXPIRE_MS 100        /* an upload not used within this is revoked */
 #define FA_MIN_BYTES (1u << 20) /* smaller allocations and fills are CUDA's and glibc's */
 
-/* From the options, once (core.c): scratch bytes per device (0: fill-ahead off), the staging
+/* From the options, once (pinwheel.c): scratch bytes per device (0: fill-ahead off), the staging
  * chunk, the staging threads, the guard (NULL: off). */
 void pw_fa_configure(size_t scratch, size_t chunk, int threads, const pw_guard_ops *guard);
 int pw_fa_on(void);

@@ -1,6 +1,11 @@
 /* guard.h — the source guard of deferred staging (guard.c).
  *
- * A deferred host-to-device copy returns before its source is read.  CUDA's contract for a
+ * Must never: block a thread of pinwheel's own on a guarded page (the engine calls pw_guard_wait
+ * before it writes into program memory), take a lock that a copy thread holds while waiting, or
+ * leave a page protected after pw_guard_release.
+ */
+
+/* A deferred host-to-device copy returns before its source is read.  CUDA's contract for a
  * pageable source still holds because, from pw_guard_protect until the range is released, nothing
  * the process does can change what its pages hold or unmap them:
  *   - a write to a guarded page, from any thread, in user mode or by the kernel on the program's
@@ -17,10 +22,6 @@
  *
  * Reads are never blocked: the copy threads read guarded memory freely.  The copy threads release
  * as they go (pw_guard_release_upto), so a writer waits for its chunk, not for the whole copy.
- *
- * Must never: block a thread of pinwheel's own on a guarded page (the engine calls pw_guard_wait
- * before it writes into program memory), take a lock that a copy thread holds while waiting, or
- * leave a page protected after pw_guard_release.
  *
  * What the caller must never do in turn (guard.c's header says why): a thread that has to run for
  * a guard to be released (a copy thread) must not call malloc / free or anything else that can

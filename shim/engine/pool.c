@@ -10,8 +10,9 @@
  * Must never: call CUDA, block a caller on a busy pool, let a worker touch a part that was not
  * published to it, let a batch hold a lane while it has nothing outstanding in it, or read the
  * NUMA topology itself (numa.c keeps the share; this file only loads it).
- *
- * A batch is a stream of segments (one staging chunk each) that the caller pushes while the
+ */
+
+/* A batch is a stream of segments (one staging chunk each) that the caller pushes while the
  * workers copy: the caller pushes chunk k+1.. and, as soon as chunk k is complete, hands it to
  * the DMA engine, so there is no fork-join barrier between chunks and the DMA of chunk k runs
  * while chunk k+1 is being copied.  A segment is cut into parts; a lane holds one batch's parts

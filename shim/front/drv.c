@@ -1,7 +1,11 @@
 /* drv.c — the driver front end: the exported cu* wrappers generated from drv_hooks.def, and the
  * ways a program that never calls the shared CUDA runtime reaches them.
  *
- * JAX/XLA and programs built with nvcc's static runtime load libcuda.so.1 themselves and take its
+ * Must never: initialise anything in dlsym beyond finding the real functions; change a real
+ * call's arguments or status; exit or abort the host process.
+ */
+
+/* JAX/XLA and programs built with nvcc's static runtime load libcuda.so.1 themselves and take its
  * entry points with dlsym(handle, ...) and cuGetProcAddress, so LD_PRELOAD's symbol interposition
  * alone never sees their calls.  Three doors lead to the wrappers here:
  *   - the exported symbols themselves (programs linked with -lcuda);
@@ -25,9 +29,6 @@
  * The shared CUDA runtime (libcudart.so) is the runtime front end's (runtime.c): asked by it, dlsym
  * and cuGetProcAddress answer as the driver does, so a copy that came through cudaMemcpy* is
  * counted and staged once, and the runtime's own driver calls never cross the shim twice.
- *
- * Must never: initialise anything in dlsym beyond finding the real functions; change a real
- * call's arguments or status; exit or abort the host process.
  */
 #define _GNU_SOURCE
 #include "drv.h"
@@ -434,9 +435,9 @@ __asm__(".text\n"
         ".size dlsym, .-dlsym\n");
 #endif
 
-/* From core.c's fork handler (registered at load, so it covers a resolution that came before the
- * first CUDA call, through dlsym): a child forked while another thread resolved must not inherit
- * the lock held. */
+/* From pinwheel.c's fork handler (registered at load, so it covers a resolution that came before
+ * the first CUDA call, through dlsym): a child forked while another thread resolved must not
+ * inherit the lock held. */
 void pw_drv_fork_child(void) {
   pthread_mutex_init(&res_lock, NULL);
   pw_drv_ops_fork_child();

@@ -3,8 +3,9 @@
  * Owns: the translation between the engine's opaque handles / PW_* constants and the driver API,
  * and the primary context of each device the driver front end stages for.
  * Must never: call an exported wrapper of the shim (everything goes through pw_drv).
- *
- * The engine's state of a device (pinned pool, ring, side stream, events) lives in the device's
+ */
+
+/* The engine's state of a device (pinned pool, ring, side stream, events) lives in the device's
  * primary context, whichever front end set it up: the runtime's handles are the driver's
  * (cudaStream_t is a CUstream, cudaEvent_t a CUevent), so both backends use the same state.  A
  * driver copy is therefore staged only when the thread's current context and its stream's are

@@ -6,7 +6,11 @@
  * writing them.  free is hooked because glibc unmaps a large block with an internal munmap that
  * no interposer sees.
  *
- * When nothing is guarded (pw_guard_active() == 0) every hook calls the real function after one
+ * Owns: the exported memory functions above.
+ * Must never: change a call's arguments, result or errno; allocate; take a lock.
+ */
+
+/* When nothing is guarded (pw_guard_active() == 0) every hook calls the real function after one
  * relaxed load: free runs millions of times a second.  The real functions are the next
  * definitions after libpinwheel.so (dlsym RTLD_NEXT), so a program linked with jemalloc or
  * tcmalloc keeps its allocator, and a block's extent is that allocator's malloc_usable_size.
@@ -15,7 +19,7 @@
  * program whose first free came from there).  next_symbol walks the loaded objects after this one
  * (dl_iterate_phdr, in the order of the global scope) and looks the name up in each one's dynamic
  * symbol table (GNU or SysV hash), as RTLD_NEXT would: no dlerror state, no malloc.  A
- * constructor (which does nothing else; core.c's is the shim's other one) resolves them all at
+ * constructor (which does nothing else; pinwheel.c's is the shim's other one) resolves them all at
  * load; a call that comes earlier resolves on the spot.  Only if that lookup fails does the
  * constructor ask dlsym; while it runs on this thread, free and realloc go to glibc's __libc_free /
  * __libc_realloc.  munmap, mremap, mprotect, MAP_FIXED mmap and shmat also tell guard.c that
@@ -23,9 +27,6 @@
  *
  * Async-signal safety: munmap and the others may be called from a signal handler; the hooks take
  * no lock (pw_guard_wait sleeps on a futex) and allocate nothing.
- *
- * Owns: the exported memory functions above.
- * Must never: change a call's arguments, result or errno; allocate; take a lock.
  */
 #define _GNU_SOURCE
 #include "guard.h"

@@ -3,7 +3,7 @@
  *
  * Owns: the wrappers of hooks.def (the pinned memory the program allocates through the runtime is
  * recorded here for app_memcpy.c); pw_real.  The lifecycle (init, mode, engine, fork, exit) is
- * core.c's, shared with the driver front end (drv.c).
+ * pinwheel.c's, shared with the driver front end (drv.c).
  * Must never: change a real call's arguments or status, print unless asked (errors aside), or
  * exit/abort the host process.
  */
