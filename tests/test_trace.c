@@ -16,7 +16,7 @@
 
 #include "an.h"
 #include "pw.h"
-#include "driver_calls.h"
+#include "pw_driver_calls.h"
 #include "trace.h"
 
 #define US 1000LL
@@ -257,7 +257,7 @@ static void test_staged_copy_carries_program_call(void **state) {
   an_free(t);
 }
 
-/* The driver calls whose records the collector keeps (driver_calls.h; the rest cost the program
+/* The driver calls whose records the collector keeps (pw_driver_calls.h; the rest cost the program
  * time, and the runtime makes many of them): among all the calls CUPTI's header names, every call
  * the analyzer classifies (launches, copies, syncs: an_api_of) or groups by name (events), the
  * calls that do work, and none of the getters, setters and attribute queries. */

@@ -30,11 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver_calls.h"
+#include "pw_driver_calls.h"
 
 /* A call that only asks (the device, the last error, capture state, ...): pinwheel's collector
  * leaves these out (shim/collector/trace.c's quiet_runtime; of the driver's calls, every one
- * driver_calls.h does not record), torch.profiler and nsys record them; between a copy and its
+ * pw_driver_calls.h does not record), torch.profiler and nsys record them; between a copy and its
  * sync they are skipped, so every trace of one program gives the same answer.  A name matches
  * with or without a version suffix (_v3020, _ptsz). */
 static int is_query(const an_trace *t, const an_call *c) {

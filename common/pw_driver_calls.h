@@ -1,7 +1,8 @@
-/* driver_calls.h — which CUDA driver calls pinwheel's collector records (trace.c switches the
- * others off, one CUPTI callback id at a time), and so which the analyzer can expect in its
- * traces (report/passes/an_whatif.c treats the others as queries, as it does in torch.profiler's
- * and nsys's traces, so every trace of one program gives one answer).
+/* pw_driver_calls.h — which CUDA driver calls pinwheel's collector records
+ * (shim/collector/trace.c switches the others off, one CUPTI callback id at a time), and so which
+ * the analyzer can expect in its traces (report/passes/an_whatif.c treats the others as queries,
+ * as it does in torch.profiler's and nsys's traces, so every trace of one program gives one
+ * answer).  Both halves include it from here, common/, which belongs to neither.
  *
  * Recorded: the calls that do work or wait — launches, graph launches and their instantiation and
  * capture, copies, memsets, allocation and mapping of device and pinned memory, module and library
