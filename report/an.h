@@ -4,6 +4,8 @@
  * memcpys, memsets) with device, stream, times in integer ns, memcpy kind and memory kinds; host
  * runtime calls (memcpy and sync calls, with their correlation ids); and step windows.  Nothing
  * else of the document is kept, so memory follows the number of GPU operations, not the file size.
+ * The readers fill it (readers/), its queries and name tables are an_model.c's, the passes fill
+ * the report declared below (passes/), and the writers print that report (writers/).
  */
 #ifndef PW_AN_H
 #define PW_AN_H
@@ -130,10 +132,22 @@ typedef struct an_trace {
   size_t nbycorr;
 } an_trace;
 
-/* Reading.  On failure: NULL, and err holds one line naming the file and what is wrong. */
-an_trace *an_load(const char *path, char *err, size_t errn);
+/* ---- the model's queries (an_model.c; the name tables above are defined there too) ---- */
+/* An interned name by id ("?" for none). */
+const char *an_name(const an_trace *t, uint32_t id);
+/* The runtime call with this correlation id, or NULL. */
+const an_call *an_call_of(const an_trace *t, int64_t corr);
 /* [*lo, *hi): the ops (sorted by start) that can overlap [w0, w1]. */
 void an_op_range(const an_trace *t, int64_t w0, int64_t w1, size_t *lo, size_t *hi);
+/* The distinct (device, stream) pairs of a trace, sorted; the caller frees them. */
+typedef struct an_lane {
+  int dev, stream;
+} an_lane;
+an_lane *an_lanes(const an_trace *t, size_t *n);
+
+/* ---- reading (readers/) ---- */
+/* Reading.  On failure: NULL, and err holds one line naming the file and what is wrong. */
+an_trace *an_load(const char *path, char *err, size_t errn);
 void an_free(an_trace *t);
 /* The readers: one contract.  Each reads t->path into t through the add functions below, and on
  * failure returns -1 with err holding one line that names the file and what is wrong.  an_load
@@ -154,7 +168,6 @@ static inline int64_t an_end(int64_t s, int64_t dur) {
   return __builtin_add_overflow(s, dur, &e) ? INT64_MAX : e;
 }
 uint32_t an_intern(an_trace *t, const char *s, size_t n);
-const char *an_name(const an_trace *t, uint32_t id);
 /* "Memcpy HtoD (Pageable -> Device)" -> kind, src, dst.  Returns 0 if it is a memcpy name. */
 int an_parse_memcpy_name(const char *name, size_t n, uint8_t *ck, uint8_t *src, uint8_t *dst);
 uint8_t an_api_of(const char *name, size_t n);
@@ -463,13 +476,6 @@ int an_threshold_set(const char *assign); /* "name=value"; 0 ok */
 
 /* 1 for communication kernels (NCCL, and collectives by name). */
 int an_is_comm(const char *name, size_t n);
-/* The runtime call with this correlation id, or NULL. */
-const an_call *an_call_of(const an_trace *t, int64_t corr);
-/* The distinct (device, stream) pairs of a trace, sorted; the caller frees them. */
-typedef struct an_lane {
-  int dev, stream;
-} an_lane;
-an_lane *an_lanes(const an_trace *t, size_t *n);
 
 /* 1: the headline figures over the whole trace, start-up and teardown included (--whole-trace);
  * 0 (default): over the steps' steady state when the trace has steps, marked or inferred. */

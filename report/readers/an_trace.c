@@ -1,8 +1,10 @@
 /* an_trace.c — the trace container: growth, name interning, format detection, small parsers.
  *
  * Owns: an_load (opens the file through zlib, so plain and gzip JSON read the same; SQLite is
- * recognised by its header), and every error message that names the file.
- * Must never: trust the input (every size and number is checked) or crash on it.
+ * recognised by its header), the order and indexes a loaded trace keeps (ops and calls by start,
+ * calls by correlation id, steps, merged CPU work), and every error message that names the file.
+ * Must never: trust the input (every size and number is checked) or crash on it; answer the
+ * passes' queries (an_model.c does, over what this file leaves).
  */
 #define _GNU_SOURCE
 #include "an.h"
@@ -120,25 +122,6 @@ uint32_t an_intern(an_trace *t, const char *s, size_t n) {
   t->hash[j] = (uint32_t)++t->nnames;
   return t->last_name = (uint32_t)(t->nnames - 1);
 }
-
-const char *an_name(const an_trace *t, uint32_t id) {
-  return id < t->nnames ? t->names[id] : "?";
-}
-
-#define AN_X_RN(id, rn, tn) rn,
-#define AN_X_TN(id, rn, tn) tn,
-#define AN_X_API(id, rn) rn,
-#define AN_X_CAT(id, cat) cat,
-#define AN_X_OC_RN(id, rn, key) rn,
-#define AN_X_OC_KEY(id, rn, key) key,
-const char *const an_ck_name[AN_CK_N] = {AN_COPY_KINDS(AN_X_RN)};
-const char *const an_ck_trace[AN_CK_N] = {AN_COPY_KINDS(AN_X_TN)};
-const char *const an_mk_name[AN_MK_N] = {AN_MEM_KINDS(AN_X_RN)};
-const char *const an_mk_trace[AN_MK_N] = {AN_MEM_KINDS(AN_X_TN)};
-const char *const an_api_name[AN_API_N] = {AN_APIS(AN_X_API)};
-const char *const an_op_cat[AN_OP_N] = {AN_OP_TYPES(AN_X_CAT)};
-const char *const an_oc_name[AN_OC_N] = {AN_OP_CLASSES(AN_X_OC_RN)};
-const char *const an_oc_key[AN_OC_N] = {AN_OP_CLASSES(AN_X_OC_KEY)};
 
 static uint8_t mem_kind(const char *s, size_t n) {
   for (int i = 1; i < AN_MK_N; i++)
@@ -305,19 +288,6 @@ static int cmp_bycorr(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-const an_call *an_call_of(const an_trace *t, int64_t corr) {
-  if (corr < 0) return NULL;
-  size_t lo = 0, hi = t->nbycorr;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (t->calls[t->bycorr[mid]].corr < corr)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < t->nbycorr && t->calls[t->bycorr[lo]].corr == corr ? &t->calls[t->bycorr[lo]] : NULL;
-}
-
 static int is_sqlite(const unsigned char *h, size_t n) {
   return n == 16 && !memcmp(h, "SQLite format 3", 16);
 }
@@ -475,38 +445,4 @@ an_trace *an_load(const char *path, char *err, size_t errn) {
     if (t->ops[i].e - t->ops[i].s > t->maxdur) t->maxdur = t->ops[i].e - t->ops[i].s;
   merge_busy(t);
   return t;
-}
-
-static size_t first_at_or_after(const an_trace *t, int64_t s) {
-  size_t lo = 0, hi = t->nops;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (t->ops[mid].s < s)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-void an_op_range(const an_trace *t, int64_t w0, int64_t w1, size_t *lo, size_t *hi) {
-  *lo = w0 < INT64_MIN + t->maxdur + 1 ? 0 : first_at_or_after(t, w0 - t->maxdur);
-  *hi = w1 == INT64_MAX ? t->nops : first_at_or_after(t, w1 + 1);
-}
-
-static int cmp_lane(const void *a, const void *b) {
-  const an_lane *x = a, *y = b;
-  return x->dev != y->dev ? x->dev - y->dev : x->stream - y->stream;
-}
-
-an_lane *an_lanes(const an_trace *t, size_t *n) {
-  an_lane *lanes = malloc((t->nops + 1) * sizeof *lanes);
-  size_t nl = 0, m = 0;
-  for (size_t i = 0; i < t->nops; i++)
-    lanes[nl++] = (an_lane){t->ops[i].dev, t->ops[i].stream};
-  qsort(lanes, nl, sizeof *lanes, cmp_lane);
-  for (size_t i = 0; i < nl; i++)
-    if (!m || cmp_lane(&lanes[m - 1], &lanes[i])) lanes[m++] = lanes[i];
-  *n = m;
-  return lanes;
 }
