@@ -133,6 +133,12 @@ typedef struct an_trace {
 } an_trace;
 
 /* ---- the model's queries (an_model.c; the name tables above are defined there too) ---- */
+/* The one binary search: the first index i in [lo, hi) whose key_of(ctx, i) is not below key
+ * (an_lower_bound) or is above it (an_upper_bound), hi when there is none; the keys must not
+ * decrease from lo to hi. */
+typedef int64_t (*an_key_fn)(const void *ctx, size_t i);
+size_t an_lower_bound(size_t lo, size_t hi, int64_t key, an_key_fn key_of, const void *ctx);
+size_t an_upper_bound(size_t lo, size_t hi, int64_t key, an_key_fn key_of, const void *ctx);
 /* An interned name by id ("?" for none). */
 const char *an_name(const an_trace *t, uint32_t id);
 /* The runtime call with this correlation id, or NULL. */

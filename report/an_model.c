@@ -2,7 +2,8 @@
  *
  * Owns: the name tables of the model's lists (copy, memory and operation kinds, API classes,
  * operation classes), an interned name by id, the runtime call of a correlation id, the
- * operations that can overlap a window, and a trace's (device, stream) lanes.
+ * operations that can overlap a window, a trace's (device, stream) lanes, and the one binary
+ * search that these queries and the passes use.
  * Must never: read a file or parse a trace (readers/ fill the model), compute a report's figure
  * (passes/), or print (writers/).  It changes no trace: every query takes it const.
  */
@@ -28,35 +29,52 @@ const char *const an_op_cat[AN_OP_N] = {AN_OP_TYPES(AN_X_CAT)};
 const char *const an_oc_name[AN_OC_N] = {AN_OP_CLASSES(AN_X_OC_RN)};
 const char *const an_oc_key[AN_OC_N] = {AN_OP_CLASSES(AN_X_OC_KEY)};
 
+/* ---- the binary search ---- */
+
+static size_t bound(size_t lo, size_t hi, int64_t key, int upper, an_key_fn key_of,
+                    const void *ctx) {
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int64_t k = key_of(ctx, mid);
+    if (k < key || (upper && k == key))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+size_t an_lower_bound(size_t lo, size_t hi, int64_t key, an_key_fn key_of, const void *ctx) {
+  return bound(lo, hi, key, 0, key_of, ctx);
+}
+
+size_t an_upper_bound(size_t lo, size_t hi, int64_t key, an_key_fn key_of, const void *ctx) {
+  return bound(lo, hi, key, 1, key_of, ctx);
+}
+
 /* ---- queries ---- */
 
 const char *an_name(const an_trace *t, uint32_t id) {
   return id < t->nnames ? t->names[id] : "?";
 }
 
+static int64_t bycorr_corr(const void *ctx, size_t i) {
+  const an_trace *t = ctx;
+  return t->calls[t->bycorr[i]].corr;
+}
+
 const an_call *an_call_of(const an_trace *t, int64_t corr) {
   if (corr < 0) return NULL;
-  size_t lo = 0, hi = t->nbycorr;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (t->calls[t->bycorr[mid]].corr < corr)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  size_t lo = an_lower_bound(0, t->nbycorr, corr, bycorr_corr, t);
   return lo < t->nbycorr && t->calls[t->bycorr[lo]].corr == corr ? &t->calls[t->bycorr[lo]] : NULL;
 }
 
+static int64_t op_start(const void *ctx, size_t i) {
+  return ((const an_trace *)ctx)->ops[i].s;
+}
+
 static size_t first_at_or_after(const an_trace *t, int64_t s) {
-  size_t lo = 0, hi = t->nops;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (t->ops[mid].s < s)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
+  return an_lower_bound(0, t->nops, s, op_start, t);
 }
 
 void an_op_range(const an_trace *t, int64_t w0, int64_t w1, size_t *lo, size_t *hi) {

@@ -38,15 +38,12 @@ static int cmp_cix(const void *a, const void *b) {
   return x->corr < y->corr ? -1 : x->corr > y->corr;
 }
 
+static int64_t cix_corr(const void *ctx, size_t i) {
+  return ((const cix *)ctx)[i].corr;
+}
+
 static long op_of(const cix *v, size_t n, int64_t corr) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (v[mid].corr < corr)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  size_t lo = an_lower_bound(0, n, corr, cix_corr, v);
   return lo < n && v[lo].corr == corr ? (long)v[lo].op : -1;
 }
 

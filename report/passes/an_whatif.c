@@ -57,15 +57,12 @@ static int is_query(const an_trace *t, const an_call *c) {
 
 /* The sync on the same thread that directly follows a copy call (within 50 us, queries between
  * them skipped), if any. */
+static int64_t call_start(const void *ctx, size_t i) {
+  return ((const an_trace *)ctx)->calls[i].s;
+}
+
 static const an_call *sync_after(const an_trace *t, const an_call *c) {
-  size_t lo = 0, hi = t->ncalls; /* calls are sorted by start */
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (t->calls[mid].s < c->e)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  size_t lo = an_lower_bound(0, t->ncalls, c->e, call_start, t); /* calls are sorted by start */
   for (size_t i = lo; i < t->ncalls && t->calls[i].s - c->e <= 50000; i++)
     if (t->calls[i].tid == c->tid && !is_query(t, &t->calls[i]))
       return t->calls[i].api == AN_API_STREAM_SYNC ? &t->calls[i] : NULL;
@@ -162,6 +159,10 @@ static void copy_deltas(const an_report *r, int dev, delta *d, size_t ns) {
 /* The host's work in [s, e): with CPU operators in the trace, the threads' busy time there,
  * summed (PyTorch's main thread waits while its autograd thread runs the backward pass: their
  * work is one chain) and at most the range; else the range. */
+static int64_t busy_end(const void *ctx, size_t i) {
+  return ((const an_trace *)ctx)->busy[i].e;
+}
+
 static int64_t host_work(const an_trace *t, int64_t s, int64_t e) {
   if (!t->nbusy) return e - s;
   int64_t sum = 0;
@@ -170,14 +171,7 @@ static int64_t host_work(const an_trace *t, int64_t s, int64_t e) {
     size_t j = i;
     while (j < t->nbusy && t->busy[j].tid == t->busy[i].tid)
       j++;
-    size_t lo = i, hi = j; /* the thread's first interval ending after s */
-    while (lo < hi) {
-      size_t mid = (lo + hi) / 2;
-      if (t->busy[mid].e <= s)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
+    size_t lo = an_upper_bound(i, j, s, busy_end, t); /* the thread's first ending after s */
     for (size_t k = lo; k < j && t->busy[k].s < e; k++)
       sum += (t->busy[k].e < e ? t->busy[k].e : e) - (t->busy[k].s > s ? t->busy[k].s : s);
     i = j;
