@@ -237,7 +237,8 @@ typedef struct an_exposed {
   uint64_t bytes;
   uint8_t ckind, srck, dstk;
   int64_t corr;
-  int staged; /* a copy pinwheel staged: dur is its DMAs' time, hidden measured on them */
+  int64_t host; /* ns in the runtime call that issued it (the figures pass); -1: no such call */
+  int staged;   /* a copy pinwheel staged: dur is its DMAs' time, hidden measured on them */
 } an_exposed;
 
 typedef struct an_finding {

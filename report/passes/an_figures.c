@@ -128,6 +128,12 @@ static void device_figures(const an_report *r, int dev, int64_t w0, int64_t w1, 
   free_lists(&L);
 }
 
+/* The host time of the runtime call with this correlation id, -1 when there is none. */
+static int64_t call_host(const an_trace *t, int64_t corr) {
+  const an_call *c = an_call_of(t, corr);
+  return c ? c->e - c->s : -1;
+}
+
 static int cmp_exposed(const void *a, const void *b) {
   const an_exposed *x = a, *y = b;
   return x->dur < y->dur ? 1 : x->dur > y->dur ? -1 : 0;
@@ -255,6 +261,7 @@ static void staged_copies(an_report *r, int dev, int64_t w0, int64_t w1, const l
                       .srck = h2d ? AN_MK_PAGEABLE : AN_MK_DEVICE,
                       .dstk = h2d ? AN_MK_DEVICE : AN_MK_PAGEABLE,
                       .corr = t->ops[p->count_op].corr,
+                      .host = call_host(t, t->ops[p->count_op].corr),
                       .staged = 1};
       r->exposed[r->nexposed++] = x;
     }
@@ -325,7 +332,8 @@ static void longest_copies(an_report *r) {
                                  .ckind = o->ckind,
                                  .srck = o->srck,
                                  .dstk = o->dstk,
-                                 .corr = o->corr};
+                                 .corr = o->corr,
+                                 .host = call_host(t, o->corr)};
   }
   free(cp);
 }
@@ -395,7 +403,8 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
                                                  .ckind = o->ckind,
                                                  .srck = o->srck,
                                                  .dstk = o->dstk,
-                                                 .corr = o->corr};
+                                                 .corr = o->corr,
+                                                 .host = call_host(t, o->corr)};
       }
     }
     staged_copies(r, dev, w0, w1, &L, &cape);

@@ -242,11 +242,10 @@ static void html_exposed(FILE *f, const an_report *x) {
       const an_exposed *e = &x->exposed[k];
       char kind[64];
       an_kind(kind, sizeof kind, e->ckind, e->srck, e->dstk);
-      const an_call *c = an_call_of(x->t, e->corr);
       fprintf(f, "<tr><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%.3f</td><td>%.1f %%</td>",
               e->dev, e->stream, kind, an_bytes_h(e->bytes, b), an_ms(e->dur), e->hidden * 100);
-      if (c)
-        fprintf(f, "<td>%.3f</td></tr>\n", an_ms(c->e - c->s));
+      if (e->host >= 0)
+        fprintf(f, "<td>%.3f</td></tr>\n", an_ms(e->host));
       else
         fprintf(f, "<td>unknown</td></tr>\n");
     }

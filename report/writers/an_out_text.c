@@ -171,9 +171,8 @@ static void report_text(an_out *o, const an_report *r) {
       const an_exposed *x = &r->exposed[k];
       char kind[64], h[32];
       an_kind(kind, sizeof kind, x->ckind, x->srck, x->dstk);
-      const an_call *c = an_call_of(r->t, x->corr);
-      if (c)
-        snprintf(h, sizeof h, "%.3f", an_ms(c->e - c->s));
+      if (x->host >= 0)
+        snprintf(h, sizeof h, "%.3f", an_ms(x->host));
       else
         snprintf(h, sizeof h, "unknown");
       fprintf(f, "  %-4d %-6d %-26s %12s %10.3f %7.1f%% %10s\n", x->dev, x->stream, kind,
