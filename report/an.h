@@ -384,7 +384,9 @@ typedef struct an_report {
   an_opclass (*classes)[AN_OC_N]; /* [ndevs][AN_OC_*] */
   an_kstat *kstats;               /* top kernels, by total time */
   size_t nkstats;
-  int only_step; /* -1, or the step the report is zoomed to */
+  int only_step;  /* -1, or the step the report is zoomed to */
+  int list_steps; /* every step is listed (and drawn): --steps all, or no more than steps_shown
+                     of them (an_analyze) */
   /* pinwheel's staged copies (an_pinwheel.c); staged_role NULL before that pass */
   uint8_t *staged_role;   /* [nops] AN_PW_*: the op's part in a staged copy, if any */
   uint32_t *staged_group; /* [nops] the staged copy it belongs to: an index into pw */
@@ -510,9 +512,8 @@ void an_pass_findings(an_report *r);                        /* an_findings.c */
 /* 1: an_analyze also draws the timelines (the HTML and SVG forms need them): an_timeline.c */
 extern int an_timelines;
 void an_pass_timeline(an_report *r);
-/* Whether every step is listed (and drawn): --steps all, or no more than steps_shown of them. */
+/* --steps all: every step is listed (and drawn), however many (an_report.list_steps). */
 extern int an_all_steps;
-int an_list_steps(const an_report *r);
 void an_report_free(an_report *r);
 an_iv *an_kernel_union(const an_trace *t, int dev, size_t *n);
 int64_t an_median(int64_t *v, size_t n); /* sorts v */

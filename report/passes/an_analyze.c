@@ -61,7 +61,8 @@ static int device_ids(const an_trace *t, int **out) {
 int an_whole_trace;
 int an_all_steps;
 
-int an_list_steps(const an_report *r) {
+/* Whether every step is listed (and drawn): what the writers and the timeline pass read. */
+static int list_steps(const an_report *r) {
   return an_all_steps || r->nsteps <= (size_t)an_threshold_value(AN_T_STEPS_SHOWN);
 }
 
@@ -117,6 +118,7 @@ an_report *an_analyze(const an_trace *t, int only_step) {
   an_pass_figures(r, w0, w1);
   an_pass_whatif(r);
   an_pass_findings(r);
+  r->list_steps = list_steps(r);
   if (an_timelines) an_pass_timeline(r);
   return r;
 }

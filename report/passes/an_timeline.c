@@ -129,7 +129,7 @@ void an_pass_timeline(an_report *r) {
   int64_t w0 = INT64_MIN, w1 = INT64_MAX;
   if (r->only_step >= 0 && r->ndevs) w0 = r->devs[0].t0, w1 = r->devs[0].t1;
   timeline(r, w0, w1, -1, &r->timelines[r->ntimelines++]);
-  if (r->only_step >= 0 || !r->nsteps || !an_list_steps(r)) return;
+  if (r->only_step >= 0 || !r->nsteps || !r->list_steps) return;
   for (size_t k = 0; k < r->nsteps; k++) {
     int64_t a, e;
     if (!an_step_window(&r->steps[k], &a, &e) || a >= e) continue;

@@ -171,7 +171,7 @@ static void html_steps(FILE *f, const an_report *x) {
     fprintf(f, "<td>%.3f</td><td>%.3f</td></tr>\n", an_ms(s->exposed_med), an_ms(s->pg_host_med));
   }
   fprintf(f, "</table>\n");
-  if (!an_list_steps(x)) {
+  if (!x->list_steps) {
     fprintf(f, "<p>%zu steps: medians above; <code>--steps all</code> lists each.</p>\n",
             x->nsteps);
     return;
@@ -350,7 +350,7 @@ static void util_strips(FILE *f, const an_report *x) {
 /* Zoom: each listed step on its own timeline, from the previous step's end to its own. */
 static void each_step(an_out *o, const an_report *x) {
   FILE *f = o->f;
-  if (x->only_step >= 0 || !x->nsteps || !an_list_steps(x)) return;
+  if (x->only_step >= 0 || !x->nsteps || !x->list_steps) return;
   fprintf(f, "<h3>Each step</h3>\n");
   for (size_t i = 1; i < x->ntimelines; i++) {
     const an_timeline *tl = &x->timelines[i];

@@ -77,7 +77,7 @@ static void steps_text(FILE *f, const an_report *r) {
             s->n, an_ms(s->step_med), an_ms(s->step_p95), an_ms(s->h2d_med), hid,
             an_ms(s->exposed_med), an_ms(s->pg_host_med));
   }
-  if (!an_list_steps(r)) {
+  if (!r->list_steps) {
     fprintf(f, "  (%zu steps; --steps all lists each)\n", r->nsteps);
     return;
   }
