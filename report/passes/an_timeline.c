@@ -6,16 +6,14 @@
  * kernels, hidden, and the rest, exposed), the class that covers most of each column, and the
  * runs of one class with the longest operation in each.  So the picture's size follows its
  * width and the number of lanes, never the number of operations.
- * Must never: call another pass (an_analyze runs it last, when an_timelines asks for it), or
- * print; it reads the kernel intervals the steps pass kept and the steps it numbered.
+ * Must never: call another pass (an_analyze runs it last, when an_options.timelines asks for it),
+ * or print; it reads the kernel intervals the steps pass kept and the steps it numbered.
  */
 #define _GNU_SOURCE
 #include "an.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-int an_timelines;
 
 static int tl_class(const an_op *op) {
   return op->type == AN_KERNEL    ? AN_TL_KERNEL

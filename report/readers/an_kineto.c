@@ -253,7 +253,7 @@ static int finish_event(st *s) {
     /* the CPU-side range only: Kineto's gpu_user_annotation covers one stream of the main
      * thread's work (DESIGN.md §5), so it is not a step */
     int num;
-    if (!rc && an_step_match(e->name, e->name_len, &num)) {
+    if (!rc && an_step_match(t, e->name, e->name_len, &num)) {
       an_step stp = {.s = e->ts, .e = end, .num = num};
       rc = an_add_step(t, &stp);
     }

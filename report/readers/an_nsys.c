@@ -258,7 +258,7 @@ static int read_steps(an_trace *t, sqlite3 *db, int strings, char *err, size_t e
     while (sqlite3_step(q) == SQLITE_ROW) {
       const char *txt = (const char *)sqlite3_column_text(q, 2);
       int num;
-      if (!txt || !an_step_match(txt, strlen(txt), &num)) continue;
+      if (!txt || !an_step_match(t, txt, strlen(txt), &num)) continue;
       an_step st = {.s = sqlite3_column_int64(q, 0), .e = sqlite3_column_int64(q, 1), .num = num};
       if (st.e < st.s) continue; /* an open range: not a step */
       int arc = an_add_step(t, &st);

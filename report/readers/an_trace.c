@@ -150,34 +150,34 @@ int an_parse_memcpy_name(const char *name, size_t n, uint8_t *ck, uint8_t *src, 
 
 /* ---- steps ---- */
 
-const char *an_step_regex;
-static regex_t step_re;
-static int step_re_ok;
-
-int an_step_set_regex(const char *re, char *err, size_t errn) {
-  if (step_re_ok) regfree(&step_re), step_re_ok = 0;
-  an_step_regex = NULL;
-  int rc = regcomp(&step_re, re, REG_EXTENDED | REG_NOSUB);
+/* re compiled into *out: 0, else -1 and err says why. */
+static int step_compile(regex_t *out, const char *re, char *err, size_t errn) {
+  int rc = regcomp(out, re, REG_EXTENDED | REG_NOSUB);
   if (rc) {
     char m[200];
-    regerror(rc, &step_re, m, sizeof m);
+    regerror(rc, out, m, sizeof m);
     snprintf(err, errn, "--step-range '%s' is not a regular expression: %s", re, m);
     return -1;
   }
-  step_re_ok = 1;
-  an_step_regex = re;
   return 0;
 }
 
-int an_step_match(const char *name, size_t n, int *num) {
-  if (!an_step_regex) {
+int an_step_regex_check(const char *re, char *err, size_t errn) {
+  regex_t r;
+  if (step_compile(&r, re, err, errn)) return -1;
+  regfree(&r);
+  return 0;
+}
+
+int an_step_match(const an_trace *t, const char *name, size_t n, int *num) {
+  if (!t->step_re) {
     if (n <= 13 || memcmp(name, "ProfilerStep#", 13)) return 0;
   } else {
     char buf[4097];
     if (n > 4096) n = 4096;
     memcpy(buf, name, n);
     buf[n] = 0;
-    if (regexec(&step_re, buf, 0, NULL, 0)) return 0;
+    if (regexec(t->step_re, buf, 0, NULL, 0)) return 0;
   }
   *num = -1;
   const char *h = NULL;
@@ -264,6 +264,7 @@ void an_free(an_trace *t) {
   free(t->steps);
   free(t->busy);
   free(t->path);
+  free(t->step_regex);
   free(t);
 }
 
@@ -428,14 +429,32 @@ static void order_steps(an_trace *t) {
   t->nsteps = m;
 }
 
-an_trace *an_load(const char *path, char *err, size_t errn) {
+/* The reader, with the steps' regex compiled while it reads. */
+static int read_with_steps(an_trace *t, const unsigned char *head, size_t got, char *err,
+                           size_t errn) {
+  if (!t->step_regex) return read_trace(t, head, got, err, errn);
+  regex_t re;
+  if (step_compile(&re, t->step_regex, err, errn)) return -1;
+  t->step_re = &re;
+  int rc = read_trace(t, head, got, err, errn);
+  t->step_re = NULL;
+  regfree(&re);
+  return rc;
+}
+
+an_trace *an_load(const char *path, const an_options *opt, char *err, size_t errn) {
   an_trace *t = calloc(1, sizeof *t);
   if (!t) return NULL;
   t->path = strdup(path);
+  if (opt && opt->step_regex && !(t->step_regex = strdup(opt->step_regex))) {
+    snprintf(err, errn, "%s: out of memory", path);
+    an_free(t);
+    return NULL;
+  }
   an_intern(t, "", 0);
   unsigned char head[16] = {0};
   size_t got = file_head(path, head, sizeof head, err, errn);
-  if (!got || read_trace(t, head, got, err, errn) != 0 || sort_trace(t, err, errn) ||
+  if (!got || read_with_steps(t, head, got, err, errn) != 0 || sort_trace(t, err, errn) ||
       mark_comm(t, err, errn)) {
     an_free(t);
     return NULL;

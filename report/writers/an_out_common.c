@@ -99,7 +99,7 @@ void an_steps_line(FILE *f, const an_report *r) {
             r->step_kernels, r->step_kernels == 1 ? "" : "s", an_ms(med));
   else
     fprintf(f, "steps marked: %zu (%s), median %.1f ms", r->nsteps,
-            an_step_regex ? an_step_regex : "ProfilerStep#N", an_ms(med));
+            r->t->step_regex ? r->t->step_regex : "ProfilerStep#N", an_ms(med));
   if (r->steady)
     fprintf(f, "; start-up %s and teardown %s not counted", dur_h(r->startup, a),
             dur_h(r->teardown, b));

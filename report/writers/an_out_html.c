@@ -154,7 +154,7 @@ static void html_steps(FILE *f, const an_report *x) {
     fprintf(f, "inferred: an operation that recurs once per iteration, every %.3f ms",
             an_ms(x->iperiod));
   else
-    an_xml_escape(f, an_step_regex ? an_step_regex : "ProfilerStep#N");
+    an_xml_escape(f, x->t->step_regex ? x->t->step_regex : "ProfilerStep#N");
   fprintf(f, "</code>), on any host thread.  gpu_step = the end of its last operation − the end "
              "of the previous step's.</p>\n<table><tr><th>device</th><th>steps</th><th>gpu_step "
              "ms median</th><th>p95</th><th>H2D ms</th><th>H2D hidden</th><th>H2D exposed "

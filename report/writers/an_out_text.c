@@ -62,7 +62,7 @@ static void steps_text(FILE *f, const an_report *r) {
             an_ms(r->iperiod));
   else
     fprintf(f, "\nsteps (%s; GPU work joined to its step by the runtime call's start)\n",
-            an_step_regex ? an_step_regex : "ProfilerStep#N");
+            r->t->step_regex ? r->t->step_regex : "ProfilerStep#N");
   fprintf(f, "  %-4s %6s %12s %10s %10s %8s %10s %10s\n", "dev", "steps", "gpu_step ms", "p95",
           "H2D ms", "hidden", "exposed", "pg host");
   for (int i = 0; i < r->ndevs; i++) {
