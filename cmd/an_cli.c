@@ -1,8 +1,10 @@
 /* an_cli.c — `pinwheel report`, `pinwheel diff`, `pinwheel export`.
  *
  * Owns: argument parsing (options anywhere on the line, `--` ends them, `-` is standard input)
+ * into the analysis's options (an_options, handed to an_load and an_analyze) and the output form,
  * and exit statuses: 0 done; 2 a usage error or a trace that cannot be read (one line on stderr
  * naming the file and what is wrong).
+ * Must never: compute a figure or format a report (report/ does); keep an option in a global.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -10,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "an_out.h"
+#include "an.h"
 #include "cli.h"
 
 static void print_thresholds(FILE *f) {
