@@ -4,8 +4,11 @@
  * memcpys, memsets) with device, stream, times in integer ns, memcpy kind and memory kinds; host
  * runtime calls (memcpy and sync calls, with their correlation ids); and step windows.  Nothing
  * else of the document is kept, so memory follows the number of GPU operations, not the file size.
- * The readers fill it (readers/), its queries and name tables are an_model.c's, the passes fill
- * the report declared below (passes/), and the writers print that report (writers/).
+ * Owns: the model (the trace and its name lists), the options of the analysis (an_options), the
+ * thresholds table, the report the passes fill, and the entry points of every part: the readers
+ * fill the model (readers/), its queries and name tables are an_model.c's, the passes fill the
+ * report (passes/), and the writers print that report (writers/).
+ * Must never: hold state (a global) or code beyond an inline helper of a line or two.
  */
 #ifndef PW_AN_H
 #define PW_AN_H

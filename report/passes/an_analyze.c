@@ -2,9 +2,10 @@
  *
  * Owns: an_analyze (pinwheel's copies, the steps marked or inferred, the step zoom or the steady
  * state, then the figures, the what-if and the findings over that window, and the timelines when
- * a form draws them), freeing a report, which steps are listed, and the thresholds table every
- * pass reads.
- * Must never: compute a figure itself (each pass owns its own), or print.
+ * a form draws them), the only reader of the analysis's options (an_options), freeing a report,
+ * which steps are listed, and the thresholds table every pass reads.
+ * Must never: compute a figure itself (each pass owns its own), hand a pass an option through
+ * anything but the report, or print.
  */
 #define _GNU_SOURCE
 #include "an.h"

@@ -3,7 +3,8 @@
  * Owns: the definitions (K, H, D, A unions per device; overlap = |H ∩ K| / |H|; exposed = |H \ K|;
  * busy = |A| / span; hidden % per copy), where idle time goes, the kernel table and the other
  * operation classes, over a window (the steady state, a step, or the whole trace); the totals
- * over all devices (the headline's, the rank row), and the longest copies of the whole trace.
+ * over all devices (the headline's, the rank row), the longest copies of the whole trace, and
+ * each exposed or long copy's host time (its runtime call's), which the writers print.
  * K never holds communication kernels.
  * Must never: call another pass (an_analyze runs them in order), or print.
  */

@@ -9,11 +9,6 @@
  * runs between two occurrences repeat one sequence in at least step_match_pct of the periods.
  * A step is then [the anchor's runtime call, the next one's); the steps pass joins GPU work to
  * it as it does to a marked step.
- *
- * Why not gaps: pauses between inference requests, or inside one, are not iterations; a period
- * tolerance and a sequence match keep an irregular program from being cut into hundreds of
- * steps.
- *
  * Must never: change the trace (the steps are the report's), or run when the trace marks steps.
  */
 #define _GNU_SOURCE
@@ -21,6 +16,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+/* Why not gaps: pauses between inference requests, or inside one, are not iterations; a period
+ * tolerance and a sequence match keep an irregular program from being cut into hundreds of
+ * steps. */
 
 static uint64_t mix(uint64_t h, uint64_t v) { /* FNV-1a over the 8 bytes of v */
   for (int i = 0; i < 8; i++)

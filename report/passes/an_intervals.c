@@ -2,7 +2,8 @@
  *
  * Owns: unions, totals, intersections and covers of interval lists, a device's merged kernel
  * intervals, and the median and p95 of a list of times.
- * Must never: read the report or call a pass (the passes call it; it calls nothing of theirs).
+ * Must never: read the report or call a pass (the passes call it; of the rest it calls only the
+ * model's binary search, an_model.c).
  */
 #define _GNU_SOURCE
 #include "an.h"

@@ -6,6 +6,8 @@
  * gpu_step = end of the step's last operation − end of the previous step's last operation (first
  * step: − its own first operation's start); the step's H2D / D2H time and their hidden part
  * against all kernels of the device (a prefetch issued in step N hides under step N−1's kernels).
+ * Must never: call another pass, or print; it reads the steps the trace marks or the inference
+ * pass found, and the staged copies the attribution pass found.
  */
 #define _GNU_SOURCE
 #include "an.h"

@@ -1,7 +1,21 @@
 /* an_whatif.c — the what-if pass: from a trace of a program without pinwheel, its step time
  * under pinwheel (defaults, and with PINWHEEL_SYNC=elide), per device.
  *
- * The model, per step (the whole trace is one step when it has no steps):
+ * Owns: the model below, per step (the whole trace is one step when it has no steps), and its
+ * medians over the steps (an_report.whatif); its assumptions are the thresholds table's, and
+ * which driver calls are queries is common/pw_driver_calls.h's list, the collector's own.
+ * Must never: count the host's waiting for the GPU in syncs or in a copy it stages as host work,
+ * or read another pass's output than the steps (op_step, steps) and the devices.
+ */
+#define _GNU_SOURCE
+#include "an.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "pw_driver_calls.h"
+
+/* The model, per step:
  * - the host's part H is the host's own work in the step: its threads' busy time there when the
  *   trace has CPU operators (torch.profiler's cpu_op), else its CPU range; less the time it
  *   waited for the GPU in sync calls and in each eligible H2D copy's call before its DMA began
@@ -20,17 +34,8 @@
  *   waiting stays in H: what the host does next cannot overlap the work it waited for), then
  *   blocks the host for bytes / d2h_gbps; on the GPU its DMA runs at link_gbps;
  * - the step then takes max(H', B'): host-bound or GPU-bound.
- * Reported: the medians over steps, and the assumptions with their values (the thresholds table).
- * Must never: count the host's waiting for the GPU in syncs or in a copy it stages as host work,
- * or read another pass's output than the steps (op_step, steps) and the devices.
- */
-#define _GNU_SOURCE
-#include "an.h"
-
-#include <stdlib.h>
-#include <string.h>
-
-#include "pw_driver_calls.h"
+ * Reported: the medians over steps, and the assumptions with their values (the thresholds
+ * table). */
 
 /* A call that only asks (the device, the last error, capture state, ...): pinwheel's collector
  * leaves these out (shim/collector/trace.c's quiet_runtime; of the driver's calls, every one

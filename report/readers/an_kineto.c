@@ -5,6 +5,8 @@
  * a GPU operation, a memcpy/sync runtime call or a ProfilerStep window, and forgotten.
  * Uses only the fields DESIGN.md §5 names (ph, cat, name, pid, tid, ts, dur, args.device,
  * args.stream, args.correlation, args.bytes), so pinwheel's own collector output reads the same.
+ * Must never: trust the input (every number and size is checked, and bad input is an error
+ * message that names the file), or hold the document in memory.
  */
 #define _GNU_SOURCE
 #include "an.h"

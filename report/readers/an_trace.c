@@ -1,8 +1,9 @@
 /* an_trace.c — the trace container: growth, name interning, format detection, small parsers.
  *
  * Owns: an_load (opens the file through zlib, so plain and gzip JSON read the same; SQLite is
- * recognised by its header), the order and indexes a loaded trace keeps (ops and calls by start,
- * calls by correlation id, steps, merged CPU work), and every error message that names the file.
+ * recognised by its header), which annotations are steps (an_options.step_regex, kept in the
+ * trace), the order and indexes a loaded trace keeps (ops and calls by start, calls by
+ * correlation id, steps, merged CPU work), and every error message that names the file.
  * Must never: trust the input (every size and number is checked) or crash on it; answer the
  * passes' queries (an_model.c does, over what this file leaves).
  */

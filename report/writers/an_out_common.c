@@ -2,6 +2,8 @@
  *
  * Owns: escaping, the headline and the steps line, the rank table's spread.  Every string that came
  * from a trace goes through an_xml_escape or an_json_string before it reaches HTML, SVG or JSON.
+ * Must never: compute a figure (it formats what the passes left in the report), or print to a
+ * stream other than the one it is handed.
  */
 #define _GNU_SOURCE
 #include "an_out.h"

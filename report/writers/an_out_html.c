@@ -1,10 +1,11 @@
 /* an_out_html.c — the SVG timeline and the HTML report.
  *
- * The SVG draws a timeline the timeline pass worked out (an_timeline.c): a rectangle per run of
- * one class in a lane, never one element per event, so its size follows the picture's width and
- * the number of lanes, not the trace.  Each run carries a tooltip naming the longest operation
- * in it (name, duration, bytes, stream).  The HTML says everything the text report says, one
- * function per section, and zooms to a step: each listed step has its own timeline.
+ * Owns: the SVG, which draws a timeline the timeline pass worked out (an_timeline.c): a rectangle
+ * per run of one class in a lane, never one element per event, so its size follows the picture's
+ * width and the number of lanes, not the trace.  Each run carries a tooltip naming the longest
+ * operation in it (name, duration, bytes, stream).  And the HTML, which says everything the text
+ * report says, one function per section, and zooms to a step: each listed step has its own
+ * timeline.
  * Must never: compute a figure (the passes did), or let a string from a trace through unescaped.
  */
 #define _GNU_SOURCE

@@ -1,5 +1,11 @@
 /* an_out_json.c — the JSON report (schema pinwheel-report/3) and the JSON diff
- * (pinwheel-diff/2).  Times in µs with ns decimals; fractions as numbers, null when undefined. */
+ * (pinwheel-diff/2).
+ *
+ * Owns: the schemas' keys and units: times in µs with ns decimals; fractions as numbers, null when
+ * undefined.
+ * Must never: compute a figure (it formats what the passes left in the report or the diff), or
+ * let a string from a trace through without an_json_string.
+ */
 #define _GNU_SOURCE
 #include "an_out.h"
 

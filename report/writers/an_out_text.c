@@ -1,4 +1,8 @@
-/* an_out_text.c — the text report, the rank table of several traces, and `pinwheel diff`. */
+/* an_out_text.c — the text report, the rank table of several traces, and `pinwheel diff`.
+ *
+ * Owns: the text forms' layout, one function per section, in colour on a terminal.
+ * Must never: compute a figure (it formats what the passes left in the report or the diff).
+ */
 #define _GNU_SOURCE
 #include "an_out.h"
 
