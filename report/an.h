@@ -8,7 +8,8 @@
  * thresholds table, the report the passes fill, and the entry points of every part: the readers
  * fill the model (readers/), its queries and name tables are an_model.c's, the passes fill the
  * report (passes/), and the writers print that report (writers/).
- * Must never: hold state (a global) or code beyond an inline helper of a line or two.
+ * Must never: define data or code beyond an inline helper of a few lines (an_model.c and the
+ * passes define what it declares).
  */
 #ifndef PW_AN_H
 #define PW_AN_H
