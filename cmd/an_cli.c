@@ -1,8 +1,10 @@
 /* an_cli.c — `pinwheel report`, `pinwheel diff`, `pinwheel export`.
  *
  * Owns: argument parsing (options anywhere on the line, `--` ends them, `-` is standard input)
+ * into the analysis's options (an_options, handed to an_load and an_analyze) and the output form,
  * and exit statuses: 0 done; 2 a usage error or a trace that cannot be read (one line on stderr
  * naming the file and what is wrong).
+ * Must never: compute a figure or format a report (report/ does); keep an option in a global.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -10,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "an_out.h"
+#include "an.h"
 #include "cli.h"
 
 static void print_thresholds(FILE *f) {
@@ -41,7 +43,7 @@ static int close_out(FILE *f, const char *path) {
 
 /* `-`: standard input, copied to a temporary file first (the SQLite and gzip readers need a
  * file); the report names it "(standard input)". */
-static an_trace *load_or_say(const char *path) {
+static an_trace *load_or_say(const char *path, const an_options *opt) {
   char err[512];
   char *tmp = NULL;
   if (!strcmp(path, "-")) {
@@ -68,7 +70,7 @@ static an_trace *load_or_say(const char *path) {
     }
     path = tmp;
   }
-  an_trace *t = an_load(path, err, sizeof err);
+  an_trace *t = an_load(path, opt, err, sizeof err);
   if (tmp) {
     unlink(tmp);
     size_t l = strlen(tmp);
@@ -97,18 +99,20 @@ static int usable(const an_trace *t, const char *path) {
   return 1;
 }
 
-static int step_range(const char *re) {
+/* --step-range RE: checked here, so a bad one is said before any trace is read. */
+static int step_range(an_options *opt, const char *re) {
   char err[300];
-  if (an_step_set_regex(re, err, sizeof err)) {
+  if (an_step_regex_check(re, err, sizeof err)) {
     fprintf(stderr, "pinwheel: %s\n", err);
     return -1;
   }
+  opt->step_regex = re;
   return 0;
 }
 
 /* --step N named no step: say which steps there are (marked, or inferred from the loop). */
-static void no_step(const an_trace *t, int step) {
-  an_report *all = an_analyze(t, -1);
+static void no_step(const an_trace *t, int step, const an_options *opt) {
+  an_report *all = an_analyze(t, -1, opt);
   if (all && all->nsteps)
     fprintf(stderr, "pinwheel: %s: no step %d in this trace (it has steps %d to %d%s)\n", t->path,
             step, all->steps[0].num, all->steps[all->nsteps - 1].num,
@@ -118,7 +122,7 @@ static void no_step(const an_trace *t, int step) {
             "pinwheel: %s: --step %d, but this trace has no steps (%s, and no repeating GPU work "
             "to infer them from)\n",
             t->path, step,
-            an_step_regex ? "no annotation matches --step-range" : "no ProfilerStep#N");
+            t->step_regex ? "no annotation matches --step-range" : "no ProfilerStep#N");
   an_report_free(all);
 }
 
@@ -175,6 +179,7 @@ typedef struct report_args {
   const struct out_format *format;
   const char *out;
   int step;
+  an_options opt; /* the analysis's options: --step-range, --whole-trace, --steps, the form */
   const char **files;
   int nfiles;
 } report_args;
@@ -221,10 +226,10 @@ static int report_option(report_args *ra, int argc, char **argv, int *i) {
       fprintf(stderr, "pinwheel report: --steps takes 'all' or 'summary', not '%s'\n", v);
       return 2;
     }
-    an_all_steps = !strcmp(v, "all");
-    if (!an_all_steps) an_thresholds[AN_T_STEPS_SHOWN].value = 0;
+    ra->opt.all_steps = !strcmp(v, "all");
+    if (!ra->opt.all_steps) an_thresholds[AN_T_STEPS_SHOWN].value = 0;
   } else if (!strcmp(a, "--step-range")) {
-    if (step_range(v)) return 2;
+    if (step_range(&ra->opt, v)) return 2;
   } else if (an_threshold_set(v)) { /* --threshold */
     fprintf(stderr, "pinwheel report: bad threshold '%s'; the thresholds are:\n", v);
     print_thresholds(stderr);
@@ -248,7 +253,7 @@ static int report_args_parse(report_args *ra, int argc, char **argv) {
       print_thresholds(stdout);
       return 0;
     } else if (!strcmp(a, "--whole-trace")) {
-      an_whole_trace = 1;
+      ra->opt.whole_trace = 1;
     } else {
       int rc = report_option(ra, argc, argv, &i);
       if (rc >= 0) return rc;
@@ -274,12 +279,12 @@ static int report_args_parse(report_args *ra, int argc, char **argv) {
 }
 
 /* Each trace read and analysed, in order; 0, or 2 after saying what went wrong. */
-static int report_analyze(const report_args *ra, an_trace **t, an_report **r) {
-  an_timelines = ra->format->draws;
+static int report_analyze(report_args *ra, an_trace **t, an_report **r) {
+  ra->opt.timelines = ra->format->draws;
   for (int k = 0; k < ra->nfiles; k++) {
-    if (!(t[k] = load_or_say(ra->files[k])) || !usable(t[k], t[k]->path)) return 2;
-    if (!(r[k] = an_analyze(t[k], ra->step))) {
-      no_step(t[k], ra->step);
+    if (!(t[k] = load_or_say(ra->files[k], &ra->opt)) || !usable(t[k], t[k]->path)) return 2;
+    if (!(r[k] = an_analyze(t[k], ra->step, &ra->opt))) {
+      no_step(t[k], ra->step, &ra->opt);
       return 2;
     }
   }
@@ -321,6 +326,7 @@ int pw_cmd_report(int argc, char **argv) {
 int pw_cmd_diff(int argc, char **argv) {
   const char *files[2] = {NULL, NULL};
   const struct out_format *format = &formats[0];
+  an_options opt = {0};
   char names[128];
   int nf = 0, opts = 1;
   for (int i = 1; i < argc; i++) {
@@ -342,9 +348,9 @@ int pw_cmd_diff(int argc, char **argv) {
         return 2;
       }
     } else if (!strcmp(a, "--step-range") && i + 1 < argc) {
-      if (step_range(argv[++i])) return 2;
+      if (step_range(&opt, argv[++i])) return 2;
     } else if (!strcmp(a, "--whole-trace")) {
-      an_whole_trace = 1;
+      opt.whole_trace = 1;
     } else {
       fprintf(stderr, "pinwheel diff: unknown option %s\n%s", a, pw_help_diff);
       return 2;
@@ -358,10 +364,11 @@ int pw_cmd_diff(int argc, char **argv) {
     fprintf(stderr, "pinwheel diff: standard input (-) can be given once\n");
     return 2;
   }
-  an_trace *a = load_or_say(files[0]), *b = a && usable(a, a->path) ? load_or_say(files[1]) : NULL;
+  an_trace *a = load_or_say(files[0], &opt),
+           *b = a && usable(a, a->path) ? load_or_say(files[1], &opt) : NULL;
   int rc = 2;
   if (a && b && usable(b, b->path)) {
-    an_report *ra = an_analyze(a, -1), *rb = an_analyze(b, -1);
+    an_report *ra = an_analyze(a, -1, &opt), *rb = an_analyze(b, -1, &opt);
     an_out o = {.f = stdout};
     an_diff *d = an_compare(ra, rb);
     if (!d) {
@@ -385,6 +392,7 @@ int pw_cmd_diff(int argc, char **argv) {
 int pw_cmd_export(int argc, char **argv) {
   const char *out = NULL, *in = NULL;
   const struct out_format *format = &formats[NFORMATS - 1];
+  an_options opt = {0};
   char names[128];
   int opts = 1;
   for (int i = 1; i < argc; i++) {
@@ -405,7 +413,7 @@ int pw_cmd_export(int argc, char **argv) {
     } else if (!strcmp(a, "-o") && i + 1 < argc) {
       out = argv[++i];
     } else if (!strcmp(a, "--step-range") && i + 1 < argc) {
-      if (step_range(argv[++i])) return 2;
+      if (step_range(&opt, argv[++i])) return 2;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       fputs(pw_help_export, stdout);
       return 0;
@@ -418,7 +426,7 @@ int pw_cmd_export(int argc, char **argv) {
     fputs(pw_help_export, stderr);
     return 2;
   }
-  an_trace *t = load_or_say(in);
+  an_trace *t = load_or_say(in, &opt);
   if (!t) return 2;
   FILE *f = open_out(out);
   int rc = f ? (format->export(f, t), close_out(f, out)) : 2;

@@ -26,10 +26,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #endif
   fclose(f);
   char err[512];
-  an_trace *t = an_load(path, err, sizeof err);
+  an_trace *t = an_load(path, NULL, err, sizeof err);
   if (t) {
-    an_timelines = 1;
-    an_report *r = an_analyze(t, -1);
+    an_options opt = {.timelines = 1};
+    an_report *r = an_analyze(t, -1, &opt);
     FILE *null = fopen("/dev/null", "w");
     an_out o = {.f = null};
     an_write_text(&o, &r, 1);
@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     an_write_diff_json(&o, d);
     an_diff_free(d);
     if (r->nsteps) {
-      an_report *s = an_analyze(t, r->steps[0].num);
+      an_report *s = an_analyze(t, r->steps[0].num, &opt);
       if (s) an_write_svg(&o, s, &s->timelines[0], 1);
       an_report_free(s);
     }

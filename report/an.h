@@ -4,6 +4,12 @@
  * memcpys, memsets) with device, stream, times in integer ns, memcpy kind and memory kinds; host
  * runtime calls (memcpy and sync calls, with their correlation ids); and step windows.  Nothing
  * else of the document is kept, so memory follows the number of GPU operations, not the file size.
+ * Owns: the model (the trace and its name lists), the options of the analysis (an_options), the
+ * thresholds table, the report the passes fill, and the entry points of every part: the readers
+ * fill the model (readers/), its queries and name tables are an_model.c's, the passes fill the
+ * report (passes/), and the writers print that report (writers/).
+ * Must never: define data or code beyond an inline helper of a few lines (an_model.c and the
+ * passes define what it declares).
  */
 #ifndef PW_AN_H
 #define PW_AN_H
@@ -101,16 +107,26 @@ typedef struct an_busy {
   int32_t tid;
 } an_busy;
 
-/* Which annotations are steps: NULL = names starting with "ProfilerStep#"; else a POSIX
- * extended regex (set before an_load). */
-extern const char *an_step_regex;
-int an_step_set_regex(const char *re, char *err, size_t errn);
-/* 1 if the annotation name is a step's; *num = its number or -1. */
-int an_step_match(const char *name, size_t n, int *num);
+/* The options of the analysis, filled by the command (cmd/an_cli.c) from its command line and
+ * handed to an_load and an_analyze; all zero (or a NULL pointer) is the default. */
+typedef struct an_options {
+  /* --step-range: the annotations that are steps, a POSIX extended regex; NULL: the names that
+   * start with "ProfilerStep#" (an_load) */
+  const char *step_regex;
+  /* --whole-trace: the headline figures over the whole trace, start-up and teardown included;
+   * 0: over the steps' steady state when the trace has steps, marked or inferred (an_analyze) */
+  int whole_trace;
+  int all_steps; /* --steps all: every step listed (and drawn), however many (an_analyze) */
+  int timelines; /* the form draws the timelines (HTML, SVG): an_analyze runs that pass */
+} an_options;
+/* 0 if re is a regular expression --step-range takes; else -1, and err says why. */
+int an_step_regex_check(const char *re, char *err, size_t errn);
 
 typedef struct an_trace {
   char *path;
   const char *format; /* "kineto" or "nsys" */
+  char *step_regex;   /* an_options.step_regex it was read with: which annotations are steps */
+  void *step_re;      /* while it is read: step_regex compiled (a regex_t), else NULL */
   an_op *ops;         /* sorted by start once loaded */
   size_t nops, capops;
   int64_t maxdur; /* the longest operation: bounds the search for ops overlapping a window */
@@ -130,10 +146,29 @@ typedef struct an_trace {
   size_t nbycorr;
 } an_trace;
 
-/* Reading.  On failure: NULL, and err holds one line naming the file and what is wrong. */
-an_trace *an_load(const char *path, char *err, size_t errn);
+/* ---- the model's queries (an_model.c; the name tables above are defined there too) ---- */
+/* The one binary search: the first index i in [lo, hi) whose key_of(ctx, i) is not below key
+ * (an_lower_bound) or is above it (an_upper_bound), hi when there is none; the keys must not
+ * decrease from lo to hi. */
+typedef int64_t (*an_key_fn)(const void *ctx, size_t i);
+size_t an_lower_bound(size_t lo, size_t hi, int64_t key, an_key_fn key_of, const void *ctx);
+size_t an_upper_bound(size_t lo, size_t hi, int64_t key, an_key_fn key_of, const void *ctx);
+/* An interned name by id ("?" for none). */
+const char *an_name(const an_trace *t, uint32_t id);
+/* The runtime call with this correlation id, or NULL. */
+const an_call *an_call_of(const an_trace *t, int64_t corr);
 /* [*lo, *hi): the ops (sorted by start) that can overlap [w0, w1]. */
 void an_op_range(const an_trace *t, int64_t w0, int64_t w1, size_t *lo, size_t *hi);
+/* The distinct (device, stream) pairs of a trace, sorted; the caller frees them. */
+typedef struct an_lane {
+  int dev, stream;
+} an_lane;
+an_lane *an_lanes(const an_trace *t, size_t *n);
+
+/* ---- reading (readers/) ---- */
+/* Reading (opt: its step_regex; NULL: the defaults).  On failure: NULL, and err holds one line
+ * naming the file and what is wrong. */
+an_trace *an_load(const char *path, const an_options *opt, char *err, size_t errn);
 void an_free(an_trace *t);
 /* The readers: one contract.  Each reads t->path into t through the add functions below, and on
  * failure returns -1 with err holding one line that names the file and what is wrong.  an_load
@@ -147,6 +182,8 @@ int an_add_op(an_trace *t, const an_op *op);
 int an_add_call(an_trace *t, const an_call *c);
 int an_add_step(an_trace *t, const an_step *st);
 int an_add_busy(an_trace *t, const an_busy *b);
+/* 1 if an annotation's name is a step's (t->step_regex); *num = its number or -1. */
+int an_step_match(const an_trace *t, const char *name, size_t n, int *num);
 const char *an_add_error(int rc);
 /* start + duration, saturated (an out-of-range end is then refused by the add functions) */
 static inline int64_t an_end(int64_t s, int64_t dur) {
@@ -154,7 +191,6 @@ static inline int64_t an_end(int64_t s, int64_t dur) {
   return __builtin_add_overflow(s, dur, &e) ? INT64_MAX : e;
 }
 uint32_t an_intern(an_trace *t, const char *s, size_t n);
-const char *an_name(const an_trace *t, uint32_t id);
 /* "Memcpy HtoD (Pageable -> Device)" -> kind, src, dst.  Returns 0 if it is a memcpy name. */
 int an_parse_memcpy_name(const char *name, size_t n, uint8_t *ck, uint8_t *src, uint8_t *dst);
 uint8_t an_api_of(const char *name, size_t n);
@@ -218,7 +254,8 @@ typedef struct an_exposed {
   uint64_t bytes;
   uint8_t ckind, srck, dstk;
   int64_t corr;
-  int staged; /* a copy pinwheel staged: dur is its DMAs' time, hidden measured on them */
+  int64_t host; /* ns in the runtime call that issued it (the figures pass); -1: no such call */
+  int staged;   /* a copy pinwheel staged: dur is its DMAs' time, hidden measured on them */
 } an_exposed;
 
 typedef struct an_finding {
@@ -364,7 +401,9 @@ typedef struct an_report {
   an_opclass (*classes)[AN_OC_N]; /* [ndevs][AN_OC_*] */
   an_kstat *kstats;               /* top kernels, by total time */
   size_t nkstats;
-  int only_step; /* -1, or the step the report is zoomed to */
+  int only_step;  /* -1, or the step the report is zoomed to */
+  int list_steps; /* every step is listed (and drawn): --steps all, or no more than steps_shown
+                     of them (an_analyze) */
   /* pinwheel's staged copies (an_pinwheel.c); staged_role NULL before that pass */
   uint8_t *staged_role;   /* [nops] AN_PW_*: the op's part in a staged copy, if any */
   uint32_t *staged_group; /* [nops] the staged copy it belongs to: an index into pw */
@@ -463,19 +502,10 @@ int an_threshold_set(const char *assign); /* "name=value"; 0 ok */
 
 /* 1 for communication kernels (NCCL, and collectives by name). */
 int an_is_comm(const char *name, size_t n);
-/* The runtime call with this correlation id, or NULL. */
-const an_call *an_call_of(const an_trace *t, int64_t corr);
-/* The distinct (device, stream) pairs of a trace, sorted; the caller frees them. */
-typedef struct an_lane {
-  int dev, stream;
-} an_lane;
-an_lane *an_lanes(const an_trace *t, size_t *n);
 
-/* 1: the headline figures over the whole trace, start-up and teardown included (--whole-trace);
- * 0 (default): over the steps' steady state when the trace has steps, marked or inferred. */
-extern int an_whole_trace;
-/* The analysis, as passes over the model (an_analyze runs them in this order). */
-an_report *an_analyze(const an_trace *t, int only_step);
+/* The analysis, as passes over the model (an_analyze runs them in this order); only_step: -1,
+ * or the step the report is zoomed to (NULL when it has no such step); opt NULL: the defaults. */
+an_report *an_analyze(const an_trace *t, int only_step, const an_options *opt);
 void an_pass_pinwheel(an_report *r); /* an_pinwheel.c: pinwheel's staged copies */
 /* 1: op i is a copy of its own; 2: the op where a staged copy is counted (bytes: the copy's);
  * 0: one of a staged copy's DMAs or ring copies, counted at that op instead */
@@ -494,12 +524,7 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1); /* an_figures.c: dev
                                                                exposed, idle, classes, kernels */
 void an_pass_whatif(an_report *r);                          /* an_whatif.c */
 void an_pass_findings(an_report *r);                        /* an_findings.c */
-/* 1: an_analyze also draws the timelines (the HTML and SVG forms need them): an_timeline.c */
-extern int an_timelines;
-void an_pass_timeline(an_report *r);
-/* Whether every step is listed (and drawn): --steps all, or no more than steps_shown of them. */
-extern int an_all_steps;
-int an_list_steps(const an_report *r);
+void an_pass_timeline(an_report *r); /* an_timeline.c: when an_options.timelines asks */
 void an_report_free(an_report *r);
 an_iv *an_kernel_union(const an_trace *t, int dev, size_t *n);
 int64_t an_median(int64_t *v, size_t n); /* sorts v */

@@ -135,9 +135,9 @@ static inline char *write_nsys(void) {
 
 static inline void check_figures(const char *path) {
   char err[512];
-  an_trace *t = an_load(path, err, sizeof err);
+  an_trace *t = an_load(path, NULL, err, sizeof err);
   if (!t) fail_msg("%s", err);
-  an_report *r = an_analyze(t, -1);
+  an_report *r = an_analyze(t, -1, NULL);
   assert_int_equal(r->ndevs, 1);
   const an_dev *d = &r->devs[0];
   assert_true(d->span == 450 * US);
@@ -159,9 +159,8 @@ static inline void check_figures(const char *path) {
   assert_true(r->startup == 0 && r->teardown == 0);
   assert_int_equal(r->sync_calls, 1);
   assert_true(r->sync_time == 10 * US && r->sync_longest == 10 * US);
-  an_whole_trace = 1;
-  an_report *rw = an_analyze(t, -1);
-  an_whole_trace = 0;
+  an_options whole = {.whole_trace = 1};
+  an_report *rw = an_analyze(t, -1, &whole);
   assert_int_equal(rw->sync_calls, 2);
   assert_true(rw->sync_time == 40 * US && rw->sync_longest == 30 * US && !rw->steady);
   an_report_free(rw);
@@ -184,19 +183,19 @@ static inline void check_figures(const char *path) {
   /* exposed transfers: the H2D is 150 us but 66.7 % hidden; the D2H is only 50 us: none */
   assert_int_equal(r->nexposed, 0);
   an_threshold_set("exposed_min_us=40");
-  an_report *r2 = an_analyze(t, -1);
+  an_report *r2 = an_analyze(t, -1, NULL);
   assert_int_equal(r2->nexposed, 1); /* the D2H: 0 % hidden */
   assert_true(r2->exposed[0].dur == 50 * US);
   an_threshold_set("exposed_max_hidden_pct=70");
   an_report_free(r2);
-  r2 = an_analyze(t, -1);
+  r2 = an_analyze(t, -1, NULL);
   assert_int_equal(r2->nexposed, 2);
   an_threshold_set("exposed_min_us=100");
   an_threshold_set("exposed_max_hidden_pct=50");
   an_report_free(r2);
   /* gaps: [310,400) is 90 us */
   an_threshold_set("gap_ms=0.05");
-  r2 = an_analyze(t, -1);
+  r2 = an_analyze(t, -1, NULL);
   assert_int_equal(r2->ngaps, 1);
   assert_true(r2->gaps[0].e - r2->gaps[0].s == 90 * US);
   an_threshold_set("gap_ms=1");
@@ -206,7 +205,7 @@ static inline void check_figures(const char *path) {
    * nothing eligible: max(host 225, GPU 60) = 225.  Medians: now 225, predicted 187.5. */
   assert_int_equal(r->whatif[0].copies, 0);
   an_threshold_set("eligible_min_kib=0");
-  r2 = an_analyze(t, -1);
+  r2 = an_analyze(t, -1, NULL);
   assert_int_equal(r2->whatif[0].copies, 1);
   assert_int_equal(r2->whatif[0].steps, 2);
   assert_true(r2->whatif[0].baseline == 225 * US);
@@ -214,13 +213,13 @@ static inline void check_figures(const char *path) {
   an_threshold_set("eligible_min_kib=64");
   an_report_free(r2);
   /* --step 2: its GPU window runs from step 1's last op (300) to its own (450) */
-  r2 = an_analyze(t, 2);
+  r2 = an_analyze(t, 2, NULL);
   assert_non_null(r2);
   assert_true(r2->devs[0].span == 150 * US && r2->devs[0].h2d.copies == 0 &&
               r2->devs[0].d2h.copies == 1);
   assert_true(r2->nsteps == 1 && r2->steps[0].num == 2 && r2->steps[0].devs[0].gpu == 150 * US);
   an_report_free(r2);
-  assert_null(an_analyze(t, 7));
+  assert_null(an_analyze(t, 7, NULL));
   an_report_free(r);
   an_free(t);
 }

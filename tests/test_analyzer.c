@@ -75,11 +75,10 @@ static void test_nsys_figures(void **state) {
  * timeline of its own. */
 static void test_timeline(void **state) {
   char err[512];
-  an_trace *t = an_load(write_kineto("tl", 0, NULL), err, sizeof err);
+  an_trace *t = an_load(write_kineto("tl", 0, NULL), NULL, err, sizeof err);
   if (!t) fail_msg("%s", err);
-  an_timelines = 1;
-  an_report *r = an_analyze(t, -1);
-  an_timelines = 0;
+  an_options draw = {.timelines = 1};
+  an_report *r = an_analyze(t, -1, &draw);
   assert_int_equal(r->ntimelines, 3);
   assert_int_equal(r->timelines[1].step, 0);
   assert_int_equal(r->timelines[2].step, 1);
@@ -114,9 +113,9 @@ static void test_gzip_same(void **state) {
 
 static void test_real_fixtures(void **state) {
   char err[512];
-  an_trace *t = an_load(PW_FIXTURES "/kineto_naive.json.gz", err, sizeof err);
+  an_trace *t = an_load(PW_FIXTURES "/kineto_naive.json.gz", NULL, err, sizeof err);
   if (!t) fail_msg("%s", err);
-  an_report *r = an_analyze(t, -1);
+  an_report *r = an_analyze(t, -1, NULL);
   assert_int_equal(r->ndevs, 1);
   assert_int_equal(r->devs[0].h2d.copies, 6); /* 3 steps x (images + labels) */
   assert_int_equal(r->devs[0].h2d.bytes, 28902912);
@@ -126,8 +125,8 @@ static void test_real_fixtures(void **state) {
   assert_int_equal(r->devs[0].kernels, 1017);
   an_report_free(r);
   an_free(t);
-  t = an_load(PW_FIXTURES "/kineto_prefetch.json.gz", err, sizeof err);
-  r = an_analyze(t, -1);
+  t = an_load(PW_FIXTURES "/kineto_prefetch.json.gz", NULL, err, sizeof err);
+  r = an_analyze(t, -1, NULL);
   assert_int_equal(r->devs[0].pg_copies, 0); /* pinned + non_blocking */
   assert_int_equal(r->devs[0].h2d.copies, 6);
   an_report_free(r);
@@ -142,19 +141,19 @@ static void test_nsys_step_range(void **state) {
   sqlite3_exec(h, "UPDATE NVTX_EVENTS SET text = 'train iter ' || rowid", NULL, NULL, NULL);
   sqlite3_close(h);
   char err[512];
-  an_trace *t = an_load(p, err, sizeof err);
+  an_trace *t = an_load(p, NULL, err, sizeof err);
   assert_non_null(t);
   assert_int_equal(t->nsteps, 0); /* not ProfilerStep#: no steps by default */
   an_free(t);
-  assert_int_equal(an_step_set_regex("^train iter [0-9]+$", err, sizeof err), 0);
-  t = an_load(p, err, sizeof err);
+  assert_int_equal(an_step_regex_check("^train iter [0-9]+$", err, sizeof err), 0);
+  an_options opt = {.step_regex = "^train iter [0-9]+$"};
+  t = an_load(p, &opt, err, sizeof err);
   assert_int_equal(t->nsteps, 2);
   assert_int_equal(t->steps[0].num, 0); /* no '#': numbered by position */
-  an_report *r = an_analyze(t, -1);
+  an_report *r = an_analyze(t, -1, NULL);
   assert_true(r->steps[0].devs[0].gpu == 300 * US && r->steps[1].devs[0].gpu == 150 * US);
   an_report_free(r);
   an_free(t);
-  an_step_regex = NULL;
 }
 
 /* Regressions found by the fuzzer: a trace with no GPU operation drawn as SVG (an overflow of
@@ -164,10 +163,10 @@ static void test_extremes_no_overflow(void **state) {
   an_out o = {.f = null};
   char *p = write_bytes("empty-gpu", "{\"traceEvents\":[{\"ph\":\"X\",\"r\":9}]}", 34);
   char err[512];
-  an_trace *t = an_load(p, err, sizeof err);
+  an_trace *t = an_load(p, NULL, err, sizeof err);
   assert_non_null(t);
-  an_timelines = 1;
-  an_report *r = an_analyze(t, -1);
+  an_options draw = {.timelines = 1};
+  an_report *r = an_analyze(t, -1, &draw);
   an_write_svg(&o, r, &r->timelines[0], 1);
   an_write_text(&o, &r, 1);
   an_report_free(r);
@@ -184,11 +183,11 @@ static void test_extremes_no_overflow(void **state) {
                      "\"tid\":1,\"ts\":2305843009213693.952,"
                      "\"dur\":35184372088.832,\"args\":{\"correlation\":1}}]}";
   p = write_bytes("wide", wide, strlen(wide));
-  t = an_load(p, err, sizeof err);
+  t = an_load(p, NULL, err, sizeof err);
   if (!t) fail_msg("%s", err);
   an_threshold_set("d2d_gbps=0.000001");
   an_threshold_set("eligible_min_kib=0");
-  r = an_analyze(t, -1);
+  r = an_analyze(t, -1, &draw);
   assert_true(r->devs[0].span > (1LL << 62));
   an_report *two[2] = {r, r};
   an_write_text(&o, two, 2);
@@ -198,7 +197,6 @@ static void test_extremes_no_overflow(void **state) {
   an_write_chrome(null, t);
   an_threshold_set("d2d_gbps=2000");
   an_threshold_set("eligible_min_kib=64");
-  an_timelines = 0;
   an_report_free(r);
   an_free(t);
   /* one step past the limits is refused, with a message */

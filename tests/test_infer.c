@@ -64,9 +64,9 @@ static an_report *gen_close(gen *g, an_trace **t) {
   fprintf(g->f, "\n]}\n");
   fclose(g->f);
   char err[512];
-  *t = an_load(g->path, err, sizeof err);
+  *t = an_load(g->path, NULL, err, sizeof err);
   if (!*t) fail_msg("%s", err);
-  return an_analyze(*t, -1);
+  return an_analyze(*t, -1, NULL);
 }
 
 static void done(gen *g, an_trace *t, an_report *r) {
@@ -278,11 +278,11 @@ static void test_nsys_export(void **state) {
   sqlite3_close(db);
   free(sql);
   char e[512];
-  an_trace *t = an_load(path, e, sizeof e);
+  an_trace *t = an_load(path, NULL, e, sizeof e);
   if (!t) fail_msg("%s", e);
   assert_string_equal(t->format, "nsys");
   assert_int_equal(t->nsteps, 0);
-  an_report *r = an_analyze(t, -1);
+  an_report *r = an_analyze(t, -1, NULL);
   assert_int_equal(r->step_src, AN_STEPS_INFERRED);
   assert_int_equal(r->nsteps, 8);
   assert_true(r->iperiod == 20 * MS);

@@ -91,9 +91,9 @@ static void test_pinwheel_attribution(void **state) {
   char *path = write_bytes("pw-attr", buf, strlen(buf));
   free(buf);
   char err[512];
-  an_trace *t = an_load(path, err, sizeof err);
+  an_trace *t = an_load(path, NULL, err, sizeof err);
   if (!t) fail_msg("%s", err);
-  an_report *r = an_analyze(t, -1);
+  an_report *r = an_analyze(t, -1, NULL);
   assert_int_equal(r->pw_h2d, 2);
   assert_int_equal(r->pw_h2d_bytes, 20u << 20);
   assert_int_equal(r->pw_d2h, 1);
@@ -134,19 +134,18 @@ static void test_pinwheel_attribution(void **state) {
  * came while its setup ran), found by the collector's marks, most of their DMA under kernels. */
 static void test_collector_traces(void **state) {
   char err[512];
-  an_trace *t = an_load(PW_FIXTURES "/collector/naive_copy_off.json.gz", err, sizeof err);
+  an_trace *t = an_load(PW_FIXTURES "/collector/naive_copy_off.json.gz", NULL, err, sizeof err);
   if (!t) fail_msg("%s", err);
-  an_report *r = an_analyze(t, -1);
+  an_report *r = an_analyze(t, -1, NULL);
   assert_int_equal(r->npw, 0);
   assert_int_equal(r->devs[0].h2d.copies, 13);
   assert_int_equal(r->devs[0].h2d.hidden, 0);
   an_report_free(r);
   an_free(t);
-  t = an_load(PW_FIXTURES "/collector/naive_copy_stage.json.gz", err, sizeof err);
+  t = an_load(PW_FIXTURES "/collector/naive_copy_stage.json.gz", NULL, err, sizeof err);
   if (!t) fail_msg("%s", err);
-  an_whole_trace = 1; /* the whole program's syncs, start-up included */
-  r = an_analyze(t, -1);
-  an_whole_trace = 0;
+  an_options whole = {.whole_trace = 1}; /* the whole program's syncs, start-up included */
+  r = an_analyze(t, -1, &whole);
   assert_int_equal(r->pw_h2d, 11);
   assert_int_equal(r->pw_marked, r->npw); /* every one by the marks, none by pattern */
   /* the program's 7 syncs, as without pinwheel: not the 112 event syncs pinwheel made inside

@@ -16,7 +16,7 @@
 
 #include "an.h"
 #include "pw.h"
-#include "driver_calls.h"
+#include "pw_driver_calls.h"
 #include "trace.h"
 
 #define US 1000LL
@@ -160,9 +160,9 @@ static void test_records_read_back(void **state) {
   assert_non_null(strstr(out, "\"name\":\"pinwheel side stream 13\""));
   assert_non_null(strstr(out, "\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\""));
   char err[512];
-  an_trace *t = an_load(save("rb"), err, sizeof err);
+  an_trace *t = an_load(save("rb"), NULL, err, sizeof err);
   if (!t) fail_msg("%s\n%s", err, out);
-  an_report *r = an_analyze(t, -1);
+  an_report *r = an_analyze(t, -1, NULL);
   assert_int_equal(r->ndevs, 1);
   const an_dev *d = &r->devs[0];
   assert_int_equal(d->h2d.copies, 1);
@@ -193,7 +193,7 @@ static void test_many_flushes_one_document(void **state) {
   assert_int_equal(w->events, 10000 + 3); /* and the M events: GPU 0, stream 7, host */
   free(w);
   char err[512];
-  an_trace *t = an_load(save("many"), err, sizeof err);
+  an_trace *t = an_load(save("many"), NULL, err, sizeof err);
   if (!t) fail_msg("%s", err);
   assert_int_equal(t->nops, 5000);
   assert_int_equal(t->ncalls, 5000);
@@ -212,7 +212,7 @@ static void test_unpaired_and_unknown(void **state) {
   assert_null(strstr(out, "user_annotation"));
   assert_non_null(strstr(out, "\"name\":\"cbid 999\""));
   char err[512];
-  an_trace *t = an_load(save("unk"), err, sizeof err);
+  an_trace *t = an_load(save("unk"), NULL, err, sizeof err);
   assert_non_null(t);
   an_free(t);
 }
@@ -244,9 +244,9 @@ static void test_staged_copy_carries_program_call(void **state) {
       strstr(out, "\"correlation\":1099511627776,\"pinwheel\":1,\"cupti_correlation\":10"));
   assert_non_null(strstr(out, "\"correlation\":1099511627776,\"pinwheel_staged\":1"));
   char err[512];
-  an_trace *t = an_load(save("staged"), err, sizeof err);
+  an_trace *t = an_load(save("staged"), NULL, err, sizeof err);
   if (!t) fail_msg("%s", err);
-  an_report *r = an_analyze(t, -1);
+  an_report *r = an_analyze(t, -1, NULL);
   assert_int_equal(r->pw_h2d, 1);
   assert_int_equal(r->pw_marked, 1);
   assert_int_equal(r->pw_h2d_bytes, 12u << 20);
@@ -257,7 +257,7 @@ static void test_staged_copy_carries_program_call(void **state) {
   an_free(t);
 }
 
-/* The driver calls whose records the collector keeps (driver_calls.h; the rest cost the program
+/* The driver calls whose records the collector keeps (pw_driver_calls.h; the rest cost the program
  * time, and the runtime makes many of them): among all the calls CUPTI's header names, every call
  * the analyzer classifies (launches, copies, syncs: an_api_of) or groups by name (events), the
  * calls that do work, and none of the getters, setters and attribute queries. */

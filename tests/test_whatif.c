@@ -109,9 +109,9 @@ static char *write_loop(int with_ops, const char *name) {
 
 static an_report *analyze(const char *path, an_trace **t) {
   char err[512];
-  *t = an_load(path, err, sizeof err);
+  *t = an_load(path, NULL, err, sizeof err);
   if (!*t) fail_msg("%s", err);
-  return an_analyze(*t, -1);
+  return an_analyze(*t, -1, NULL);
 }
 
 /* With CPU operators: the host part is the threads' work (10 + 5.1 + 12 + 8 + 5 ms, less the

@@ -2,9 +2,10 @@
  *
  * Owns: an_analyze (pinwheel's copies, the steps marked or inferred, the step zoom or the steady
  * state, then the figures, the what-if and the findings over that window, and the timelines when
- * a form draws them), freeing a report, which steps are listed, and the thresholds table every
- * pass reads.
- * Must never: compute a figure itself (each pass owns its own), or print.
+ * a form draws them), the only reader of the analysis's options (an_options), freeing a report,
+ * which steps are listed, and the thresholds table every pass reads.
+ * Must never: compute a figure itself (each pass owns its own), hand a pass an option through
+ * anything but the report, or print.
  */
 #define _GNU_SOURCE
 #include "an.h"
@@ -58,11 +59,9 @@ static int device_ids(const an_trace *t, int **out) {
   return m;
 }
 
-int an_whole_trace;
-int an_all_steps;
-
-int an_list_steps(const an_report *r) {
-  return an_all_steps || r->nsteps <= (size_t)an_threshold_value(AN_T_STEPS_SHOWN);
+/* Whether every step is listed (and drawn): what the writers and the timeline pass read. */
+static int list_steps(const an_report *r, const an_options *opt) {
+  return opt->all_steps || r->nsteps <= (size_t)an_threshold_value(AN_T_STEPS_SHOWN);
 }
 
 /* The steady state: from the first step's GPU window to the last one's end.  The headline
@@ -95,7 +94,9 @@ static void steady_state(an_report *r, int64_t *w0, int64_t *w1) {
   free(k);
 }
 
-an_report *an_analyze(const an_trace *t, int only_step) {
+an_report *an_analyze(const an_trace *t, int only_step, const an_options *opt) {
+  static const an_options defaults;
+  if (!opt) opt = &defaults;
   an_report *r = calloc(1, sizeof *r);
   r->t = t;
   r->only_step = only_step;
@@ -113,11 +114,12 @@ an_report *an_analyze(const an_trace *t, int only_step) {
     an_report_free(r);
     return NULL;
   }
-  if (only_step < 0 && !an_whole_trace) steady_state(r, &w0, &w1);
+  if (only_step < 0 && !opt->whole_trace) steady_state(r, &w0, &w1);
   an_pass_figures(r, w0, w1);
   an_pass_whatif(r);
   an_pass_findings(r);
-  if (an_timelines) an_pass_timeline(r);
+  r->list_steps = list_steps(r, opt);
+  if (opt->timelines) an_pass_timeline(r);
   return r;
 }
 

@@ -3,7 +3,8 @@
  * Owns: the definitions (K, H, D, A unions per device; overlap = |H ∩ K| / |H|; exposed = |H \ K|;
  * busy = |A| / span; hidden % per copy), where idle time goes, the kernel table and the other
  * operation classes, over a window (the steady state, a step, or the whole trace); the totals
- * over all devices (the headline's, the rank row), and the longest copies of the whole trace.
+ * over all devices (the headline's, the rank row), the longest copies of the whole trace, and
+ * each exposed or long copy's host time (its runtime call's), which the writers print.
  * K never holds communication kernels.
  * Must never: call another pass (an_analyze runs them in order), or print.
  */
@@ -126,6 +127,12 @@ static void device_figures(const an_report *r, int dev, int64_t w0, int64_t w1, 
     out->util[b] = be > bs ? (double)an_cover(L.a, L.na, bs, be) / (double)(be - bs) : 0;
   }
   free_lists(&L);
+}
+
+/* The host time of the runtime call with this correlation id, -1 when there is none. */
+static int64_t call_host(const an_trace *t, int64_t corr) {
+  const an_call *c = an_call_of(t, corr);
+  return c ? c->e - c->s : -1;
 }
 
 static int cmp_exposed(const void *a, const void *b) {
@@ -255,6 +262,7 @@ static void staged_copies(an_report *r, int dev, int64_t w0, int64_t w1, const l
                       .srck = h2d ? AN_MK_PAGEABLE : AN_MK_DEVICE,
                       .dstk = h2d ? AN_MK_DEVICE : AN_MK_PAGEABLE,
                       .corr = t->ops[p->count_op].corr,
+                      .host = call_host(t, t->ops[p->count_op].corr),
                       .staged = 1};
       r->exposed[r->nexposed++] = x;
     }
@@ -325,7 +333,8 @@ static void longest_copies(an_report *r) {
                                  .ckind = o->ckind,
                                  .srck = o->srck,
                                  .dstk = o->dstk,
-                                 .corr = o->corr};
+                                 .corr = o->corr,
+                                 .host = call_host(t, o->corr)};
   }
   free(cp);
 }
@@ -395,7 +404,8 @@ void an_pass_figures(an_report *r, int64_t w0, int64_t w1) {
                                                  .ckind = o->ckind,
                                                  .srck = o->srck,
                                                  .dstk = o->dstk,
-                                                 .corr = o->corr};
+                                                 .corr = o->corr,
+                                                 .host = call_host(t, o->corr)};
       }
     }
     staged_copies(r, dev, w0, w1, &L, &cape);

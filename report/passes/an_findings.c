@@ -1,8 +1,10 @@
 /* an_findings.c — the findings pass: one table of checks, each of which may write a message.
  *
- * A check reads only the report (the figures, steps, idle split and what-if passes ran before)
- * and its thresholds from the table in an_analyze.c.  Messages give the figure, the threshold it
- * crossed and what to do, in the per-step unit when the trace has steps.
+ * Owns: the checks and their messages.  A check reads only the report (the figures, steps, idle
+ * split and what-if passes ran before) and its thresholds from the table in an_analyze.c.
+ * Messages give the figure, the threshold it crossed and what to do, in the per-step unit when
+ * the trace has steps.
+ * Must never: compute a figure of its own (a check compares what the passes left), or print.
  */
 #define _GNU_SOURCE
 #include "an.h"

@@ -9,11 +9,6 @@
  * runs between two occurrences repeat one sequence in at least step_match_pct of the periods.
  * A step is then [the anchor's runtime call, the next one's); the steps pass joins GPU work to
  * it as it does to a marked step.
- *
- * Why not gaps: pauses between inference requests, or inside one, are not iterations; a period
- * tolerance and a sequence match keep an irregular program from being cut into hundreds of
- * steps.
- *
  * Must never: change the trace (the steps are the report's), or run when the trace marks steps.
  */
 #define _GNU_SOURCE
@@ -21,6 +16,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+/* Why not gaps: pauses between inference requests, or inside one, are not iterations; a period
+ * tolerance and a sequence match keep an irregular program from being cut into hundreds of
+ * steps. */
 
 static uint64_t mix(uint64_t h, uint64_t v) { /* FNV-1a over the 8 bytes of v */
   for (int i = 0; i < 8; i++)
@@ -216,6 +215,18 @@ static const cand *pick(const an_report *r, const sigtab *S, const cand *c, size
   return p;
 }
 
+/* Whether the first i + 1 operations of the stream from position z differ from those from a: 0
+ * up to the longest prefix the two share, 1 after it. */
+typedef struct prefix_at {
+  const sigtab *S;
+  uint32_t a, z;
+} prefix_at;
+static int64_t prefix_differs(const void *ctx, size_t i) {
+  const prefix_at *p = ctx;
+  uint32_t m = (uint32_t)i + 1;
+  return seq_hash(p->S, p->z, p->z + m) != seq_hash(p->S, p->a, p->a + m);
+}
+
 /* The iteration after the run's last anchor, when its stream repeats the period's sequence:
  * its host range ends with the last runtime call of that sequence. */
 static int64_t trailing_end(const an_trace *t, const sigtab *S, const cand *c) {
@@ -223,14 +234,9 @@ static int64_t trailing_end(const an_trace *t, const sigtab *S, const cand *c) {
   uint32_t a = S->pos[oc[c->hi - 1]], b = S->pos[oc[c->hi]], len = b - a, z = S->pos[oc[c->hi]];
   /* the ops of the anchor's stream after its last occurrence: how long a prefix of the period's
    * sequence they repeat (the last iteration may end differently: no next batch to prefetch) */
-  uint32_t lo = 0, hi = len < t->nops - z ? len : (uint32_t)(t->nops - z);
-  while (lo < hi) {
-    uint32_t mid = (lo + hi + 1) / 2;
-    if (seq_hash(S, z, z + mid) == seq_hash(S, a, a + mid))
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
+  uint32_t hi = len < t->nops - z ? len : (uint32_t)(t->nops - z);
+  prefix_at pa = {S, a, z};
+  uint32_t lo = (uint32_t)an_lower_bound(0, hi, 1, prefix_differs, &pa); /* the prefix's length */
   if (lo * 100.0 < an_threshold_value(AN_T_STEP_MATCH_PCT) * len) return INT64_MIN;
   /* the op at stream position z + len - 1: found by its position (pos is a permutation) */
   int64_t end = INT64_MIN;
@@ -246,6 +252,10 @@ static int64_t trailing_end(const an_trace *t, const sigtab *S, const cand *c) {
   return end;
 }
 
+static int64_t step_start(const void *ctx, size_t i) {
+  return ((const an_step *)ctx)[i].s;
+}
+
 /* How far into a step its runtime calls that issued GPU work reach, at most over the full steps
  * [0, nfull): the last, trailing step (no next anchor closes it) reaches as far. */
 static int64_t step_reach(const an_report *r, const an_step *st, size_t nfull) {
@@ -254,14 +264,7 @@ static int64_t step_reach(const an_report *r, const an_step *st, size_t nfull) {
   for (size_t i = 0; i < t->nops && nfull; i++) {
     const an_call *c = an_call_of(t, t->ops[i].corr);
     if (!c || c->s < st[0].s || c->s >= st[nfull - 1].e) continue;
-    size_t lo = 0, hi = nfull; /* the step holding the call */
-    while (lo + 1 < hi) {
-      size_t mid = (lo + hi) / 2;
-      if (st[mid].s <= c->s)
-        lo = mid;
-      else
-        hi = mid;
-    }
+    size_t lo = an_upper_bound(0, nfull, c->s, step_start, st) - 1; /* the step holding it */
     if (c->e - st[lo].s > reach) reach = c->e - st[lo].s;
   }
   return reach;

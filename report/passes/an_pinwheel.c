@@ -2,7 +2,19 @@
  * it staged, so that the user's copy is counted once and its hidden % is measured on the DMAs
  * (DESIGN.md §5).
  *
- * What a torch.profiler or nsys trace of a run under pinwheel holds: the runtime calls pinwheel
+ * Owns: the staged copies found in a trace (an_report.pw), each operation's part in one
+ * (staged_role, staged_group) and the calls pinwheel made while staging (staged_call), by the
+ * collector's marks first and else by the patterns described below.
+ * Must never: change the trace, or take a program's own copy for pinwheel's (each pattern is
+ * checked by bytes; what cannot be told apart counts as the program's).
+ */
+#define _GNU_SOURCE
+#include "an.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* What a torch.profiler or nsys trace of a run under pinwheel holds: the runtime calls pinwheel
  * made (the real cudaMemcpyAsync / cudaEventRecord it issued on the program's thread), and their
  * operations.  Two patterns, each checked by bytes:
  * - H2D through the device ring: a run of pinned -> device DMAs on a stream that carries nothing
@@ -20,13 +32,7 @@
  * A pattern found also names the calls pinwheel made on that thread while staging the copy, from
  * its first DMA (or chunk) to its ring copy (or its last chunk's event calls): its event syncs
  * while it waited for staging space or for a chunk to land are not the program's syncs
- * (staged_call).  Those it made before its first DMA cannot be told from the program's.
- */
-#define _GNU_SOURCE
-#include "an.h"
-
-#include <stdlib.h>
-#include <string.h>
+ * (staged_call).  Those it made before its first DMA cannot be told from the program's. */
 
 typedef struct cix { /* an op by correlation id */
   int64_t corr;
@@ -38,15 +44,12 @@ static int cmp_cix(const void *a, const void *b) {
   return x->corr < y->corr ? -1 : x->corr > y->corr;
 }
 
+static int64_t cix_corr(const void *ctx, size_t i) {
+  return ((const cix *)ctx)[i].corr;
+}
+
 static long op_of(const cix *v, size_t n, int64_t corr) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (v[mid].corr < corr)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  size_t lo = an_lower_bound(0, n, corr, cix_corr, v);
   return lo < n && v[lo].corr == corr ? (long)v[lo].op : -1;
 }
 

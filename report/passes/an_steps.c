@@ -6,6 +6,8 @@
  * gpu_step = end of the step's last operation − end of the previous step's last operation (first
  * step: − its own first operation's start); the step's H2D / D2H time and their hidden part
  * against all kernels of the device (a prefetch issued in step N hides under step N−1's kernels).
+ * Must never: call another pass, or print; it reads the steps the trace marks or the inference
+ * pass found, and the staged copies the attribution pass found.
  */
 #define _GNU_SOURCE
 #include "an.h"
@@ -14,15 +16,12 @@
 #include <string.h>
 
 /* The step whose CPU range holds time ts, or -1.  Steps are sorted by start. */
+static int64_t step_start(const void *ctx, size_t i) {
+  return ((const an_step *)ctx)[i].s;
+}
+
 static long step_at(const an_step *steps, size_t nst, int64_t ts) {
-  size_t lo = 0, hi = nst; /* first step starting after ts */
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (steps[mid].s <= ts)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  size_t lo = an_upper_bound(0, nst, ts, step_start, steps); /* first step starting after ts */
   if (lo == 0) return -1;
   return ts < steps[lo - 1].e ? (long)lo - 1 : -1;
 }

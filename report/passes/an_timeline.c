@@ -6,16 +6,14 @@
  * kernels, hidden, and the rest, exposed), the class that covers most of each column, and the
  * runs of one class with the longest operation in each.  So the picture's size follows its
  * width and the number of lanes, never the number of operations.
- * Must never: call another pass (an_analyze runs it last, when an_timelines asks for it), or
- * print; it reads the kernel intervals the steps pass kept and the steps it numbered.
+ * Must never: call another pass (an_analyze runs it last, when an_options.timelines asks for it),
+ * or print; it reads the kernel intervals the steps pass kept and the steps it numbered.
  */
 #define _GNU_SOURCE
 #include "an.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-int an_timelines;
 
 static int tl_class(const an_op *op) {
   return op->type == AN_KERNEL    ? AN_TL_KERNEL
@@ -129,7 +127,7 @@ void an_pass_timeline(an_report *r) {
   int64_t w0 = INT64_MIN, w1 = INT64_MAX;
   if (r->only_step >= 0 && r->ndevs) w0 = r->devs[0].t0, w1 = r->devs[0].t1;
   timeline(r, w0, w1, -1, &r->timelines[r->ntimelines++]);
-  if (r->only_step >= 0 || !r->nsteps || !an_list_steps(r)) return;
+  if (r->only_step >= 0 || !r->nsteps || !r->list_steps) return;
   for (size_t k = 0; k < r->nsteps; k++) {
     int64_t a, e;
     if (!an_step_window(&r->steps[k], &a, &e) || a >= e) continue;

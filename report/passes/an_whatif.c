@@ -1,7 +1,21 @@
 /* an_whatif.c — the what-if pass: from a trace of a program without pinwheel, its step time
  * under pinwheel (defaults, and with PINWHEEL_SYNC=elide), per device.
  *
- * The model, per step (the whole trace is one step when it has no steps):
+ * Owns: the model below, per step (the whole trace is one step when it has no steps), and its
+ * medians over the steps (an_report.whatif); its assumptions are the thresholds table's, and
+ * which driver calls are queries is common/pw_driver_calls.h's list, the collector's own.
+ * Must never: count the host's waiting for the GPU in syncs or in a copy it stages as host work,
+ * or read another pass's output than the steps (op_step, steps) and the devices.
+ */
+#define _GNU_SOURCE
+#include "an.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "pw_driver_calls.h"
+
+/* The model, per step:
  * - the host's part H is the host's own work in the step: its threads' busy time there when the
  *   trace has CPU operators (torch.profiler's cpu_op), else its CPU range; less the time it
  *   waited for the GPU in sync calls and in each eligible H2D copy's call before its DMA began
@@ -20,21 +34,12 @@
  *   waiting stays in H: what the host does next cannot overlap the work it waited for), then
  *   blocks the host for bytes / d2h_gbps; on the GPU its DMA runs at link_gbps;
  * - the step then takes max(H', B'): host-bound or GPU-bound.
- * Reported: the medians over steps, and the assumptions with their values (the thresholds table).
- * Must never: count the host's waiting for the GPU in syncs or in a copy it stages as host work,
- * or read another pass's output than the steps (op_step, steps) and the devices.
- */
-#define _GNU_SOURCE
-#include "an.h"
-
-#include <stdlib.h>
-#include <string.h>
-
-#include "driver_calls.h"
+ * Reported: the medians over steps, and the assumptions with their values (the thresholds
+ * table). */
 
 /* A call that only asks (the device, the last error, capture state, ...): pinwheel's collector
  * leaves these out (shim/collector/trace.c's quiet_runtime; of the driver's calls, every one
- * driver_calls.h does not record), torch.profiler and nsys record them; between a copy and its
+ * pw_driver_calls.h does not record), torch.profiler and nsys record them; between a copy and its
  * sync they are skipped, so every trace of one program gives the same answer.  A name matches
  * with or without a version suffix (_v3020, _ptsz). */
 static int is_query(const an_trace *t, const an_call *c) {
@@ -57,15 +62,12 @@ static int is_query(const an_trace *t, const an_call *c) {
 
 /* The sync on the same thread that directly follows a copy call (within 50 us, queries between
  * them skipped), if any. */
+static int64_t call_start(const void *ctx, size_t i) {
+  return ((const an_trace *)ctx)->calls[i].s;
+}
+
 static const an_call *sync_after(const an_trace *t, const an_call *c) {
-  size_t lo = 0, hi = t->ncalls; /* calls are sorted by start */
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (t->calls[mid].s < c->e)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  size_t lo = an_lower_bound(0, t->ncalls, c->e, call_start, t); /* calls are sorted by start */
   for (size_t i = lo; i < t->ncalls && t->calls[i].s - c->e <= 50000; i++)
     if (t->calls[i].tid == c->tid && !is_query(t, &t->calls[i]))
       return t->calls[i].api == AN_API_STREAM_SYNC ? &t->calls[i] : NULL;
@@ -162,6 +164,10 @@ static void copy_deltas(const an_report *r, int dev, delta *d, size_t ns) {
 /* The host's work in [s, e): with CPU operators in the trace, the threads' busy time there,
  * summed (PyTorch's main thread waits while its autograd thread runs the backward pass: their
  * work is one chain) and at most the range; else the range. */
+static int64_t busy_end(const void *ctx, size_t i) {
+  return ((const an_trace *)ctx)->busy[i].e;
+}
+
 static int64_t host_work(const an_trace *t, int64_t s, int64_t e) {
   if (!t->nbusy) return e - s;
   int64_t sum = 0;
@@ -170,14 +176,7 @@ static int64_t host_work(const an_trace *t, int64_t s, int64_t e) {
     size_t j = i;
     while (j < t->nbusy && t->busy[j].tid == t->busy[i].tid)
       j++;
-    size_t lo = i, hi = j; /* the thread's first interval ending after s */
-    while (lo < hi) {
-      size_t mid = (lo + hi) / 2;
-      if (t->busy[mid].e <= s)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
+    size_t lo = an_upper_bound(i, j, s, busy_end, t); /* the thread's first ending after s */
     for (size_t k = lo; k < j && t->busy[k].s < e; k++)
       sum += (t->busy[k].e < e ? t->busy[k].e : e) - (t->busy[k].s > s ? t->busy[k].s : s);
     i = j;

@@ -5,6 +5,8 @@
  * a GPU operation, a memcpy/sync runtime call or a ProfilerStep window, and forgotten.
  * Uses only the fields DESIGN.md §5 names (ph, cat, name, pid, tid, ts, dur, args.device,
  * args.stream, args.correlation, args.bytes), so pinwheel's own collector output reads the same.
+ * Must never: trust the input (every number and size is checked, and bad input is an error
+ * message that names the file), or hold the document in memory.
  */
 #define _GNU_SOURCE
 #include "an.h"
@@ -253,7 +255,7 @@ static int finish_event(st *s) {
     /* the CPU-side range only: Kineto's gpu_user_annotation covers one stream of the main
      * thread's work (DESIGN.md §5), so it is not a step */
     int num;
-    if (!rc && an_step_match(e->name, e->name_len, &num)) {
+    if (!rc && an_step_match(t, e->name, e->name_len, &num)) {
       an_step stp = {.s = e->ts, .e = end, .num = num};
       rc = an_add_step(t, &stp);
     }

@@ -1,9 +1,12 @@
 /* an_nsys.c — reader of Nsight Systems SQLite exports (`nsys export --type sqlite`).
  *
- * Owns: the mapping of nsys's enums.  nsys numbers memory kinds ENUM_CUDA_MEM_KIND 0 Pageable,
- * 1 Pinned, 2 Device, 3 Array, 4 Managed, 5 Device Static, 6 Managed Static, 7 Unknown — not
- * CUPTI's raw numbering (0 Unknown, 1 Pageable, ...): this file has its own table (DESIGN.md §5).
- * copyKind is ENUM_CUDA_MEMCPY_OPER: 1 HtoD, 2 DtoH, 8 DtoD, 9 HtoH, 10 PtoP.
+ * Owns: the queries of the export and the mapping of nsys's enums.  nsys numbers memory kinds
+ * ENUM_CUDA_MEM_KIND 0 Pageable, 1 Pinned, 2 Device, 3 Array, 4 Managed, 5 Device Static,
+ * 6 Managed Static, 7 Unknown — not CUPTI's raw numbering (0 Unknown, 1 Pageable, ...): this file
+ * has its own table (DESIGN.md §5).  copyKind is ENUM_CUDA_MEMCPY_OPER: 1 HtoD, 2 DtoH, 8 DtoD,
+ * 9 HtoH, 10 PtoP.
+ * Must never: trust the input (a table may be missing or hold anything: every row is checked, and
+ * bad input is an error message that names the file), or write to the database.
  */
 #define _GNU_SOURCE
 #include "an.h"
@@ -258,7 +261,7 @@ static int read_steps(an_trace *t, sqlite3 *db, int strings, char *err, size_t e
     while (sqlite3_step(q) == SQLITE_ROW) {
       const char *txt = (const char *)sqlite3_column_text(q, 2);
       int num;
-      if (!txt || !an_step_match(txt, strlen(txt), &num)) continue;
+      if (!txt || !an_step_match(t, txt, strlen(txt), &num)) continue;
       an_step st = {.s = sqlite3_column_int64(q, 0), .e = sqlite3_column_int64(q, 1), .num = num};
       if (st.e < st.s) continue; /* an open range: not a step */
       int arc = an_add_step(t, &st);

@@ -1,8 +1,11 @@
 /* an_trace.c — the trace container: growth, name interning, format detection, small parsers.
  *
  * Owns: an_load (opens the file through zlib, so plain and gzip JSON read the same; SQLite is
- * recognised by its header), and every error message that names the file.
- * Must never: trust the input (every size and number is checked) or crash on it.
+ * recognised by its header), which annotations are steps (an_options.step_regex, kept in the
+ * trace), the order and indexes a loaded trace keeps (ops and calls by start, calls by
+ * correlation id, steps, merged CPU work), and every error message that names the file.
+ * Must never: trust the input (every size and number is checked) or crash on it; answer the
+ * passes' queries (an_model.c does, over what this file leaves).
  */
 #define _GNU_SOURCE
 #include "an.h"
@@ -121,25 +124,6 @@ uint32_t an_intern(an_trace *t, const char *s, size_t n) {
   return t->last_name = (uint32_t)(t->nnames - 1);
 }
 
-const char *an_name(const an_trace *t, uint32_t id) {
-  return id < t->nnames ? t->names[id] : "?";
-}
-
-#define AN_X_RN(id, rn, tn) rn,
-#define AN_X_TN(id, rn, tn) tn,
-#define AN_X_API(id, rn) rn,
-#define AN_X_CAT(id, cat) cat,
-#define AN_X_OC_RN(id, rn, key) rn,
-#define AN_X_OC_KEY(id, rn, key) key,
-const char *const an_ck_name[AN_CK_N] = {AN_COPY_KINDS(AN_X_RN)};
-const char *const an_ck_trace[AN_CK_N] = {AN_COPY_KINDS(AN_X_TN)};
-const char *const an_mk_name[AN_MK_N] = {AN_MEM_KINDS(AN_X_RN)};
-const char *const an_mk_trace[AN_MK_N] = {AN_MEM_KINDS(AN_X_TN)};
-const char *const an_api_name[AN_API_N] = {AN_APIS(AN_X_API)};
-const char *const an_op_cat[AN_OP_N] = {AN_OP_TYPES(AN_X_CAT)};
-const char *const an_oc_name[AN_OC_N] = {AN_OP_CLASSES(AN_X_OC_RN)};
-const char *const an_oc_key[AN_OC_N] = {AN_OP_CLASSES(AN_X_OC_KEY)};
-
 static uint8_t mem_kind(const char *s, size_t n) {
   for (int i = 1; i < AN_MK_N; i++)
     if (n == strlen(an_mk_trace[i]) && !memcmp(s, an_mk_trace[i], n)) return (uint8_t)i;
@@ -167,34 +151,34 @@ int an_parse_memcpy_name(const char *name, size_t n, uint8_t *ck, uint8_t *src, 
 
 /* ---- steps ---- */
 
-const char *an_step_regex;
-static regex_t step_re;
-static int step_re_ok;
-
-int an_step_set_regex(const char *re, char *err, size_t errn) {
-  if (step_re_ok) regfree(&step_re), step_re_ok = 0;
-  an_step_regex = NULL;
-  int rc = regcomp(&step_re, re, REG_EXTENDED | REG_NOSUB);
+/* re compiled into *out: 0, else -1 and err says why. */
+static int step_compile(regex_t *out, const char *re, char *err, size_t errn) {
+  int rc = regcomp(out, re, REG_EXTENDED | REG_NOSUB);
   if (rc) {
     char m[200];
-    regerror(rc, &step_re, m, sizeof m);
+    regerror(rc, out, m, sizeof m);
     snprintf(err, errn, "--step-range '%s' is not a regular expression: %s", re, m);
     return -1;
   }
-  step_re_ok = 1;
-  an_step_regex = re;
   return 0;
 }
 
-int an_step_match(const char *name, size_t n, int *num) {
-  if (!an_step_regex) {
+int an_step_regex_check(const char *re, char *err, size_t errn) {
+  regex_t r;
+  if (step_compile(&r, re, err, errn)) return -1;
+  regfree(&r);
+  return 0;
+}
+
+int an_step_match(const an_trace *t, const char *name, size_t n, int *num) {
+  if (!t->step_re) {
     if (n <= 13 || memcmp(name, "ProfilerStep#", 13)) return 0;
   } else {
     char buf[4097];
     if (n > 4096) n = 4096;
     memcpy(buf, name, n);
     buf[n] = 0;
-    if (regexec(&step_re, buf, 0, NULL, 0)) return 0;
+    if (regexec(t->step_re, buf, 0, NULL, 0)) return 0;
   }
   *num = -1;
   const char *h = NULL;
@@ -281,6 +265,7 @@ void an_free(an_trace *t) {
   free(t->steps);
   free(t->busy);
   free(t->path);
+  free(t->step_regex);
   free(t);
 }
 
@@ -303,19 +288,6 @@ static int cmp_bycorr(const void *a, const void *b) {
   int64_t x = corr_sort_t->calls[*(const uint32_t *)a].corr,
           y = corr_sort_t->calls[*(const uint32_t *)b].corr;
   return x < y ? -1 : x > y;
-}
-
-const an_call *an_call_of(const an_trace *t, int64_t corr) {
-  if (corr < 0) return NULL;
-  size_t lo = 0, hi = t->nbycorr;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (t->calls[t->bycorr[mid]].corr < corr)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < t->nbycorr && t->calls[t->bycorr[lo]].corr == corr ? &t->calls[t->bycorr[lo]] : NULL;
 }
 
 static int is_sqlite(const unsigned char *h, size_t n) {
@@ -458,14 +430,32 @@ static void order_steps(an_trace *t) {
   t->nsteps = m;
 }
 
-an_trace *an_load(const char *path, char *err, size_t errn) {
+/* The reader, with the steps' regex compiled while it reads. */
+static int read_with_steps(an_trace *t, const unsigned char *head, size_t got, char *err,
+                           size_t errn) {
+  if (!t->step_regex) return read_trace(t, head, got, err, errn);
+  regex_t re;
+  if (step_compile(&re, t->step_regex, err, errn)) return -1;
+  t->step_re = &re;
+  int rc = read_trace(t, head, got, err, errn);
+  t->step_re = NULL;
+  regfree(&re);
+  return rc;
+}
+
+an_trace *an_load(const char *path, const an_options *opt, char *err, size_t errn) {
   an_trace *t = calloc(1, sizeof *t);
   if (!t) return NULL;
   t->path = strdup(path);
+  if (opt && opt->step_regex && !(t->step_regex = strdup(opt->step_regex))) {
+    snprintf(err, errn, "%s: out of memory", path);
+    an_free(t);
+    return NULL;
+  }
   an_intern(t, "", 0);
   unsigned char head[16] = {0};
   size_t got = file_head(path, head, sizeof head, err, errn);
-  if (!got || read_trace(t, head, got, err, errn) != 0 || sort_trace(t, err, errn) ||
+  if (!got || read_with_steps(t, head, got, err, errn) != 0 || sort_trace(t, err, errn) ||
       mark_comm(t, err, errn)) {
     an_free(t);
     return NULL;
@@ -475,38 +465,4 @@ an_trace *an_load(const char *path, char *err, size_t errn) {
     if (t->ops[i].e - t->ops[i].s > t->maxdur) t->maxdur = t->ops[i].e - t->ops[i].s;
   merge_busy(t);
   return t;
-}
-
-static size_t first_at_or_after(const an_trace *t, int64_t s) {
-  size_t lo = 0, hi = t->nops;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (t->ops[mid].s < s)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-void an_op_range(const an_trace *t, int64_t w0, int64_t w1, size_t *lo, size_t *hi) {
-  *lo = w0 < INT64_MIN + t->maxdur + 1 ? 0 : first_at_or_after(t, w0 - t->maxdur);
-  *hi = w1 == INT64_MAX ? t->nops : first_at_or_after(t, w1 + 1);
-}
-
-static int cmp_lane(const void *a, const void *b) {
-  const an_lane *x = a, *y = b;
-  return x->dev != y->dev ? x->dev - y->dev : x->stream - y->stream;
-}
-
-an_lane *an_lanes(const an_trace *t, size_t *n) {
-  an_lane *lanes = malloc((t->nops + 1) * sizeof *lanes);
-  size_t nl = 0, m = 0;
-  for (size_t i = 0; i < t->nops; i++)
-    lanes[nl++] = (an_lane){t->ops[i].dev, t->ops[i].stream};
-  qsort(lanes, nl, sizeof *lanes, cmp_lane);
-  for (size_t i = 0; i < nl; i++)
-    if (!m || cmp_lane(&lanes[m - 1], &lanes[i])) lanes[m++] = lanes[i];
-  *n = m;
-  return lanes;
 }

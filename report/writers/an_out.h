@@ -1,5 +1,10 @@
-/* an_out.h — what the output forms share (an_out_*.c only): number formatting, the headline and
- * the steps line.  Escaping (an_xml_escape, an_json_string) is in an.h. */
+/* an_out.h — what the output forms share: number formatting, the headline and the steps line.
+ *
+ * Owns: the helpers an_out_common.c defines for the writers.  Included by the writers
+ * (an_out_*.c) and nothing else: the command and the tests call the forms through an.h, where
+ * their entry points and escaping (an_xml_escape, an_json_string) are declared.
+ * Must never: declare a figure or compute one (the report holds them; an.h declares it).
+ */
 #ifndef PW_AN_OUT_H
 #define PW_AN_OUT_H
 

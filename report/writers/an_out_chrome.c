@@ -1,11 +1,13 @@
 /* an_out_chrome.c — `pinwheel export --format chrome`: Chrome trace JSON that Perfetto opens and
  * that the analyzer reads back to the same figures.
  *
- * Layout: one process per device, one thread per stream (Kineto's form: pid = device, tid =
- * stream, names by "M" events); the step ranges as annotations on a "steps" track of every
+ * Owns the layout: one process per device, one thread per stream (Kineto's form: pid = device,
+ * tid = stream, names by "M" events); the step ranges as annotations on a "steps" track of every
  * device; the runtime calls on one host process, one track per host thread, under their own
  * names; launch -> operation flows ("s"/"f" events, id = correlation) where a call and its
  * operation are both present.
+ * Must never: compute a figure (it writes the trace, no report: each operation and call as the
+ * model holds it, through the model's queries); let a name from a trace through unescaped.
  */
 #define _GNU_SOURCE
 #include "an_out.h"

@@ -2,6 +2,8 @@
  *
  * Owns: escaping, the headline and the steps line, the rank table's spread.  Every string that came
  * from a trace goes through an_xml_escape or an_json_string before it reaches HTML, SVG or JSON.
+ * Must never: compute a figure (it formats what the passes left in the report), or print to a
+ * stream other than the one it is handed.
  */
 #define _GNU_SOURCE
 #include "an_out.h"
@@ -99,7 +101,7 @@ void an_steps_line(FILE *f, const an_report *r) {
             r->step_kernels, r->step_kernels == 1 ? "" : "s", an_ms(med));
   else
     fprintf(f, "steps marked: %zu (%s), median %.1f ms", r->nsteps,
-            an_step_regex ? an_step_regex : "ProfilerStep#N", an_ms(med));
+            r->t->step_regex ? r->t->step_regex : "ProfilerStep#N", an_ms(med));
   if (r->steady)
     fprintf(f, "; start-up %s and teardown %s not counted", dur_h(r->startup, a),
             dur_h(r->teardown, b));

@@ -1,10 +1,11 @@
 /* an_out_html.c — the SVG timeline and the HTML report.
  *
- * The SVG draws a timeline the timeline pass worked out (an_timeline.c): a rectangle per run of
- * one class in a lane, never one element per event, so its size follows the picture's width and
- * the number of lanes, not the trace.  Each run carries a tooltip naming the longest operation
- * in it (name, duration, bytes, stream).  The HTML says everything the text report says, one
- * function per section, and zooms to a step: each listed step has its own timeline.
+ * Owns: the SVG, which draws a timeline the timeline pass worked out (an_timeline.c): a rectangle
+ * per run of one class in a lane, never one element per event, so its size follows the picture's
+ * width and the number of lanes, not the trace.  Each run carries a tooltip naming the longest
+ * operation in it (name, duration, bytes, stream).  And the HTML, which says everything the text
+ * report says, one function per section, and zooms to a step: each listed step has its own
+ * timeline.
  * Must never: compute a figure (the passes did), or let a string from a trace through unescaped.
  */
 #define _GNU_SOURCE
@@ -154,7 +155,7 @@ static void html_steps(FILE *f, const an_report *x) {
     fprintf(f, "inferred: an operation that recurs once per iteration, every %.3f ms",
             an_ms(x->iperiod));
   else
-    an_xml_escape(f, an_step_regex ? an_step_regex : "ProfilerStep#N");
+    an_xml_escape(f, x->t->step_regex ? x->t->step_regex : "ProfilerStep#N");
   fprintf(f, "</code>), on any host thread.  gpu_step = the end of its last operation − the end "
              "of the previous step's.</p>\n<table><tr><th>device</th><th>steps</th><th>gpu_step "
              "ms median</th><th>p95</th><th>H2D ms</th><th>H2D hidden</th><th>H2D exposed "
@@ -171,7 +172,7 @@ static void html_steps(FILE *f, const an_report *x) {
     fprintf(f, "<td>%.3f</td><td>%.3f</td></tr>\n", an_ms(s->exposed_med), an_ms(s->pg_host_med));
   }
   fprintf(f, "</table>\n");
-  if (!an_list_steps(x)) {
+  if (!x->list_steps) {
     fprintf(f, "<p>%zu steps: medians above; <code>--steps all</code> lists each.</p>\n",
             x->nsteps);
     return;
@@ -242,11 +243,10 @@ static void html_exposed(FILE *f, const an_report *x) {
       const an_exposed *e = &x->exposed[k];
       char kind[64];
       an_kind(kind, sizeof kind, e->ckind, e->srck, e->dstk);
-      const an_call *c = an_call_of(x->t, e->corr);
       fprintf(f, "<tr><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%.3f</td><td>%.1f %%</td>",
               e->dev, e->stream, kind, an_bytes_h(e->bytes, b), an_ms(e->dur), e->hidden * 100);
-      if (c)
-        fprintf(f, "<td>%.3f</td></tr>\n", an_ms(c->e - c->s));
+      if (e->host >= 0)
+        fprintf(f, "<td>%.3f</td></tr>\n", an_ms(e->host));
       else
         fprintf(f, "<td>unknown</td></tr>\n");
     }
@@ -351,7 +351,7 @@ static void util_strips(FILE *f, const an_report *x) {
 /* Zoom: each listed step on its own timeline, from the previous step's end to its own. */
 static void each_step(an_out *o, const an_report *x) {
   FILE *f = o->f;
-  if (x->only_step >= 0 || !x->nsteps || !an_list_steps(x)) return;
+  if (x->only_step >= 0 || !x->nsteps || !x->list_steps) return;
   fprintf(f, "<h3>Each step</h3>\n");
   for (size_t i = 1; i < x->ntimelines; i++) {
     const an_timeline *tl = &x->timelines[i];

@@ -1,5 +1,11 @@
 /* an_out_json.c — the JSON report (schema pinwheel-report/3) and the JSON diff
- * (pinwheel-diff/2).  Times in µs with ns decimals; fractions as numbers, null when undefined. */
+ * (pinwheel-diff/2).
+ *
+ * Owns: the schemas' keys and units: times in µs with ns decimals; fractions as numbers, null when
+ * undefined.
+ * Must never: compute a figure (it formats what the passes left in the report or the diff), or
+ * let a string from a trace through without an_json_string.
+ */
 #define _GNU_SOURCE
 #include "an_out.h"
 
@@ -73,15 +79,14 @@ static void json_stepdev(FILE *f, const an_stepdev *d) {
 static void json_copies(FILE *f, const an_report *r) {
   for (size_t k = 0; k < r->nlongest; k++) {
     const an_exposed *x = &r->longest[k];
-    const an_call *c = an_call_of(r->t, x->corr);
     fprintf(f,
             "%s{\"device\":%d,\"stream\":%d,\"kind\":\"%s\",\"src\":\"%s\",\"dst\":\"%s\","
             "\"bytes\":%" PRIu64 ",\"start_us\":%.3f,\"dur_us\":%.3f,\"hidden_fraction\":%.4f,"
             "\"host_us\":",
             k ? "," : "", x->dev, x->stream, an_ck_name[x->ckind], an_mk_name[x->srck],
             an_mk_name[x->dstk], x->bytes, x->s / 1e3, x->dur / 1e3, x->hidden);
-    if (c)
-      fprintf(f, "%.3f}", (c->e - c->s) / 1e3);
+    if (x->host >= 0)
+      fprintf(f, "%.3f}", x->host / 1e3);
     else
       fprintf(f, "null}");
   }

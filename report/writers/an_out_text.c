@@ -1,4 +1,8 @@
-/* an_out_text.c — the text report, the rank table of several traces, and `pinwheel diff`. */
+/* an_out_text.c — the text report, the rank table of several traces, and `pinwheel diff`.
+ *
+ * Owns: the text forms' layout, one function per section, in colour on a terminal.
+ * Must never: compute a figure (it formats what the passes left in the report or the diff).
+ */
 #define _GNU_SOURCE
 #include "an_out.h"
 
@@ -62,7 +66,7 @@ static void steps_text(FILE *f, const an_report *r) {
             an_ms(r->iperiod));
   else
     fprintf(f, "\nsteps (%s; GPU work joined to its step by the runtime call's start)\n",
-            an_step_regex ? an_step_regex : "ProfilerStep#N");
+            r->t->step_regex ? r->t->step_regex : "ProfilerStep#N");
   fprintf(f, "  %-4s %6s %12s %10s %10s %8s %10s %10s\n", "dev", "steps", "gpu_step ms", "p95",
           "H2D ms", "hidden", "exposed", "pg host");
   for (int i = 0; i < r->ndevs; i++) {
@@ -77,7 +81,7 @@ static void steps_text(FILE *f, const an_report *r) {
             s->n, an_ms(s->step_med), an_ms(s->step_p95), an_ms(s->h2d_med), hid,
             an_ms(s->exposed_med), an_ms(s->pg_host_med));
   }
-  if (!an_list_steps(r)) {
+  if (!r->list_steps) {
     fprintf(f, "  (%zu steps; --steps all lists each)\n", r->nsteps);
     return;
   }
@@ -171,9 +175,8 @@ static void report_text(an_out *o, const an_report *r) {
       const an_exposed *x = &r->exposed[k];
       char kind[64], h[32];
       an_kind(kind, sizeof kind, x->ckind, x->srck, x->dstk);
-      const an_call *c = an_call_of(r->t, x->corr);
-      if (c)
-        snprintf(h, sizeof h, "%.3f", an_ms(c->e - c->s));
+      if (x->host >= 0)
+        snprintf(h, sizeof h, "%.3f", an_ms(x->host));
       else
         snprintf(h, sizeof h, "unknown");
       fprintf(f, "  %-4d %-6d %-26s %12s %10.3f %7.1f%% %10s\n", x->dev, x->stream, kind,

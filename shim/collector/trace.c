@@ -32,7 +32,7 @@
 #include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
 
-#include "driver_calls.h"
+#include "pw_driver_calls.h"
 #include "pw.h"
 
 #ifndef PW_CUPTI_DIR
@@ -711,7 +711,7 @@ static int open_trace_file(void) {
 }
 
 /* The runtime's queries, which launch, copy and wait for nothing: their records are left out of
- * the trace (the driver's calls left out are driver_calls.h's).  PyTorch makes about 14,000 such
+ * the trace (the driver's calls left out are pw_driver_calls.h's).  PyTorch makes about 14,000 such
  * calls per ResNet-50 step (10,000 of them cudaGetDevice) against 900 launches, and CUPTI's record
  * of each costs the calling thread time: +3.5 % on that loop with every call recorded
  * (docs/RESULTS.md).  The report reads launches, copies, memsets and synchronizations, never these.
@@ -743,7 +743,7 @@ static const CUpti_CallbackId quiet_runtime[] = {
 #define DRIVER_IDS CUPTI_DRIVER_TRACE_CBID_SIZE
 
 /* Switch the records of the runtime's queries and of the driver's calls that are not recorded
- * (driver_calls.h) off, after their kinds were enabled: enabling a kind resets the per-call
+ * (pw_driver_calls.h) off, after their kinds were enabled: enabling a kind resets the per-call
  * switches.  A CUPTI without the switches records every call. */
 static void quiet_queries(void) {
   size_t n = 0;

@@ -1,17 +1,17 @@
-/* driver_calls.h — which CUDA driver calls pinwheel's collector records (trace.c switches the
- * others off, one CUPTI callback id at a time), and so which the analyzer can expect in its
- * traces (report/passes/an_whatif.c treats the others as queries, as it does in torch.profiler's
- * and nsys's traces, so every trace of one program gives one answer).
+/* pw_driver_calls.h — which CUDA driver calls pinwheel's collector records.
  *
- * Recorded: the calls that do work or wait — launches, graph launches and their instantiation and
- * capture, copies, memsets, allocation and mapping of device and pinned memory, module and library
- * loads and links, events, stream and context waits and syncs, external semaphores, stream
- * callbacks, creation of contexts and streams, the profiler's range — except any getter (a name
- * with "Get").  Left out: getters, setters and attribute queries (contexts, pointers, functions,
- * kernels, devices, streams, occupancy), which the CUDA runtime makes many times per call of its
- * own.  CUPTI writes no record of a driver call made inside a runtime call, yet with the driver
- * kind enabled it worked on each: a copy-bound PyTorch loop lost about 2 % to it
- * (docs/RESULTS.md).  Pure: no CUDA, no CUPTI, no state. */
+ * Owns the list: shim/collector/trace.c switches the others off, one CUPTI callback id at a time,
+ * and report/passes/an_whatif.c treats the others as queries, as it does in torch.profiler's and
+ * nsys's traces, so every trace of one program gives one answer.  Recorded: the calls that do work
+ * or wait — launches, graph launches and their instantiation and capture, copies, memsets,
+ * allocation and mapping of device and pinned memory, module and library loads and links, events,
+ * stream and context waits and syncs, external semaphores, stream callbacks, creation of contexts
+ * and streams, the profiler's range — except any getter (a name with "Get").  Left out: getters,
+ * setters and attribute queries, which the CUDA runtime makes many times per call of its own.
+ * CUPTI writes no record of a driver call made inside a runtime call, yet with the driver kind
+ * enabled it worked on each: a copy-bound PyTorch loop lost about 2 % to it (docs/RESULTS.md).
+ * Must never: hold state, or include a CUDA, CUPTI, shim or report header (both halves include it).
+ */
 #ifndef PW_DRIVER_CALLS_H
 #define PW_DRIVER_CALLS_H
 
