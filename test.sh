@@ -21,4 +21,4 @@ else
   echo "On a machine with a CUDA GPU, after a build with the samples (nvcc on PATH), from the repository root:"
 fi
 echo "  B=build OUT=out bash tests/gpu/run.sh"
-exit $rc
+exit "$rc"
