@@ -215,6 +215,21 @@ enum { PW_FALLBACK_LIST(PW_FB_ENUM) PW_FB_N };
 #undef PW_FB_ENUM
 extern const char *const pw_fallback_names[PW_FB_N];
 
+/* Why a host sync that could have been elided was made for real (engine/elide.h). */
+#define PW_KEEP_LIST(X)                                                                            \
+  X(HOST_WRITE, "host_write",                                                                      \
+    "work queued on the stream since its last real sync can write host memory")                    \
+  X(MAPPED, "mapped", "the program holds pinned, mapped or managed host memory kernels can write") \
+  X(PAGEABLE_ACCESS, "pageable_access", "the device can access pageable host memory")              \
+  X(IPC, "ipc", "the process exported memory or an event to another process")                      \
+  X(DEVICE, "device", "the current device is not the stream's")                                    \
+  X(FULL, "full", "too many streams had an elided sync in flight")                                 \
+  X(ERROR, "error", "the elided sync's event could not be recorded")
+#define PW_KEEP_ENUM(id, name, text) PW_KEEP_##id,
+enum { PW_KEEP_LIST(PW_KEEP_ENUM) PW_KEEP_N };
+#undef PW_KEEP_ENUM
+extern const char *const pw_keep_names[PW_KEEP_N];
+
 typedef struct pw_counter3 {
   _Atomic uint64_t calls, bytes, ns;
 } pw_counter3;
@@ -257,7 +272,10 @@ typedef struct pw_stats {
   _Atomic uint64_t ring_pieces;
   _Atomic uint64_t fallbacks[PW_FB_N];
   _Atomic uint64_t fallback_bytes[PW_FB_N];
-  _Atomic uint64_t sync_elided;
+  _Atomic uint64_t sync_elided;           /* host syncs that returned early (engine/elide.h) */
+  _Atomic uint64_t sync_kept[PW_KEEP_N];  /* ... that were made for real, by reason */
+  _Atomic uint64_t sync_fences;           /* streams made to wait for an elided sync */
+  _Atomic uint64_t sync_settled;          /* waits for an elided sync before a question */
   _Atomic uint64_t pinned_bytes_allocated, ring_bytes_allocated;
   _Atomic uint64_t internal_errors;      /* broken engine invariants: must stay 0 */
   _Atomic uint64_t setup_ns;             /* allocating pinned pools, rings, side streams */

@@ -26,6 +26,7 @@ static const char *const path_names[PW_PATH_N] = {"ring", "pinned_only", "d2h"};
 #define PW_FB_NAME(id, name, text) name,
 const char *const pw_fallback_names[PW_FB_N] = {PW_FALLBACK_LIST(PW_FB_NAME)};
 const char *const pw_not_deferred_names[PW_ND_GUARD] = {PW_NOT_DEFERRED_LIST(PW_FB_NAME)};
+const char *const pw_keep_names[PW_KEEP_N] = {PW_KEEP_LIST(PW_FB_NAME)};
 #undef PW_FB_NAME
 /* The guard's reasons follow the engine's in pw_st.not_deferred (PW_ND_GUARD + reason). */
 #define PW_GUARD_NAME(id, name) name,
