@@ -272,7 +272,8 @@ static int run_host_write(unsigned seed, int how) {
 static void test_host_writes_keep_the_sync(void **state) {
   for (int how = HOST_FUNC_ON_S; how <= FRONT_SAYS_MAPPED; how++)
     for (unsigned seed = 1; seed <= 5; seed++)
-      if (!run_host_write(seed, how)) fail_msg("case %d seed %u: the host read too early", how, seed);
+      if (!run_host_write(seed, how))
+        fail_msg("case %d seed %u: the host read too early", how, seed);
   assert_int_equal(pw_get(&pw_st.sync_elided), 0);
 }
 

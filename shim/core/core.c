@@ -11,7 +11,8 @@
  *   parent:   trace (unlocked)
  *   child:    counters, clock anchor, options (parse lock), setup gate, driver front end
  * (resolution lock, primary contexts), pinned registry (writers' lock), copy pool, engine, trace
- * (the child writes into no file of its parent's), this thread's elided stream. The order matters
+ * (the child writes into no file of its parent's), sync elision (nothing of the parent's is in
+ * flight in the child), this thread's elided stream. The order matters
  * where one reset reads another's state: the engine's reset comes after the pool's (the engine's
  * copies use the pool), and the trace's last (its reset may log).
  *
@@ -43,6 +44,8 @@ pw_engine *pw_eng;
 int pw_host_copies;
 PW_TLS int pw_depth;
 PW_TLS void *pw_elide_stream;
+PW_TLS int pw_elide_device;
+atomic_int pw_managed_seen;
 static pthread_once_t pw_once = PTHREAD_ONCE_INIT;
 static atomic_int pw_forked;
 static PW_TLS int pw_in_init; /* init running on this thread: fall through */
@@ -76,6 +79,7 @@ static void child_after_fork(void) {
   pw_fa_after_fork_child();
   pw_engine_after_fork_child(pw_eng);
   pw_trace_fork_child();
+  pw_elide_after_fork_child();
   pw_elide_stream = NULL;
 }
 
@@ -91,6 +95,7 @@ static void init_once(void) {
   pw_mode = (int)pw_option_get(PW_OPT_MODE);
   pw_trace_start(); /* PINWHEEL_TRACE, in every mode: the first CUDA call is now */
   pw_sync_mode = (int)pw_option_get(PW_OPT_SYNC);
+  pw_elide_configure(pw_sync_mode == PW_SYNC_ELIDE);
   pw_host_copies = (int)pw_option_get(PW_OPT_HOST_COPIES);
   if (pw_option_get(PW_OPT_HELP)) pw_options_print(pw_log_fd());
   if (pw_mode == PW_MODE_STAGE) {

@@ -253,7 +253,14 @@ enum {
   PW_CLASS_HOST_MEM,
   PW_CLASS_PRIMARY_RELEASE,
   PW_CLASS_DEVICE_RESET,
-  PW_CLASS_PROFILER
+  PW_CLASS_PROFILER,
+  PW_CLASS_EVENT_SYNC,
+  PW_CLASS_EVENT_RECORD,
+  PW_CLASS_STREAM_WAIT,
+  PW_CLASS_STREAM_QUERY,
+  PW_CLASS_EVENT_QUERY,
+  PW_CLASS_IPC_EXPORT,
+  PW_CLASS_MANAGED
 };
 
 #define PW_NUMA_DEVICES 16
@@ -272,10 +279,10 @@ typedef struct pw_stats {
   _Atomic uint64_t ring_pieces;
   _Atomic uint64_t fallbacks[PW_FB_N];
   _Atomic uint64_t fallback_bytes[PW_FB_N];
-  _Atomic uint64_t sync_elided;           /* host syncs that returned early (engine/elide.h) */
-  _Atomic uint64_t sync_kept[PW_KEEP_N];  /* ... that were made for real, by reason */
-  _Atomic uint64_t sync_fences;           /* streams made to wait for an elided sync */
-  _Atomic uint64_t sync_settled;          /* waits for an elided sync before a question */
+  _Atomic uint64_t sync_elided;          /* host syncs that returned early (engine/elide.h) */
+  _Atomic uint64_t sync_kept[PW_KEEP_N]; /* ... that were made for real, by reason */
+  _Atomic uint64_t sync_fences;          /* streams made to wait for an elided sync */
+  _Atomic uint64_t sync_settled;         /* waits for an elided sync before a question */
   _Atomic uint64_t pinned_bytes_allocated, ring_bytes_allocated;
   _Atomic uint64_t internal_errors;      /* broken engine invariants: must stay 0 */
   _Atomic uint64_t setup_ns;             /* allocating pinned pools, rings, side streams */

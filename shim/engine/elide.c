@@ -232,8 +232,7 @@ int pw_elide_sync(const pw_ops *ops, void *s, int device, int why) {
   int r = 0;
   key k = key_of(ops, s);
   int cur = -1;
-  if (!enabled)
-    goto out;
+  if (!enabled) goto out;
   if (stopped && !DROP(4)) {
     r = keep(PW_KEEP_IPC);
     goto out;
@@ -315,7 +314,8 @@ static int sole_stream(const pw_ops *ops, void *t) {
   if (h > 2) return 1;
   int d = -1;
   if (ops->get_device(&d) || d != atomic_load_explicit(&sole_dev, memory_order_relaxed)) return 0;
-  return h == 1 || atomic_load_explicit(&sole_tid, memory_order_relaxed) == (uintptr_t)pthread_self();
+  return h == 1 ||
+         atomic_load_explicit(&sole_tid, memory_order_relaxed) == (uintptr_t)pthread_self();
 }
 
 void pw_elide_fence_slow(const pw_ops *ops, void *t) {

@@ -14,7 +14,8 @@
 
 #include <stdatomic.h>
 
-/* The reasons a sync is kept (made for real) are pw.h's PW_KEEP_LIST, counted in pw_st.sync_kept. */
+/* The reasons a sync is kept (made for real) are pw.h's PW_KEEP_LIST, counted in pw_st.sync_kept.
+ */
 
 /* PINWHEEL_SYNC: 1 elide (the default), 0 never. */
 void pw_elide_configure(int on);
@@ -22,9 +23,10 @@ void pw_elide_configure(int on);
 /* A host sync of stream s (its device `device`) that directly follows a copy pinwheel staged on s,
  * on this thread.  keep: -1, or the PW_KEEP_* reason the front end found why kernels may write
  * host memory (MAPPED: the program holds pinned, mapped or managed host memory; PAGEABLE_ACCESS:
- * the device reaches pageable memory), which makes the sync real.  Returns 1 when the sync may return at once (an event was recorded on s: later work on
- * other streams waits for it), else 0 and the caller makes the real sync (the reason counted).
- * Before an elision the previous one of s is waited for: the host runs at most one sync ahead. */
+ * the device reaches pageable memory), which makes the sync real.  Returns 1 when the sync may
+ * return at once (an event was recorded on s: later work on other streams waits for it), else 0 and
+ * the caller makes the real sync (the reason counted). Before an elision the previous one of s is
+ * waited for: the host runs at most one sync ahead. */
 int pw_elide_sync(const pw_ops *ops, void *s, int device, int keep);
 /* A real sync of s (stream sync: s; device sync: s NULL) returned success: what was elided there
  * is done, and the stream's host writes with it. */

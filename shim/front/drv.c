@@ -157,8 +157,8 @@ CUresult pw_drv_missing(const char *name) {
   }
 #define DRV_LAUNCH(name, params, args, stream_expr)                                                \
   CUresult name params {                                                                           \
-    PW_FRONT_LAUNCH_BODY(CUresult, DRV_REAL(name), pw_drv_missing(#name), PW_H_##name, args,       \
-                         stream_expr)                                                              \
+    PW_FRONT_LAUNCH_BODY(CUresult, DRV_REAL(name), pw_drv_missing(#name), &pw_drv_ops,             \
+                         PW_H_##name, args, stream_expr)                                           \
   }
 /* cuProfilerStart / Stop: the real call, then the trace's capture window follows it. */
 #define DRV_PROFILER(name, params, args, on)                                                       \
@@ -173,8 +173,8 @@ CUresult pw_drv_missing(const char *name) {
   }
 #define DRV_SYNC(name, params, args, stream_expr)                                                  \
   CUresult name params {                                                                           \
-    PW_FRONT_SYNC_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), pw_drv_missing(#name), PW_H_##name, \
-                       args, stream_expr)                                                          \
+    PW_FRONT_SYNC_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), pw_drv_missing(#name), &pw_drv_ops, \
+                       PW_H_##name, args, stream_expr)                                             \
   }
 
 /* Uploads ahead (PINWHEEL_FILL_AHEAD, fa.h): the driver's large pinned allocations may be
@@ -254,6 +254,37 @@ static int fa_cuMemHostGetFlags(CUresult *r, unsigned *flags, void *p) {
 #define PW_DRV_LAUNCH(name, params, args, stream, dir) DRV_LAUNCH(name, params, args, stream)
 #define PW_DRV_PROFILER(name, params, args, stream, dir) DRV_PROFILER(name, params, args, stream)
 #define PW_DRV_HOST_SYNC(name, params, args, stream, dir) DRV_SYNC(name, params, args, stream)
+/* Sync elision's entry points (front.h's bodies), with the driver's backend. */
+#define DRV_ELIDE(kind, name, params, args, ...)                                                   \
+  CUresult name params {                                                                           \
+    PW_FRONT_##kind##_BODY(CUresult, DRV_REAL(name), pw_drv_missing(#name), &pw_drv_ops,           \
+                           PW_H_##name, args, __VA_ARGS__)                                         \
+  }
+#define DRV_ELIDE_OK(kind, name, params, args, ...)                                                \
+  CUresult name params {                                                                           \
+    PW_FRONT_##kind##_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), pw_drv_missing(#name),          \
+                           &pw_drv_ops, PW_H_##name, args, __VA_ARGS__)                            \
+  }
+#define PW_DRV_EVENT_SYNC(name, params, args, event, dir)                                          \
+  DRV_ELIDE_OK(EVENT_SYNC, name, params, args, event)
+#define PW_DRV_EVENT_RECORD(name, params, args, stream, dir)                                       \
+  DRV_ELIDE_OK(EVENT_RECORD, name, params, args, stream)
+#define PW_DRV_STREAM_WAIT(name, params, args, stream, dir)                                        \
+  DRV_ELIDE_OK(STREAM_WAIT, name, params, args, stream)
+#define PW_DRV_STREAM_QUERY(name, params, args, stream, dir)                                       \
+  DRV_ELIDE(STREAM_QUERY, name, params, args, stream)
+#define PW_DRV_EVENT_QUERY(name, params, args, a, b, dir)                                          \
+  DRV_ELIDE(EVENT_QUERY, name, params, args, a, b)
+#define PW_DRV_IPC_EXPORT(name, params, args, none, dir)                                           \
+  CUresult name params {                                                                           \
+    PW_FRONT_IPC_EXPORT_BODY(CUresult, DRV_REAL(name), pw_drv_missing(#name), &pw_drv_ops,         \
+                             PW_H_##name, args)                                                    \
+  }
+#define PW_DRV_MANAGED(name, params, args, none, dir)                                              \
+  CUresult name params {                                                                           \
+    PW_FRONT_MANAGED_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), pw_drv_missing(#name),           \
+                          PW_H_##name, args)                                                       \
+  }
 #define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
   PW_DRV_##class(name, params, args, stream, dir)
 #include "drv_hooks.def"
