@@ -16,6 +16,7 @@
 #include <string.h>
 
 #define SLOTS 16        /* streams with an elided sync in flight */
+#define DEPTH 4         /* elided syncs of one stream in flight at most: the host's run-ahead */
 #define FENCED 8        /* streams remembered per slot as already waiting for it */
 #define DIRTY 128       /* streams whose queued work can write host memory */
 #define EVENTS 1024     /* the program's recorded events */
@@ -31,13 +32,15 @@ typedef struct key {
 typedef struct slot {
   int live;
   key k;
-  int dev; /* the event's device */
-  void *ev;
+  int dev; /* the events' device */
+  int n;   /* events in flight, oldest first: evs[n - 1] is the latest elided sync's */
+  void *evs[DEPTH];
   const pw_ops *ops;
   uint64_t seq; /* when it was elided (the order of elisions and event records) */
   int nfenced;
-  void *fenced[FENCED]; /* streams that already wait for this record of ev (stream objects only) */
+  void *fenced[FENCED]; /* streams that already wait for the latest (stream objects only) */
 } slot;
+#define LATEST(sl) ((sl)->evs[(sl)->n - 1])
 
 typedef struct dirty_entry {
   key k;
@@ -184,15 +187,27 @@ static int count_live(void) {
   return n;
 }
 
+static void give_event(void *ev, int dev) {
+  if (nfree_events < FREE_EVENTS) {
+    free_events[nfree_events].ev = ev;
+    free_events[nfree_events++].dev = dev;
+  } /* else the event is leaked: at most a few, never reused */
+}
+
 static void retire(slot *s) {
   if (!s->live) return;
   s->live = 0;
   publish(count_live());
-  if (nfree_events < FREE_EVENTS) {
-    free_events[nfree_events].ev = s->ev;
-    free_events[nfree_events++].dev = s->dev;
-  } /* else the event is leaked: at most a few, never reused */
-  s->ev = NULL;
+  for (int i = 0; i < s->n; i++)
+    give_event(s->evs[i], s->dev);
+  s->n = 0;
+}
+
+/* The oldest event of a slot is done: it leaves the slot. */
+static void pop_oldest(slot *s) {
+  give_event(s->evs[0], s->dev);
+  memmove(s->evs, s->evs + 1, (size_t)(s->n - 1) * sizeof *s->evs);
+  s->n--;
 }
 
 static void *take_event(const pw_ops *ops, int dev) {
@@ -217,7 +232,7 @@ static int keep(int why) {
  * was elided again meanwhile.  A failed wait (an error of earlier work: the context cannot run
  * anything after it either) retires it too; returns the wait's status. */
 static int wait_slot(slot *s) {
-  void *ev = s->ev;
+  void *ev = LATEST(s);
   const pw_ops *ops = s->ops;
   uint64_t when = s->seq;
   pthread_mutex_unlock(&mu);
@@ -250,17 +265,23 @@ int pw_elide_sync(const pw_ops *ops, void *s, int device, int why) {
     goto out;
   }
   slot *sl = slot_of(k);
-  if (sl && !DROP(5)) {
-    /* at most one sync ahead: the previous elided sync of this stream is done first; where that
-     * fails (an error of the program's earlier work) the real sync reports it */
-    if (!ops->event_query(sl->ev))
-      retire(sl);
-    else if (wait_slot(sl)) {
+  if (sl && !ops->event_query(LATEST(sl))) /* everything elided on it is done */
+    retire(sl), sl = NULL;
+  while (sl && sl->n == DEPTH && !DROP(5)) {
+    /* the host runs at most DEPTH syncs ahead: the oldest elided sync in flight is done first;
+     * where that fails (an error of the program's earlier work) the real sync reports it */
+    void *old = sl->evs[0];
+    pthread_mutex_unlock(&mu);
+    int rc = ops->event_sync(old);
+    pthread_mutex_lock(&mu);
+    if (rc) {
       r = keep(PW_KEEP_ERROR);
       goto out;
     }
-    sl = slot_of(k); /* another thread may have elided on it meanwhile */
+    sl = slot_of(k); /* it may have changed while mu was dropped */
+    if (sl && sl->evs[0] == old) pop_oldest(sl);
   }
+  if (sl && sl->n == DEPTH) pop_oldest(sl); /* DROP(5): the test's early return, forgotten */
   if (!sl)
     for (int i = 0; i < SLOTS && !sl; i++)
       if (!slots[i].live) sl = &slots[i];
@@ -268,18 +289,17 @@ int pw_elide_sync(const pw_ops *ops, void *s, int device, int why) {
     r = keep(PW_KEEP_FULL);
     goto out;
   }
-  int fresh = !sl->live;
-  void *ev = fresh ? take_event(ops, device) : sl->ev;
+  void *ev = take_event(ops, device);
   if (!ev || ops->event_record(ev, s)) {
-    if (ev && fresh && nfree_events < FREE_EVENTS) {
-      free_events[nfree_events].ev = ev;
-      free_events[nfree_events++].dev = device;
-    }
+    if (ev) give_event(ev, device);
     ops->clear_error(); /* the failure was ours: the real sync reports the program's own */
     r = keep(PW_KEEP_ERROR);
     goto out;
   }
-  *sl = (slot){.live = 1, .k = k, .dev = device, .ev = ev, .ops = ops, .seq = ++seq};
+  if (!sl->live) *sl = (slot){.live = 1, .k = k, .dev = device, .ops = ops};
+  sl->evs[sl->n++] = ev;
+  sl->seq = ++seq;
+  sl->nfenced = 0; /* the streams fenced so far waited for an earlier record only */
   publish(count_live());
   pw_add(&pw_st.sync_elided, 1);
   r = 1;
@@ -331,7 +351,7 @@ void pw_elide_fence_slow(const pw_ops *ops, void *t) {
       if (!have_key) k = key_of(ops, t), have_key = 1;
       if (same(sl->k, k)) continue;
     }
-    int q = ops->event_query(sl->ev);
+    int q = ops->event_query(LATEST(sl));
     if (q == 0) {
       retire(sl);
       continue;
@@ -340,7 +360,7 @@ void pw_elide_fence_slow(const pw_ops *ops, void *t) {
     for (int j = 0; j < sl->nfenced && !known; j++)
       known = sl->fenced[j] == t;
     if (known) continue;
-    if (q == 1 && !ops->stream_wait_event(t, sl->ev)) {
+    if (q == 1 && !ops->stream_wait_event(t, LATEST(sl))) {
       pw_add(&pw_st.sync_fences, 1);
       if ((uintptr_t)t > 2 && sl->nfenced < FENCED) sl->fenced[sl->nfenced++] = t;
       continue;
