@@ -178,6 +178,8 @@ def main():
     ap.add_argument("--log", default="bench.log")
     ap.add_argument("--train-iters", type=int, default=30)
     ap.add_argument("--train-short", action="store_true", help="leave out the data-on-GPU + sync variant")
+    ap.add_argument("--loader-configs", default="resnet18:6,resnet18:10,resnet50:10",
+                    help="--only loader: MODEL:WORKERS, comma-separated")
     ap.add_argument("--bw-variants", default="", help="indices of the bw variants to run (default all)")
     ap.add_argument("--collector-formats", default="json.gz",
                     help="trace formats of --only collector, comma-separated (json, json.gz)")
@@ -244,8 +246,11 @@ def main():
 
     if "loader" in only:  # batches from a DataLoader's worker processes (samples/train_loader.py)
         warm, iters = 10, 30
-        configs = [("ResNet-18, 6 workers", "resnet18", 6, 0.95), ("ResNet-18, 10 workers", "resnet18", 10, 0.95),
-                   ("ResNet-50, 10 workers", "resnet50", 10, 1.0)]
+        configs = []
+        for c in a.loader_configs.split(","):
+            model, workers = c.split(":")
+            name = {"resnet18": "ResNet-18", "resnet50": "ResNet-50"}[model]
+            configs.append((f"{name}, {workers} workers", model, int(workers), 1.0 if model == "resnet50" else 0.95))
         tdir = tempfile.mkdtemp(prefix="pwbench-loader-")
         stats = stats_env(os.path.join(tdir, "stats-%p.json"))
         kinds = [("naive", "naive", {}),
