@@ -312,8 +312,24 @@ static const drv_entry entries[] = {
 /* What cuGetProcAddress hands out for each entry's own request: the driver may answer with other
  * addresses than its exported symbols'. */
 static void *canonical[N_ENTRIES];
+/* fa_hooks.c's driver wrappers: their real functions (dlsym on the libcuda pw_drv came from) and
+ * what cuGetProcAddress hands out for them. */
+#define FA_MAX 128
+static void *fa_real[FA_MAX], *fa_canonical[FA_MAX];
 
 static void recognise_init(void) {
+  for (int i = 0; i < pw_fa_drv_count && i < FA_MAX; i++) {
+    fa_real[i] = real_dlsym(drv_handle, pw_fa_drv_entries[i].name);
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st;
+    cuuint64_t flags = pw_fa_drv_entries[i].pt ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                                               : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+    if (pw_drv.cuGetProcAddress_v2 &&
+        pw_drv.cuGetProcAddress_v2(pw_fa_drv_entries[i].base, &p, pw_fa_drv_entries[i].version,
+                                   flags, &st) == CUDA_SUCCESS &&
+        st == CU_GET_PROC_ADDRESS_SUCCESS)
+      fa_canonical[i] = p;
+  }
   if (!pw_drv.cuGetProcAddress_v2) return;
   for (size_t i = 0; i < N_ENTRIES - 1; i++) { /* the v1 entry is found by its symbol only */
     void *p = NULL;
@@ -334,6 +350,8 @@ static void *wrapper_of(void *p) {
     if (*entries[i].real == p) return entries[i].wrapper;
   for (size_t i = 0; i < N_ENTRIES; i++)
     if (canonical[i] == p) return entries[i].wrapper;
+  for (int i = 0; i < pw_fa_drv_count && i < FA_MAX; i++)
+    if (fa_real[i] == p || fa_canonical[i] == p) return pw_fa_drv_entries[i].wrapper;
   return NULL;
 }
 
@@ -355,6 +373,8 @@ static int listed_name(const char *name) {
 #define PW_DRV_HOOK(n, class, params, args, stream, dir, base, version, pt)                        \
   if (!strcmp(name, #n)) return 1;
 #include "drv_hooks.def"
+  for (int i = 0; i < pw_fa_drv_count; i++)
+    if (!strcmp(name, pw_fa_drv_entries[i].name)) return 1;
   return !strcmp(name, "cuGetProcAddress_v2") || !strcmp(name, "cuGetProcAddress");
 }
 

@@ -27,9 +27,8 @@
  * functions of CUDA < 3.2 (cuMemsetD8, cuMemcpy2D ... without _v2), and the batched copies
  * (cudaMemcpyBatchAsync, cudaMemcpy3DBatchAsync, cuMemcpyBatchAsync, cuMemcpy3DBatchAsync*), whose
  * unsuffixed prototypes differ between CUDA 12.8 and 13 (a wrapper of one would break the other).
- * Only the exported symbols are wrapped: what cuGetProcAddress, cudaGetDriverEntryPoint or a
- * dlsym of libcuda hand out for these names is the driver's own function (drv.c offers wrappers
- * for drv_hooks.def's entries only), so a program that takes them that way is not seen.
+ * What cuGetProcAddress, cudaGetDriverEntryPoint or a dlsym of libcuda hand out for the driver's
+ * names leads here too: drv.c recognises them from pw_fa_drv_entries, as it does drv_hooks.def's.
  *
  * Must never: change a real call's arguments or status, print or allocate on the way to the real
  * call, call an exported wrapper of the shim.
@@ -216,7 +215,10 @@
   (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),                       \
       (stream, addr, value, flags)
 
-/* The one list.  RT(how, name, base, el, stream): a runtime function; DRV(...): a driver one.  how
+/* The one list.  RT(how, name, base, el, stream): a runtime function; DRV(how, name, base, el,
+ * stream, gbase, version, pt): a driver one, which a program may also take from cuGetProcAddress
+ * as (gbase, version, per-thread pt), its ABI's name, version and flag there (drv.c offers the
+ * wrapper for what that hands out, as for drv_hooks.def's).  how
  * is TAINT or REVOKE; base names the prototype (P_base), the name the CUDA 13 header declares with
  * it (the per-thread and older variants are checked against it); el is what sync elision does
  * (engine/elide.h): FENCE the stream waits for elided syncs of other streams first, HOSTW that and
@@ -283,95 +285,157 @@
   RT(REVOKE, cudaLaunchCooperativeKernel_ptsz, cudaLaunchCooperativeKernel, FENCE,                 \
      PW_PTSZ(stream))                                                                              \
   /* ---- the driver: TAINT ---- */                                                                \
-  DRV(TAINT, cuLaunchHostFunc, cuLaunchHostFunc, HOSTW, PW_DRV_LEGACY(hStream))                    \
-  DRV(TAINT, cuLaunchHostFunc_ptsz, cuLaunchHostFunc, HOSTW, PW_DRV_PTSZ(hStream))                 \
-  DRV(TAINT, cuStreamAddCallback, cuStreamAddCallback, HOSTW, PW_DRV_LEGACY(hStream))              \
-  DRV(TAINT, cuStreamAddCallback_ptsz, cuStreamAddCallback, HOSTW, PW_DRV_PTSZ(hStream))           \
-  DRV(TAINT, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2, FENCE, PW_DRV_LEGACY(stream))         \
-  DRV(TAINT, cuStreamWaitValue32_v2_ptsz, cuStreamWaitValue32_v2, FENCE, PW_DRV_PTSZ(stream))      \
-  DRV(TAINT, cuStreamWaitValue32, cuStreamWaitValue32_v2, FENCE, PW_DRV_LEGACY(stream))            \
-  DRV(TAINT, cuStreamWaitValue32_ptsz, cuStreamWaitValue32_v2, FENCE, PW_DRV_PTSZ(stream))         \
-  DRV(TAINT, cuStreamWaitValue64_v2, cuStreamWaitValue64_v2, FENCE, PW_DRV_LEGACY(stream))         \
-  DRV(TAINT, cuStreamWaitValue64_v2_ptsz, cuStreamWaitValue64_v2, FENCE, PW_DRV_PTSZ(stream))      \
-  DRV(TAINT, cuStreamWaitValue64, cuStreamWaitValue64_v2, FENCE, PW_DRV_LEGACY(stream))            \
-  DRV(TAINT, cuStreamWaitValue64_ptsz, cuStreamWaitValue64_v2, FENCE, PW_DRV_PTSZ(stream))         \
-  DRV(TAINT, cuStreamBatchMemOp_v2, cuStreamBatchMemOp_v2, FENCE, PW_DRV_LEGACY(stream))           \
-  DRV(TAINT, cuStreamBatchMemOp_v2_ptsz, cuStreamBatchMemOp_v2, FENCE, PW_DRV_PTSZ(stream))        \
-  DRV(TAINT, cuStreamBatchMemOp, cuStreamBatchMemOp_v2, FENCE, PW_DRV_LEGACY(stream))              \
-  DRV(TAINT, cuStreamBatchMemOp_ptsz, cuStreamBatchMemOp_v2, FENCE, PW_DRV_PTSZ(stream))           \
-  DRV(TAINT, cuGraphLaunch, cuGraphLaunch, HOSTW, PW_DRV_LEGACY(hStream))                          \
-  DRV(TAINT, cuGraphLaunch_ptsz, cuGraphLaunch, HOSTW, PW_DRV_PTSZ(hStream))                       \
+  DRV(TAINT, cuLaunchHostFunc, cuLaunchHostFunc, HOSTW, PW_DRV_LEGACY(hStream), cuLaunchHostFunc,  \
+      10000, 0)                                                                                    \
+  DRV(TAINT, cuLaunchHostFunc_ptsz, cuLaunchHostFunc, HOSTW, PW_DRV_PTSZ(hStream),                 \
+      cuLaunchHostFunc, 10000, 1)                                                                  \
+  DRV(TAINT, cuStreamAddCallback, cuStreamAddCallback, HOSTW, PW_DRV_LEGACY(hStream),              \
+      cuStreamAddCallback, 5000, 0)                                                                \
+  DRV(TAINT, cuStreamAddCallback_ptsz, cuStreamAddCallback, HOSTW, PW_DRV_PTSZ(hStream),           \
+      cuStreamAddCallback, 7000, 1)                                                                \
+  DRV(TAINT, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2, FENCE, PW_DRV_LEGACY(stream),         \
+      cuStreamWaitValue32, 11070, 0)                                                               \
+  DRV(TAINT, cuStreamWaitValue32_v2_ptsz, cuStreamWaitValue32_v2, FENCE, PW_DRV_PTSZ(stream),      \
+      cuStreamWaitValue32, 11070, 1)                                                               \
+  DRV(TAINT, cuStreamWaitValue32, cuStreamWaitValue32_v2, FENCE, PW_DRV_LEGACY(stream),            \
+      cuStreamWaitValue32, 8000, 0)                                                                \
+  DRV(TAINT, cuStreamWaitValue32_ptsz, cuStreamWaitValue32_v2, FENCE, PW_DRV_PTSZ(stream),         \
+      cuStreamWaitValue32, 8000, 1)                                                                \
+  DRV(TAINT, cuStreamWaitValue64_v2, cuStreamWaitValue64_v2, FENCE, PW_DRV_LEGACY(stream),         \
+      cuStreamWaitValue64, 11070, 0)                                                               \
+  DRV(TAINT, cuStreamWaitValue64_v2_ptsz, cuStreamWaitValue64_v2, FENCE, PW_DRV_PTSZ(stream),      \
+      cuStreamWaitValue64, 11070, 1)                                                               \
+  DRV(TAINT, cuStreamWaitValue64, cuStreamWaitValue64_v2, FENCE, PW_DRV_LEGACY(stream),            \
+      cuStreamWaitValue64, 9000, 0)                                                                \
+  DRV(TAINT, cuStreamWaitValue64_ptsz, cuStreamWaitValue64_v2, FENCE, PW_DRV_PTSZ(stream),         \
+      cuStreamWaitValue64, 9000, 1)                                                                \
+  DRV(TAINT, cuStreamBatchMemOp_v2, cuStreamBatchMemOp_v2, FENCE, PW_DRV_LEGACY(stream),           \
+      cuStreamBatchMemOp, 11070, 0)                                                                \
+  DRV(TAINT, cuStreamBatchMemOp_v2_ptsz, cuStreamBatchMemOp_v2, FENCE, PW_DRV_PTSZ(stream),        \
+      cuStreamBatchMemOp, 11070, 1)                                                                \
+  DRV(TAINT, cuStreamBatchMemOp, cuStreamBatchMemOp_v2, FENCE, PW_DRV_LEGACY(stream),              \
+      cuStreamBatchMemOp, 8000, 0)                                                                 \
+  DRV(TAINT, cuStreamBatchMemOp_ptsz, cuStreamBatchMemOp_v2, FENCE, PW_DRV_PTSZ(stream),           \
+      cuStreamBatchMemOp, 8000, 1)                                                                 \
+  DRV(TAINT, cuGraphLaunch, cuGraphLaunch, HOSTW, PW_DRV_LEGACY(hStream), cuGraphLaunch, 10000, 0) \
+  DRV(TAINT, cuGraphLaunch_ptsz, cuGraphLaunch, HOSTW, PW_DRV_PTSZ(hStream), cuGraphLaunch, 10000, \
+      1)                                                                                           \
   DRV(TAINT, cuWaitExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync, FENCE,                  \
-      PW_DRV_LEGACY(stream))                                                                       \
+      PW_DRV_LEGACY(stream), cuWaitExternalSemaphoresAsync, 10000, 0)                              \
   DRV(TAINT, cuWaitExternalSemaphoresAsync_ptsz, cuWaitExternalSemaphoresAsync, FENCE,             \
-      PW_DRV_PTSZ(stream))                                                                         \
-  DRV(TAINT, cuIpcOpenEventHandle, cuIpcOpenEventHandle, NONE, NULL)                               \
+      PW_DRV_PTSZ(stream), cuWaitExternalSemaphoresAsync, 10000, 1)                                \
+  DRV(TAINT, cuIpcOpenEventHandle, cuIpcOpenEventHandle, NONE, NULL, cuIpcOpenEventHandle, 4010,   \
+      0)                                                                                           \
   /* ---- the driver: REVOKE ---- */                                                               \
-  DRV(REVOKE, cuMemsetD8_v2, cuMemsetD8_v2, FENCE, CU_STREAM_LEGACY)                               \
-  DRV(REVOKE, cuMemsetD8_v2_ptds, cuMemsetD8_v2, FENCE, CU_STREAM_PER_THREAD)                      \
-  DRV(REVOKE, cuMemsetD16_v2, cuMemsetD16_v2, FENCE, CU_STREAM_LEGACY)                             \
-  DRV(REVOKE, cuMemsetD16_v2_ptds, cuMemsetD16_v2, FENCE, CU_STREAM_PER_THREAD)                    \
-  DRV(REVOKE, cuMemsetD32_v2, cuMemsetD32_v2, FENCE, CU_STREAM_LEGACY)                             \
-  DRV(REVOKE, cuMemsetD32_v2_ptds, cuMemsetD32_v2, FENCE, CU_STREAM_PER_THREAD)                    \
-  DRV(REVOKE, cuMemsetD8Async, cuMemsetD8Async, FENCE, PW_DRV_LEGACY(hStream))                     \
-  DRV(REVOKE, cuMemsetD8Async_ptsz, cuMemsetD8Async, FENCE, PW_DRV_PTSZ(hStream))                  \
-  DRV(REVOKE, cuMemsetD16Async, cuMemsetD16Async, FENCE, PW_DRV_LEGACY(hStream))                   \
-  DRV(REVOKE, cuMemsetD16Async_ptsz, cuMemsetD16Async, FENCE, PW_DRV_PTSZ(hStream))                \
-  DRV(REVOKE, cuMemsetD32Async, cuMemsetD32Async, FENCE, PW_DRV_LEGACY(hStream))                   \
-  DRV(REVOKE, cuMemsetD32Async_ptsz, cuMemsetD32Async, FENCE, PW_DRV_PTSZ(hStream))                \
-  DRV(REVOKE, cuMemsetD2D8_v2, cuMemsetD2D8_v2, FENCE, CU_STREAM_LEGACY)                           \
-  DRV(REVOKE, cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2, FENCE, CU_STREAM_PER_THREAD)                  \
-  DRV(REVOKE, cuMemsetD2D16_v2, cuMemsetD2D16_v2, FENCE, CU_STREAM_LEGACY)                         \
-  DRV(REVOKE, cuMemsetD2D16_v2_ptds, cuMemsetD2D16_v2, FENCE, CU_STREAM_PER_THREAD)                \
-  DRV(REVOKE, cuMemsetD2D32_v2, cuMemsetD2D32_v2, FENCE, CU_STREAM_LEGACY)                         \
-  DRV(REVOKE, cuMemsetD2D32_v2_ptds, cuMemsetD2D32_v2, FENCE, CU_STREAM_PER_THREAD)                \
-  DRV(REVOKE, cuMemsetD2D8Async, cuMemsetD2D8Async, FENCE, PW_DRV_LEGACY(hStream))                 \
-  DRV(REVOKE, cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async, FENCE, PW_DRV_PTSZ(hStream))              \
-  DRV(REVOKE, cuMemsetD2D16Async, cuMemsetD2D16Async, FENCE, PW_DRV_LEGACY(hStream))               \
-  DRV(REVOKE, cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async, FENCE, PW_DRV_PTSZ(hStream))            \
-  DRV(REVOKE, cuMemsetD2D32Async, cuMemsetD2D32Async, FENCE, PW_DRV_LEGACY(hStream))               \
-  DRV(REVOKE, cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async, FENCE, PW_DRV_PTSZ(hStream))            \
-  DRV(REVOKE, cuMemcpy2D_v2, cuMemcpy2D_v2, FENCE, CU_STREAM_LEGACY)                               \
-  DRV(REVOKE, cuMemcpy2D_v2_ptds, cuMemcpy2D_v2, FENCE, CU_STREAM_PER_THREAD)                      \
-  DRV(REVOKE, cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2, FENCE, CU_STREAM_LEGACY)             \
-  DRV(REVOKE, cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2, FENCE, CU_STREAM_PER_THREAD)    \
-  DRV(REVOKE, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2, FENCE, PW_DRV_LEGACY(hStream))               \
-  DRV(REVOKE, cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync_v2, FENCE, PW_DRV_PTSZ(hStream))            \
-  DRV(REVOKE, cuMemcpy3D_v2, cuMemcpy3D_v2, FENCE, CU_STREAM_LEGACY)                               \
-  DRV(REVOKE, cuMemcpy3D_v2_ptds, cuMemcpy3D_v2, FENCE, CU_STREAM_PER_THREAD)                      \
-  DRV(REVOKE, cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2, FENCE, PW_DRV_LEGACY(hStream))               \
-  DRV(REVOKE, cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync_v2, FENCE, PW_DRV_PTSZ(hStream))            \
+  DRV(REVOKE, cuMemsetD8_v2, cuMemsetD8_v2, FENCE, CU_STREAM_LEGACY, cuMemsetD8, 3020, 0)          \
+  DRV(REVOKE, cuMemsetD8_v2_ptds, cuMemsetD8_v2, FENCE, CU_STREAM_PER_THREAD, cuMemsetD8, 7000, 1) \
+  DRV(REVOKE, cuMemsetD16_v2, cuMemsetD16_v2, FENCE, CU_STREAM_LEGACY, cuMemsetD16, 3020, 0)       \
+  DRV(REVOKE, cuMemsetD16_v2_ptds, cuMemsetD16_v2, FENCE, CU_STREAM_PER_THREAD, cuMemsetD16, 7000, \
+      1)                                                                                           \
+  DRV(REVOKE, cuMemsetD32_v2, cuMemsetD32_v2, FENCE, CU_STREAM_LEGACY, cuMemsetD32, 3020, 0)       \
+  DRV(REVOKE, cuMemsetD32_v2_ptds, cuMemsetD32_v2, FENCE, CU_STREAM_PER_THREAD, cuMemsetD32, 7000, \
+      1)                                                                                           \
+  DRV(REVOKE, cuMemsetD8Async, cuMemsetD8Async, FENCE, PW_DRV_LEGACY(hStream), cuMemsetD8Async,    \
+      3020, 0)                                                                                     \
+  DRV(REVOKE, cuMemsetD8Async_ptsz, cuMemsetD8Async, FENCE, PW_DRV_PTSZ(hStream), cuMemsetD8Async, \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemsetD16Async, cuMemsetD16Async, FENCE, PW_DRV_LEGACY(hStream), cuMemsetD16Async, \
+      3020, 0)                                                                                     \
+  DRV(REVOKE, cuMemsetD16Async_ptsz, cuMemsetD16Async, FENCE, PW_DRV_PTSZ(hStream),                \
+      cuMemsetD16Async, 7000, 1)                                                                   \
+  DRV(REVOKE, cuMemsetD32Async, cuMemsetD32Async, FENCE, PW_DRV_LEGACY(hStream), cuMemsetD32Async, \
+      3020, 0)                                                                                     \
+  DRV(REVOKE, cuMemsetD32Async_ptsz, cuMemsetD32Async, FENCE, PW_DRV_PTSZ(hStream),                \
+      cuMemsetD32Async, 7000, 1)                                                                   \
+  DRV(REVOKE, cuMemsetD2D8_v2, cuMemsetD2D8_v2, FENCE, CU_STREAM_LEGACY, cuMemsetD2D8, 3020, 0)    \
+  DRV(REVOKE, cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2, FENCE, CU_STREAM_PER_THREAD, cuMemsetD2D8,    \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemsetD2D16_v2, cuMemsetD2D16_v2, FENCE, CU_STREAM_LEGACY, cuMemsetD2D16, 3020, 0) \
+  DRV(REVOKE, cuMemsetD2D16_v2_ptds, cuMemsetD2D16_v2, FENCE, CU_STREAM_PER_THREAD, cuMemsetD2D16, \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemsetD2D32_v2, cuMemsetD2D32_v2, FENCE, CU_STREAM_LEGACY, cuMemsetD2D32, 3020, 0) \
+  DRV(REVOKE, cuMemsetD2D32_v2_ptds, cuMemsetD2D32_v2, FENCE, CU_STREAM_PER_THREAD, cuMemsetD2D32, \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemsetD2D8Async, cuMemsetD2D8Async, FENCE, PW_DRV_LEGACY(hStream),                 \
+      cuMemsetD2D8Async, 3020, 0)                                                                  \
+  DRV(REVOKE, cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async, FENCE, PW_DRV_PTSZ(hStream),              \
+      cuMemsetD2D8Async, 7000, 1)                                                                  \
+  DRV(REVOKE, cuMemsetD2D16Async, cuMemsetD2D16Async, FENCE, PW_DRV_LEGACY(hStream),               \
+      cuMemsetD2D16Async, 3020, 0)                                                                 \
+  DRV(REVOKE, cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async, FENCE, PW_DRV_PTSZ(hStream),            \
+      cuMemsetD2D16Async, 7000, 1)                                                                 \
+  DRV(REVOKE, cuMemsetD2D32Async, cuMemsetD2D32Async, FENCE, PW_DRV_LEGACY(hStream),               \
+      cuMemsetD2D32Async, 3020, 0)                                                                 \
+  DRV(REVOKE, cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async, FENCE, PW_DRV_PTSZ(hStream),            \
+      cuMemsetD2D32Async, 7000, 1)                                                                 \
+  DRV(REVOKE, cuMemcpy2D_v2, cuMemcpy2D_v2, FENCE, CU_STREAM_LEGACY, cuMemcpy2D, 3020, 0)          \
+  DRV(REVOKE, cuMemcpy2D_v2_ptds, cuMemcpy2D_v2, FENCE, CU_STREAM_PER_THREAD, cuMemcpy2D, 7000, 1) \
+  DRV(REVOKE, cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2, FENCE, CU_STREAM_LEGACY,             \
+      cuMemcpy2DUnaligned, 3020, 0)                                                                \
+  DRV(REVOKE, cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2, FENCE, CU_STREAM_PER_THREAD,    \
+      cuMemcpy2DUnaligned, 7000, 1)                                                                \
+  DRV(REVOKE, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2, FENCE, PW_DRV_LEGACY(hStream),               \
+      cuMemcpy2DAsync, 3020, 0)                                                                    \
+  DRV(REVOKE, cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync_v2, FENCE, PW_DRV_PTSZ(hStream),            \
+      cuMemcpy2DAsync, 7000, 1)                                                                    \
+  DRV(REVOKE, cuMemcpy3D_v2, cuMemcpy3D_v2, FENCE, CU_STREAM_LEGACY, cuMemcpy3D, 3020, 0)          \
+  DRV(REVOKE, cuMemcpy3D_v2_ptds, cuMemcpy3D_v2, FENCE, CU_STREAM_PER_THREAD, cuMemcpy3D, 7000, 1) \
+  DRV(REVOKE, cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2, FENCE, PW_DRV_LEGACY(hStream),               \
+      cuMemcpy3DAsync, 3020, 0)                                                                    \
+  DRV(REVOKE, cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync_v2, FENCE, PW_DRV_PTSZ(hStream),            \
+      cuMemcpy3DAsync, 7000, 1)                                                                    \
   /* copies between devices and from arrays: a destination may be the buffer's device pointer */   \
-  DRV(REVOKE, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2, FENCE, CU_STREAM_LEGACY)                           \
-  DRV(REVOKE, cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2, FENCE, CU_STREAM_PER_THREAD)                  \
-  DRV(REVOKE, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2, FENCE, PW_DRV_LEGACY(hStream))           \
-  DRV(REVOKE, cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync_v2, FENCE, PW_DRV_PTSZ(hStream))        \
-  DRV(REVOKE, cuMemcpyAtoD_v2, cuMemcpyAtoD_v2, FENCE, CU_STREAM_LEGACY)                           \
-  DRV(REVOKE, cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD_v2, FENCE, CU_STREAM_PER_THREAD)                  \
-  DRV(REVOKE, cuMemcpyPeer, cuMemcpyPeer, FENCE, CU_STREAM_LEGACY)                                 \
-  DRV(REVOKE, cuMemcpyPeer_ptds, cuMemcpyPeer, FENCE, CU_STREAM_PER_THREAD)                        \
-  DRV(REVOKE, cuMemcpyPeerAsync, cuMemcpyPeerAsync, FENCE, PW_DRV_LEGACY(hStream))                 \
-  DRV(REVOKE, cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync, FENCE, PW_DRV_PTSZ(hStream))              \
-  DRV(REVOKE, cuMemcpy3DPeer, cuMemcpy3DPeer, FENCE, CU_STREAM_LEGACY)                             \
-  DRV(REVOKE, cuMemcpy3DPeer_ptds, cuMemcpy3DPeer, FENCE, CU_STREAM_PER_THREAD)                    \
-  DRV(REVOKE, cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync, FENCE, PW_DRV_LEGACY(hStream))             \
-  DRV(REVOKE, cuMemcpy3DPeerAsync_ptsz, cuMemcpy3DPeerAsync, FENCE, PW_DRV_PTSZ(hStream))          \
-  DRV(REVOKE, cuMemcpyAtoH_v2, cuMemcpyAtoH_v2, FENCE, CU_STREAM_LEGACY)                           \
-  DRV(REVOKE, cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2, FENCE, CU_STREAM_PER_THREAD)                  \
-  DRV(REVOKE, cuMemcpyAtoHAsync_v2, cuMemcpyAtoHAsync_v2, FENCE, PW_DRV_LEGACY(hStream))           \
-  DRV(REVOKE, cuMemcpyAtoHAsync_v2_ptsz, cuMemcpyAtoHAsync_v2, FENCE, PW_DRV_PTSZ(hStream))        \
-  DRV(REVOKE, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, FENCE, PW_DRV_LEGACY(hStream)) \
+  DRV(REVOKE, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2, FENCE, CU_STREAM_LEGACY, cuMemcpyDtoD, 3020, 0)    \
+  DRV(REVOKE, cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2, FENCE, CU_STREAM_PER_THREAD, cuMemcpyDtoD,    \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2, FENCE, PW_DRV_LEGACY(hStream),           \
+      cuMemcpyDtoDAsync, 3020, 0)                                                                  \
+  DRV(REVOKE, cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync_v2, FENCE, PW_DRV_PTSZ(hStream),        \
+      cuMemcpyDtoDAsync, 7000, 1)                                                                  \
+  DRV(REVOKE, cuMemcpyAtoD_v2, cuMemcpyAtoD_v2, FENCE, CU_STREAM_LEGACY, cuMemcpyAtoD, 3020, 0)    \
+  DRV(REVOKE, cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD_v2, FENCE, CU_STREAM_PER_THREAD, cuMemcpyAtoD,    \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemcpyPeer, cuMemcpyPeer, FENCE, CU_STREAM_LEGACY, cuMemcpyPeer, 4000, 0)          \
+  DRV(REVOKE, cuMemcpyPeer_ptds, cuMemcpyPeer, FENCE, CU_STREAM_PER_THREAD, cuMemcpyPeer, 7000, 1) \
+  DRV(REVOKE, cuMemcpyPeerAsync, cuMemcpyPeerAsync, FENCE, PW_DRV_LEGACY(hStream),                 \
+      cuMemcpyPeerAsync, 4000, 0)                                                                  \
+  DRV(REVOKE, cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync, FENCE, PW_DRV_PTSZ(hStream),              \
+      cuMemcpyPeerAsync, 7000, 1)                                                                  \
+  DRV(REVOKE, cuMemcpy3DPeer, cuMemcpy3DPeer, FENCE, CU_STREAM_LEGACY, cuMemcpy3DPeer, 4000, 0)    \
+  DRV(REVOKE, cuMemcpy3DPeer_ptds, cuMemcpy3DPeer, FENCE, CU_STREAM_PER_THREAD, cuMemcpy3DPeer,    \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync, FENCE, PW_DRV_LEGACY(hStream),             \
+      cuMemcpy3DPeerAsync, 4000, 0)                                                                \
+  DRV(REVOKE, cuMemcpy3DPeerAsync_ptsz, cuMemcpy3DPeerAsync, FENCE, PW_DRV_PTSZ(hStream),          \
+      cuMemcpy3DPeerAsync, 7000, 1)                                                                \
+  DRV(REVOKE, cuMemcpyAtoH_v2, cuMemcpyAtoH_v2, FENCE, CU_STREAM_LEGACY, cuMemcpyAtoH, 3020, 0)    \
+  DRV(REVOKE, cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2, FENCE, CU_STREAM_PER_THREAD, cuMemcpyAtoH,    \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemcpyAtoHAsync_v2, cuMemcpyAtoHAsync_v2, FENCE, PW_DRV_LEGACY(hStream),           \
+      cuMemcpyAtoHAsync, 3020, 0)                                                                  \
+  DRV(REVOKE, cuMemcpyAtoHAsync_v2_ptsz, cuMemcpyAtoHAsync_v2, FENCE, PW_DRV_PTSZ(hStream),        \
+      cuMemcpyAtoHAsync, 7000, 1)                                                                  \
+  DRV(REVOKE, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, FENCE, PW_DRV_LEGACY(hStream), \
+      cuLaunchCooperativeKernel, 9000, 0)                                                          \
   DRV(REVOKE, cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel, FENCE,                    \
-      PW_DRV_PTSZ(hStream))                                                                        \
+      PW_DRV_PTSZ(hStream), cuLaunchCooperativeKernel, 9000, 1)                                    \
   /* a value written to device memory, which may be the buffer's device mapping */                 \
-  DRV(REVOKE, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2, FENCE, PW_DRV_LEGACY(stream))      \
-  DRV(REVOKE, cuStreamWriteValue32_v2_ptsz, cuStreamWriteValue32_v2, FENCE, PW_DRV_PTSZ(stream))   \
-  DRV(REVOKE, cuStreamWriteValue32, cuStreamWriteValue32_v2, FENCE, PW_DRV_LEGACY(stream))         \
-  DRV(REVOKE, cuStreamWriteValue32_ptsz, cuStreamWriteValue32_v2, FENCE, PW_DRV_PTSZ(stream))      \
-  DRV(REVOKE, cuStreamWriteValue64_v2, cuStreamWriteValue64_v2, FENCE, PW_DRV_LEGACY(stream))      \
-  DRV(REVOKE, cuStreamWriteValue64_v2_ptsz, cuStreamWriteValue64_v2, FENCE, PW_DRV_PTSZ(stream))   \
-  DRV(REVOKE, cuStreamWriteValue64, cuStreamWriteValue64_v2, FENCE, PW_DRV_LEGACY(stream))         \
-  DRV(REVOKE, cuStreamWriteValue64_ptsz, cuStreamWriteValue64_v2, FENCE, PW_DRV_PTSZ(stream))
+  DRV(REVOKE, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2, FENCE, PW_DRV_LEGACY(stream),      \
+      cuStreamWriteValue32, 11070, 0)                                                              \
+  DRV(REVOKE, cuStreamWriteValue32_v2_ptsz, cuStreamWriteValue32_v2, FENCE, PW_DRV_PTSZ(stream),   \
+      cuStreamWriteValue32, 11070, 1)                                                              \
+  DRV(REVOKE, cuStreamWriteValue32, cuStreamWriteValue32_v2, FENCE, PW_DRV_LEGACY(stream),         \
+      cuStreamWriteValue32, 8000, 0)                                                               \
+  DRV(REVOKE, cuStreamWriteValue32_ptsz, cuStreamWriteValue32_v2, FENCE, PW_DRV_PTSZ(stream),      \
+      cuStreamWriteValue32, 8000, 1)                                                               \
+  DRV(REVOKE, cuStreamWriteValue64_v2, cuStreamWriteValue64_v2, FENCE, PW_DRV_LEGACY(stream),      \
+      cuStreamWriteValue64, 11070, 0)                                                              \
+  DRV(REVOKE, cuStreamWriteValue64_v2_ptsz, cuStreamWriteValue64_v2, FENCE, PW_DRV_PTSZ(stream),   \
+      cuStreamWriteValue64, 11070, 1)                                                              \
+  DRV(REVOKE, cuStreamWriteValue64, cuStreamWriteValue64_v2, FENCE, PW_DRV_LEGACY(stream),         \
+      cuStreamWriteValue64, 9000, 0)                                                               \
+  DRV(REVOKE, cuStreamWriteValue64_ptsz, cuStreamWriteValue64_v2, FENCE, PW_DRV_PTSZ(stream),      \
+      cuStreamWriteValue64, 9000, 1)
 
 /* ---- what each kind does before the real call ---- */
 
@@ -432,7 +496,7 @@ static inline void fa_before_REVOKE(const char *name) {
 #define FA_RT(how, name, base, el, stream)                                                         \
   FA_WRAP_(cudaError_t, cudaSuccess, pw_runtime_lookup, pw_runtime_missing, &pw_real_ops, how,     \
            name, base, el, stream, P_##base)
-#define FA_DRV(how, name, base, el, stream)                                                        \
+#define FA_DRV(how, name, base, el, stream, gbase, version, pt)                                    \
   FA_WRAP_(CUresult, CUDA_SUCCESS, pw_drv_lookup, pw_drv_missing, &pw_drv_ops, how, name, base,    \
            el, stream, P_##base)
 
@@ -441,3 +505,10 @@ static inline void fa_before_REVOKE(const char *name) {
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 PW_FA_HOOKS(FA_RT, FA_DRV)
 #pragma GCC diagnostic pop
+
+/* The driver's entries, for drv.c's recognition of what cuGetProcAddress and dlsym hand out. */
+#define FA_RT_NONE(how, name, base, el, stream)
+#define FA_DRV_ENTRY(how, name, base, el, stream, gbase, version, pt)                              \
+  {#name, (void *)name, #gbase, version, pt},
+const pw_fa_drv_entry pw_fa_drv_entries[] = {PW_FA_HOOKS(FA_RT_NONE, FA_DRV_ENTRY)};
+const int pw_fa_drv_count = sizeof pw_fa_drv_entries / sizeof *pw_fa_drv_entries;

@@ -501,6 +501,18 @@ CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned int flags) {
   *p = (CUdeviceptr)(uintptr_t)q;
   return counted(__func__);
 }
+/* Three of the other entry points that enqueue work (shim/front/fa_hooks.c), for the lookups. */
+CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
+  memset((void *)(uintptr_t)p, v, n);
+  return counted(__func__);
+}
+CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *arg) {
+  fn(arg);
+  return counted(__func__);
+}
+CUresult cuGraphLaunch(CUgraphExec g, CUstream s) {
+  return counted(__func__);
+}
 CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
   *v = a == CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS && getenv("FAKE_PAGEABLE_ACCESS") ? 1 : 0;
   return d == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
@@ -566,6 +578,9 @@ static const proc procs[] = {
     {"cuIpcGetEventHandle", 4010, 0, (void *)cuIpcGetEventHandle, NULL},
     {"cuMemExportToShareableHandle", 10020, 0, (void *)cuMemExportToShareableHandle, NULL},
     {"cuMemAllocManaged", 6000, 0, (void *)cuMemAllocManaged, NULL},
+    {"cuMemsetD8Async", 3020, 0, (void *)cuMemsetD8Async, NULL},
+    {"cuLaunchHostFunc", 10000, 0, (void *)cuLaunchHostFunc, NULL},
+    {"cuGraphLaunch", 10000, 0, (void *)cuGraphLaunch, NULL},
     {"cuGetProcAddress", 11030, 0, (void *)cuGetProcAddress, NULL},
     {"cuGetProcAddress", 12000, 0, (void *)cuGetProcAddress_v2, NULL},
     {"cuMemAlloc", 3020, 0, (void *)cuMemAlloc_v2, NULL},
