@@ -17,6 +17,16 @@ each, not the writer's.  With --collector-threads it also runs with one staging 
 the CPUs: an overhead that this takes away is CUPTI's own threads (and the writer) taking a CPU
 from the staging copies, whose slowest thread sets each copy's end.
 
+Sync elision is pinwheel's default (PINWHEEL_SYNC=elide): the "+ pinwheel" variants elide, and the
+PINWHEEL_SYNC=keep variants show what the syncs kept cost.
+
+Training from a DataLoader (`--only loader`, about 6 minutes): samples/train_loader.py, batches of
+256 224x224 float32 images (147 MiB) made by worker processes, ResNet-18 with 6 and with 10 workers
+and ResNet-50 with 10: naive, naive under pinwheel (the default), naive under pinwheel with
+PINWHEEL_SYNC=keep, and the hand-written pin_memory=True + non_blocking, each a process of 10 + 30
+steps; the ratio of pinwheel's throughput to pinned's (targets: ResNet-50 >= 1.0, ResNet-18 >=
+0.95) and the syncs pinwheel elided per step (its summary).
+
 Real libraries nobody here wrote, each skipped with a message when its package is missing:
     --only libs      (= cupy,numba,pin,hf,lightning)
     --only fill      CuPy's pattern in C (samples/pinned_fill): a memmove into pinned memory, then
@@ -168,6 +178,8 @@ def main():
     ap.add_argument("--log", default="bench.log")
     ap.add_argument("--train-iters", type=int, default=30)
     ap.add_argument("--train-short", action="store_true", help="leave out the data-on-GPU + sync variant")
+    ap.add_argument("--loader-configs", default="resnet18:6,resnet18:10,resnet50:10",
+                    help="--only loader: MODEL:WORKERS, comma-separated")
     ap.add_argument("--bw-variants", default="", help="indices of the bw variants to run (default all)")
     ap.add_argument("--collector-formats", default="json.gz",
                     help="trace formats of --only collector, comma-separated (json, json.gz)")
@@ -181,7 +193,8 @@ def main():
     B = os.path.abspath(a.build)
     lib = os.path.join(B, "libpinwheel.so")
     shim = {"LD_PRELOAD": lib, "PINWHEEL_MODE": "stage"}
-    elide = dict(shim, PINWHEEL_SYNC="elide")
+    # sync elision (PINWHEEL_SYNC=elide) is on in `shim`, pinwheel's default; keep compares
+    keep = dict(shim, PINWHEEL_SYNC="keep")
     # deferral (PINWHEEL_DEFER=1) is on in `shim`: the copies that fit half the pinned pool and half
     # the ring return before their copy-in.  nodefer compares; bigpool lets 256 MiB batches defer.
     nodefer = dict(shim, PINWHEEL_DEFER="0")
@@ -203,7 +216,7 @@ def main():
         variants = [
             ("naive", tn, {}),
             ("naive + pinwheel", tn, shim),
-            ("naive + pinwheel, sync elide", tn, elide),
+            ("naive + pinwheel, PINWHEEL_SYNC=keep", tn, keep),
             ("naive + pinwheel, PINWHEEL_DEFER=0", tn, nodefer),
             ("naive + pinwheel, PINWHEEL_HOST_POOL=512M", tn, bigpool),
             ("prefetcher (hand-written)", [py, "samples/train_prefetch.py"] + it, {}),
@@ -230,6 +243,80 @@ def main():
         table("ResNet-50 training, staging threads, median of %d" % a.reps,
               ["variant", "ms/iter", "throughput vs prefetcher"],
               [[n, f"{med(v):.2f}", f"{pref / med(v):.3f} x"] for n, v in r.items()])
+
+    if "loader" in only:  # batches from a DataLoader's worker processes (samples/train_loader.py)
+        warm, iters = 10, 30
+        configs = []
+        for c in a.loader_configs.split(","):
+            model, workers = c.split(":")
+            name = {"resnet18": "ResNet-18", "resnet50": "ResNet-50"}[model]
+            configs.append((f"{name}, {workers} workers", model, int(workers), 1.0 if model == "resnet50" else 0.95))
+        tdir = tempfile.mkdtemp(prefix="pwbench-loader-")
+        stats = stats_env(os.path.join(tdir, "stats-%p.json"))
+        kinds = [("naive", "naive", {}),
+                 ("naive + pinwheel", "naive", dict(shim, **stats)),
+                 ("naive + pinwheel, PINWHEEL_SYNC=keep", "naive", dict(keep, **stats)),
+                 ("pinned (pin_memory=True, non_blocking)", "pinned", {})]
+        variants = []
+        for title, model, workers, _ in configs:
+            cmd = [py, "samples/train_loader.py", "--model", model, "--workers", str(workers),
+                   "--iters", str(iters), "--warmup", str(warm)]
+            for kname, mode, env in kinds:
+                variants.append((f"{title}: {kname}", cmd + ["--mode", mode], env))
+        # a process: start-up, the workers' first batches, cuDNN's autotuning, then the steps
+        est = a.reps * sum(13 if "ResNet-50" in n else 9 for n, _, _ in variants)
+        print(f"DataLoader training, batch 256 of 224x224 float32 (147 MiB), {len(variants)} variants x "
+              f"{a.reps} reps, about {est / 60:.1f} minutes:", flush=True)
+        summaries = {}
+
+        def after(name, env, secs):  # pinwheel's summary of the process that used CUDA
+            found = []
+            for f in os.listdir(tdir):
+                if f.startswith("stats-") and f.endswith(".json"):
+                    try:
+                        with open(os.path.join(tdir, f)) as fh:
+                            found.extend(json.loads(line) for line in fh if line.strip())
+                    except (OSError, ValueError):
+                        pass
+                    os.unlink(os.path.join(tdir, f))
+            if found:
+                summaries.setdefault(name, []).append(max(found, key=lambda j: j.get("intercepted", 0)))
+
+        def per_step(name):  # syncs elided and kept per step (warm-up steps included), medians
+            js = summaries.get(name)
+            if not js:
+                return "", ""
+            el = statistics.median(j.get("staging", {}).get("sync_elided", 0) for j in js) / (warm + iters)
+            kept = []
+            for j in js:
+                k = j.get("staging", {}).get("sync_kept", j.get("sync_kept"))
+                if isinstance(k, dict):
+                    kept.append(sum(v.get("calls", 0) if isinstance(v, dict) else v for v in k.values()))
+            return f"{el:.2f}", (f"{statistics.median(kept) / (warm + iters):.2f}" if kept else "n/a")
+
+        t0 = time.time()
+        r = interleave(variants, a.reps, r"([\d.]+) ms/iter, [\d.]+ images/s, final loss ([-\d.e+naif]+)", log,
+                       after)
+        shutil.rmtree(tdir, ignore_errors=True)
+        rows = []
+        for title, _, _, target in configs:
+            naive, pinned = med(r[f"{title}: naive"]), med(r[f"{title}: pinned (pin_memory=True, non_blocking)"])
+            for kname, _, _ in kinds:
+                n = f"{title}: {kname}"
+                v = med(r[n])
+                el, kept = per_step(n)
+                goal = ""
+                if kname == "naive + pinwheel":
+                    goal = f">= {target:.2f}: " + ("ok" if pinned / v >= target else "BELOW")
+                    print(f"  {title}: pinwheel (default) / pinned throughput {pinned / v:.3f} "
+                          f"(target {target:.2f}), {el} syncs elided per step", flush=True)
+                rows.append([title, kname, f"{v:.2f}", f"{naive / v:.3f} x", f"{pinned / v:.3f} x", el, kept,
+                             f"{statistics.median(s[1] for s in r[n]):.4f}", goal])
+        table("Training from a DataLoader (samples/train_loader.py: batch 256 of 224x224 float32 made by worker "
+              "processes, bf16 autocast, %d + %d steps a process), median of %d interleaved processes (%.1f "
+              "minutes in all)" % (warm, iters, a.reps, (time.time() - t0) / 60),
+              ["model, workers", "variant", "ms/iter", "throughput vs naive", "throughput vs pinned",
+               "syncs elided per step", "syncs kept per step", "final loss (median)", "target (vs pinned)"], rows)
 
     if "copy" in only:
         args = ["64", "40", "6"]
@@ -281,8 +368,8 @@ def main():
                     ("pinwheel, PINWHEEL_D2H_FRESH=hugepages", bw, dict(shim, PINWHEEL_D2H_FRESH="hugepages")),
                     ("pinwheel, PINWHEEL_SETUP=inline", bw, dict(shim, PINWHEEL_SETUP="inline"))]
         if a.bw_variants:
-            keep = a.bw_variants.split(",")
-            variants = [v for i, v in enumerate(variants) if str(i) in keep]
+            chosen = a.bw_variants.split(",")
+            variants = [v for i, v in enumerate(variants) if str(i) in chosen]
         print("one 256 MiB pageable copy:", flush=True)
         r = interleave(variants, a.reps,
                        r"host-blocking ([\d.]+) GB/s, H2D until on device ([\d.]+) GB/s, D2H ([\d.]+) GB/s, "
@@ -297,10 +384,10 @@ def main():
         cb = [py, "samples/train_copybound.py", "--iters", "30"]
         variants = [("naive", cb + ["--mode", "naive"], {}),
                     ("naive + pinwheel", cb + ["--mode", "naive"], shim),
-                    ("naive + pinwheel, sync elide", cb + ["--mode", "naive"], elide),
+                    ("naive + pinwheel, PINWHEEL_SYNC=keep", cb + ["--mode", "naive"], keep),
                     ("naive + pinwheel, PINWHEEL_DEFER=0", cb + ["--mode", "naive"], nodefer),
-                    ("naive + pinwheel, PINWHEEL_DEFER=0, sync elide", cb + ["--mode", "naive"],
-                     dict(nodefer, PINWHEEL_SYNC="elide")),
+                    ("naive + pinwheel, PINWHEEL_DEFER=0, PINWHEEL_SYNC=keep", cb + ["--mode", "naive"],
+                     dict(nodefer, PINWHEEL_SYNC="keep")),
                     ("pre-pinned, copied at the step and waited for (bound with the program's wait)",
                      cb + ["--mode", "waited"], {}),
                     ("prefetcher (pre-pinned, side stream)", cb + ["--mode", "prefetch"], {}),
@@ -399,7 +486,7 @@ def main():
     if "hf" in only and have(py, "transformers"):
         hf = [py, "samples/hf_finetune.py", "--steps", "40", "--warmup", "10"]
         variants = [("transformers BERT", hf, {}), ("transformers BERT + pinwheel", hf, shim),
-                    ("transformers BERT + pinwheel, sync elide", hf, elide)]
+                    ("transformers BERT + pinwheel, PINWHEEL_SYNC=keep", hf, keep)]
         print("transformers: BERT (6 layers, from a config) fine-tuning:", flush=True)
         r = interleave(variants, a.reps, r"([\d.]+) ms/step, final loss ([-\d.e+]+)", log)
         loss_table("transformers: BERT, 6 layers, built from a config, fine-tuning (batch 64 x 512), median of %d"
@@ -408,7 +495,7 @@ def main():
     if "lightning" in only and have(py, "lightning"):
         lf = [py, "samples/lightning_fit.py", "--steps", "300", "--warmup", "30"]
         variants = [("Lightning", lf, {}), ("Lightning + pinwheel", lf, shim),
-                    ("Lightning + pinwheel, sync elide", lf, elide)]
+                    ("Lightning + pinwheel, PINWHEEL_SYNC=keep", lf, keep)]
         print("Lightning Trainer.fit, DataLoader of 64 MiB batches, small MLP:", flush=True)
         r = interleave(variants, a.reps, r"([\d.]+) ms/step, final loss ([-\d.e+]+)", log)
         loss_table("Lightning Trainer.fit: DataLoader of 64 MiB pageable batches, small MLP, 270 timed steps, "

@@ -5,8 +5,9 @@
  * made with the runtime's ops and the source guard's), the fork resets and their order, and the
  * exit summary.  Fork order: prepare and parent: the trace's queue lock; child: counters, clock
  * anchor, options, setup gate, driver front end, pinned registry, copy pool, NUMA, uploads ahead,
- * engine (after the pool it uses), trace (last: it may log), this thread's elided stream.  The
- * guard registers its own handlers at its first protect, after CUDA's (guard.c).
+ * engine (after the pool it uses), trace (last: it may log), sync elision (nothing of the
+ * parent's is in flight in the child), this thread's elided stream.  The guard registers its own
+ * handlers at its first protect, after CUDA's (guard.c).
  * Must never: do more at load than the constructor's two things (memhooks.c resolves the real
  * memory functions); print unless asked (errors aside); print a summary for a process that never
  * intercepted a CUDA call (unless `pinwheel run` started it); exit or abort the host process; be
@@ -62,6 +63,7 @@ static void child_after_fork(void) {
   pw_fa_after_fork_child();
   pw_engine_after_fork_child(pw_eng);
   pw_trace_fork_child();
+  pw_elide_after_fork_child();
   pw_elide_stream = NULL;
 }
 
@@ -77,6 +79,7 @@ static void init_once(void) {
   pw_mode = (int)pw_option_get(PW_OPT_MODE);
   pw_trace_start(); /* PINWHEEL_TRACE, in every mode: the first CUDA call is now */
   pw_sync_mode = (int)pw_option_get(PW_OPT_SYNC);
+  pw_elide_configure(pw_sync_mode == PW_SYNC_ELIDE);
   pw_host_copies = (int)pw_option_get(PW_OPT_HOST_COPIES);
   if (pw_option_get(PW_OPT_HELP)) pw_options_print(pw_log_fd());
   if (pw_mode == PW_MODE_STAGE) {

@@ -38,6 +38,7 @@
  *   dlsym-same       dlsym's answers for handles and symbols pinwheel does not wrap, as
  *                    "handle symbol object+offset" lines (compared with a run without the shim)
  *   dlsym-caller     RTLD_NEXT and RTLD_DEFAULT answered for the calling library
+ *   gpa-other        where cuGetProcAddress and dlsym lead for memsets, host functions, graphs
  *   rt-entry         where the runtime's four driver entry-point lookups lead for cuMemcpyHtoD,
  *                    as "lookupN object" lines
  *   runtime-asks     where the program's and the CUDA runtime's dlsym of a wrapped entry point
@@ -806,6 +807,23 @@ static int cmd_rt_entry(void) {
   return failures != 0;
 }
 
+/* The other entry points that enqueue work (shim/front/fa_hooks.c) taken as a static runtime takes
+ * them: cuGetProcAddress_v2, and dlsym on libcuda.  Where each leads. */
+static int cmd_gpa_other(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  CUresult (*gpa2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+  *(void **)&gpa2 = dlsym(h, "cuGetProcAddress_v2");
+  const char *names[] = {"cuMemsetD8Async", "cuLaunchHostFunc", "cuGraphLaunch"};
+  for (int i = 0; i < 3; i++) {
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st;
+    CHECK(gpa2(names[i], &p, 13000, 0, &st) == CUDA_SUCCESS && p);
+    printf("gpa %s %s\n", names[i], object_of(p));
+  }
+  printf("dlsym cuMemsetD8Async %s\n", object_of(dlsym(h, "cuMemsetD8Async")));
+  return failures != 0;
+}
+
 static int cmd_runtime_asks(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   printf("program %s\n", object_of(dlsym(h, "cuMemcpyHtoDAsync_v2")));
@@ -875,6 +893,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "dlsym-same")) return cmd_dlsym_same();
   if (!strcmp(cmd, "dlsym-caller")) return cmd_dlsym_caller();
   if (!strcmp(cmd, "runtime-asks")) return cmd_runtime_asks();
+  if (!strcmp(cmd, "gpa-other")) return cmd_gpa_other();
   if (!strcmp(cmd, "rt-entry")) return cmd_rt_entry();
   setup_context();
   if (!strcmp(cmd, "oldabi")) return cmd_oldabi();

@@ -432,6 +432,24 @@ static void test_runtime_lookups(void **state) {
   free_result(&r);
 }
 
+/* The other entry points that enqueue work reach pinwheel (sync elision fences them) when a
+ * program takes them from cuGetProcAddress or dlsym, as the static CUDA runtime and libraries do;
+ * without the shim, the driver's own. */
+static void test_other_entry_points_offered(void **state) {
+  const char *argv[] = {PW_DRV_PROG, "gpa-other", NULL};
+  const char *env[] = {PRELOAD, NULL};
+  result r = run_ok(argv, env, "gpa cuGraphLaunch");
+  assert_non_null(strstr(r.out, "gpa cuMemsetD8Async libpinwheel.so\n"));
+  assert_non_null(strstr(r.out, "gpa cuLaunchHostFunc libpinwheel.so\n"));
+  assert_non_null(strstr(r.out, "gpa cuGraphLaunch libpinwheel.so\n"));
+  assert_non_null(strstr(r.out, "dlsym cuMemsetD8Async libpinwheel.so\n"));
+  free_result(&r);
+  r = run_ok(argv, NULL, "gpa cuGraphLaunch");
+  assert_non_null(strstr(r.out, "gpa cuMemsetD8Async libcuda.so.1\n"));
+  free_result(&r);
+  (void)state;
+}
+
 static void test_runtime_gets_real_driver(void **state) {
   const char *argv[] = {PW_DRV_PROG, "runtime-asks", NULL};
   const char *env[] = {PRELOAD, NULL};
@@ -529,6 +547,7 @@ int main(void) {
       cmocka_unit_test(test_dlsym_same_answers),
       cmocka_unit_test(test_dlsym_caller_kept),
       cmocka_unit_test(test_runtime_gets_real_driver),
+      cmocka_unit_test(test_other_entry_points_offered),
       cmocka_unit_test(test_runtime_lookups),
       cmocka_unit_test(test_pjrt_client_options),
   };

@@ -86,10 +86,10 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
          "(the source guard, userfaultfd write-protect; see README); large: larger copies too, "
          "reusing the pool's chunks (slower where measured: docs/RESULTS.md); 0 = copy in before "
          "returning"},
-    [PW_OPT_SYNC] = {"PINWHEEL_SYNC", T_ENUM, PW_SYNC_KEEP, sync_choices,
-                     "elide: in stage mode, a cudaStreamSynchronize that directly follows pageable "
-                     "host-to-device copies on that stream, on the same thread, returns at once "
-                     "(see README)"},
+    [PW_OPT_SYNC] = {"PINWHEEL_SYNC", T_ENUM, PW_SYNC_ELIDE, sync_choices,
+                     "elide: in stage mode, a stream sync right after a pageable host-to-device "
+                     "copy on that stream returns at once, and pinwheel keeps every other stream, "
+                     "query and host read from seeing it (see README); keep: every sync waits"},
     [PW_OPT_NT_STORES] = {"PINWHEEL_NT_STORES", T_BOOL, 0, NULL,
                           "copy into pinned staging memory with non-temporal (cache-bypassing) "
                           "stores where the CPU has them; 0 = memcpy (faster with a pool that "

@@ -216,6 +216,21 @@ enum {
 };
 extern const char *const pw_fa_reason_names[PW_FA_NREASONS];
 
+/* Why a host sync that could have been elided was made for real (engine/elide.h). */
+#define PW_KEEP_LIST(X)                                                                            \
+  X(HOST_WRITE, "host_write",                                                                      \
+    "work queued on the stream since its last real sync can write host memory")                    \
+  X(MAPPED, "mapped", "the program holds pinned, mapped or managed host memory kernels can write") \
+  X(PAGEABLE_ACCESS, "pageable_access", "the device can access pageable host memory")              \
+  X(IPC, "ipc", "the process exported memory or an event to another process")                      \
+  X(DEVICE, "device", "the current device is not the stream's")                                    \
+  X(FULL, "full", "too many streams had an elided sync in flight")                                 \
+  X(ERROR, "error", "the elided sync's event could not be recorded")
+#define PW_KEEP_ENUM(id, name, text) PW_KEEP_##id,
+enum { PW_KEEP_LIST(PW_KEEP_ENUM) PW_KEEP_N };
+#undef PW_KEEP_ENUM
+extern const char *const pw_keep_names[PW_KEEP_N];
+
 typedef struct pw_counter3 {
   _Atomic uint64_t calls, bytes, ns;
 } pw_counter3;
@@ -237,7 +252,14 @@ enum {
   PW_CLASS_HOST_MEM,
   PW_CLASS_PRIMARY_RELEASE,
   PW_CLASS_DEVICE_RESET,
-  PW_CLASS_PROFILER
+  PW_CLASS_PROFILER,
+  PW_CLASS_EVENT_SYNC,
+  PW_CLASS_EVENT_RECORD,
+  PW_CLASS_STREAM_WAIT,
+  PW_CLASS_STREAM_QUERY,
+  PW_CLASS_EVENT_QUERY,
+  PW_CLASS_IPC_EXPORT,
+  PW_CLASS_MANAGED
 };
 
 #define PW_NUMA_DEVICES 16
@@ -256,7 +278,10 @@ typedef struct pw_stats {
   _Atomic uint64_t ring_pieces;
   _Atomic uint64_t fallbacks[PW_FB_N];
   _Atomic uint64_t fallback_bytes[PW_FB_N];
-  _Atomic uint64_t sync_elided;
+  _Atomic uint64_t sync_elided;          /* host syncs that returned early (engine/elide.h) */
+  _Atomic uint64_t sync_kept[PW_KEEP_N]; /* ... that were made for real, by reason */
+  _Atomic uint64_t sync_fences;          /* streams made to wait for an elided sync */
+  _Atomic uint64_t sync_settled;         /* waits for an elided sync before a question */
   _Atomic uint64_t pinned_bytes_allocated, ring_bytes_allocated;
   _Atomic uint64_t internal_errors;      /* broken engine invariants: must stay 0 */
   _Atomic uint64_t setup_ns;             /* allocating pinned pools, rings, side streams */

@@ -25,6 +25,7 @@ static const char *const path_names[PW_PATH_N] = {"ring", "pinned_only", "d2h"};
 #define PW_FB_NAME(id, name, text) name,
 const char *const pw_fallback_names[PW_FB_N] = {PW_FALLBACK_LIST(PW_FB_NAME)};
 const char *const pw_not_deferred_names[PW_ND_GUARD] = {PW_NOT_DEFERRED_LIST(PW_FB_NAME)};
+const char *const pw_keep_names[PW_KEEP_N] = {PW_KEEP_LIST(PW_FB_NAME)};
 #undef PW_FB_NAME
 const char *const pw_fa_reason_names[PW_FA_NREASONS] = {
 #define PW_FA_NAME(id, name) name,
@@ -171,11 +172,34 @@ static void text_copies(buf_t *b) {
       }
 }
 
+/* Sync elision: the syncs that returned early, those made for real by reason, the fences. */
+static void text_elision(buf_t *b) {
+  uint64_t kept = 0;
+  for (int k = 0; k < PW_KEEP_N; k++)
+    kept += pw_get(&pw_st.sync_kept[k]);
+  bprintf(b, "  syncs elided %llu, kept %llu", (unsigned long long)pw_get(&pw_st.sync_elided),
+          (unsigned long long)kept);
+  int any = 0;
+  for (int k = 0; k < PW_KEEP_N; k++)
+    if (pw_get(&pw_st.sync_kept[k]))
+      bprintf(b, "%s%s %llu", any++ ? ", " : " (", pw_keep_names[k],
+              (unsigned long long)pw_get(&pw_st.sync_kept[k]));
+  bprintf(b, "%s; streams fenced %llu, waits before a query %llu\n", any ? ")" : "",
+          (unsigned long long)pw_get(&pw_st.sync_fences),
+          (unsigned long long)pw_get(&pw_st.sync_settled));
+}
+
+/* A host sync: of a stream or the device (HOST_SYNC), or of an event (EVENT_SYNC). */
+static int is_sync(int i) {
+  return pw_hook_table[i].klass == PW_CLASS_HOST_SYNC ||
+         pw_hook_table[i].klass == PW_CLASS_EVENT_SYNC;
+}
+
 /* Its host syncs and kernel launches. */
 static void text_calls(buf_t *b) {
   bprintf(b, "  %-30s %10s %27s\n", "host syncs", "calls", "host blocked");
   for (int i = 0; i < pw_hook_count; i++) {
-    if (pw_hook_table[i].klass != PW_CLASS_HOST_SYNC || !pw_get(&pw_st.hook_calls[i])) continue;
+    if (!is_sync(i) || !pw_get(&pw_st.hook_calls[i])) continue;
     bprintf(b, "  %-30s %10llu %24.3f ms\n", pw_hook_table[i].name,
             (unsigned long long)pw_get(&pw_st.hook_calls[i]), ms(hook_ns(i)));
   }
@@ -282,10 +306,10 @@ static void text_staging(buf_t *b) {
           (unsigned long long)pw_get(&pw_st.pool_busy), ms(pw_get(&pw_st.wait_space_ns)),
           (unsigned long long)pw_get(&pw_st.wait_space_events), ms(pw_get(&pw_st.wait_lock_ns)),
           ms(pw_get(&pw_st.setup_ns)));
-  bprintf(b, "  pinned staging %s, device ring %s; syncs elided %llu\n",
+  bprintf(b, "  pinned staging %s, device ring %s\n",
           human_bytes(pw_get(&pw_st.pinned_bytes_allocated), h1, sizeof h1),
-          human_bytes(pw_get(&pw_st.ring_bytes_allocated), h2, sizeof h2),
-          (unsigned long long)pw_get(&pw_st.sync_elided));
+          human_bytes(pw_get(&pw_st.ring_bytes_allocated), h2, sizeof h2));
+  text_elision(b);
   text_numa(b);
   text_fill_ahead(b);
   if (pw_get(&pw_st.host_copies[0].calls) || pw_get(&pw_st.host_copies[1].calls))
@@ -405,7 +429,7 @@ static void write_json(buf_t *b) {
       }
   uint64_t sync_calls = 0, sync_ns = 0, launches = 0;
   for (int i = 0; i < pw_hook_count; i++) {
-    if (pw_hook_table[i].klass == PW_CLASS_HOST_SYNC) {
+    if (is_sync(i)) {
       sync_calls += pw_get(&pw_st.hook_calls[i]);
       sync_ns += pw_get(&pw_st.hook_ns[i]);
     } else if (pw_hook_table[i].klass == PW_CLASS_LAUNCH) {
@@ -455,7 +479,14 @@ static void write_json(buf_t *b) {
     bprintf(b, "%s\"%s\":{\"calls\":%llu,\"bytes\":%llu}", f ? "," : "", pw_fallback_names[f],
             (unsigned long long)pw_get(&pw_st.fallbacks[f]),
             (unsigned long long)pw_get(&pw_st.fallback_bytes[f]));
-  bprintf(b, "},\"deferred\":{");
+  bprintf(b, "},\"sync_kept\":{");
+  for (int k = 0; k < PW_KEEP_N; k++)
+    bprintf(b, "%s\"%s\":%llu", k ? "," : "", pw_keep_names[k],
+            (unsigned long long)pw_get(&pw_st.sync_kept[k]));
+  bprintf(b, "},\"sync_fences\":%llu,\"sync_settled\":%llu",
+          (unsigned long long)pw_get(&pw_st.sync_fences),
+          (unsigned long long)pw_get(&pw_st.sync_settled));
+  bprintf(b, ",\"deferred\":{");
   json_counter(b, &pw_st.deferred);
   bprintf(b, ",\"copyin_ns\":%llu,\"guard_writes_waited\":%llu,\"guard_wait_ns\":%llu},",
           (unsigned long long)pw_get(&pw_st.defer_copyin_ns),

@@ -69,8 +69,9 @@ typedef struct region {
 } region;
 
 static region regions[MAX_REGIONS];
-static atomic_int used;       /* slots [0, used) have ever held a region */
-static atomic_int any_region; /* regions recorded now; the memcpy fast path reads only this */
+static atomic_int used;        /* slots [0, used) have ever held a region */
+static atomic_int any_region;  /* regions recorded now; the memcpy fast path reads only this */
+static atomic_int lost_region; /* a region that did not fit the table: pinned memory is held */
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Sequentially consistent throughout (no separate fences, which ThreadSanitizer cannot follow):
@@ -93,8 +94,16 @@ void pw_pinned_add(const void *p, size_t n) {
     slot_set(&regions[i], (uintptr_t)p, (uintptr_t)p + n);
     if (i == u) atomic_store_explicit(&used, u + 1, memory_order_release);
     atomic_fetch_add_explicit(&any_region, 1, memory_order_release);
+  } else {
+    atomic_store_explicit(&lost_region, 1, memory_order_release); /* not recorded: held for good */
   }
   pthread_mutex_unlock(&write_lock);
+}
+
+/* Sync elision asks: while any is held, a kernel may write host memory. */
+int pw_pinned_any(void) {
+  return atomic_load_explicit(&any_region, memory_order_acquire) > 0 ||
+         atomic_load_explicit(&lost_region, memory_order_acquire);
 }
 
 void pw_pinned_remove(const void *p) {

@@ -158,8 +158,8 @@ CUresult pw_drv_missing(const char *name) {
   }
 #define DRV_LAUNCH(name, params, args, stream_expr)                                                \
   CUresult name params {                                                                           \
-    PW_FRONT_LAUNCH_BODY(CUresult, DRV_REAL(name), pw_drv_missing(#name), PW_H_##name, args,       \
-                         stream_expr)                                                              \
+    PW_FRONT_LAUNCH_BODY(CUresult, DRV_REAL(name), pw_drv_missing(#name), &pw_drv_ops,             \
+                         PW_H_##name, args, stream_expr)                                           \
   }
 /* cuProfilerStart / Stop: the real call, then the trace's capture window follows it. */
 #define DRV_PROFILER(name, params, args, on)                                                       \
@@ -174,8 +174,8 @@ CUresult pw_drv_missing(const char *name) {
   }
 #define DRV_SYNC(name, params, args, stream_expr)                                                  \
   CUresult name params {                                                                           \
-    PW_FRONT_SYNC_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), pw_drv_missing(#name), PW_H_##name, \
-                       args, stream_expr)                                                          \
+    PW_FRONT_SYNC_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), pw_drv_missing(#name), &pw_drv_ops, \
+                       PW_H_##name, args, stream_expr)                                             \
   }
 
 /* Uploads ahead (PINWHEEL_FILL_AHEAD, fa.h): the driver's large pinned allocations may be
@@ -255,6 +255,37 @@ static int fa_cuMemHostGetFlags(CUresult *r, unsigned *flags, void *p) {
 #define PW_DRV_LAUNCH(name, params, args, stream, dir) DRV_LAUNCH(name, params, args, stream)
 #define PW_DRV_PROFILER(name, params, args, stream, dir) DRV_PROFILER(name, params, args, stream)
 #define PW_DRV_HOST_SYNC(name, params, args, stream, dir) DRV_SYNC(name, params, args, stream)
+/* Sync elision's entry points (front.h's bodies), with the driver's backend. */
+#define DRV_ELIDE(kind, name, params, args, ...)                                                   \
+  CUresult name params {                                                                           \
+    PW_FRONT_##kind##_BODY(CUresult, DRV_REAL(name), pw_drv_missing(#name), &pw_drv_ops,           \
+                           PW_H_##name, args, __VA_ARGS__)                                         \
+  }
+#define DRV_ELIDE_OK(kind, name, params, args, ...)                                                \
+  CUresult name params {                                                                           \
+    PW_FRONT_##kind##_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), pw_drv_missing(#name),          \
+                           &pw_drv_ops, PW_H_##name, args, __VA_ARGS__)                            \
+  }
+#define PW_DRV_EVENT_SYNC(name, params, args, event, dir)                                          \
+  DRV_ELIDE_OK(EVENT_SYNC, name, params, args, event)
+#define PW_DRV_EVENT_RECORD(name, params, args, stream, dir)                                       \
+  DRV_ELIDE_OK(EVENT_RECORD, name, params, args, stream)
+#define PW_DRV_STREAM_WAIT(name, params, args, stream, dir)                                        \
+  DRV_ELIDE_OK(STREAM_WAIT, name, params, args, stream)
+#define PW_DRV_STREAM_QUERY(name, params, args, stream, dir)                                       \
+  DRV_ELIDE(STREAM_QUERY, name, params, args, stream)
+#define PW_DRV_EVENT_QUERY(name, params, args, a, b, dir)                                          \
+  DRV_ELIDE(EVENT_QUERY, name, params, args, a, b)
+#define PW_DRV_IPC_EXPORT(name, params, args, none, dir)                                           \
+  CUresult name params {                                                                           \
+    PW_FRONT_IPC_EXPORT_BODY(CUresult, DRV_REAL(name), pw_drv_missing(#name), &pw_drv_ops,         \
+                             PW_H_##name, args)                                                    \
+  }
+#define PW_DRV_MANAGED(name, params, args, none, dir)                                              \
+  CUresult name params {                                                                           \
+    PW_FRONT_MANAGED_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), pw_drv_missing(#name),           \
+                          PW_H_##name, args)                                                       \
+  }
 #define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
   PW_DRV_##class(name, params, args, stream, dir)
 #include "drv_hooks.def"
@@ -282,8 +313,24 @@ static const drv_entry entries[] = {
 /* What cuGetProcAddress hands out for each entry's own request: the driver may answer with other
  * addresses than its exported symbols'. */
 static void *canonical[N_ENTRIES];
+/* fa_hooks.c's driver wrappers: their real functions (dlsym on the libcuda pw_drv came from) and
+ * what cuGetProcAddress hands out for them. */
+#define FA_MAX 128
+static void *fa_real[FA_MAX], *fa_canonical[FA_MAX];
 
 static void recognise_init(void) {
+  for (int i = 0; i < pw_fa_drv_count && i < FA_MAX; i++) {
+    fa_real[i] = real_dlsym(drv_handle, pw_fa_drv_entries[i].name);
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st;
+    cuuint64_t flags = pw_fa_drv_entries[i].pt ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                                               : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+    if (pw_drv.cuGetProcAddress_v2 &&
+        pw_drv.cuGetProcAddress_v2(pw_fa_drv_entries[i].base, &p, pw_fa_drv_entries[i].version,
+                                   flags, &st) == CUDA_SUCCESS &&
+        st == CU_GET_PROC_ADDRESS_SUCCESS)
+      fa_canonical[i] = p;
+  }
   if (!pw_drv.cuGetProcAddress_v2) return;
   for (size_t i = 0; i < N_ENTRIES - 1; i++) { /* the v1 entry is found by its symbol only */
     void *p = NULL;
@@ -304,6 +351,8 @@ static void *wrapper_of(void *p) {
     if (*entries[i].real == p) return entries[i].wrapper;
   for (size_t i = 0; i < N_ENTRIES; i++)
     if (canonical[i] == p) return entries[i].wrapper;
+  for (int i = 0; i < pw_fa_drv_count && i < FA_MAX; i++)
+    if (fa_real[i] == p || fa_canonical[i] == p) return pw_fa_drv_entries[i].wrapper;
   return NULL;
 }
 
@@ -325,6 +374,8 @@ static int listed_name(const char *name) {
 #define PW_DRV_HOOK(n, class, params, args, stream, dir, base, version, pt)                        \
   if (!strcmp(name, #n)) return 1;
 #include "drv_hooks.def"
+  for (int i = 0; i < pw_fa_drv_count; i++)
+    if (!strcmp(name, pw_fa_drv_entries[i].name)) return 1;
   return !strcmp(name, "cuGetProcAddress_v2") || !strcmp(name, "cuGetProcAddress");
 }
 

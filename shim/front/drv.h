@@ -51,4 +51,16 @@ void pw_drv_ops_fork_child(void);
 void pw_drv_primary_release(int dev, int reset);
 void pw_drv_primary_released(int dev);
 
+/* fa_hooks.c: its driver wrappers, which drv.c offers as it offers drv_hooks.def's: the exported
+ * symbol's name, the wrapper, and how cuGetProcAddress names this ABI (base, version, per-thread).
+ */
+typedef struct pw_fa_drv_entry {
+  const char *name;
+  void *wrapper;
+  const char *base;
+  int version, pt;
+} pw_fa_drv_entry;
+extern const pw_fa_drv_entry pw_fa_drv_entries[];
+extern const int pw_fa_drv_count;
+
 #endif

@@ -66,6 +66,19 @@ static int setup_gone(void) {
   return 1;
 }
 
+/* cuDevicePageableMemoryAccess of the device with this ordinal: 1, 0, or 1 when it cannot be
+ * asked (in doubt a kernel may write any host memory). */
+int pw_drv_pageable_access(int ordinal) {
+  CUdevice d;
+  int on = 1;
+  if (!pw_drv_resolve() || !pw_drv.cuDeviceGet || !pw_drv.cuDeviceGetAttribute) return 1;
+  if (pw_drv.cuDeviceGet(&d, ordinal) != CUDA_SUCCESS ||
+      pw_drv.cuDeviceGetAttribute(&on, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, d) !=
+          CUDA_SUCCESS)
+    return 1;
+  return on != 0;
+}
+
 int pw_drv_state_gone(int device) {
   return device >= 0 && device < MAX_DEVICES && atomic_load(&gone[device]);
 }

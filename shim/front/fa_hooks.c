@@ -1,8 +1,11 @@
-/* fa_hooks.c — the entry points that matter only to uploads made ahead of the program's copies
- * (PINWHEEL_FILL_AHEAD, fa.h; docs/DESIGN.md §11): calls that can write the program's pinned
- * memory, or order a write of it after a fill from the GPU's side, out of the sight of every other
- * hook.  With fill-ahead off each wrapper is one relaxed load (REVOKE) or one test of the option
- * (TAINT) in front of the real call.
+/* fa_hooks.c — the other entry points that enqueue work: memsets, 2D/3D/symbol/array/peer copies,
+ * cooperative launches, host functions, graphs, stream value and semaphore operations.  They
+ * matter to uploads made ahead of the program's copies (PINWHEEL_FILL_AHEAD, fa.h; docs/DESIGN.md
+ * §11): calls that can write the program's pinned memory, or order a write of it after a fill from
+ * the GPU's side, out of the sight of every other hook; and to sync elision (engine/elide.h): work
+ * on another stream than an elided sync's waits for it first, and host functions and graphs make
+ * their stream's next sync real.  With both off each wrapper is one or two relaxed loads (REVOKE)
+ * or one test of the option (TAINT) in front of the real call.
  *   TAINT   host functions and stream callbacks, stream waits on a value, external semaphore
  *           waits, graph launches, IPC events: the program can order a write of its buffer after
  *           a fill from the GPU's side; pw_fa_taint gives every upload up, for good.
@@ -24,9 +27,8 @@
  * functions of CUDA < 3.2 (cuMemsetD8, cuMemcpy2D ... without _v2), and the batched copies
  * (cudaMemcpyBatchAsync, cudaMemcpy3DBatchAsync, cuMemcpyBatchAsync, cuMemcpy3DBatchAsync*), whose
  * unsuffixed prototypes differ between CUDA 12.8 and 13 (a wrapper of one would break the other).
- * Only the exported symbols are wrapped: what cuGetProcAddress, cudaGetDriverEntryPoint or a
- * dlsym of libcuda hand out for these names is the driver's own function (drv.c offers wrappers
- * for drv_hooks.def's entries only), so a program that takes them that way is not seen.
+ * What cuGetProcAddress, cudaGetDriverEntryPoint or a dlsym of libcuda hand out for the driver's
+ * names leads here too: drv.c recognises them from pw_fa_drv_entries, as it does drv_hooks.def's.
  *
  * Must never: change a real call's arguments or status, print or allocate on the way to the real
  * call, call an exported wrapper of the shim.
@@ -213,151 +215,227 @@
   (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),                       \
       (stream, addr, value, flags)
 
-/* The one list.  RT(how, name, base): a runtime function; DRV(...): a driver one.  how is TAINT
- * or REVOKE; base names the prototype (P_base), the name the CUDA 13 header declares with it (the
- * per-thread and older variants are checked against it). */
+/* The one list.  RT(how, name, base, el, stream): a runtime function; DRV(how, name, base, el,
+ * stream, gbase, version, pt): a driver one, which a program may also take from cuGetProcAddress
+ * as (gbase, version, per-thread pt), its ABI's name, version and flag there (drv.c offers the
+ * wrapper for what that hands out, as for drv_hooks.def's).  how
+ * is TAINT or REVOKE; base names the prototype (P_base), the name the CUDA 13 header declares with
+ * it (the per-thread and older variants are checked against it); el is what sync elision does
+ * (engine/elide.h): FENCE the stream waits for elided syncs of other streams first, HOSTW that and
+ * the work can write host memory (host functions, graphs), NONE nothing; stream is the stream the
+ * call enqueues on, normalised as in hooks.def (the synchronous calls': a default stream). */
 #define PW_FA_HOOKS(RT, DRV)                                                                       \
   /* ---- the runtime: TAINT ---- */                                                               \
-  RT(TAINT, cudaLaunchHostFunc, cudaLaunchHostFunc)                                                \
-  RT(TAINT, cudaLaunchHostFunc_ptsz, cudaLaunchHostFunc)                                           \
-  RT(TAINT, cudaStreamAddCallback, cudaStreamAddCallback)                                          \
-  RT(TAINT, cudaStreamAddCallback_ptsz, cudaStreamAddCallback)                                     \
-  RT(TAINT, cudaGraphLaunch, cudaGraphLaunch)                                                      \
-  RT(TAINT, cudaGraphLaunch_ptsz, cudaGraphLaunch)                                                 \
-  RT(TAINT, cudaWaitExternalSemaphoresAsync, cudaWaitExternalSemaphoresAsync)                      \
-  RT(TAINT, cudaWaitExternalSemaphoresAsync_ptsz, cudaWaitExternalSemaphoresAsync)                 \
+  RT(TAINT, cudaLaunchHostFunc, cudaLaunchHostFunc, HOSTW, PW_LEGACY(stream))                      \
+  RT(TAINT, cudaLaunchHostFunc_ptsz, cudaLaunchHostFunc, HOSTW, PW_PTSZ(stream))                   \
+  RT(TAINT, cudaStreamAddCallback, cudaStreamAddCallback, HOSTW, PW_LEGACY(stream))                \
+  RT(TAINT, cudaStreamAddCallback_ptsz, cudaStreamAddCallback, HOSTW, PW_PTSZ(stream))             \
+  RT(TAINT, cudaGraphLaunch, cudaGraphLaunch, HOSTW, PW_LEGACY(stream))                            \
+  RT(TAINT, cudaGraphLaunch_ptsz, cudaGraphLaunch, HOSTW, PW_PTSZ(stream))                         \
+  RT(TAINT, cudaWaitExternalSemaphoresAsync, cudaWaitExternalSemaphoresAsync, FENCE,               \
+     PW_LEGACY(stream))                                                                            \
+  RT(TAINT, cudaWaitExternalSemaphoresAsync_ptsz, cudaWaitExternalSemaphoresAsync, FENCE,          \
+     PW_PTSZ(stream))                                                                              \
   /* CUDA 12's names of the same function (libcudart.so.12): a program built with CUDA 12 */       \
-  RT(TAINT, cudaWaitExternalSemaphoresAsync_v2, cudaWaitExternalSemaphoresAsync)                   \
-  RT(TAINT, cudaWaitExternalSemaphoresAsync_v2_ptsz, cudaWaitExternalSemaphoresAsync)              \
-  RT(TAINT, cudaIpcOpenEventHandle, cudaIpcOpenEventHandle)                                        \
+  RT(TAINT, cudaWaitExternalSemaphoresAsync_v2, cudaWaitExternalSemaphoresAsync, FENCE,            \
+     PW_LEGACY(stream))                                                                            \
+  RT(TAINT, cudaWaitExternalSemaphoresAsync_v2_ptsz, cudaWaitExternalSemaphoresAsync, FENCE,       \
+     PW_PTSZ(stream))                                                                              \
+  RT(TAINT, cudaIpcOpenEventHandle, cudaIpcOpenEventHandle, NONE, NULL)                            \
   /* ---- the runtime: REVOKE ---- */                                                              \
-  RT(REVOKE, cudaMemset, cudaMemset)                                                               \
-  RT(REVOKE, cudaMemset_ptds, cudaMemset)                                                          \
-  RT(REVOKE, cudaMemsetAsync, cudaMemsetAsync)                                                     \
-  RT(REVOKE, cudaMemsetAsync_ptsz, cudaMemsetAsync)                                                \
-  RT(REVOKE, cudaMemset2D, cudaMemset2D)                                                           \
-  RT(REVOKE, cudaMemset2D_ptds, cudaMemset2D)                                                      \
-  RT(REVOKE, cudaMemset2DAsync, cudaMemset2DAsync)                                                 \
-  RT(REVOKE, cudaMemset2DAsync_ptsz, cudaMemset2DAsync)                                            \
-  RT(REVOKE, cudaMemset3D, cudaMemset3D)                                                           \
-  RT(REVOKE, cudaMemset3D_ptds, cudaMemset3D)                                                      \
-  RT(REVOKE, cudaMemset3DAsync, cudaMemset3DAsync)                                                 \
-  RT(REVOKE, cudaMemset3DAsync_ptsz, cudaMemset3DAsync)                                            \
-  RT(REVOKE, cudaMemcpy2D, cudaMemcpy2D)                                                           \
-  RT(REVOKE, cudaMemcpy2D_ptds, cudaMemcpy2D)                                                      \
-  RT(REVOKE, cudaMemcpy2DAsync, cudaMemcpy2DAsync)                                                 \
-  RT(REVOKE, cudaMemcpy2DAsync_ptsz, cudaMemcpy2DAsync)                                            \
-  RT(REVOKE, cudaMemcpy3D, cudaMemcpy3D)                                                           \
-  RT(REVOKE, cudaMemcpy3D_ptds, cudaMemcpy3D)                                                      \
-  RT(REVOKE, cudaMemcpy3DAsync, cudaMemcpy3DAsync)                                                 \
-  RT(REVOKE, cudaMemcpy3DAsync_ptsz, cudaMemcpy3DAsync)                                            \
-  RT(REVOKE, cudaMemcpy2DFromArray, cudaMemcpy2DFromArray)                                         \
-  RT(REVOKE, cudaMemcpy2DFromArray_ptds, cudaMemcpy2DFromArray)                                    \
-  RT(REVOKE, cudaMemcpy2DFromArrayAsync, cudaMemcpy2DFromArrayAsync)                               \
-  RT(REVOKE, cudaMemcpy2DFromArrayAsync_ptsz, cudaMemcpy2DFromArrayAsync)                          \
-  RT(REVOKE, cudaMemcpyFromSymbol, cudaMemcpyFromSymbol)                                           \
-  RT(REVOKE, cudaMemcpyFromSymbol_ptds, cudaMemcpyFromSymbol)                                      \
-  RT(REVOKE, cudaMemcpyFromSymbolAsync, cudaMemcpyFromSymbolAsync)                                 \
-  RT(REVOKE, cudaMemcpyFromSymbolAsync_ptsz, cudaMemcpyFromSymbolAsync)                            \
-  RT(REVOKE, cudaMemcpyPeer, cudaMemcpyPeer)                                                       \
-  RT(REVOKE, cudaMemcpyPeerAsync, cudaMemcpyPeerAsync)                                             \
-  RT(REVOKE, cudaMemcpy3DPeer, cudaMemcpy3DPeer)                                                   \
-  RT(REVOKE, cudaMemcpy3DPeer_ptds, cudaMemcpy3DPeer)                                              \
-  RT(REVOKE, cudaMemcpy3DPeerAsync, cudaMemcpy3DPeerAsync)                                         \
-  RT(REVOKE, cudaMemcpy3DPeerAsync_ptsz, cudaMemcpy3DPeerAsync)                                    \
-  RT(REVOKE, cudaMemcpyFromArray, cudaMemcpyFromArray)                                             \
-  RT(REVOKE, cudaMemcpyFromArray_ptds, cudaMemcpyFromArray)                                        \
-  RT(REVOKE, cudaMemcpyFromArrayAsync, cudaMemcpyFromArrayAsync)                                   \
-  RT(REVOKE, cudaMemcpyFromArrayAsync_ptsz, cudaMemcpyFromArrayAsync)                              \
-  RT(REVOKE, cudaLaunchCooperativeKernel, cudaLaunchCooperativeKernel)                             \
-  RT(REVOKE, cudaLaunchCooperativeKernel_ptsz, cudaLaunchCooperativeKernel)                        \
+  RT(REVOKE, cudaMemset, cudaMemset, FENCE, cudaStreamLegacy)                                      \
+  RT(REVOKE, cudaMemset_ptds, cudaMemset, FENCE, cudaStreamPerThread)                              \
+  RT(REVOKE, cudaMemsetAsync, cudaMemsetAsync, FENCE, PW_LEGACY(stream))                           \
+  RT(REVOKE, cudaMemsetAsync_ptsz, cudaMemsetAsync, FENCE, PW_PTSZ(stream))                        \
+  RT(REVOKE, cudaMemset2D, cudaMemset2D, FENCE, cudaStreamLegacy)                                  \
+  RT(REVOKE, cudaMemset2D_ptds, cudaMemset2D, FENCE, cudaStreamPerThread)                          \
+  RT(REVOKE, cudaMemset2DAsync, cudaMemset2DAsync, FENCE, PW_LEGACY(stream))                       \
+  RT(REVOKE, cudaMemset2DAsync_ptsz, cudaMemset2DAsync, FENCE, PW_PTSZ(stream))                    \
+  RT(REVOKE, cudaMemset3D, cudaMemset3D, FENCE, cudaStreamLegacy)                                  \
+  RT(REVOKE, cudaMemset3D_ptds, cudaMemset3D, FENCE, cudaStreamPerThread)                          \
+  RT(REVOKE, cudaMemset3DAsync, cudaMemset3DAsync, FENCE, PW_LEGACY(stream))                       \
+  RT(REVOKE, cudaMemset3DAsync_ptsz, cudaMemset3DAsync, FENCE, PW_PTSZ(stream))                    \
+  RT(REVOKE, cudaMemcpy2D, cudaMemcpy2D, FENCE, cudaStreamLegacy)                                  \
+  RT(REVOKE, cudaMemcpy2D_ptds, cudaMemcpy2D, FENCE, cudaStreamPerThread)                          \
+  RT(REVOKE, cudaMemcpy2DAsync, cudaMemcpy2DAsync, FENCE, PW_LEGACY(stream))                       \
+  RT(REVOKE, cudaMemcpy2DAsync_ptsz, cudaMemcpy2DAsync, FENCE, PW_PTSZ(stream))                    \
+  RT(REVOKE, cudaMemcpy3D, cudaMemcpy3D, FENCE, cudaStreamLegacy)                                  \
+  RT(REVOKE, cudaMemcpy3D_ptds, cudaMemcpy3D, FENCE, cudaStreamPerThread)                          \
+  RT(REVOKE, cudaMemcpy3DAsync, cudaMemcpy3DAsync, FENCE, PW_LEGACY(stream))                       \
+  RT(REVOKE, cudaMemcpy3DAsync_ptsz, cudaMemcpy3DAsync, FENCE, PW_PTSZ(stream))                    \
+  RT(REVOKE, cudaMemcpy2DFromArray, cudaMemcpy2DFromArray, FENCE, cudaStreamLegacy)                \
+  RT(REVOKE, cudaMemcpy2DFromArray_ptds, cudaMemcpy2DFromArray, FENCE, cudaStreamPerThread)        \
+  RT(REVOKE, cudaMemcpy2DFromArrayAsync, cudaMemcpy2DFromArrayAsync, FENCE, PW_LEGACY(stream))     \
+  RT(REVOKE, cudaMemcpy2DFromArrayAsync_ptsz, cudaMemcpy2DFromArrayAsync, FENCE, PW_PTSZ(stream))  \
+  RT(REVOKE, cudaMemcpyFromSymbol, cudaMemcpyFromSymbol, FENCE, cudaStreamLegacy)                  \
+  RT(REVOKE, cudaMemcpyFromSymbol_ptds, cudaMemcpyFromSymbol, FENCE, cudaStreamPerThread)          \
+  RT(REVOKE, cudaMemcpyFromSymbolAsync, cudaMemcpyFromSymbolAsync, FENCE, PW_LEGACY(stream))       \
+  RT(REVOKE, cudaMemcpyFromSymbolAsync_ptsz, cudaMemcpyFromSymbolAsync, FENCE, PW_PTSZ(stream))    \
+  RT(REVOKE, cudaMemcpyPeer, cudaMemcpyPeer, FENCE, cudaStreamLegacy)                              \
+  RT(REVOKE, cudaMemcpyPeerAsync, cudaMemcpyPeerAsync, FENCE, PW_LEGACY(stream))                   \
+  RT(REVOKE, cudaMemcpy3DPeer, cudaMemcpy3DPeer, FENCE, cudaStreamLegacy)                          \
+  RT(REVOKE, cudaMemcpy3DPeer_ptds, cudaMemcpy3DPeer, FENCE, cudaStreamPerThread)                  \
+  RT(REVOKE, cudaMemcpy3DPeerAsync, cudaMemcpy3DPeerAsync, FENCE, PW_LEGACY(stream))               \
+  RT(REVOKE, cudaMemcpy3DPeerAsync_ptsz, cudaMemcpy3DPeerAsync, FENCE, PW_PTSZ(stream))            \
+  RT(REVOKE, cudaMemcpyFromArray, cudaMemcpyFromArray, FENCE, cudaStreamLegacy)                    \
+  RT(REVOKE, cudaMemcpyFromArray_ptds, cudaMemcpyFromArray, FENCE, cudaStreamPerThread)            \
+  RT(REVOKE, cudaMemcpyFromArrayAsync, cudaMemcpyFromArrayAsync, FENCE, PW_LEGACY(stream))         \
+  RT(REVOKE, cudaMemcpyFromArrayAsync_ptsz, cudaMemcpyFromArrayAsync, FENCE, PW_PTSZ(stream))      \
+  RT(REVOKE, cudaLaunchCooperativeKernel, cudaLaunchCooperativeKernel, FENCE, PW_LEGACY(stream))   \
+  RT(REVOKE, cudaLaunchCooperativeKernel_ptsz, cudaLaunchCooperativeKernel, FENCE,                 \
+     PW_PTSZ(stream))                                                                              \
   /* ---- the driver: TAINT ---- */                                                                \
-  DRV(TAINT, cuLaunchHostFunc, cuLaunchHostFunc)                                                   \
-  DRV(TAINT, cuLaunchHostFunc_ptsz, cuLaunchHostFunc)                                              \
-  DRV(TAINT, cuStreamAddCallback, cuStreamAddCallback)                                             \
-  DRV(TAINT, cuStreamAddCallback_ptsz, cuStreamAddCallback)                                        \
-  DRV(TAINT, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2)                                       \
-  DRV(TAINT, cuStreamWaitValue32_v2_ptsz, cuStreamWaitValue32_v2)                                  \
-  DRV(TAINT, cuStreamWaitValue32, cuStreamWaitValue32_v2)                                          \
-  DRV(TAINT, cuStreamWaitValue32_ptsz, cuStreamWaitValue32_v2)                                     \
-  DRV(TAINT, cuStreamWaitValue64_v2, cuStreamWaitValue64_v2)                                       \
-  DRV(TAINT, cuStreamWaitValue64_v2_ptsz, cuStreamWaitValue64_v2)                                  \
-  DRV(TAINT, cuStreamWaitValue64, cuStreamWaitValue64_v2)                                          \
-  DRV(TAINT, cuStreamWaitValue64_ptsz, cuStreamWaitValue64_v2)                                     \
-  DRV(TAINT, cuStreamBatchMemOp_v2, cuStreamBatchMemOp_v2)                                         \
-  DRV(TAINT, cuStreamBatchMemOp_v2_ptsz, cuStreamBatchMemOp_v2)                                    \
-  DRV(TAINT, cuStreamBatchMemOp, cuStreamBatchMemOp_v2)                                            \
-  DRV(TAINT, cuStreamBatchMemOp_ptsz, cuStreamBatchMemOp_v2)                                       \
-  DRV(TAINT, cuGraphLaunch, cuGraphLaunch)                                                         \
-  DRV(TAINT, cuGraphLaunch_ptsz, cuGraphLaunch)                                                    \
-  DRV(TAINT, cuWaitExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync)                         \
-  DRV(TAINT, cuWaitExternalSemaphoresAsync_ptsz, cuWaitExternalSemaphoresAsync)                    \
-  DRV(TAINT, cuIpcOpenEventHandle, cuIpcOpenEventHandle)                                           \
+  DRV(TAINT, cuLaunchHostFunc, cuLaunchHostFunc, HOSTW, PW_DRV_LEGACY(hStream), cuLaunchHostFunc,  \
+      10000, 0)                                                                                    \
+  DRV(TAINT, cuLaunchHostFunc_ptsz, cuLaunchHostFunc, HOSTW, PW_DRV_PTSZ(hStream),                 \
+      cuLaunchHostFunc, 10000, 1)                                                                  \
+  DRV(TAINT, cuStreamAddCallback, cuStreamAddCallback, HOSTW, PW_DRV_LEGACY(hStream),              \
+      cuStreamAddCallback, 5000, 0)                                                                \
+  DRV(TAINT, cuStreamAddCallback_ptsz, cuStreamAddCallback, HOSTW, PW_DRV_PTSZ(hStream),           \
+      cuStreamAddCallback, 7000, 1)                                                                \
+  DRV(TAINT, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2, FENCE, PW_DRV_LEGACY(stream),         \
+      cuStreamWaitValue32, 11070, 0)                                                               \
+  DRV(TAINT, cuStreamWaitValue32_v2_ptsz, cuStreamWaitValue32_v2, FENCE, PW_DRV_PTSZ(stream),      \
+      cuStreamWaitValue32, 11070, 1)                                                               \
+  DRV(TAINT, cuStreamWaitValue32, cuStreamWaitValue32_v2, FENCE, PW_DRV_LEGACY(stream),            \
+      cuStreamWaitValue32, 8000, 0)                                                                \
+  DRV(TAINT, cuStreamWaitValue32_ptsz, cuStreamWaitValue32_v2, FENCE, PW_DRV_PTSZ(stream),         \
+      cuStreamWaitValue32, 8000, 1)                                                                \
+  DRV(TAINT, cuStreamWaitValue64_v2, cuStreamWaitValue64_v2, FENCE, PW_DRV_LEGACY(stream),         \
+      cuStreamWaitValue64, 11070, 0)                                                               \
+  DRV(TAINT, cuStreamWaitValue64_v2_ptsz, cuStreamWaitValue64_v2, FENCE, PW_DRV_PTSZ(stream),      \
+      cuStreamWaitValue64, 11070, 1)                                                               \
+  DRV(TAINT, cuStreamWaitValue64, cuStreamWaitValue64_v2, FENCE, PW_DRV_LEGACY(stream),            \
+      cuStreamWaitValue64, 9000, 0)                                                                \
+  DRV(TAINT, cuStreamWaitValue64_ptsz, cuStreamWaitValue64_v2, FENCE, PW_DRV_PTSZ(stream),         \
+      cuStreamWaitValue64, 9000, 1)                                                                \
+  DRV(TAINT, cuStreamBatchMemOp_v2, cuStreamBatchMemOp_v2, FENCE, PW_DRV_LEGACY(stream),           \
+      cuStreamBatchMemOp, 11070, 0)                                                                \
+  DRV(TAINT, cuStreamBatchMemOp_v2_ptsz, cuStreamBatchMemOp_v2, FENCE, PW_DRV_PTSZ(stream),        \
+      cuStreamBatchMemOp, 11070, 1)                                                                \
+  DRV(TAINT, cuStreamBatchMemOp, cuStreamBatchMemOp_v2, FENCE, PW_DRV_LEGACY(stream),              \
+      cuStreamBatchMemOp, 8000, 0)                                                                 \
+  DRV(TAINT, cuStreamBatchMemOp_ptsz, cuStreamBatchMemOp_v2, FENCE, PW_DRV_PTSZ(stream),           \
+      cuStreamBatchMemOp, 8000, 1)                                                                 \
+  DRV(TAINT, cuGraphLaunch, cuGraphLaunch, HOSTW, PW_DRV_LEGACY(hStream), cuGraphLaunch, 10000, 0) \
+  DRV(TAINT, cuGraphLaunch_ptsz, cuGraphLaunch, HOSTW, PW_DRV_PTSZ(hStream), cuGraphLaunch, 10000, \
+      1)                                                                                           \
+  DRV(TAINT, cuWaitExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync, FENCE,                  \
+      PW_DRV_LEGACY(stream), cuWaitExternalSemaphoresAsync, 10000, 0)                              \
+  DRV(TAINT, cuWaitExternalSemaphoresAsync_ptsz, cuWaitExternalSemaphoresAsync, FENCE,             \
+      PW_DRV_PTSZ(stream), cuWaitExternalSemaphoresAsync, 10000, 1)                                \
+  DRV(TAINT, cuIpcOpenEventHandle, cuIpcOpenEventHandle, NONE, NULL, cuIpcOpenEventHandle, 4010,   \
+      0)                                                                                           \
   /* ---- the driver: REVOKE ---- */                                                               \
-  DRV(REVOKE, cuMemsetD8_v2, cuMemsetD8_v2)                                                        \
-  DRV(REVOKE, cuMemsetD8_v2_ptds, cuMemsetD8_v2)                                                   \
-  DRV(REVOKE, cuMemsetD16_v2, cuMemsetD16_v2)                                                      \
-  DRV(REVOKE, cuMemsetD16_v2_ptds, cuMemsetD16_v2)                                                 \
-  DRV(REVOKE, cuMemsetD32_v2, cuMemsetD32_v2)                                                      \
-  DRV(REVOKE, cuMemsetD32_v2_ptds, cuMemsetD32_v2)                                                 \
-  DRV(REVOKE, cuMemsetD8Async, cuMemsetD8Async)                                                    \
-  DRV(REVOKE, cuMemsetD8Async_ptsz, cuMemsetD8Async)                                               \
-  DRV(REVOKE, cuMemsetD16Async, cuMemsetD16Async)                                                  \
-  DRV(REVOKE, cuMemsetD16Async_ptsz, cuMemsetD16Async)                                             \
-  DRV(REVOKE, cuMemsetD32Async, cuMemsetD32Async)                                                  \
-  DRV(REVOKE, cuMemsetD32Async_ptsz, cuMemsetD32Async)                                             \
-  DRV(REVOKE, cuMemsetD2D8_v2, cuMemsetD2D8_v2)                                                    \
-  DRV(REVOKE, cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2)                                               \
-  DRV(REVOKE, cuMemsetD2D16_v2, cuMemsetD2D16_v2)                                                  \
-  DRV(REVOKE, cuMemsetD2D16_v2_ptds, cuMemsetD2D16_v2)                                             \
-  DRV(REVOKE, cuMemsetD2D32_v2, cuMemsetD2D32_v2)                                                  \
-  DRV(REVOKE, cuMemsetD2D32_v2_ptds, cuMemsetD2D32_v2)                                             \
-  DRV(REVOKE, cuMemsetD2D8Async, cuMemsetD2D8Async)                                                \
-  DRV(REVOKE, cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async)                                           \
-  DRV(REVOKE, cuMemsetD2D16Async, cuMemsetD2D16Async)                                              \
-  DRV(REVOKE, cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async)                                         \
-  DRV(REVOKE, cuMemsetD2D32Async, cuMemsetD2D32Async)                                              \
-  DRV(REVOKE, cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async)                                         \
-  DRV(REVOKE, cuMemcpy2D_v2, cuMemcpy2D_v2)                                                        \
-  DRV(REVOKE, cuMemcpy2D_v2_ptds, cuMemcpy2D_v2)                                                   \
-  DRV(REVOKE, cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2)                                      \
-  DRV(REVOKE, cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2)                                 \
-  DRV(REVOKE, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2)                                              \
-  DRV(REVOKE, cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync_v2)                                         \
-  DRV(REVOKE, cuMemcpy3D_v2, cuMemcpy3D_v2)                                                        \
-  DRV(REVOKE, cuMemcpy3D_v2_ptds, cuMemcpy3D_v2)                                                   \
-  DRV(REVOKE, cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2)                                              \
-  DRV(REVOKE, cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync_v2)                                         \
+  DRV(REVOKE, cuMemsetD8_v2, cuMemsetD8_v2, FENCE, CU_STREAM_LEGACY, cuMemsetD8, 3020, 0)          \
+  DRV(REVOKE, cuMemsetD8_v2_ptds, cuMemsetD8_v2, FENCE, CU_STREAM_PER_THREAD, cuMemsetD8, 7000, 1) \
+  DRV(REVOKE, cuMemsetD16_v2, cuMemsetD16_v2, FENCE, CU_STREAM_LEGACY, cuMemsetD16, 3020, 0)       \
+  DRV(REVOKE, cuMemsetD16_v2_ptds, cuMemsetD16_v2, FENCE, CU_STREAM_PER_THREAD, cuMemsetD16, 7000, \
+      1)                                                                                           \
+  DRV(REVOKE, cuMemsetD32_v2, cuMemsetD32_v2, FENCE, CU_STREAM_LEGACY, cuMemsetD32, 3020, 0)       \
+  DRV(REVOKE, cuMemsetD32_v2_ptds, cuMemsetD32_v2, FENCE, CU_STREAM_PER_THREAD, cuMemsetD32, 7000, \
+      1)                                                                                           \
+  DRV(REVOKE, cuMemsetD8Async, cuMemsetD8Async, FENCE, PW_DRV_LEGACY(hStream), cuMemsetD8Async,    \
+      3020, 0)                                                                                     \
+  DRV(REVOKE, cuMemsetD8Async_ptsz, cuMemsetD8Async, FENCE, PW_DRV_PTSZ(hStream), cuMemsetD8Async, \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemsetD16Async, cuMemsetD16Async, FENCE, PW_DRV_LEGACY(hStream), cuMemsetD16Async, \
+      3020, 0)                                                                                     \
+  DRV(REVOKE, cuMemsetD16Async_ptsz, cuMemsetD16Async, FENCE, PW_DRV_PTSZ(hStream),                \
+      cuMemsetD16Async, 7000, 1)                                                                   \
+  DRV(REVOKE, cuMemsetD32Async, cuMemsetD32Async, FENCE, PW_DRV_LEGACY(hStream), cuMemsetD32Async, \
+      3020, 0)                                                                                     \
+  DRV(REVOKE, cuMemsetD32Async_ptsz, cuMemsetD32Async, FENCE, PW_DRV_PTSZ(hStream),                \
+      cuMemsetD32Async, 7000, 1)                                                                   \
+  DRV(REVOKE, cuMemsetD2D8_v2, cuMemsetD2D8_v2, FENCE, CU_STREAM_LEGACY, cuMemsetD2D8, 3020, 0)    \
+  DRV(REVOKE, cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2, FENCE, CU_STREAM_PER_THREAD, cuMemsetD2D8,    \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemsetD2D16_v2, cuMemsetD2D16_v2, FENCE, CU_STREAM_LEGACY, cuMemsetD2D16, 3020, 0) \
+  DRV(REVOKE, cuMemsetD2D16_v2_ptds, cuMemsetD2D16_v2, FENCE, CU_STREAM_PER_THREAD, cuMemsetD2D16, \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemsetD2D32_v2, cuMemsetD2D32_v2, FENCE, CU_STREAM_LEGACY, cuMemsetD2D32, 3020, 0) \
+  DRV(REVOKE, cuMemsetD2D32_v2_ptds, cuMemsetD2D32_v2, FENCE, CU_STREAM_PER_THREAD, cuMemsetD2D32, \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemsetD2D8Async, cuMemsetD2D8Async, FENCE, PW_DRV_LEGACY(hStream),                 \
+      cuMemsetD2D8Async, 3020, 0)                                                                  \
+  DRV(REVOKE, cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async, FENCE, PW_DRV_PTSZ(hStream),              \
+      cuMemsetD2D8Async, 7000, 1)                                                                  \
+  DRV(REVOKE, cuMemsetD2D16Async, cuMemsetD2D16Async, FENCE, PW_DRV_LEGACY(hStream),               \
+      cuMemsetD2D16Async, 3020, 0)                                                                 \
+  DRV(REVOKE, cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async, FENCE, PW_DRV_PTSZ(hStream),            \
+      cuMemsetD2D16Async, 7000, 1)                                                                 \
+  DRV(REVOKE, cuMemsetD2D32Async, cuMemsetD2D32Async, FENCE, PW_DRV_LEGACY(hStream),               \
+      cuMemsetD2D32Async, 3020, 0)                                                                 \
+  DRV(REVOKE, cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async, FENCE, PW_DRV_PTSZ(hStream),            \
+      cuMemsetD2D32Async, 7000, 1)                                                                 \
+  DRV(REVOKE, cuMemcpy2D_v2, cuMemcpy2D_v2, FENCE, CU_STREAM_LEGACY, cuMemcpy2D, 3020, 0)          \
+  DRV(REVOKE, cuMemcpy2D_v2_ptds, cuMemcpy2D_v2, FENCE, CU_STREAM_PER_THREAD, cuMemcpy2D, 7000, 1) \
+  DRV(REVOKE, cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2, FENCE, CU_STREAM_LEGACY,             \
+      cuMemcpy2DUnaligned, 3020, 0)                                                                \
+  DRV(REVOKE, cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2, FENCE, CU_STREAM_PER_THREAD,    \
+      cuMemcpy2DUnaligned, 7000, 1)                                                                \
+  DRV(REVOKE, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2, FENCE, PW_DRV_LEGACY(hStream),               \
+      cuMemcpy2DAsync, 3020, 0)                                                                    \
+  DRV(REVOKE, cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync_v2, FENCE, PW_DRV_PTSZ(hStream),            \
+      cuMemcpy2DAsync, 7000, 1)                                                                    \
+  DRV(REVOKE, cuMemcpy3D_v2, cuMemcpy3D_v2, FENCE, CU_STREAM_LEGACY, cuMemcpy3D, 3020, 0)          \
+  DRV(REVOKE, cuMemcpy3D_v2_ptds, cuMemcpy3D_v2, FENCE, CU_STREAM_PER_THREAD, cuMemcpy3D, 7000, 1) \
+  DRV(REVOKE, cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2, FENCE, PW_DRV_LEGACY(hStream),               \
+      cuMemcpy3DAsync, 3020, 0)                                                                    \
+  DRV(REVOKE, cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync_v2, FENCE, PW_DRV_PTSZ(hStream),            \
+      cuMemcpy3DAsync, 7000, 1)                                                                    \
   /* copies between devices and from arrays: a destination may be the buffer's device pointer */   \
-  DRV(REVOKE, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2)                                                    \
-  DRV(REVOKE, cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2)                                               \
-  DRV(REVOKE, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2)                                          \
-  DRV(REVOKE, cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync_v2)                                     \
-  DRV(REVOKE, cuMemcpyAtoD_v2, cuMemcpyAtoD_v2)                                                    \
-  DRV(REVOKE, cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD_v2)                                               \
-  DRV(REVOKE, cuMemcpyPeer, cuMemcpyPeer)                                                          \
-  DRV(REVOKE, cuMemcpyPeer_ptds, cuMemcpyPeer)                                                     \
-  DRV(REVOKE, cuMemcpyPeerAsync, cuMemcpyPeerAsync)                                                \
-  DRV(REVOKE, cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync)                                           \
-  DRV(REVOKE, cuMemcpy3DPeer, cuMemcpy3DPeer)                                                      \
-  DRV(REVOKE, cuMemcpy3DPeer_ptds, cuMemcpy3DPeer)                                                 \
-  DRV(REVOKE, cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync)                                            \
-  DRV(REVOKE, cuMemcpy3DPeerAsync_ptsz, cuMemcpy3DPeerAsync)                                       \
-  DRV(REVOKE, cuMemcpyAtoH_v2, cuMemcpyAtoH_v2)                                                    \
-  DRV(REVOKE, cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2)                                               \
-  DRV(REVOKE, cuMemcpyAtoHAsync_v2, cuMemcpyAtoHAsync_v2)                                          \
-  DRV(REVOKE, cuMemcpyAtoHAsync_v2_ptsz, cuMemcpyAtoHAsync_v2)                                     \
-  DRV(REVOKE, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel)                                \
-  DRV(REVOKE, cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel)                           \
+  DRV(REVOKE, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2, FENCE, CU_STREAM_LEGACY, cuMemcpyDtoD, 3020, 0)    \
+  DRV(REVOKE, cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2, FENCE, CU_STREAM_PER_THREAD, cuMemcpyDtoD,    \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2, FENCE, PW_DRV_LEGACY(hStream),           \
+      cuMemcpyDtoDAsync, 3020, 0)                                                                  \
+  DRV(REVOKE, cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync_v2, FENCE, PW_DRV_PTSZ(hStream),        \
+      cuMemcpyDtoDAsync, 7000, 1)                                                                  \
+  DRV(REVOKE, cuMemcpyAtoD_v2, cuMemcpyAtoD_v2, FENCE, CU_STREAM_LEGACY, cuMemcpyAtoD, 3020, 0)    \
+  DRV(REVOKE, cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD_v2, FENCE, CU_STREAM_PER_THREAD, cuMemcpyAtoD,    \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemcpyPeer, cuMemcpyPeer, FENCE, CU_STREAM_LEGACY, cuMemcpyPeer, 4000, 0)          \
+  DRV(REVOKE, cuMemcpyPeer_ptds, cuMemcpyPeer, FENCE, CU_STREAM_PER_THREAD, cuMemcpyPeer, 7000, 1) \
+  DRV(REVOKE, cuMemcpyPeerAsync, cuMemcpyPeerAsync, FENCE, PW_DRV_LEGACY(hStream),                 \
+      cuMemcpyPeerAsync, 4000, 0)                                                                  \
+  DRV(REVOKE, cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync, FENCE, PW_DRV_PTSZ(hStream),              \
+      cuMemcpyPeerAsync, 7000, 1)                                                                  \
+  DRV(REVOKE, cuMemcpy3DPeer, cuMemcpy3DPeer, FENCE, CU_STREAM_LEGACY, cuMemcpy3DPeer, 4000, 0)    \
+  DRV(REVOKE, cuMemcpy3DPeer_ptds, cuMemcpy3DPeer, FENCE, CU_STREAM_PER_THREAD, cuMemcpy3DPeer,    \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync, FENCE, PW_DRV_LEGACY(hStream),             \
+      cuMemcpy3DPeerAsync, 4000, 0)                                                                \
+  DRV(REVOKE, cuMemcpy3DPeerAsync_ptsz, cuMemcpy3DPeerAsync, FENCE, PW_DRV_PTSZ(hStream),          \
+      cuMemcpy3DPeerAsync, 7000, 1)                                                                \
+  DRV(REVOKE, cuMemcpyAtoH_v2, cuMemcpyAtoH_v2, FENCE, CU_STREAM_LEGACY, cuMemcpyAtoH, 3020, 0)    \
+  DRV(REVOKE, cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2, FENCE, CU_STREAM_PER_THREAD, cuMemcpyAtoH,    \
+      7000, 1)                                                                                     \
+  DRV(REVOKE, cuMemcpyAtoHAsync_v2, cuMemcpyAtoHAsync_v2, FENCE, PW_DRV_LEGACY(hStream),           \
+      cuMemcpyAtoHAsync, 3020, 0)                                                                  \
+  DRV(REVOKE, cuMemcpyAtoHAsync_v2_ptsz, cuMemcpyAtoHAsync_v2, FENCE, PW_DRV_PTSZ(hStream),        \
+      cuMemcpyAtoHAsync, 7000, 1)                                                                  \
+  DRV(REVOKE, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, FENCE, PW_DRV_LEGACY(hStream), \
+      cuLaunchCooperativeKernel, 9000, 0)                                                          \
+  DRV(REVOKE, cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel, FENCE,                    \
+      PW_DRV_PTSZ(hStream), cuLaunchCooperativeKernel, 9000, 1)                                    \
   /* a value written to device memory, which may be the buffer's device mapping */                 \
-  DRV(REVOKE, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2)                                    \
-  DRV(REVOKE, cuStreamWriteValue32_v2_ptsz, cuStreamWriteValue32_v2)                               \
-  DRV(REVOKE, cuStreamWriteValue32, cuStreamWriteValue32_v2)                                       \
-  DRV(REVOKE, cuStreamWriteValue32_ptsz, cuStreamWriteValue32_v2)                                  \
-  DRV(REVOKE, cuStreamWriteValue64_v2, cuStreamWriteValue64_v2)                                    \
-  DRV(REVOKE, cuStreamWriteValue64_v2_ptsz, cuStreamWriteValue64_v2)                               \
-  DRV(REVOKE, cuStreamWriteValue64, cuStreamWriteValue64_v2)                                       \
-  DRV(REVOKE, cuStreamWriteValue64_ptsz, cuStreamWriteValue64_v2)
+  DRV(REVOKE, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2, FENCE, PW_DRV_LEGACY(stream),      \
+      cuStreamWriteValue32, 11070, 0)                                                              \
+  DRV(REVOKE, cuStreamWriteValue32_v2_ptsz, cuStreamWriteValue32_v2, FENCE, PW_DRV_PTSZ(stream),   \
+      cuStreamWriteValue32, 11070, 1)                                                              \
+  DRV(REVOKE, cuStreamWriteValue32, cuStreamWriteValue32_v2, FENCE, PW_DRV_LEGACY(stream),         \
+      cuStreamWriteValue32, 8000, 0)                                                               \
+  DRV(REVOKE, cuStreamWriteValue32_ptsz, cuStreamWriteValue32_v2, FENCE, PW_DRV_PTSZ(stream),      \
+      cuStreamWriteValue32, 8000, 1)                                                               \
+  DRV(REVOKE, cuStreamWriteValue64_v2, cuStreamWriteValue64_v2, FENCE, PW_DRV_LEGACY(stream),      \
+      cuStreamWriteValue64, 11070, 0)                                                              \
+  DRV(REVOKE, cuStreamWriteValue64_v2_ptsz, cuStreamWriteValue64_v2, FENCE, PW_DRV_PTSZ(stream),   \
+      cuStreamWriteValue64, 11070, 1)                                                              \
+  DRV(REVOKE, cuStreamWriteValue64, cuStreamWriteValue64_v2, FENCE, PW_DRV_LEGACY(stream),         \
+      cuStreamWriteValue64, 9000, 0)                                                               \
+  DRV(REVOKE, cuStreamWriteValue64_ptsz, cuStreamWriteValue64_v2, FENCE, PW_DRV_PTSZ(stream),      \
+      cuStreamWriteValue64, 9000, 1)
 
 /* ---- what each kind does before the real call ---- */
 
@@ -377,10 +455,25 @@ static inline void fa_before_REVOKE(const char *name) {
   if (PW_UNLIKELY(pw_fa_live()) && !pw_depth) pw_fa_revoke_all(PW_FA_OTHER_WRITE);
 }
 
+/* ---- what sync elision does around the real call ---- */
+
+/* Work on another stream than an elided sync's waits for it (no live elided sync: one load). */
+#define el_before_FENCE(ops, s)                                                                    \
+  if (!pw_depth) pw_elide_fence(ops, (void *)(s))
+#define el_before_HOSTW(ops, s) el_before_FENCE(ops, s)
+#define el_before_NONE(ops, s)
+/* Host functions and graphs can write host memory: the stream's next sync is real. */
+#define el_after_HOSTW(ops, s, ok)                                                                 \
+  if ((ok) && !pw_depth && pw_mode == PW_MODE_STAGE && pw_sync_mode == PW_SYNC_ELIDE)              \
+  pw_elide_host_write(ops, (void *)(s))
+#define el_after_FENCE(ops, s, ok)
+#define el_after_NONE(ops, s, ok)
+
 /* ---- the wrappers ----
- * T the status type, lookup and missing the library's; the header's declaration of base must have
- * the wrapper's type (a per-thread or older variant has its base's prototype). */
-#define FA_WRAP(T, lookup, missing, how, name, base, params, args)                                 \
+ * T the status type, OK its success, lookup and missing the library's, ops its backend; the
+ * header's declaration of base must have the wrapper's type (a per-thread or older variant has its
+ * base's prototype). */
+#define FA_WRAP(T, OK, lookup, missing, ops, how, name, base, el, stream, params, args)            \
   typedef T(*fa_fn_##name) params;                                                                 \
   static _Atomic(fa_fn_##name) fa_real_##name;                                                     \
   PW_EXPORT T name params;                                                                         \
@@ -394,16 +487,28 @@ static inline void fa_before_REVOKE(const char *name) {
       if (!f_) return missing(#name);                                                              \
       atomic_store_explicit(&fa_real_##name, f_, memory_order_relaxed);                            \
     }                                                                                              \
-    return f_ args;                                                                                \
+    el_before_##el(ops, stream);                                                                   \
+    T r_ = f_ args;                                                                                \
+    el_after_##el(ops, stream, r_ == OK);                                                          \
+    return r_;                                                                                     \
   }
 #define FA_WRAP_(...) FA_WRAP(__VA_ARGS__) /* P_base expanded into its two arguments first */
-#define FA_RT(how, name, base)                                                                     \
-  FA_WRAP_(cudaError_t, pw_runtime_lookup, pw_runtime_missing, how, name, base, P_##base)
-#define FA_DRV(how, name, base)                                                                    \
-  FA_WRAP_(CUresult, pw_drv_lookup, pw_drv_missing, how, name, base, P_##base)
+#define FA_RT(how, name, base, el, stream)                                                         \
+  FA_WRAP_(cudaError_t, cudaSuccess, pw_runtime_lookup, pw_runtime_missing, &pw_real_ops, how,     \
+           name, base, el, stream, P_##base)
+#define FA_DRV(how, name, base, el, stream, gbase, version, pt)                                    \
+  FA_WRAP_(CUresult, CUDA_SUCCESS, pw_drv_lookup, pw_drv_missing, &pw_drv_ops, how, name, base,    \
+           el, stream, P_##base)
 
 /* cudaMemcpyFromArray(Async) are deprecated, still exported, and still write host memory */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 PW_FA_HOOKS(FA_RT, FA_DRV)
 #pragma GCC diagnostic pop
+
+/* The driver's entries, for drv.c's recognition of what cuGetProcAddress and dlsym hand out. */
+#define FA_RT_NONE(how, name, base, el, stream)
+#define FA_DRV_ENTRY(how, name, base, el, stream, gbase, version, pt)                              \
+  {#name, (void *)name, #gbase, version, pt},
+const pw_fa_drv_entry pw_fa_drv_entries[] = {PW_FA_HOOKS(FA_RT_NONE, FA_DRV_ENTRY)};
+const int pw_fa_drv_count = sizeof pw_fa_drv_entries / sizeof *pw_fa_drv_entries;

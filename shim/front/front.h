@@ -10,6 +10,7 @@
 #ifndef PW_FRONT_H
 #define PW_FRONT_H
 
+#include "elide.h"
 #include "engine.h"
 #include "fa.h"
 #include "pw.h"
@@ -25,7 +26,9 @@ extern int pw_mode;      /* PW_MODE_*, fixed by init */
 extern int pw_sync_mode; /* PW_SYNC_* */
 extern pw_engine *pw_eng;
 extern PW_TLS int pw_depth;          /* > 0 while the shim itself is working on this thread */
-extern PW_TLS void *pw_elide_stream; /* staged H2D copies on this stream were the last calls */
+extern PW_TLS void *pw_elide_stream; /* a staged H2D copy on this stream was the last call */
+extern PW_TLS int pw_elide_device;   /* ... into this device's memory */
+extern atomic_int pw_managed_seen;   /* the program allocated managed memory (sync elision) */
 extern int pw_host_copies;           /* PINWHEEL_HOST_COPIES */
 /* pinwheel.c (the top file): init, once, at the first hooked call (idempotent, recursion-safe).
  * The front ends' one call upward: the first hooked call is what starts the library. */
@@ -45,11 +48,17 @@ void *pw_drv_offer(void *p, const void *caller);
  * program released that context (the state went with it): nothing is staged there again. */
 int pw_drv_state_gone(int device);
 
+/* runtime.c: 1 when `device` can access pageable host memory (HMM, ATS), or cannot be asked;
+ * drv_ops.c: the same asked of the driver (a program without the shared runtime). */
+int pw_pageable_access(int device);
+int pw_drv_pageable_access(int ordinal);
+
 /* ---- app_memcpy.c: the program's pinned host memory, and the shim's memcpy and memmove ---- */
 #define PW_HOSTCOPY_MIN (1u << 20) /* smaller copies are glibc's, at once */
 void pw_pinned_add(const void *p, size_t n);
 void pw_pinned_remove(const void *p);
 int pw_pinned_contains(const void *p, size_t n);
+int pw_pinned_any(void); /* 1 while the program holds any pinned host memory */
 void pw_pinned_after_fork_child(void);
 
 /* ---- pjrt.c: JAX's CUDA plugin ---- */
@@ -121,12 +130,13 @@ static inline void pw_after_real(void) {
   pw_elide_stream = NULL;                                                                          \
   pw_depth++;                                                                                      \
   pw_transfer c = {__VA_ARGS__};                                                                   \
+  pw_elide_fence(ops, c.stream);                                                                   \
   uint64_t t0;                                                                                     \
   int path = pw_front_copy(ops, mode, &c, name, &t0);                                              \
   T r = path >= 0 ? OK : f_ args;                                                                  \
   pw_after_real();                                                                                 \
   pw_count_copy(id, &c, pw_now_ns() - t0);                                                         \
-  pw_front_copy_done(mode, r == OK, &c);                                                           \
+  pw_front_copy_done(mode, r == OK, &c, path);                                                     \
   return r;
 
 /* Launches: counted; in observe mode also timed, with the cheap counter (launches are µs calls).
@@ -134,7 +144,7 @@ static inline void pw_after_real(void) {
  * launch configuration) and its call site. */
 #define PW_ARG1(a, ...) a
 #define PW_ARGS(...) __VA_ARGS__ /* a parenthesised argument list, unwrapped */
-#define PW_FRONT_LAUNCH_BODY(T, real, missing, id, args, stream_expr)                              \
+#define PW_FRONT_LAUNCH_BODY(T, real, missing, ops, id, args, stream_expr)                         \
   int mode = pw_enter();                                                                           \
   __typeof__(real) f_ = (real);                                                                    \
   if (!f_) return missing;                                                                         \
@@ -144,6 +154,7 @@ static inline void pw_after_real(void) {
                      (void *)(stream_expr), 0);                                                    \
   if (mode == PW_MODE_OFF) PW_FRONT_OFF(T, f_, args);                                              \
   pw_elide_stream = NULL;                                                                          \
+  pw_elide_fence(ops, (void *)(stream_expr));                                                      \
   if (PW_UNLIKELY(pw_fa_live())) pw_fa_revoke_all(PW_FA_LAUNCH); /* it may write pinned memory */  \
   uint64_t t0 = mode == PW_MODE_OBSERVE ? pw_ticks() : 0;                                          \
   T r = f_ args;                                                                                   \
@@ -152,16 +163,100 @@ static inline void pw_after_real(void) {
   pw_count_call(id, 0);                                                                            \
   return r;
 
-/* Host syncs: timed; one that an elided sync makes unnecessary returns OK at once. */
-#define PW_FRONT_SYNC_BODY(T, OK, real, missing, id, args, stream_expr)                            \
+/* Host syncs: timed.  A stream sync that directly follows a copy pinwheel staged on that stream
+ * may be elided (engine/elide.h: it returns at once); a real one that succeeded tells the elision
+ * what is done (stream_expr: the stream, NULL for a device sync). */
+#define PW_FRONT_SYNC_BODY(T, OK, real, missing, ops, id, args, stream_expr)                       \
   int mode = pw_enter();                                                                           \
   __typeof__(real) f_ = (real);                                                                    \
   if (!f_) return missing;                                                                         \
   if (mode == PW_MODE_OFF) PW_FRONT_OFF(T, f_, args);                                              \
-  if (pw_front_sync_elided(id, (void *)(stream_expr))) return OK;                                  \
+  void *s_ = (void *)(stream_expr);                                                                \
+  if (pw_front_sync_elided(ops, id, s_)) return OK;                                                \
   uint64_t t0 = pw_now_ns();                                                                       \
   T r = f_ args;                                                                                   \
   pw_count_sync(id, pw_now_ns() - t0);                                                             \
+  if (r == OK && mode == PW_MODE_STAGE) pw_elide_synced(ops, s_);                                  \
+  return r;
+
+/* ---- sync elision's entry points (hooks.def's EVENT_SYNC to MANAGED) ----
+ * Outside stage mode, or with PINWHEEL_SYNC=keep, nothing is elided, so they go straight through.
+ */
+#define PW_FRONT_ELIDE_ENTER(T, real, missing, args)                                               \
+  int mode = pw_enter();                                                                           \
+  __typeof__(real) f_ = (real);                                                                    \
+  if (!f_) return missing;                                                                         \
+  if (mode != PW_MODE_STAGE || pw_sync_mode != PW_SYNC_ELIDE) PW_FRONT_OFF(T, f_, args);
+
+/* An event sync: what was elided after the event's record is waited for first; timed. */
+#define PW_FRONT_EVENT_SYNC_BODY(T, OK, real, missing, ops, id, args, event_expr)                  \
+  PW_FRONT_ELIDE_ENTER(T, real, missing, args)                                                     \
+  pw_elide_settle_event(ops, (void *)(event_expr));                                                \
+  uint64_t t0 = pw_now_ns();                                                                       \
+  T r = f_ args;                                                                                   \
+  pw_count_sync(id, pw_now_ns() - t0);                                                             \
+  return r;
+
+/* An event recorded on a stream: the stream is fenced first, then the record noted. */
+#define PW_FRONT_EVENT_RECORD_BODY(T, OK, real, missing, ops, id, args, stream_expr)               \
+  PW_FRONT_ELIDE_ENTER(T, real, missing, args)                                                     \
+  void *s_ = (void *)(stream_expr);                                                                \
+  pw_elide_fence(ops, s_);                                                                         \
+  T r = f_ args;                                                                                   \
+  pw_after_real();                                                                                 \
+  pw_count_call(id, 0);                                                                            \
+  if (r == OK) pw_elide_recorded(ops, (void *)(PW_ARG1 args), s_);                                 \
+  return r;
+
+/* A stream made to wait for an event: fenced first; it inherits what the event follows. */
+#define PW_ARG2(a, b, ...) b
+#define PW_FRONT_STREAM_WAIT_BODY(T, OK, real, missing, ops, id, args, stream_expr)                \
+  PW_FRONT_ELIDE_ENTER(T, real, missing, args)                                                     \
+  void *s_ = (void *)(stream_expr);                                                                \
+  pw_elide_fence(ops, s_);                                                                         \
+  T r = f_ args;                                                                                   \
+  pw_after_real();                                                                                 \
+  pw_count_call(id, 0);                                                                            \
+  if (r == OK) pw_elide_waits(ops, s_, (void *)(PW_ARG2 args));                                    \
+  return r;
+
+/* Questions: what an elided sync would change the answer of is waited for first. */
+#define PW_FRONT_STREAM_QUERY_BODY(T, real, missing, ops, id, args, stream_expr)                   \
+  PW_FRONT_ELIDE_ENTER(T, real, missing, args)                                                     \
+  pw_elide_settle_stream(ops, (void *)(stream_expr));                                              \
+  pw_count_call(id, 0);                                                                            \
+  return f_ args;
+/* hooks.def's stream slot of an EVENT_QUERY: its two events (the same one twice for a query),
+ * which reach the class's wrapper as two arguments. */
+#define PW_EVENTS(a, b) (void *)(a), (void *)(b)
+#define PW_FRONT_EVENT_QUERY_BODY(T, real, missing, ops, id, args, a, b)                           \
+  PW_FRONT_ELIDE_ENTER(T, real, missing, args)                                                     \
+  pw_elide_settle_event(ops, a);                                                                   \
+  if ((b) != (a)) pw_elide_settle_event(ops, b);                                                   \
+  pw_count_call(id, 0);                                                                            \
+  return f_ args;
+
+/* An export to other processes: every elided sync is waited for, and none is elided again.  In
+ * any mode but off (the export is for good, whatever mode comes later: there is none). */
+#define PW_FRONT_IPC_EXPORT_BODY(T, real, missing, ops, id, args)                                  \
+  int mode = pw_enter();                                                                           \
+  __typeof__(real) f_ = (real);                                                                    \
+  if (!f_) return missing;                                                                         \
+  if (mode == PW_MODE_OFF) PW_FRONT_OFF(T, f_, args);                                              \
+  pw_elide_stop(ops);                                                                              \
+  pw_count_call(id, 0);                                                                            \
+  return f_ args;
+
+/* Managed memory: from now on a kernel may write host memory, so no sync is elided. */
+#define PW_FRONT_MANAGED_BODY(T, OK, real, missing, id, args)                                      \
+  int mode = pw_enter();                                                                           \
+  __typeof__(real) f_ = (real);                                                                    \
+  if (!f_) return missing;                                                                         \
+  if (mode == PW_MODE_OFF) PW_FRONT_OFF(T, f_, args);                                              \
+  T r = f_ args;                                                                                   \
+  pw_after_real();                                                                                 \
+  pw_count_call(id, 0);                                                                            \
+  if (r == OK) atomic_store_explicit(&pw_managed_seen, 1, memory_order_release);                   \
   return r;
 
 /* The front ends' common path for a copy (pw_depth already raised): describe it with the front
@@ -185,26 +280,41 @@ static inline int pw_front_copy(const pw_ops *ops, int mode, pw_transfer *c, con
   return path;
 }
 
-/* After a copy's real call or staging: src was consumed before the return (staged, or a real
- * pageable copy, which CUDA stages before returning), so a sync right after it may be elided. */
-static inline void pw_front_copy_done(int mode, int ok, const pw_transfer *c) {
+/* After a copy's real call or staging (path: pw_front_copy's answer): the bytes of a pageable
+ * source were taken before the return (staged, or a real pageable copy, which CUDA stages before
+ * returning), so a sync of its stream right after it may be elided (engine/elide.h).  Not after a
+ * copy that met a capturing stream, an error or a query that failed: its sync stays the program's.
+ */
+static inline void pw_front_copy_done(int mode, int ok, const pw_transfer *c, int path) {
   pw_depth--;
-  if (pw_sync_mode == PW_SYNC_ELIDE && ok && c->dir == PW_DIR_H2D &&
-      c->src_kind == PW_MEM_PAGEABLE && mode == PW_MODE_STAGE)
+  if (pw_sync_mode == PW_SYNC_ELIDE && ok && mode == PW_MODE_STAGE && c->dir == PW_DIR_H2D &&
+      c->src_kind == PW_MEM_PAGEABLE && c->dst_kind == PW_MEM_DEVICE &&
+      (path >= 0 || path == -1 - PW_FB_TOO_SMALL || path == -1 - PW_FB_TOO_LARGE ||
+       path == -1 - PW_FB_SETTING_UP || path == -1 - PW_FB_NO_STATE)) {
     pw_elide_stream = c->stream;
+    pw_elide_device = c->dst_dev;
+  }
 }
 
-/* A host sync on stream s (NULL: not a stream) that an elided sync makes unnecessary: 1 when it
- * is skipped (counted as elided). */
-static inline int pw_front_sync_elided(int id, void *s) {
-  if (s && s == pw_elide_stream) {
-    pw_elide_stream = NULL;
-    pw_add(&pw_st.sync_elided, 1);
-    pw_count_call(id, 0);
-    return 1;
-  }
+/* Why kernels may write host memory, which makes every sync real: PW_KEEP_MAPPED while the
+ * program holds pinned, mapped or managed host memory, PW_KEEP_PAGEABLE_ACCESS where the device
+ * reaches pageable memory; -1 when neither. */
+static inline int pw_front_kernels_write_host(int device) {
+  if (pw_pinned_any() || atomic_load_explicit(&pw_managed_seen, memory_order_acquire))
+    return PW_KEEP_MAPPED;
+  return pw_pageable_access(device) ? PW_KEEP_PAGEABLE_ACCESS : -1;
+}
+
+/* A host sync on stream s (NULL: the device) right after a staged copy on s: 1 when it returns at
+ * once (counted as elided), 0 when the real sync is to be made. */
+static inline int pw_front_sync_elided(const pw_ops *ops, int id, void *s) {
+  void *last = pw_elide_stream;
   pw_elide_stream = NULL;
-  return 0;
+  if (!s || s != last) return 0;
+  if (!pw_elide_sync(ops, s, pw_elide_device, pw_front_kernels_write_host(pw_elide_device)))
+    return 0;
+  pw_count_call(id, 0);
+  return 1;
 }
 
 #endif

@@ -86,13 +86,24 @@ static int dir_of_kind(enum cudaMemcpyKind k) {
   }
 #define WRAP_LAUNCH(name, params, args, stream_expr)                                               \
   cudaError_t name params {                                                                        \
-    PW_FRONT_LAUNCH_BODY(cudaError_t, REAL(name), pw_runtime_missing(#name), PW_H_##name, args,    \
-                         stream_expr)                                                              \
+    PW_FRONT_LAUNCH_BODY(cudaError_t, REAL(name), pw_runtime_missing(#name), &pw_real_ops,         \
+                         PW_H_##name, args, stream_expr)                                           \
   }
 #define WRAP_SYNC(name, params, args, stream_expr)                                                 \
   cudaError_t name params {                                                                        \
     PW_FRONT_SYNC_BODY(cudaError_t, cudaSuccess, REAL(name), pw_runtime_missing(#name),            \
-                       PW_H_##name, args, stream_expr)                                             \
+                       &pw_real_ops, PW_H_##name, args, stream_expr)                               \
+  }
+/* Sync elision's entry points (front.h's bodies), with the runtime's backend. */
+#define RT_ELIDE(kind, name, params, args, ...)                                                    \
+  cudaError_t name params {                                                                        \
+    PW_FRONT_##kind##_BODY(cudaError_t, REAL(name), pw_runtime_missing(#name), &pw_real_ops,       \
+                           PW_H_##name, args, __VA_ARGS__)                                         \
+  }
+#define RT_ELIDE_OK(kind, name, params, args, ...)                                                 \
+  cudaError_t name params {                                                                        \
+    PW_FRONT_##kind##_BODY(cudaError_t, cudaSuccess, REAL(name), pw_runtime_missing(#name),        \
+                           &pw_real_ops, PW_H_##name, args, __VA_ARGS__)                           \
   }
 
 /* The program's pinned host memory (HOST_MEM in hooks.def): the real call, then the region
@@ -221,7 +232,52 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
 #define PW_WRAP_LAUNCH(name, params, args, stream) WRAP_LAUNCH(name, params, args, stream)
 #define PW_WRAP_PROFILER(name, params, args, on) WRAP_PROFILER(name, params, args, on)
 #define PW_WRAP_HOST_SYNC(name, params, args, stream) WRAP_SYNC(name, params, args, stream)
+#define PW_WRAP_EVENT_SYNC(name, params, args, event)                                              \
+  RT_ELIDE_OK(EVENT_SYNC, name, params, args, event)
+#define PW_WRAP_EVENT_RECORD(name, params, args, stream)                                           \
+  RT_ELIDE_OK(EVENT_RECORD, name, params, args, stream)
+#define PW_WRAP_STREAM_WAIT(name, params, args, stream)                                            \
+  RT_ELIDE_OK(STREAM_WAIT, name, params, args, stream)
+#define PW_WRAP_STREAM_QUERY(name, params, args, stream)                                           \
+  RT_ELIDE(STREAM_QUERY, name, params, args, stream)
+#define PW_WRAP_EVENT_QUERY(name, params, args, a, b)                                              \
+  RT_ELIDE(EVENT_QUERY, name, params, args, a, b)
+#define PW_WRAP_IPC_EXPORT(name, params, args, none)                                               \
+  cudaError_t name params {                                                                        \
+    PW_FRONT_IPC_EXPORT_BODY(cudaError_t, REAL(name), pw_runtime_missing(#name), &pw_real_ops,     \
+                             PW_H_##name, args)                                                    \
+  }
+#define PW_WRAP_MANAGED(name, params, args, none)                                                  \
+  cudaError_t name params {                                                                        \
+    PW_FRONT_MANAGED_BODY(cudaError_t, cudaSuccess, REAL(name), pw_runtime_missing(#name),         \
+                          PW_H_##name, args)                                                       \
+  }
 #define PW_WRAP_HOST_MEM(name, params, args, region) WRAP_HOST_MEM(name, params, args, region)
 #define PW_WRAP_DEVICE_RESET(name, params, args, stream) WRAP_RESET(name, params, args)
 #define PW_HOOK(name, class, params, args, stream) PW_WRAP_##class(name, params, args, stream)
 #include "hooks.def"
+
+/* 1 when the device can access pageable host memory (cudaDevAttrPageableMemoryAccess: HMM, ATS),
+ * asked once per device; in doubt (the runtime cannot say, a device number out of range), 1: a
+ * kernel might then write any host memory, and no sync is elided. */
+#define PW_ATTR_DEVICES 64
+static atomic_int pageable_access[PW_ATTR_DEVICES]; /* 0 not asked, 1 no, 2 yes */
+int pw_pageable_access(int device) {
+  if (device < 0 || device >= PW_ATTR_DEVICES) return 1;
+  int v = atomic_load_explicit(&pageable_access[device], memory_order_relaxed);
+  if (v) return v == 2;
+  int on = 1;
+  if (REAL(cudaDeviceGetAttribute)) {
+    pw_depth++;
+    if (pw_real.cudaDeviceGetAttribute(&on, cudaDevAttrPageableMemoryAccess, device) !=
+        cudaSuccess) {
+      on = 1;
+      if (REAL(cudaGetLastError)) pw_real.cudaGetLastError(); /* our question, not the program's */
+    }
+    pw_depth--;
+  } else {
+    on = pw_drv_pageable_access(device);
+  }
+  atomic_store_explicit(&pageable_access[device], on ? 2 : 1, memory_order_relaxed);
+  return on != 0;
+}

@@ -27,6 +27,10 @@ long fake_count(const char *name);
 void fake_fail_next(cudaError_t err);
 /* Make a stream report that it is being captured. */
 void fake_set_capturing(cudaStream_t s, int on);
+/* The stream of the last cudaStreamWaitEvent; whether an event is still pending (FAKE_LAZY_EVENTS).
+ */
+cudaStream_t fake_last_wait(void);
+int fake_event_pending(cudaEvent_t e);
 /* dlsym on libcuda.so.1 (when loaded) from inside the runtime, as libcudart takes its entry points.
  */
 void *fake_cudart_driver_entry(const char *name);

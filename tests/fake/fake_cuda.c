@@ -210,6 +210,15 @@ static CUresult record_as(const char *name, fake_drv_call *c) {
     return record_as(#name, &c);                                                                   \
   }
 #define FAKE_HOST_SYNC(name, params, args, stream_expr) FAKE_LAUNCH(name, params, args, stream_expr)
+#define FAKE_EVENT_SYNC(name, params, args, stream_expr)                                           \
+  FAKE_LAUNCH(name, params, args, stream_expr)
+/* sync elision's entry points: below, with what the backend calls */
+#define FAKE_EVENT_RECORD(name, params, args, stream_expr)
+#define FAKE_STREAM_WAIT(name, params, args, stream_expr)
+#define FAKE_STREAM_QUERY(name, params, args, stream_expr)
+#define FAKE_EVENT_QUERY(name, params, args, stream_expr)
+#define FAKE_IPC_EXPORT(name, params, args, stream_expr)
+#define FAKE_MANAGED(name, params, args, stream_expr)
 /* The profiler calls record which they are: 1 start, 0 stop (the list's stream column). */
 #define FAKE_PROFILER(name, params, args, start)                                                   \
   CUresult name params {                                                                           \
@@ -432,15 +441,81 @@ CUresult cuEventCreate(CUevent *e, unsigned int flags) {
   *e = (CUevent)calloc(1, 16);
   return CUDA_SUCCESS;
 }
+/* Events and streams: the work is done at once (copies run at their call), so every event is
+ * complete and every stream idle; the calls are counted, not recorded as fake_last. */
+static CUresult counted(const char *fn) {
+  pthread_mutex_lock(&fake_mu);
+  CUresult r = (CUresult)fake_count_call(fn);
+  pthread_mutex_unlock(&fake_mu);
+  return r;
+}
 CUresult cuEventRecord(CUevent e, CUstream s) {
   stream_alive(__func__, s);
-  return CUDA_SUCCESS;
+  return counted(__func__);
+}
+CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
+  return counted(__func__);
+}
+CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags) {
+  stream_alive(__func__, s);
+  return counted(__func__);
+}
+CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned int flags) {
+  return counted(__func__);
 }
 CUresult cuEventQuery(CUevent e) {
-  return CUDA_SUCCESS;
+  return counted(__func__);
+}
+CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) {
+  *ms = 1.0f;
+  return counted(__func__);
 }
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
-  return CUDA_SUCCESS;
+  return counted(__func__);
+}
+CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int flags) {
+  return counted(__func__);
+}
+CUresult cuStreamQuery(CUstream s) {
+  return counted(__func__);
+}
+CUresult cuStreamQuery_ptsz(CUstream s) {
+  return counted(__func__);
+}
+CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
+  memset(h, 0, sizeof *h);
+  return counted(__func__);
+}
+CUresult cuIpcGetEventHandle(CUipcEventHandle *h, CUevent e) {
+  memset(h, 0, sizeof *h);
+  return counted(__func__);
+}
+CUresult cuMemExportToShareableHandle(void *sh, CUmemGenericAllocationHandle h,
+                                      CUmemAllocationHandleType t, unsigned long long flags) {
+  return counted(__func__);
+}
+CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned int flags) {
+  void *q = aligned_alloc(256, (n + 255) & ~(size_t)255);
+  if (!q) return CUDA_ERROR_OUT_OF_MEMORY;
+  fake_region_add(q, n, CU_MEMORYTYPE_UNIFIED);
+  *p = (CUdeviceptr)(uintptr_t)q;
+  return counted(__func__);
+}
+/* Three of the other entry points that enqueue work (shim/front/fa_hooks.c), for the lookups. */
+CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
+  memset((void *)(uintptr_t)p, v, n);
+  return counted(__func__);
+}
+CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *arg) {
+  fn(arg);
+  return counted(__func__);
+}
+CUresult cuGraphLaunch(CUgraphExec g, CUstream s) {
+  return counted(__func__);
+}
+CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
+  *v = a == CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS && getenv("FAKE_PAGEABLE_ACCESS") ? 1 : 0;
+  return d == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
 /* ---- cuGetProcAddress ---- */
@@ -489,6 +564,23 @@ static const proc procs[] = {
     {"cuCtxSynchronize", 2000, 0, (void *)cuCtxSynchronize, NULL},
     {"cuCtxSynchronize", 13000, 0, (void *)cuCtxSynchronize_v2, NULL},
     {"cuEventSynchronize", 2000, 0, (void *)cuEventSynchronize, NULL},
+    {"cuEventRecord", 2000, 0, (void *)cuEventRecord, NULL},
+    {"cuEventRecord", 7000, 1, (void *)cuEventRecord_ptsz, NULL},
+    {"cuEventRecordWithFlags", 11010, 0, (void *)cuEventRecordWithFlags, NULL},
+    {"cuEventRecordWithFlags", 11010, 1, (void *)cuEventRecordWithFlags_ptsz, NULL},
+    {"cuStreamWaitEvent", 3020, 0, (void *)cuStreamWaitEvent, NULL},
+    {"cuStreamWaitEvent", 7000, 1, (void *)cuStreamWaitEvent_ptsz, NULL},
+    {"cuStreamQuery", 2000, 0, (void *)cuStreamQuery, NULL},
+    {"cuStreamQuery", 7000, 1, (void *)cuStreamQuery_ptsz, NULL},
+    {"cuEventQuery", 2000, 0, (void *)cuEventQuery, NULL},
+    {"cuEventElapsedTime", 12080, 0, (void *)cuEventElapsedTime_v2, NULL},
+    {"cuIpcGetMemHandle", 4010, 0, (void *)cuIpcGetMemHandle, NULL},
+    {"cuIpcGetEventHandle", 4010, 0, (void *)cuIpcGetEventHandle, NULL},
+    {"cuMemExportToShareableHandle", 10020, 0, (void *)cuMemExportToShareableHandle, NULL},
+    {"cuMemAllocManaged", 6000, 0, (void *)cuMemAllocManaged, NULL},
+    {"cuMemsetD8Async", 3020, 0, (void *)cuMemsetD8Async, NULL},
+    {"cuLaunchHostFunc", 10000, 0, (void *)cuLaunchHostFunc, NULL},
+    {"cuGraphLaunch", 10000, 0, (void *)cuGraphLaunch, NULL},
     {"cuGetProcAddress", 11030, 0, (void *)cuGetProcAddress, NULL},
     {"cuGetProcAddress", 12000, 0, (void *)cuGetProcAddress_v2, NULL},
     {"cuMemAlloc", 3020, 0, (void *)cuMemAlloc_v2, NULL},

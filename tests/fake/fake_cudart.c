@@ -70,7 +70,7 @@ static int stale_stream(cudaStream_t s) {
   return (uintptr_t)s > 2 && ((fake_stream *)s)->gen != generation;
 }
 static int stale_event(cudaEvent_t e) {
-  return e && *(int *)e != generation;
+  return e && *(int *)e != generation; /* fake_event's first member */
 }
 
 /* With FAKE_CUPTI_CALLS set, each copy and launch is reported to the fake CUPTI (when loaded),
@@ -200,15 +200,70 @@ static cudaError_t record_as(const char *name, fake_call *c) {
     return record_as(#name, &c);                                                                   \
   }
 #define FAKE_PROFILER(name, params, args) FAKE_LAUNCH(name, params, args)
-/* A sync on a stream or event that cudaDeviceReset destroyed fails, as in CUDA. */
+/* FAKE_LAZY_EVENTS: a recorded event stays pending (cudaEventQuery: not ready) until it is waited
+ * for: its own sync, a sync of its stream, of the device, or a stream query that finds it done
+ * never comes by itself.  So an elided sync's event is still pending when pinwheel's fences and
+ * questions meet it, as on a busy GPU. */
+typedef struct fake_event {
+  int gen, pending;
+  cudaStream_t stream;
+  unsigned long order; /* when it was recorded: done implies every earlier one of its stream */
+} fake_event;
+static unsigned long records;
+static fake_event *recorded[4096];
+static int nrecorded;
+static int lazy_events(void) {
+  static int v = -1;
+  if (v < 0) v = getenv("FAKE_LAZY_EVENTS") != NULL;
+  return v;
+}
+/* Every event recorded on stream s (NULL: any) is done. */
+static void settle(cudaStream_t s) {
+  pthread_mutex_lock(&fake_mu);
+  for (int i = 0; i < nrecorded; i++)
+    if (!s || recorded[i]->stream == s) recorded[i]->pending = 0;
+  pthread_mutex_unlock(&fake_mu);
+}
+static int stream_pending(cudaStream_t s) {
+  int p = 0;
+  pthread_mutex_lock(&fake_mu);
+  for (int i = 0; i < nrecorded && !p; i++)
+    p = recorded[i]->stream == s && recorded[i]->pending;
+  pthread_mutex_unlock(&fake_mu);
+  return p;
+}
+static cudaStream_t last_wait_stream;
+static cudaEvent_t last_wait_event;
+cudaStream_t fake_last_wait(void) {
+  pthread_mutex_lock(&fake_mu);
+  cudaStream_t s = last_wait_stream;
+  pthread_mutex_unlock(&fake_mu);
+  return s;
+}
+int fake_event_pending(cudaEvent_t e) {
+  pthread_mutex_lock(&fake_mu);
+  int p = ((fake_event *)e)->pending;
+  pthread_mutex_unlock(&fake_mu);
+  return p;
+}
+
+/* Stream syncs: the stream's events (all of them for a device sync) are done. */
 #define FAKE_HOST_SYNC(name, params, args)                                                         \
   cudaError_t name params {                                                                        \
     fake_call c = FAKE_FIELDS(name) args;                                                          \
     cudaError_t e = record_as(#name, &c);                                                          \
     if (e == cudaSuccess && (stale_stream(c.stream) || stale_event(c.event)))                      \
       e = last_error = cudaErrorContextIsDestroyed;                                                \
+    if (e == cudaSuccess) settle(c.stream);                                                        \
     return e;                                                                                      \
   }
+#define FAKE_EVENT_SYNC(name, params, args)   /* below */
+#define FAKE_EVENT_RECORD(name, params, args) /* below */
+#define FAKE_STREAM_WAIT(name, params, args)  /* below */
+#define FAKE_STREAM_QUERY(name, params, args) /* below */
+#define FAKE_EVENT_QUERY(name, params, args)  /* below */
+#define FAKE_IPC_EXPORT(name, params, args)   /* below */
+#define FAKE_MANAGED(name, params, args)      /* below */
 #define FAKE_HOST_MEM(name, params, args)     /* below, with the functions the shim only calls */
 #define FAKE_DEVICE_RESET(name, params, args) /* below */
 #define PW_HOOK(name, class, params, args, stream) FAKE_##class(name, params, args)
@@ -354,20 +409,124 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
   FAKE_ENTER();
-  *e = (cudaEvent_t)calloc(1, 16);
-  *(int *)*e = generation;
+  fake_event *f = calloc(1, sizeof *f);
+  f->gen = generation;
+  *e = (cudaEvent_t)f;
+  return cudaSuccess;
+}
+/* Counted (and an injected failure taken) without becoming fake_last(): the engine's own events
+ * and waits come between a copy and the test's look at it. */
+static cudaError_t count_only(const char *fn) {
+  fake_enter(fn);
+  pthread_mutex_lock(&fake_mu);
+  cudaError_t e = (cudaError_t)fake_count_call(fn);
+  pthread_mutex_unlock(&fake_mu);
+  if (e != cudaSuccess) last_error = e;
+  return e;
+}
+static cudaError_t event_record(const char *fn, cudaEvent_t e, cudaStream_t s) {
+  cudaError_t r = count_only(fn);
+  if (r != cudaSuccess) return r;
+  if (stale_event(e) || stale_stream(s)) return last_error = cudaErrorContextIsDestroyed;
+  fake_event *f = (fake_event *)e;
+  pthread_mutex_lock(&fake_mu);
+  f->stream = s;
+  f->pending = lazy_events();
+  f->order = ++records;
+  int known = 0;
+  for (int i = 0; i < nrecorded && !known; i++)
+    known = recorded[i] == f;
+  if (!known && nrecorded < 4096) recorded[nrecorded++] = f;
+  pthread_mutex_unlock(&fake_mu);
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-  return stale_event(e) || stale_stream(s) ? (last_error = cudaErrorContextIsDestroyed)
-                                           : cudaSuccess;
+  return event_record(__func__, e, s);
 }
-cudaError_t cudaEventQuery(cudaEvent_t e) {
-  return stale_event(e) ? (last_error = cudaErrorContextIsDestroyed) : cudaSuccess;
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s) {
+  return event_record(__func__, e, s);
+}
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned flags) {
+  return event_record(__func__, e, s);
+}
+cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t s, unsigned flags) {
+  return event_record(__func__, e, s);
+}
+cudaError_t cudaEventQuery(cudaEvent_t ev) {
+  cudaError_t e = count_only(__func__);
+  if (e != cudaSuccess) return e;
+  if (stale_event(ev)) return last_error = cudaErrorContextIsDestroyed;
+  return fake_event_pending(ev) ? cudaErrorNotReady : cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
+  CALL_RECORD(.event = ev);
+  if (e != cudaSuccess) return e;
+  if (stale_event(ev)) return last_error = cudaErrorContextIsDestroyed;
+  fake_event *f = (fake_event *)ev;
+  pthread_mutex_lock(&fake_mu);
+  for (int i = 0; i < nrecorded; i++) /* stream order: what was recorded before it is done */
+    if (recorded[i]->stream == f->stream && recorded[i]->order <= f->order)
+      recorded[i]->pending = 0;
+  f->pending = 0;
+  pthread_mutex_unlock(&fake_mu);
+  return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+  CALL_RECORD(.event = a);
+  if (e != cudaSuccess) return e;
+  if (fake_event_pending(a) || fake_event_pending(b)) return last_error = cudaErrorNotReady;
+  *ms = 1.0f;
+  return cudaSuccess;
+}
+static cudaError_t stream_wait(const char *fn, cudaStream_t s, cudaEvent_t ev) {
+  cudaError_t r = count_only(fn);
+  if (r != cudaSuccess) return r;
+  if (stale_event(ev) || stale_stream(s)) return last_error = cudaErrorContextIsDestroyed;
+  pthread_mutex_lock(&fake_mu);
+  last_wait_stream = s;
+  last_wait_event = ev;
+  pthread_mutex_unlock(&fake_mu);
+  return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
-  return stale_event(e) || stale_stream(s) ? (last_error = cudaErrorContextIsDestroyed)
-                                           : cudaSuccess;
+  return stream_wait(__func__, s, e);
+}
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+  return stream_wait(__func__, s, e);
+}
+/* A stream is busy while an event recorded on it is pending. */
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+  CALL_RECORD(.stream = s);
+  if (e != cudaSuccess) return e;
+  return stream_pending(s ? s : cudaStreamLegacy) ? cudaErrorNotReady : cudaSuccess;
+}
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) {
+  CALL_RECORD(.stream = s);
+  if (e != cudaSuccess) return e;
+  return stream_pending(s ? s : cudaStreamPerThread) ? cudaErrorNotReady : cudaSuccess;
+}
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *h, void *p) {
+  CALL_RECORD(.dst = p);
+  if (e == cudaSuccess) memset(h, 0, sizeof *h);
+  return e;
+}
+cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t *h, cudaEvent_t ev) {
+  CALL_RECORD(.event = ev);
+  if (e == cudaSuccess) memset(h, 0, sizeof *h);
+  return e;
+}
+/* Managed memory is host memory here; the pointer table calls it managed. */
+cudaError_t cudaMallocManaged(void **p, size_t n, unsigned flags) {
+  CALL_RECORD(.count = n);
+  if (e != cudaSuccess) return e;
+  if (!(*p = aligned_alloc(256, (n + 255) & ~(size_t)255))) return cudaErrorMemoryAllocation;
+  fake_region_add(*p, n, cudaMemoryTypeManaged);
+  return cudaSuccess;
+}
+/* FAKE_PAGEABLE_ACCESS: the device reaches pageable memory (HMM). */
+cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr attr, int device) {
+  *v = attr == cudaDevAttrPageableMemoryAccess && getenv("FAKE_PAGEABLE_ACCESS") ? 1 : 0;
+  return device == 0 ? cudaSuccess : cudaErrorInvalidDevice;
 }
 
 /* What a driver entry point looks like to the runtime, which takes them as libcudart does: the

@@ -5,7 +5,8 @@
 #   OUT=out ONLY='^torture_|^torch_' BENCH='copybound copy' REPS=3 bash tests/gpu/device_run.sh
 #   SUITE_S  seconds for the tests (default 300; all 72 took 543 s on the single-GPU H200 machine,
 #            so a 10-minute call holds them with the build and little else); BENCH_S seconds for
-#            each benchmark class (300)
+#            each benchmark class (300; 480 for loader, the DataLoader training class of about 6
+#            minutes: run it alone, ONLY=none BENCH=loader, to fit a 10-minute call)
 #   BENCH_ARGS  more arguments of bench.py (e.g. --collector-quick)
 #   KINDS=0x400,0x1ff  also bench/collector_kinds.py with these masks, on a build-diag shim
 #            (-DPINWHEEL_TRACE_DIAG=ON); KINDS_S seconds for it (300); KINDS_ARGS more of its
@@ -67,7 +68,9 @@ if [ "${CUPTI_COST:-0}" = 1 ]; then
 fi
 for b in ${BENCH:-}; do
   t1=$SECONDS
-  PYTHONUNBUFFERED=1 timeout "${BENCH_S:-300}" python3 bench/bench.py --build build-dev \
+  box=${BENCH_S:-300}
+  [ "$b" = loader ] && box=${BENCH_S:-480}
+  PYTHONUNBUFFERED=1 timeout "$box" python3 bench/bench.py --build build-dev \
     --reps "${REPS:-3}" --only "$b" ${BENCH_ARGS:-} --log "$OUT/gpu/bench_$b.log" --md "$OUT/bench_$b.md" \
     >"$OUT/gpu/bench_$b.out" 2>&1
   echo "bench $b: status $? in $((SECONDS - t1)) s"

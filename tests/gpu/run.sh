@@ -78,7 +78,8 @@ t torture_ptds staged "$B/copy_torture_ptds" 8 300 256 2
 t torture_no_ring env PINWHEEL_DEVICE_RING=0 bash -c "$helpers; staged $B/copy_torture 4 300 128 3"
 t torture_small_pool env PINWHEEL_HOST_POOL=16M PINWHEEL_CHUNK=1M PINWHEEL_DEVICE_RING=64M \
   bash -c "$helpers; staged $B/copy_torture 4 300 128 4"
-t torture_elide env PINWHEEL_SYNC=elide bash -c "$helpers; staged $B/copy_torture 8 300 64 5"
+# sync elision is the default (the runs above elide); PINWHEEL_SYNC=keep never elides
+t torture_sync_keep env PINWHEEL_SYNC=keep bash -c "$helpers; staged $B/copy_torture 8 300 64 5"
 # deferred staging (the default): copies of 1 MiB up to half the pool return before their copy-in,
 # the source overwritten and freed at once by the program; with a 512 MiB pool up to 256 MiB
 t torture_deferred deferred "$B/copy_torture" 8 300 24 7
@@ -106,15 +107,54 @@ for m in touch populate hugepages; do
   t infer_d2h_$m env PINWHEEL_D2H_FRESH=$m bash -c "$helpers; staged python3 samples/infer_d2h.py --iters 10"
 done
 
-# (c) PyTorch: identical losses with and without the shim (deterministic algorithms)
+# (c) PyTorch: identical losses with and without the shim (deterministic algorithms): the default
+# (which elides syncs, and must have: its summary is checked), PINWHEEL_SYNC=keep, PINWHEEL_DEFER=0
 losses() { python3 samples/train_naive.py --deterministic --batch 32 --size 96 --iters 20 --warmup 0 "$@" | grep '^losses'; }
 t torch_losses_identical bash -c "
   $(declare -f losses)
-  a=\$(losses) && b=\$(PINWHEEL_MODE=stage PINWHEEL_MIN_BYTES=1 LD_PRELOAD=$LIB losses) &&
-  c=\$(PINWHEEL_MODE=stage PINWHEEL_SYNC=elide LD_PRELOAD=$LIB losses) &&
+  rm -f $OUT/losses_default.json
+  a=\$(losses) && b=\$(PINWHEEL_MODE=stage PINWHEEL_MIN_BYTES=1 PINWHEEL_STATS=1 PINWHEEL_STATS_FORMAT=json \
+    PINWHEEL_STATS_FILE=$OUT/losses_default.json LD_PRELOAD=$LIB losses) &&
+  c=\$(PINWHEEL_MODE=stage PINWHEEL_MIN_BYTES=1 PINWHEEL_SYNC=keep LD_PRELOAD=$LIB losses) &&
   d=\$(PINWHEEL_MODE=stage PINWHEEL_DEFER=0 PINWHEEL_MIN_BYTES=1 LD_PRELOAD=$LIB losses) &&
-  echo \"without: \$a\"; echo \"stage:   \$b\"; echo \"elide:   \$c\"; echo \"no defer: \$d\";
-  [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ] && [ \"\$a\" = \"\$c\" ] && [ \"\$a\" = \"\$d\" ]"
+  echo \"without:   \$a\"; echo \"default:   \$b\"; echo \"sync keep: \$c\"; echo \"no defer:  \$d\";
+  [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ] && [ \"\$a\" = \"\$c\" ] && [ \"\$a\" = \"\$d\" ] &&
+  python3 tests/gpu/check_elide.py $OUT/losses_default.json --elided"
+
+# (c2) sync elision (the default): a cudaStreamSynchronize right after a staged copy returns early,
+# and a correct program must not see it.  elide_check's subtests under the shim, one process each,
+# 5 rounds, the pool set up inline (every copy staged), their summaries checked: those whose syncs
+# may elide (the copy's destination read at once from another stream, another thread, cuBLAS, the
+# legacy stream; the runtime's and driver's queries) fail unless some sync was elided (else they
+# tested nothing); those whose syncs must be kept (a pinned D2H copy, a kernel writing mapped
+# memory, a host function queued before the sync; any sync after an IPC export) fail on any
+# elided one, and on no kept one of their reason where the summary counts them.  The program
+# itself compares every byte; it runs without the shim (the reference: the program is right),
+# all subtests in one process under the default, and under PINWHEEL_SYNC=keep (none elided).
+elide_case() { # elide_case SUBTEST CHECK-ARGS...
+  local n=$1
+  shift
+  t elide_$n bash -c "$helpers; rm -f $OUT/elide_$n.json
+    stage env PINWHEEL_SETUP=inline PINWHEEL_STATS_FORMAT=json PINWHEEL_STATS_FILE=$OUT/elide_$n.json \
+      $B/elide_check $n 5 && python3 tests/gpu/check_elide.py $OUT/elide_$n.json --rounds 5 $*"
+}
+for n in other_stream other_thread cublas legacy queries; do elide_case $n --elided; done
+elide_case d2h_pinned --kept host_write,mapped
+elide_case mapped_kernel --kept mapped
+elide_case host_func --kept host_write
+elide_case ipc --kept ipc
+t elide_check_reference $B/elide_check all 3
+t elide_check_all_default bash -c "$helpers; staged $B/elide_check all 3"
+t elide_check_all_keep bash -c "$helpers; rm -f $OUT/elide_keep.json
+  stage env PINWHEEL_SYNC=keep PINWHEEL_SETUP=inline PINWHEEL_STATS_FORMAT=json \
+    PINWHEEL_STATS_FILE=$OUT/elide_keep.json $B/elide_check all 3 &&
+  python3 tests/gpu/check_elide.py $OUT/elide_keep.json --none"
+# PyTorch: blocking x.to('cuda') right after a long matmul chain, the result read at once on a
+# side stream and from another thread, the stream and an earlier event queried (every byte
+# compared by the script); elision must have happened (the summary)
+t torch_elide bash -c "$helpers; rm -f $OUT/torch_elide.json
+  stage env PINWHEEL_STATS_FORMAT=json PINWHEEL_STATS_FILE=$OUT/torch_elide.json \
+    python3 tests/gpu/torch_elide.py && python3 tests/gpu/check_elide.py $OUT/torch_elide.json --elided"
 
 # (d) compute-sanitizer on the C sample under the shim
 for tool in memcheck racecheck synccheck; do

@@ -1,0 +1,457 @@
+/* elide.c — sync elision (elide.h): which host syncs may return early, and the fences that make
+ * the early return invisible to a correct program (docs/DESIGN.md, "Sync elision").
+ *
+ * Owns: the elided syncs still in flight (a slot per stream: the event recorded on it at the sync),
+ * the streams whose queued work can write host memory, the events the program recorded (when, and
+ * whether what they follow can write host memory), the IPC stop.
+ * Must never: call CUDA except through the pw_ops a call brings; hold `mu` across a wait on the GPU
+ * (fences and queries are enqueues and polls, made under it; event waits are made without it);
+ * elide when in doubt (a full table, an unknown event, a failed record all make the sync real).
+ * Lock order: `mu` is a leaf (nothing else is taken under it but CUDA's own).
+ */
+#define _GNU_SOURCE
+#include "elide.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#define SLOTS 16        /* streams with an elided sync in flight */
+#define DEPTH 4         /* elided syncs of one stream in flight at most: the host's run-ahead */
+#define FENCED 8        /* streams remembered per slot as already waiting for it */
+#define DIRTY 128       /* streams whose queued work can write host memory */
+#define EVENTS 1024     /* the program's recorded events */
+#define FREE_EVENTS 64  /* events of retired slots, kept for reuse (per device) */
+#define MAX_DEVICE 4096 /* a device number above it is not a device: keep the sync */
+
+typedef struct key {
+  void *h;       /* the normalised handle */
+  int dev;       /* legacy and per-thread handles: the device; else -1 */
+  uintptr_t tid; /* per-thread handle: the thread; else 0 */
+} key;
+
+typedef struct slot {
+  int live;
+  key k;
+  int dev; /* the events' device */
+  int n;   /* events in flight, oldest first: evs[n - 1] is the latest elided sync's */
+  void *evs[DEPTH];
+  const pw_ops *ops;
+  uint64_t seq; /* when it was elided (the order of elisions and event records) */
+  int nfenced;
+  void *fenced[FENCED]; /* streams that already wait for the latest (stream objects only) */
+} slot;
+#define LATEST(sl) ((sl)->evs[(sl)->n - 1])
+
+typedef struct dirty_entry {
+  key k;
+  int used;
+} dirty_entry;
+
+typedef struct event_entry {
+  void *e; /* NULL: free */
+  uint64_t seq;
+  int host_write; /* the stream it was recorded on could write host memory before it */
+} event_entry;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+atomic_int pw_elide_live; /* live slots: the fast path of the fence */
+/* With one live slot, its stream (else 0): work on it needs no fence, told without the lock. */
+static _Atomic uintptr_t sole_h, sole_tid;
+static atomic_int sole_dev;
+static int enabled = 1, stopped;
+static uint64_t seq;
+static slot slots[SLOTS];
+static dirty_entry dirty[DIRTY];
+static int dirty_overflow; /* a stream could not be remembered: every stream counts as dirty */
+static event_entry events[EVENTS];
+static struct {
+  void *ev;
+  int dev;
+} free_events[FREE_EVENTS];
+static int nfree_events;
+
+#ifdef PW_TESTING
+int pw_elide_test_drop;
+#define DROP(n) (pw_elide_test_drop == (n))
+#else
+#define DROP(n) 0
+#endif
+
+void pw_elide_configure(int on) {
+  pthread_mutex_lock(&mu);
+  enabled = on;
+  pthread_mutex_unlock(&mu);
+}
+
+/* ---- keys ---- */
+
+static key key_of(const pw_ops *ops, void *h) {
+  key k = {h, -1, 0};
+  if ((uintptr_t)h <= 2) { /* legacy (1) or per-thread (2): the current device's */
+    int d = -1;
+    if (ops->get_device(&d)) d = -1;
+    k.dev = d;
+    if ((uintptr_t)h == 2) k.tid = (uintptr_t)pthread_self();
+  }
+  return k;
+}
+
+static int same(key a, key b) {
+  return a.h == b.h && a.dev == b.dev && a.tid == b.tid;
+}
+
+/* ---- streams whose work can write host memory (under mu) ---- */
+
+static dirty_entry *dirty_find(key k) {
+  for (int i = 0; i < DIRTY; i++)
+    if (dirty[i].used && same(dirty[i].k, k)) return &dirty[i];
+  return NULL;
+}
+
+static void dirty_set(key k) {
+  if (dirty_find(k)) return;
+  for (int i = 0; i < DIRTY; i++)
+    if (!dirty[i].used) {
+      dirty[i] = (dirty_entry){k, 1};
+      return;
+    }
+  dirty_overflow = 1;
+}
+
+static int is_dirty(key k) {
+  return dirty_overflow || dirty_find(k) != NULL;
+}
+
+static void dirty_clear(key k) {
+  dirty_entry *d = dirty_find(k);
+  if (d) d->used = 0;
+}
+
+/* ---- the program's events (under mu) ---- */
+
+static size_t ev_hash(void *e) {
+  uintptr_t x = (uintptr_t)e;
+  x ^= x >> 17;
+  x *= 0x9E3779B97F4A7C15ull;
+  return (size_t)(x >> 20) % EVENTS;
+}
+
+/* The entry of e, or NULL when e is not known (never recorded through pinwheel, or forgotten). */
+static event_entry *event_find(void *e) {
+  size_t h = ev_hash(e);
+  for (int i = 0; i < 8; i++) {
+    event_entry *x = &events[(h + (size_t)i) % EVENTS];
+    if (x->e == e) return x;
+  }
+  return NULL;
+}
+
+static void event_note(void *e, uint64_t when, int host_write) {
+  event_entry *x = event_find(e);
+  if (!x) {
+    size_t h = ev_hash(e);
+    x = &events[h]; /* no free place among 8: the oldest guess is replaced (then unknown: safe) */
+    for (int i = 0; i < 8; i++)
+      if (!events[(h + (size_t)i) % EVENTS].e) {
+        x = &events[(h + (size_t)i) % EVENTS];
+        break;
+      }
+  }
+  *x = (event_entry){e, when, host_write};
+}
+
+/* ---- slots (under mu) ---- */
+
+static slot *slot_of(key k) {
+  for (int i = 0; i < SLOTS; i++)
+    if (slots[i].live && same(slots[i].k, k)) return &slots[i];
+  return NULL;
+}
+
+/* After a change of the live slots: the sole slot's stream, published before the count (release),
+ * so a reader that sees the count (acquire) sees the stream that goes with it. */
+static void publish(int live) {
+  slot *one = NULL;
+  for (int i = 0; i < SLOTS && live == 1; i++)
+    if (slots[i].live) one = &slots[i];
+  atomic_store_explicit(&sole_h, one ? (uintptr_t)one->k.h : 0, memory_order_relaxed);
+  atomic_store_explicit(&sole_dev, one ? one->k.dev : -1, memory_order_relaxed);
+  atomic_store_explicit(&sole_tid, one ? one->k.tid : 0, memory_order_relaxed);
+  atomic_store_explicit(&pw_elide_live, live, memory_order_release);
+}
+
+static int count_live(void) {
+  int n = 0;
+  for (int i = 0; i < SLOTS; i++)
+    n += slots[i].live;
+  return n;
+}
+
+static void give_event(void *ev, int dev) {
+  if (nfree_events < FREE_EVENTS) {
+    free_events[nfree_events].ev = ev;
+    free_events[nfree_events++].dev = dev;
+  } /* else the event is leaked: at most a few, never reused */
+}
+
+static void retire(slot *s) {
+  if (!s->live) return;
+  s->live = 0;
+  publish(count_live());
+  for (int i = 0; i < s->n; i++)
+    give_event(s->evs[i], s->dev);
+  s->n = 0;
+}
+
+/* The oldest event of a slot is done: it leaves the slot. */
+static void pop_oldest(slot *s) {
+  give_event(s->evs[0], s->dev);
+  memmove(s->evs, s->evs + 1, (size_t)(s->n - 1) * sizeof *s->evs);
+  s->n--;
+}
+
+static void *take_event(const pw_ops *ops, int dev) {
+  for (int i = 0; i < nfree_events; i++)
+    if (free_events[i].dev == dev) {
+      void *e = free_events[i].ev;
+      free_events[i] = free_events[--nfree_events];
+      return e;
+    }
+  void *e = NULL;
+  return ops->event_create(&e) ? NULL : e;
+}
+
+/* ---- the sync ---- */
+
+static int keep(int why) {
+  pw_add(&pw_st.sync_kept[why], 1);
+  return 0;
+}
+
+/* Wait (mu dropped and taken again) until the record of slot s is done, then retire it unless it
+ * was elided again meanwhile.  A failed wait (an error of earlier work: the context cannot run
+ * anything after it either) retires it too; returns the wait's status. */
+static int wait_slot(slot *s) {
+  void *ev = LATEST(s);
+  const pw_ops *ops = s->ops;
+  uint64_t when = s->seq;
+  pthread_mutex_unlock(&mu);
+  int rc = ops->event_sync(ev);
+  pthread_mutex_lock(&mu);
+  if (s->live && s->seq == when) retire(s);
+  return rc;
+}
+
+int pw_elide_sync(const pw_ops *ops, void *s, int device, int why) {
+  pthread_mutex_lock(&mu);
+  int r = 0;
+  key k = key_of(ops, s);
+  int cur = -1;
+  if (!enabled) goto out;
+  if (stopped && !DROP(4)) {
+    r = keep(PW_KEEP_IPC);
+    goto out;
+  }
+  if (is_dirty(k) && !DROP(2)) {
+    r = keep(PW_KEEP_HOST_WRITE);
+    goto out;
+  }
+  if (why >= 0 && why < PW_KEEP_N && !DROP(2)) {
+    r = keep(why);
+    goto out;
+  }
+  if (ops->get_device(&cur) || cur != device || device < 0 || device > MAX_DEVICE) {
+    r = keep(PW_KEEP_DEVICE);
+    goto out;
+  }
+  slot *sl = slot_of(k);
+  if (sl && !ops->event_query(LATEST(sl))) /* everything elided on it is done */
+    retire(sl), sl = NULL;
+  while (sl && sl->n == DEPTH && !DROP(5)) {
+    /* the host runs at most DEPTH syncs ahead: the oldest elided sync in flight is done first;
+     * where that fails (an error of the program's earlier work) the real sync reports it */
+    void *old = sl->evs[0];
+    pthread_mutex_unlock(&mu);
+    int rc = ops->event_sync(old);
+    pthread_mutex_lock(&mu);
+    if (rc) {
+      r = keep(PW_KEEP_ERROR);
+      goto out;
+    }
+    sl = slot_of(k); /* it may have changed while mu was dropped */
+    if (sl && sl->evs[0] == old) pop_oldest(sl);
+  }
+  if (sl && sl->n == DEPTH) pop_oldest(sl); /* DROP(5): the test's early return, forgotten */
+  if (!sl)
+    for (int i = 0; i < SLOTS && !sl; i++)
+      if (!slots[i].live) sl = &slots[i];
+  if (!sl) {
+    r = keep(PW_KEEP_FULL);
+    goto out;
+  }
+  void *ev = take_event(ops, device);
+  if (!ev || ops->event_record(ev, s)) {
+    if (ev) give_event(ev, device);
+    ops->clear_error(); /* the failure was ours: the real sync reports the program's own */
+    r = keep(PW_KEEP_ERROR);
+    goto out;
+  }
+  if (!sl->live) *sl = (slot){.live = 1, .k = k, .dev = device, .ops = ops};
+  sl->evs[sl->n++] = ev;
+  sl->seq = ++seq;
+  sl->nfenced = 0; /* the streams fenced so far waited for an earlier record only */
+  publish(count_live());
+  pw_add(&pw_st.sync_elided, 1);
+  r = 1;
+out:
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+void pw_elide_synced(const pw_ops *ops, void *s) {
+  pthread_mutex_lock(&mu);
+  if (s) {
+    key k = key_of(ops, s);
+    slot *sl = slot_of(k);
+    if (sl) retire(sl);
+    dirty_clear(k);
+  } else { /* a device sync: the current device's elided syncs are done */
+    int d = -1;
+    if (!ops->get_device(&d))
+      for (int i = 0; i < SLOTS; i++)
+        if (slots[i].live && slots[i].dev == d) retire(&slots[i]);
+  }
+  pthread_mutex_unlock(&mu);
+}
+
+/* ---- the fence ---- */
+
+/* 1 when t is the sole live slot's stream (read without the lock). */
+static int sole_stream(const pw_ops *ops, void *t) {
+  if (atomic_load_explicit(&pw_elide_live, memory_order_acquire) != 1) return 0;
+  uintptr_t h = atomic_load_explicit(&sole_h, memory_order_relaxed);
+  if (h != (uintptr_t)t || !h) return 0;
+  if (h > 2) return 1;
+  int d = -1;
+  if (ops->get_device(&d) || d != atomic_load_explicit(&sole_dev, memory_order_relaxed)) return 0;
+  return h == 1 ||
+         atomic_load_explicit(&sole_tid, memory_order_relaxed) == (uintptr_t)pthread_self();
+}
+
+void pw_elide_fence_slow(const pw_ops *ops, void *t) {
+  if (DROP(1) || sole_stream(ops, t)) return;
+  pthread_mutex_lock(&mu);
+  key k = {0};
+  int have_key = 0;
+  for (int i = 0; i < SLOTS; i++) {
+    slot *sl = &slots[i];
+    if (!sl->live) continue;
+    if (sl->k.h == t) { /* the same handle: the same stream, unless a default stream elsewhere */
+      if ((uintptr_t)t > 2) continue;
+      if (!have_key) k = key_of(ops, t), have_key = 1;
+      if (same(sl->k, k)) continue;
+    }
+    int q = ops->event_query(LATEST(sl));
+    if (q == 0) {
+      retire(sl);
+      continue;
+    }
+    int known = 0;
+    for (int j = 0; j < sl->nfenced && !known; j++)
+      known = sl->fenced[j] == t;
+    if (known) continue;
+    if (q == 1 && !ops->stream_wait_event(t, LATEST(sl))) {
+      pw_add(&pw_st.sync_fences, 1);
+      if ((uintptr_t)t > 2 && sl->nfenced < FENCED) sl->fenced[sl->nfenced++] = t;
+      continue;
+    }
+    /* the query or the wait failed (an error of earlier work, a bad handle): wait here, so that
+     * nothing runs before the elided work whatever the device says */
+    ops->clear_error();
+    wait_slot(sl);
+    i = -1; /* the table may have changed while mu was dropped: look again */
+  }
+  pthread_mutex_unlock(&mu);
+}
+
+/* ---- what the program's work can write, and its events ---- */
+
+void pw_elide_host_write(const pw_ops *ops, void *s) {
+  pthread_mutex_lock(&mu);
+  dirty_set(key_of(ops, s));
+  pthread_mutex_unlock(&mu);
+}
+
+void pw_elide_recorded(const pw_ops *ops, void *e, void *s) {
+  pthread_mutex_lock(&mu);
+  event_note(e, ++seq, is_dirty(key_of(ops, s)));
+  pthread_mutex_unlock(&mu);
+}
+
+void pw_elide_waits(const pw_ops *ops, void *s, void *e) {
+  pthread_mutex_lock(&mu);
+  event_entry *x = event_find(e);
+  if (!x || x->host_write) dirty_set(key_of(ops, s)); /* unknown: it may follow host writes */
+  pthread_mutex_unlock(&mu);
+}
+
+/* ---- questions ---- */
+
+/* Wait for every live slot elided after `after` (mu held). */
+static void settle_after(uint64_t after) {
+  for (int i = 0; i < SLOTS; i++)
+    if (slots[i].live && slots[i].seq > after) {
+      pw_add(&pw_st.sync_settled, 1);
+      wait_slot(&slots[i]);
+      i = -1; /* look again from the start: mu was dropped */
+    }
+}
+
+void pw_elide_settle_event(const pw_ops *ops, void *e) {
+  if (!atomic_load_explicit(&pw_elide_live, memory_order_acquire) || DROP(3)) return;
+  pthread_mutex_lock(&mu);
+  event_entry *x = event_find(e);
+  settle_after(x ? x->seq : 0);
+  pthread_mutex_unlock(&mu);
+}
+
+void pw_elide_settle_stream(const pw_ops *ops, void *s) {
+  if (!atomic_load_explicit(&pw_elide_live, memory_order_acquire) || DROP(3)) return;
+  pthread_mutex_lock(&mu);
+  slot *sl = slot_of(key_of(ops, s));
+  if (sl) {
+    pw_add(&pw_st.sync_settled, 1);
+    wait_slot(sl);
+  }
+  pthread_mutex_unlock(&mu);
+}
+
+void pw_elide_stop(const pw_ops *ops) {
+  if (DROP(4)) return;
+  pthread_mutex_lock(&mu);
+  stopped = 1;
+  settle_after(0);
+  pthread_mutex_unlock(&mu);
+}
+
+/* ---- fork ---- */
+
+/* The child has none of its parent's streams, events or GPU work: nothing is in flight. */
+void pw_elide_after_fork_child(void) {
+  pthread_mutex_init(&mu, NULL);
+  memset(slots, 0, sizeof slots);
+  memset(dirty, 0, sizeof dirty);
+  memset(events, 0, sizeof events);
+  nfree_events = 0;
+  dirty_overflow = 0;
+  publish(0);
+}
+
+#ifdef PW_TESTING
+void pw_elide_test_reset(void) {
+  pw_elide_after_fork_child();
+  stopped = 0;
+  enabled = 1;
+  seq = 0;
+}
+#endif

@@ -1,0 +1,69 @@
+/* elide.h — sync elision: a host sync of a stream that returns before the stream's work is done,
+ * and the fences that keep the early return from being seen (docs/DESIGN.md, "Sync elision").
+ *
+ * The front ends call these around the program's calls; the module reaches CUDA only through the
+ * pw_ops table each call brings.  Streams are the front ends' normalised handles: 1 is a device's
+ * legacy stream, 2 a thread's per-thread stream (both told apart by the calling thread's current
+ * device, and the per-thread one by the thread), anything else a stream object.
+ * Must never: hold its lock across a wait on the GPU, or answer "elided" when in doubt.
+ */
+#ifndef PW_ELIDE_H
+#define PW_ELIDE_H
+
+#include "engine.h"
+
+#include <stdatomic.h>
+
+/* The reasons a sync is kept (made for real) are pw.h's PW_KEEP_LIST, counted in pw_st.sync_kept.
+ */
+
+/* PINWHEEL_SYNC: 1 elide (the default), 0 never. */
+void pw_elide_configure(int on);
+
+/* A host sync of stream s (its device `device`) that directly follows a copy pinwheel staged on s,
+ * on this thread.  keep: -1, or the PW_KEEP_* reason the front end found why kernels may write
+ * host memory (MAPPED: the program holds pinned, mapped or managed host memory; PAGEABLE_ACCESS:
+ * the device reaches pageable memory), which makes the sync real.  Returns 1 when the sync may
+ * return at once (an event was recorded on s: later work on other streams waits for it), else 0 and
+ * the caller makes the real sync (the reason counted). Before an elision the previous one of s is
+ * waited for: the host runs at most one sync ahead. */
+int pw_elide_sync(const pw_ops *ops, void *s, int device, int keep);
+/* A real sync of s (stream sync: s; device sync: s NULL) returned success: what was elided there
+ * is done, and the stream's host writes with it. */
+void pw_elide_synced(const pw_ops *ops, void *s);
+
+/* Work is about to be enqueued on stream t: it first waits for every elided sync of another
+ * stream that may still be running. */
+extern atomic_int pw_elide_live;
+void pw_elide_fence_slow(const pw_ops *ops, void *t);
+static inline void pw_elide_fence(const pw_ops *ops, void *t) {
+  if (__builtin_expect(atomic_load_explicit(&pw_elide_live, memory_order_acquire) != 0, 0))
+    pw_elide_fence_slow(ops, t);
+}
+
+/* Work that can write host memory was queued on s (a host function, a graph). */
+void pw_elide_host_write(const pw_ops *ops, void *s);
+/* Event e was recorded on s (after its fence). */
+void pw_elide_recorded(const pw_ops *ops, void *e, void *s);
+/* s was made to wait for event e (after its fence): s inherits e's host writes. */
+void pw_elide_waits(const pw_ops *ops, void *s, void *e);
+
+/* Before a question whose answer an elided sync would change: a query, sync or elapsed time of
+ * event e (its elided syncs after e's record are waited for), a query of stream s. */
+void pw_elide_settle_event(const pw_ops *ops, void *e);
+void pw_elide_settle_stream(const pw_ops *ops, void *s);
+/* Memory or an event leaves the process (an IPC export): every elided sync is waited for and no
+ * sync is elided any more. */
+void pw_elide_stop(const pw_ops *ops);
+
+void pw_elide_after_fork_child(void);
+
+#ifdef PW_TESTING
+/* Test hook: 1 the fence of other streams, 2 the host-write rule, 3 the settling of queries, 4 the
+ * IPC stop, 5 the wait for the previous elided sync: left out, so a test proves it catches it. */
+extern int pw_elide_test_drop;
+/* Test: forget everything (between tests). */
+void pw_elide_test_reset(void);
+#endif
+
+#endif
