@@ -47,8 +47,8 @@ const char pw_help_exit[] =
     "error names the file and the problem).\n";
 
 const char pw_help_more[] =
-    "README.md (what pinwheel does, how to run it, how to read a report), DESIGN.md (how it\n"
-    "works) and RESULTS.md (what was measured), installed with pinwheel's documentation\n"
+    "README.md (what pinwheel does, how to run it, how to read a report), docs/DESIGN.md (how\n"
+    "it works) and docs/RESULTS.md (what was measured), installed with pinwheel's documentation\n"
     "(/usr/share/doc/pinwheel in the Debian package).\n";
 
 const char pw_help_options[] =
