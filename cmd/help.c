@@ -1,9 +1,11 @@
 /* help.c — every text the pinwheel command prints for --help, in one place.
  *
- * Owns: the usage texts of pinwheel and of each subcommand, and the exit statuses.  `--help`
- * prints them; the pinwheel(1) man page is generated from them at build time (man.c), together
- * with the options table (`pinwheel options`) and the report's thresholds, so the two cannot
- * drift.  Must never: use words a user has not met (a tool's internal label, a file of ours).
+ * Owns: the usage texts of pinwheel and of each subcommand, the exit statuses, and the options
+ * each subcommand accepts (the tables its parser takes them from, checked against its text).
+ * `--help` prints them; the pinwheel(1) man page is generated from them at build time (man.c),
+ * together with the options table (`pinwheel options`) and the report's thresholds, so the two
+ * cannot drift.  Must never: use words a user has not met (a tool's internal label, a file of
+ * ours).
  */
 #include <stddef.h>
 
