@@ -15,10 +15,14 @@
 #include "an.h"
 #include "cli.h"
 
+/* The thresholds as `pinwheel report --help` shows them: name, default, unit, range, meaning. */
 static void print_thresholds(FILE *f) {
-  for (int i = 0; i < an_nthresholds; i++)
-    fprintf(f, "  %-24s %8g %-5s %s\n", an_thresholds[i].name, an_thresholds[i].value,
-            an_thresholds[i].unit, an_thresholds[i].meaning);
+  for (int i = 0; i < an_nthresholds; i++) {
+    char range[64];
+    an_threshold_range(i, range, sizeof range);
+    fprintf(f, "  %-24s %8g %-5s %-19s %s\n", an_thresholds[i].name, an_thresholds[i].value,
+            an_thresholds[i].unit, range, an_thresholds[i].meaning);
+  }
 }
 
 static FILE *open_out(const char *path) {
@@ -100,10 +104,10 @@ static int usable(const an_trace *t, const char *path) {
 }
 
 /* --step-range RE: checked here, so a bad one is said before any trace is read. */
-static int step_range(an_options *opt, const char *re) {
+static int step_range(const char *cmd, an_options *opt, const char *re) {
   char err[300];
   if (an_step_regex_check(re, err, sizeof err)) {
-    fprintf(stderr, "pinwheel: %s\n", err);
+    pw_usage(cmd, "%s", err);
     return -1;
   }
   opt->step_regex = re;
@@ -184,56 +188,37 @@ typedef struct report_args {
   int nfiles;
 } report_args;
 
-/* A value-taking option given last, without its value. */
-static int needs_value(const char *a) {
-  static const char *const with_value[] = {"--format", "-o",           "--step",
-                                           "--steps",  "--step-range", "--threshold"};
-  for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
-    if (!strcmp(a, with_value[i])) return 1;
-  return 0;
-}
-
-/* One option of `pinwheel report` with its value at argv[*i + 1]: -1 taken (and *i past its
- * value), else the exit status. */
+/* One option of `pinwheel report` at argv[*i] (and its value after it): -1 taken (and *i past
+ * its value), else the exit status. */
 static int report_option(report_args *ra, int argc, char **argv, int *i) {
-  const char *a = argv[*i];
-  char names[128];
-  if (*i + 1 >= argc || !needs_value(a)) {
-    fprintf(stderr, "pinwheel report: %s option %s\n%s",
-            *i + 1 < argc || !needs_value(a) ? "unknown" : "a value is missing after the", a,
-            pw_help_report);
-    return 2;
-  }
-  const char *v = argv[++*i];
-  if (!strcmp(a, "--format")) {
-    if (!(ra->format = format_of(v, FOR_REPORT, names, sizeof names))) {
-      fprintf(stderr, "pinwheel report: unknown format '%s' (%s)\n", v, names);
-      return 2;
-    }
+  const char *v;
+  const pw_opt *o = pw_opt_take(&pw_cmd_report_opts, argc, argv, i, &v);
+  if (!o) return 2;
+  const char *a = o->name;
+  char names[128], err[1400];
+  if (!strcmp(a, "--whole-trace")) {
+    ra->opt.whole_trace = 1;
+  } else if (!strcmp(a, "--format")) {
+    if (!(ra->format = format_of(v, FOR_REPORT, names, sizeof names)))
+      return pw_usage("report", "unknown format '%s' (%s)", v, names);
   } else if (!strcmp(a, "-o")) {
     ra->out = v;
   } else if (!strcmp(a, "--step")) {
     char *end;
     errno = 0;
     long n = strtol(v, &end, 10);
-    if (errno || end == v || *end || n < 0 || n > 1000000000) {
-      fprintf(stderr, "pinwheel report: --step needs a step number, not '%s'\n", v);
-      return 2;
-    }
+    if (errno || end == v || *end || n < 0 || n > 1000000000)
+      return pw_usage("report", "--step needs a step number (0 or more), not '%s'", v);
     ra->step = (int)n;
   } else if (!strcmp(a, "--steps")) {
-    if (strcmp(v, "all") && strcmp(v, "summary")) {
-      fprintf(stderr, "pinwheel report: --steps takes 'all' or 'summary', not '%s'\n", v);
-      return 2;
-    }
     ra->opt.all_steps = !strcmp(v, "all");
     if (!ra->opt.all_steps) an_thresholds[AN_T_STEPS_SHOWN].value = 0;
   } else if (!strcmp(a, "--step-range")) {
-    if (step_range(&ra->opt, v)) return 2;
-  } else if (an_threshold_set(v)) { /* --threshold */
-    fprintf(stderr, "pinwheel report: bad threshold '%s'; the thresholds are:\n", v);
-    print_thresholds(stderr);
-    return 2;
+    if (step_range("report", &ra->opt, v)) return 2;
+  } else if (!strcmp(a, "--threshold")) {
+    if (an_threshold_parse(v, err, sizeof err)) return pw_usage("report", "%s", err);
+  } else {
+    return pw_usage("report", "unknown option %s", a);
   }
   return -1;
 }
@@ -252,29 +237,18 @@ static int report_args_parse(report_args *ra, int argc, char **argv) {
       fputs(pw_help_thresholds, stdout);
       print_thresholds(stdout);
       return 0;
-    } else if (!strcmp(a, "--whole-trace")) {
-      ra->opt.whole_trace = 1;
     } else {
       int rc = report_option(ra, argc, argv, &i);
       if (rc >= 0) return rc;
     }
   }
-  if (ra->nfiles <= 0) {
-    fprintf(stderr, "pinwheel report: no trace given\n%s", pw_help_report);
-    return 2;
-  }
-  if (ra->format->one_trace && ra->nfiles != 1) {
-    fprintf(stderr, "pinwheel report: --format %s draws one trace; give one file\n",
-            ra->format->name);
-    return 2;
-  }
+  if (ra->nfiles <= 0) return pw_usage("report", "no trace given");
+  if (ra->format->one_trace && ra->nfiles != 1)
+    return pw_usage("report", "--format %s draws one trace, not %d", ra->format->name, ra->nfiles);
   int stdins = 0;
   for (int k = 0; k < ra->nfiles; k++)
     stdins += !strcmp(ra->files[k], "-");
-  if (stdins > 1) {
-    fprintf(stderr, "pinwheel report: standard input (-) can be given once\n");
-    return 2;
-  }
+  if (stdins > 1) return pw_usage("report", "standard input (-) can be given once");
   return -1;
 }
 
@@ -330,40 +304,34 @@ int pw_cmd_diff(int argc, char **argv) {
   char names[128];
   int nf = 0, opts = 1;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
+    const char *a = argv[i], *v;
+    const pw_opt *o;
     if (!opts || !strcmp(a, "-") || a[0] != '-') {
-      if (nf == 2) {
-        fprintf(stderr, "pinwheel diff: two traces, not more ('%s')\n%s", a, pw_help_diff);
-        return 2;
-      }
+      if (nf == 2) return pw_usage("diff", "two traces, not more ('%s')", a);
       files[nf++] = a;
     } else if (!strcmp(a, "--")) {
       opts = 0;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       fputs(pw_help_diff, stdout);
       return 0;
-    } else if (!strcmp(a, "--format") && i + 1 < argc) {
-      if (!(format = format_of(argv[++i], FOR_DIFF, names, sizeof names))) {
-        fprintf(stderr, "pinwheel diff: unknown format '%s' (%s)\n", argv[i], names);
-        return 2;
-      }
-    } else if (!strcmp(a, "--step-range") && i + 1 < argc) {
-      if (step_range(&opt, argv[++i])) return 2;
-    } else if (!strcmp(a, "--whole-trace")) {
+    } else if (!(o = pw_opt_take(&pw_cmd_diff_opts, argc, argv, &i, &v))) {
+      return 2;
+    } else if (!strcmp(o->name, "--format")) {
+      if (!(format = format_of(v, FOR_DIFF, names, sizeof names)))
+        return pw_usage("diff", "unknown format '%s' (%s)", v, names);
+    } else if (!strcmp(o->name, "--step-range")) {
+      if (step_range("diff", &opt, v)) return 2;
+    } else if (!strcmp(o->name, "--whole-trace")) {
       opt.whole_trace = 1;
     } else {
-      fprintf(stderr, "pinwheel diff: unknown option %s\n%s", a, pw_help_diff);
-      return 2;
+      return pw_usage("diff", "unknown option %s", a);
     }
   }
-  if (nf != 2) {
-    fprintf(stderr, "%s", pw_help_diff);
-    return 2;
-  }
-  if (!strcmp(files[0], "-") && !strcmp(files[1], "-")) {
-    fprintf(stderr, "pinwheel diff: standard input (-) can be given once\n");
-    return 2;
-  }
+  if (nf == 0) return pw_usage("diff", "no traces given (two are compared: BEFORE AFTER)");
+  if (nf == 1)
+    return pw_usage("diff", "one trace given, '%s'; two are compared: BEFORE AFTER", files[0]);
+  if (!strcmp(files[0], "-") && !strcmp(files[1], "-"))
+    return pw_usage("diff", "standard input (-) can be given once");
   an_trace *a = load_or_say(files[0], &opt),
            *b = a && usable(a, a->path) ? load_or_say(files[1], &opt) : NULL;
   int rc = 2;
@@ -396,36 +364,31 @@ int pw_cmd_export(int argc, char **argv) {
   char names[128];
   int opts = 1;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
+    const char *a = argv[i], *v;
+    const pw_opt *o;
     if (!opts || !strcmp(a, "-") || a[0] != '-') {
-      if (in) {
-        fprintf(stderr, "pinwheel export: one trace, not more ('%s')\n", a);
-        return 2;
-      }
+      if (in) return pw_usage("export", "one trace, not more ('%s')", a);
       in = a;
     } else if (!strcmp(a, "--")) {
       opts = 0;
-    } else if (!strcmp(a, "--format") && i + 1 < argc) {
-      if (!(format = format_of(argv[++i], FOR_EXPORT, names, sizeof names))) {
-        fprintf(stderr, "pinwheel export: the only format is %s\n", names);
-        return 2;
-      }
-    } else if (!strcmp(a, "-o") && i + 1 < argc) {
-      out = argv[++i];
-    } else if (!strcmp(a, "--step-range") && i + 1 < argc) {
-      if (step_range(&opt, argv[++i])) return 2;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       fputs(pw_help_export, stdout);
       return 0;
-    } else {
-      fprintf(stderr, "pinwheel export: unknown option %s\n%s", a, pw_help_export);
+    } else if (!(o = pw_opt_take(&pw_cmd_export_opts, argc, argv, &i, &v))) {
       return 2;
+    } else if (!strcmp(o->name, "--format")) {
+      if (!(format = format_of(v, FOR_EXPORT, names, sizeof names)))
+        return pw_usage("export", "unknown format '%s' (%s)", v, names);
+    } else if (!strcmp(o->name, "-o")) {
+      out = v;
+    } else if (!strcmp(o->name, "--step-range")) {
+      if (step_range("export", &opt, v)) return 2;
+    } else {
+      return pw_usage("export", "unknown option %s", a);
     }
   }
-  if (!in || !out) {
-    fputs(pw_help_export, stderr);
-    return 2;
-  }
+  if (!in) return pw_usage("export", "no trace given");
+  if (!out) return pw_usage("export", "no output file given (-o OUT)");
   an_trace *t = load_or_say(in, &opt);
   if (!t) return 2;
   FILE *f = open_out(out);

@@ -1,10 +1,14 @@
 /* help.c — every text the pinwheel command prints for --help, in one place.
  *
- * Owns: the usage texts of pinwheel and of each subcommand, and the exit statuses.  `--help`
- * prints them; the pinwheel(1) man page is generated from them at build time (man.c), together
- * with the options table (`pinwheel options`) and the report's thresholds, so the two cannot
- * drift.  Must never: use words a user has not met (a tool's internal label, a file of ours).
+ * Owns: the usage texts of pinwheel and of each subcommand, the exit statuses, and the options
+ * each subcommand accepts (the tables its parser takes them from, checked against its text).
+ * `--help` prints them; the pinwheel(1) man page is generated from them at build time (man.c),
+ * together with the options table (`pinwheel options`) and the report's thresholds, so the two
+ * cannot drift.  Must never: use words a user has not met (a tool's internal label, a file of
+ * ours).
  */
+#include <stddef.h>
+
 #include "cli.h"
 
 const char pw_help_summary[] =
@@ -25,15 +29,15 @@ const char pw_help_usage[] =
     "                 run CMD under pinwheel (its exit status is CMD's)\n"
     "  options        list the PINWHEEL_* environment variables: name, default, meaning\n"
 #ifdef PW_HAVE_ANALYZER
-    "  report [--format text|json|html|svg] [-o FILE] [--step N] [--steps all]\n"
-    "         [--step-range REGEX] [--threshold NAME=VALUE] TRACE...\n"
+    "  report [--format text|json|html|svg] [-o FILE] [--step N] [--steps all|summary]\n"
+    "         [--step-range REGEX] [--whole-trace] [--threshold NAME=VALUE] TRACE...\n"
     "                 how much copy time hid under GPU compute, per GPU and per training step,\n"
     "                 where the GPU sat idle, and what pinwheel would gain; TRACE is a\n"
     "                 torch.profiler trace (JSON or .json.gz), an Nsight Systems SQLite export\n"
     "                 or a trace of `pinwheel run --trace`; - reads standard input\n"
-    "  diff [--format text|json] [--step-range REGEX] BEFORE AFTER\n"
+    "  diff [--format text|json] [--step-range REGEX] [--whole-trace] BEFORE AFTER\n"
     "                 two traces' figures side by side (e.g. without and with pinwheel)\n"
-    "  export --format chrome -o OUT TRACE\n"
+    "  export [--format chrome] [--step-range REGEX] -o OUT TRACE\n"
     "                 the trace for the Perfetto viewer: a track per GPU stream and host thread\n"
 #endif
     "\n"
@@ -47,8 +51,8 @@ const char pw_help_exit[] =
     "error names the file and the problem).\n";
 
 const char pw_help_more[] =
-    "README.md (what pinwheel does, how to run it, how to read a report), DESIGN.md (how it\n"
-    "works) and RESULTS.md (what was measured), installed with pinwheel's documentation\n"
+    "README.md (what pinwheel does, how to run it, how to read a report), docs/DESIGN.md (how\n"
+    "it works) and docs/RESULTS.md (what was measured), installed with pinwheel's documentation\n"
     "(/usr/share/doc/pinwheel in the Debian package).\n";
 
 const char pw_help_options[] =
@@ -57,6 +61,9 @@ const char pw_help_options[] =
     "are read once, at the program's first CUDA call; sizes take K, M or G suffixes; a bad value\n"
     "prints one warning naming the variable and the default kept.  `pinwheel run` passes them on;\n"
     "PINWHEEL_HELP=1 makes a program under pinwheel print the same table.\n";
+
+#define PW_LIBRARY_MEANING "the libpinwheel.so that `pinwheel run` preloads"
+#define PW_LIBRARY_DEFAULT "the one installed beside the command"
 
 const char pw_help_run[] =
     "usage: pinwheel run [--stats] [--json] [--stats-file F] [--mode off|observe|stage]\n"
@@ -85,12 +92,17 @@ const char pw_help_run[] =
     "  --trace-steps A-B   ... and in iterations A to B (3 <= A <= B) of the program's loop, "
     "which\n"
     "                      pinwheel finds from its repeating launches and copies as it runs\n"
+    "PINWHEEL_LIBRARY: " PW_LIBRARY_MEANING "\n"
+    "(default: " PW_LIBRARY_DEFAULT ").\n"
     "Every other PINWHEEL_* variable in the environment is passed on (`pinwheel options`).\n";
 
+const char pw_help_library_meaning[] = PW_LIBRARY_MEANING,
+           pw_help_library_default[] = PW_LIBRARY_DEFAULT;
+
 const char pw_help_report[] =
-    "usage: pinwheel report [--format text|json|html|svg] [-o FILE] [--step N] [--steps all]\n"
-    "                       [--step-range REGEX] [--whole-trace] [--threshold NAME=VALUE]...\n"
-    "                       TRACE...\n"
+    "usage: pinwheel report [--format text|json|html|svg] [-o FILE] [--step N]\n"
+    "                       [--steps all|summary] [--step-range REGEX] [--whole-trace]\n"
+    "                       [--threshold NAME=VALUE]... TRACE...\n"
     "Reads a trace of a CUDA program and says how much of its copy time was hidden under GPU\n"
     "compute, what is still exposed, which copies came from pageable memory, where the GPU sat\n"
     "idle and why, and how long a step would take under pinwheel.  TRACE is a torch.profiler\n"
@@ -105,12 +117,15 @@ const char pw_help_report[] =
     "                  timeline)\n"
     "  -o FILE         write to FILE, not standard output\n"
     "  --step N        figures of step N only (its GPU work, from the previous step's end)\n"
-    "  --steps all     list every step (by default only when there are at most steps_shown)\n"
+    "  --steps all|summary  all: list every step; summary: none (by default, every step when\n"
+    "                  there are at most steps_shown)\n"
     "  --step-range R  steps are the NVTX ranges (or annotations) whose names match R\n"
     "  --whole-trace   figures over the whole trace, start-up and teardown included\n"
     "  --threshold NAME=VALUE  change one of the thresholds and assumptions below\n";
 
-const char pw_help_thresholds[] = "Thresholds and what-if assumptions (--threshold NAME=VALUE):\n";
+const char pw_help_thresholds[] =
+    "Thresholds and what-if assumptions (--threshold NAME=VALUE), each with its default, unit,\n"
+    "range (a value outside it is refused) and meaning:\n";
 
 const char pw_help_diff[] =
     "usage: pinwheel diff [--format text|json] [--step-range REGEX] [--whole-trace] BEFORE AFTER\n"
@@ -122,7 +137,30 @@ const char pw_help_diff[] =
     "of id; a different number of GPUs is an error (exit 2).\n";
 
 const char pw_help_export[] =
-    "usage: pinwheel export --format chrome [--step-range REGEX] -o OUT TRACE\n"
+    "usage: pinwheel export [--format chrome] [--step-range REGEX] -o OUT TRACE\n"
     "Writes TRACE as a Chrome trace JSON file that the Perfetto viewer opens: one process per\n"
     "GPU, one track per stream and a track of the steps; the host's CUDA calls under their own\n"
-    "names, one track per thread; arrows from each launch to its GPU work.\n";
+    "names, one track per thread; arrows from each launch to its GPU work.  --step-range as for\n"
+    "report.\n";
+
+/* ---- the options each command accepts; every one is in its --help (test_cli_help) ---- */
+
+#define OPTS(c, h, ...)                                                                            \
+  static const pw_opt c##_list[] = {__VA_ARGS__};                                                  \
+  const pw_cmd_opts pw_cmd_##c##_opts = {#c, h, c##_list, sizeof c##_list / sizeof(pw_opt)}
+
+OPTS(run, pw_help_run, {"--stats", NULL}, {"--json", NULL}, {"--stats-file", "F"},
+     {"--mode", "off|observe|stage"}, {"--sync", "keep|elide"}, {"--trace", "PATH"},
+     {"--trace-delay", "S"}, {"--trace-duration", "S"}, {"--trace-capture", "cudaProfilerApi"},
+     {"--trace-steps", "A-B"});
+static const pw_opt options_list[] = {{NULL, NULL}};
+const pw_cmd_opts pw_cmd_options_opts = {"options", pw_help_options, options_list, 0};
+OPTS(report, pw_help_report, {"--format", "text|json|html|svg"}, {"-o", "FILE"}, {"--step", "N"},
+     {"--steps", "all|summary"}, {"--step-range", "REGEX"}, {"--whole-trace", NULL},
+     {"--threshold", "NAME=VALUE"});
+OPTS(diff, pw_help_diff, {"--format", "text|json"}, {"--step-range", "REGEX"},
+     {"--whole-trace", NULL});
+OPTS(export, pw_help_export, {"--format", "chrome"}, {"--step-range", "REGEX"}, {"-o", "OUT"});
+
+const pw_cmd_opts *const pw_cmds[] = {&pw_cmd_run_opts,  &pw_cmd_options_opts, &pw_cmd_report_opts,
+                                      &pw_cmd_diff_opts, &pw_cmd_export_opts,  NULL};

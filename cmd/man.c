@@ -122,13 +122,15 @@ int main(int argc, char **argv) {
     fclose(f);
     return 1;
   }
+  entry(f, "PINWHEEL_LIBRARY", pw_help_library_default, pw_help_library_meaning);
 #ifdef PW_HAVE_ANALYZER
   fputs(".SH REPORT THRESHOLDS\n", f);
   text(f, pw_help_thresholds);
   for (int i = 0; i < an_nthresholds; i++) {
-    char def[64];
-    snprintf(def, sizeof def, "%g%s%s", an_thresholds[i].value, *an_thresholds[i].unit ? " " : "",
-             an_thresholds[i].unit);
+    char def[128], range[64];
+    an_threshold_range(i, range, sizeof range);
+    snprintf(def, sizeof def, "%g%s%s; range: %s", an_thresholds[i].value,
+             *an_thresholds[i].unit ? " " : "", an_thresholds[i].unit, range);
     entry(f, an_thresholds[i].name, def, an_thresholds[i].meaning);
   }
 #endif

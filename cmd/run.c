@@ -22,7 +22,7 @@ static int find_library(char *out, size_t n) {
   const char *env = getenv("PINWHEEL_LIBRARY");
   if (env && *env) {
     if (access(env, R_OK) == 0) return snprintf(out, n, "%s", env), 0;
-    fprintf(stderr, "pinwheel: PINWHEEL_LIBRARY=%s cannot be read\n", env);
+    fprintf(stderr, "pinwheel run: PINWHEEL_LIBRARY=%s cannot be read: %s\n", env, strerror(errno));
     return -1;
   }
   char self[PATH_MAX];
@@ -38,7 +38,10 @@ static int find_library(char *out, size_t n) {
     if (realpath(cand, resolved) && access(resolved, R_OK) == 0)
       return snprintf(out, n, "%s", resolved), 0;
   }
-  fprintf(stderr, "pinwheel: cannot find libpinwheel.so beside %s (set PINWHEEL_LIBRARY)\n", dir);
+  fprintf(stderr,
+          "pinwheel run: cannot find libpinwheel.so beside %s (set PINWHEEL_LIBRARY to the "
+          "libpinwheel.so to preload)\n",
+          dir);
   return -1;
 }
 
@@ -75,51 +78,50 @@ static int value_option(const char *a) {
 int pw_cmd_run(int argc, char **argv) {
   int i = 1;
   for (; i < argc; i++) {
-    const char *a = argv[i];
+    const char *a = argv[i], *v;
     if (!strcmp(a, "--")) {
       i++;
       break;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       fputs(pw_help_run, stdout);
       return 0;
+    } else if (a[0] != '-') {
+      break; /* the command */
+    } else if (!pw_opt_take(&pw_cmd_run_opts, argc, argv, &i, &v)) {
+      return 2;
     } else if (!strcmp(a, "--stats")) {
       setenv("PINWHEEL_STATS", "1", 1);
     } else if (!strcmp(a, "--json")) {
       setenv("PINWHEEL_STATS", "1", 1);
       setenv("PINWHEEL_STATS_FORMAT", "json", 1);
-    } else if (value_option(a) >= 0 && i + 1 < argc) {
-      const char *v = argv[++i];
+    } else {
       pw_option_t opt = (pw_option_t)value_option(a);
       long long parsed;
-      if (pw_option_parse(opt, v, &parsed) != 0) {
-        fprintf(stderr, "pinwheel run: %s %s is not valid\n%s", a, v, pw_help_run);
-        return 2;
-      }
+      if (value_option(a) < 0) return pw_usage("run", "unknown option %s", a);
+      if (pw_option_parse(opt, v, &parsed) != 0)
+        return pw_usage("run", "%s %s: not a valid value (%s in 'pinwheel options')", a, v,
+                        pw_option_name(opt));
       setenv(pw_option_name(opt), v, 1);
       if (opt == PW_OPT_STATS_FILE) setenv("PINWHEEL_STATS", "1", 1);
       /* summaries are appended (several processes may share the name): this run's file starts
        * afresh.  unlink removes a symlink, never its target. */
       if (opt == PW_OPT_STATS_FILE && !strstr(v, "%p")) unlink(v);
-    } else if (a[0] == '-') {
-      fprintf(stderr, "pinwheel run: unknown option %s\n%s", a, pw_help_run);
-      return 2;
-    } else {
-      break;
     }
   }
-  if (i >= argc) {
-    fprintf(stderr, "pinwheel run: no command given\n%s", pw_help_run);
-    return 2;
-  }
-  static const pw_option_t window[] = {PW_OPT_TRACE_DELAY, PW_OPT_TRACE_DURATION,
-                                       PW_OPT_TRACE_CAPTURE, PW_OPT_TRACE_STEPS};
+  if (i >= argc)
+    return pw_usage("run", "no command given (pinwheel run [OPTIONS] [--] CMD ARGS...)");
+  static const struct {
+    pw_option_t opt;
+    const char *flag;
+  } window[] = {{PW_OPT_TRACE_DELAY, "--trace-delay"},
+                {PW_OPT_TRACE_DURATION, "--trace-duration"},
+                {PW_OPT_TRACE_CAPTURE, "--trace-capture"},
+                {PW_OPT_TRACE_STEPS, "--trace-steps"}};
   const char *trace = getenv("PINWHEEL_TRACE");
   for (size_t k = 0; k < sizeof window / sizeof *window && (!trace || !*trace); k++)
-    if (getenv(pw_option_name(window[k]))) { /* a window of no trace: surely a mistake */
-      fprintf(stderr, "pinwheel run: %s needs a trace (--trace PATH)\n%s",
-              pw_option_name(window[k]), pw_help_run);
-      return 2;
-    }
+    if (getenv(pw_option_name(window[k].opt))) /* a window of no trace: surely a mistake */
+      return pw_usage("run", "%s (%s) needs a trace: --trace PATH", window[k].flag,
+                      pw_option_name(window[k].opt));
   char lib[PATH_MAX];
   if (find_library(lib, sizeof lib) != 0) return 127;
   const char *old = getenv("LD_PRELOAD");

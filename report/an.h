@@ -442,47 +442,54 @@ typedef struct an_report {
 } an_report;
 enum { AN_STEPS_NONE = 0, AN_STEPS_MARKED, AN_STEPS_INFERRED };
 
-/* Thresholds and what-if assumptions: one table, indexed by enum, overridable by name. */
+/* Thresholds and what-if assumptions: one table, indexed by enum, overridable by name.  Each row:
+ * its name, default, unit, range (lo to hi; AN_TR_INT: a whole number, AN_TR_ABOVE: above lo,
+ * never lo itself, as a rate of 0 would divide by zero) and meaning.  --help, the man page and
+ * the README print the range; an_threshold_parse refuses a value outside it. */
+enum { AN_TR_NUM, AN_TR_INT, AN_TR_ABOVE };
 #define AN_THRESHOLDS(X)                                                                           \
-  X(EXPOSED_MIN_US, "exposed_min_us", 100, "us",                                                   \
+  X(EXPOSED_MIN_US, "exposed_min_us", 100, "us", 0, 60e6, AN_TR_NUM,                               \
     "copies longer than this are checked for exposure")                                            \
-  X(EXPOSED_MAX_HIDDEN_PCT, "exposed_max_hidden_pct", 50, "%",                                     \
+  X(EXPOSED_MAX_HIDDEN_PCT, "exposed_max_hidden_pct", 50, "%", 0, 100, AN_TR_NUM,                  \
     "a copy hidden this much or less under compute is exposed")                                    \
-  X(GAP_MS, "gap_ms", 1, "ms", "GPU idle gaps at least this long are listed")                      \
-  X(SYNC_SHARE_PCT, "sync_share_pct", 5, "%",                                                      \
+  X(GAP_MS, "gap_ms", 1, "ms", 0, 60000, AN_TR_NUM, "GPU idle gaps at least this long are listed") \
+  X(SYNC_SHARE_PCT, "sync_share_pct", 5, "%", 0, 100, AN_TR_NUM,                                   \
     "host time in sync calls above this share of the span is a finding")                           \
-  X(SYNC_LONGEST_MS, "sync_longest_ms", 1, "ms",                                                   \
+  X(SYNC_LONGEST_MS, "sync_longest_ms", 1, "ms", 0, 60000, AN_TR_NUM,                              \
     "a single sync call at least this long is a finding")                                          \
-  X(LOW_UTIL_PCT, "low_util_pct", 50, "%", "utilization buckets below this are low")               \
-  X(BUCKETS, "buckets", 20, "", "utilization buckets over the span")                               \
-  X(PAGEABLE_MIN_KIB, "pageable_min_kib", 0, "KiB",                                                \
+  X(LOW_UTIL_PCT, "low_util_pct", 50, "%", 0, 100, AN_TR_NUM,                                      \
+    "utilization buckets below this are low")                                                      \
+  X(BUCKETS, "buckets", 20, "", 1, 64, AN_TR_INT, "utilization buckets over the span")             \
+  X(PAGEABLE_MIN_KIB, "pageable_min_kib", 0, "KiB", 0, 1048576, AN_TR_NUM,                         \
     "pageable copies at least this large are reported")                                            \
-  X(PAGEABLE_WARN_PCT, "pageable_warn_pct", 1, "%",                                                \
+  X(PAGEABLE_WARN_PCT, "pageable_warn_pct", 1, "%", 0, 100, AN_TR_NUM,                             \
     "pageable copies are a warning when their host or GPU time is this share of the span")         \
-  X(ELIGIBLE_MIN_KIB, "eligible_min_kib", 64, "KiB",                                               \
+  X(ELIGIBLE_MIN_KIB, "eligible_min_kib", 64, "KiB", 0, 1048576, AN_TR_NUM,                        \
     "what-if: pageable copies pinwheel stages (PINWHEEL_MIN_BYTES)")                               \
-  X(H2D_GBPS, "h2d_gbps", 42, "GB/s",                                                              \
+  X(H2D_GBPS, "h2d_gbps", 42, "GB/s", 0, 100000, AN_TR_ABOVE,                                      \
     "what-if: a staged H2D copy until its bytes are on the device (measured on 16 CPU cores): "    \
     "the program's sync after the copy waits for the DMA")                                         \
-  X(H2D_ELIDE_GBPS, "h2d_elide_gbps", 53.6, "GB/s",                                                \
+  X(H2D_ELIDE_GBPS, "h2d_elide_gbps", 53.6, "GB/s", 0, 100000, AN_TR_ABOVE,                        \
     "what-if, PINWHEEL_SYNC=elide: a staged H2D copy until the call returns (measured on 16 CPU "  \
     "cores)")                                                                                      \
-  X(D2H_GBPS, "d2h_gbps", 50, "GB/s",                                                              \
+  X(D2H_GBPS, "d2h_gbps", 50, "GB/s", 0, 100000, AN_TR_ABOVE,                                      \
     "what-if: a staged D2H copy after the GPU is done (a fresh destination is mapped while the "   \
     "GPU computes; measured on 16 CPU cores)")                                                     \
-  X(LINK_GBPS, "link_gbps", 50, "GB/s", "what-if: a D2H DMA into pinned memory")                   \
-  X(D2D_GBPS, "d2d_gbps", 2000, "GB/s",                                                            \
+  X(LINK_GBPS, "link_gbps", 50, "GB/s", 0, 100000, AN_TR_ABOVE,                                    \
+    "what-if: a D2H DMA into pinned memory")                                                       \
+  X(D2D_GBPS, "d2d_gbps", 2000, "GB/s", 0, 100000, AN_TR_ABOVE,                                    \
     "what-if: the device-to-device copy out of pinwheel's ring")                                   \
-  X(STEP_MIN, "step_min", 3, "", "inferred steps: a loop has at least this many iterations")       \
-  X(STEP_PERIOD_TOL_PCT, "step_period_tol_pct", 50, "%",                                           \
+  X(STEP_MIN, "step_min", 3, "", 2, 10000, AN_TR_INT,                                              \
+    "inferred steps: a loop has at least this many iterations")                                    \
+  X(STEP_PERIOD_TOL_PCT, "step_period_tol_pct", 50, "%", 0, 100, AN_TR_NUM,                        \
     "inferred steps: each period of the anchor within this of the median period")                  \
-  X(STEP_MATCH_PCT, "step_match_pct", 80, "%",                                                     \
+  X(STEP_MATCH_PCT, "step_match_pct", 80, "%", 0, 100, AN_TR_NUM,                                  \
     "inferred steps: the periods whose operations on the anchor's stream repeat one sequence")     \
-  X(STEPS_SHOWN, "steps_shown", 12, "",                                                            \
+  X(STEPS_SHOWN, "steps_shown", 12, "", 0, 100000, AN_TR_INT,                                      \
     "text and HTML list every step when there are this many or fewer")
 
 enum {
-#define AN_T_ENUM(id, name, val, unit, meaning) AN_T_##id,
+#define AN_T_ENUM(id, name, val, unit, lo, hi, kind, meaning) AN_T_##id,
   AN_THRESHOLDS(AN_T_ENUM)
 #undef AN_T_ENUM
       AN_T_N
@@ -491,14 +498,24 @@ enum {
 typedef struct an_threshold {
   const char *name;
   double value;
-  const char *unit, *meaning;
+  const char *unit;
+  double lo, hi; /* the range: lo to hi, both included (AN_TR_ABOVE: lo excluded) */
+  int kind;      /* AN_TR_NUM, AN_TR_INT or AN_TR_ABOVE */
+  const char *meaning;
 } an_threshold;
 extern an_threshold an_thresholds[AN_T_N];
 #define an_nthresholds AN_T_N
 static inline double an_threshold_value(int id) {
   return an_thresholds[id].value;
 }
-int an_threshold_set(const char *assign); /* "name=value"; 0 ok */
+/* "name=value": 0 and the threshold set, or -1 and err (when not NULL) says what is wrong in
+ * words a user reads after "--threshold name=value: " (an unknown name, not a number, out of
+ * range: "must be an integer from 1 to 64"). */
+int an_threshold_parse(const char *assign, char *err, size_t n);
+int an_threshold_set(const char *assign); /* an_threshold_parse without the words; 0 ok */
+/* Threshold i's range as --help's table shows it: "0 to 100", "integer 1 to 64", ">0 to 100000"
+ * (above 0, at most 100000). */
+void an_threshold_range(int i, char *out, size_t n);
 
 /* 1 for communication kernels (NCCL, and collectives by name). */
 int an_is_comm(const char *name, size_t n);

@@ -35,6 +35,7 @@ copyright="$work/root/usr/share/doc/pinwheel/copyright"
 [ -f "$copyright" ] || { echo "no /usr/share/doc/pinwheel/copyright"; dpkg-deb -c "$deb"; exit 1; }
 head -n 1 "$copyright" | grep -qx 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' ||
   { echo "the copyright file is not in Debian's machine-readable format"; exit 1; }
+bash "$(dirname "$0")/check_doc_links.sh" "$work/root/usr/share/doc/pinwheel"
 for field in Upstream-Name Files Copyright License; do
   grep -q "^$field: " "$copyright" || { echo "the copyright file lacks $field"; exit 1; }
 done

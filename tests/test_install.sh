@@ -29,7 +29,9 @@ if readelf -d "$nvtx" | grep NEEDED | grep -iE 'cuda|cupti'; then
   exit 1
 fi
 # the man page and the copyright file are installed too
-for f in share/man/man1/pinwheel.1.gz share/doc/pinwheel/copyright share/doc/pinwheel/DESIGN.md; do
+for f in share/man/man1/pinwheel.1.gz share/doc/pinwheel/copyright share/doc/pinwheel/README.md \
+         share/doc/pinwheel/docs/DESIGN.md; do
   [ -f "$prefix/$f" ] || { echo "cmake --install did not install $f"; exit 1; }
 done
+bash "$(dirname "$0")/check_doc_links.sh" "$prefix/share/doc/pinwheel"
 echo "installed: the man page, the copyright file and the documentation"

@@ -377,7 +377,8 @@ static void test_trace_window(void **state) {
   const char *notrace[] = {PW_CLI, "run", "--trace-delay", "1", "--", PW_PROG, "loop", "3", NULL};
   r = run(notrace, env);
   assert_int_equal(r.status, 2);
-  assert_non_null(strstr(r.err, "PINWHEEL_TRACE_DELAY needs a trace"));
+  assert_non_null(
+      strstr(r.err, "pinwheel run: --trace-delay (PINWHEEL_TRACE_DELAY) needs a trace"));
   free_result(&r);
 }
 
@@ -1050,7 +1051,7 @@ static void test_launcher(void **state) {
   const char *bad[] = {PW_CLI, "run", "--mode", "fast", "--", "/bin/true", NULL};
   r = run(bad, NULL);
   assert_int_equal(r.status, 2);
-  assert_non_null(strstr(r.err, "--mode fast is not valid"));
+  assert_non_null(strstr(r.err, "pinwheel run: --mode takes off, observe or stage, not 'fast'"));
   free_result(&r);
   const char *nocmd[] = {PW_CLI, "run", NULL};
   r = run(nocmd, NULL);

@@ -10,33 +10,75 @@
 #define _GNU_SOURCE
 #include "an.h"
 
+#include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 an_threshold an_thresholds[AN_T_N] = {
-#define AN_T_ROW(id, nm, val, un, mean) [AN_T_##id] = {nm, val, un, mean},
+#define AN_T_ROW(id, nm, val, un, lo, hi, kind, mean)                                              \
+  [AN_T_##id] = {nm, val, un, lo, hi, kind, mean},
     AN_THRESHOLDS(AN_T_ROW)
 #undef AN_T_ROW
 };
 
-int an_threshold_set(const char *assign) {
-  const char *eq = strchr(assign, '=');
-  if (!eq) return -1;
-  for (int i = 0; i < an_nthresholds; i++)
-    if (strlen(an_thresholds[i].name) == (size_t)(eq - assign) &&
-        !strncmp(an_thresholds[i].name, assign, (size_t)(eq - assign))) {
-      char *end;
-      double v = strtod(eq + 1, &end);
-      if (end == eq + 1 || *end || !(v >= 0) || v > 1e15) return -1;
-      if (i == AN_T_BUCKETS && (v < 1 || v > 64)) return -1;
-      if ((i == AN_T_H2D_GBPS || i == AN_T_H2D_ELIDE_GBPS || i == AN_T_D2H_GBPS ||
-           i == AN_T_LINK_GBPS || i == AN_T_D2D_GBPS) &&
-          v <= 0)
-        return -1;
-      an_thresholds[i].value = v;
-      return 0;
-    }
+void an_threshold_range(int i, char *out, size_t n) {
+  const an_threshold *t = &an_thresholds[i];
+  snprintf(out, n, "%s%.15g to %.15g",
+           t->kind == AN_TR_INT     ? "integer "
+           : t->kind == AN_TR_ABOVE ? ">"
+                                    : "",
+           t->lo, t->hi);
+}
+
+static int say(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int say(char *err, size_t n, const char *fmt, ...) {
+  if (err && n) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+  }
   return -1;
+}
+
+int an_threshold_parse(const char *assign, char *err, size_t n) {
+  const char *eq = strchr(assign, '=');
+  if (!eq) return say(err, n, "--threshold %s: not NAME=VALUE", assign);
+  size_t len = (size_t)(eq - assign);
+  int i = 0;
+  while (i < an_nthresholds &&
+         (strlen(an_thresholds[i].name) != len || strncmp(an_thresholds[i].name, assign, len)))
+    i++;
+  if (i == an_nthresholds) {
+    char names[1024];
+    size_t k = 0;
+    for (int j = 0; j < an_nthresholds && k < sizeof names; j++)
+      k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", j ? ", " : "",
+                            an_thresholds[j].name);
+    return say(err, n, "unknown threshold '%.*s'; the thresholds are: %s", (int)len, assign, names);
+  }
+  const an_threshold *t = &an_thresholds[i];
+  const char *s = eq + 1;
+  if (!*s) return say(err, n, "--threshold %s: no value after '='", assign);
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || *end || isnan(v))
+    return say(err, n, "--threshold %s: '%s' is not a number", assign, s);
+  int in = isfinite(v) && v <= t->hi && (t->kind == AN_TR_ABOVE ? v > t->lo : v >= t->lo);
+  if (!in || (t->kind == AN_TR_INT && v != floor(v))) {
+    if (t->kind == AN_TR_ABOVE)
+      return say(err, n, "--threshold %s: must be a number above %.15g and at most %.15g", assign,
+                 t->lo, t->hi);
+    return say(err, n, "--threshold %s: must be %s from %.15g to %.15g", assign,
+               t->kind == AN_TR_INT ? "an integer" : "a number", t->lo, t->hi);
+  }
+  an_thresholds[i].value = v;
+  return 0;
+}
+
+int an_threshold_set(const char *assign) {
+  return an_threshold_parse(assign, NULL, 0);
 }
 
 static int cmp_int(const void *a, const void *b) {
