@@ -269,11 +269,14 @@ typedef struct an_whatif {
   int dev, steps;
   uint64_t copies, bytes, d2h_copies, d2h_bytes; /* eligible, over all its steps */
   int64_t baseline;                              /* median gpu_step (ns) */
-  int64_t predicted, predicted_elide;            /* median predicted step (ns) */
-  int64_t host, gpu; /* median of the baseline step's host and busy time */
-  int64_t copy_host; /* median host time in eligible copy calls */
-  int bound;         /* predicted step is host- (0) or GPU-bound (1) */
-  double speedup;    /* baseline / predicted, 0 when nothing is predicted */
+  int64_t predicted;      /* median predicted step (ns) under pinwheel's defaults */
+  int64_t predicted_keep; /* ... with PINWHEEL_SYNC=keep (every sync waits) */
+  int elides;             /* the default elides the syncs after staged copies: the program holds no
+                           * pinned or managed memory and launches no host function in the trace */
+  int64_t host, gpu;      /* median of the baseline step's host and busy time */
+  int64_t copy_host;      /* median host time in eligible copy calls */
+  int bound;              /* predicted step is host- (0) or GPU-bound (1) */
+  double speedup;         /* baseline / predicted, 0 when nothing is predicted */
 } an_whatif;
 
 /* One step on one device (DESIGN.md §5). */

@@ -72,7 +72,7 @@ static void test_json_schema_and_escaping(void **state) {
   double sof = YAJL_GET_DOUBLE(
       yajl_tree_get(sd0, (const char *[]){"h2d", "overlap_fraction", NULL}, yajl_t_number));
   assert_true(sof > 0.6666 && sof < 0.6667);
-  const char *wk[] = {"baseline_step_us", "predicted_step_us", "predicted_elide_step_us",
+  const char *wk[] = {"baseline_step_us", "predicted_step_us", "predicted_keep_step_us",
                       "assumptions"};
   for (size_t i = 0; i < 4; i++)
     if (!yajl_tree_get(v, (const char *[]){"what_if", wk[i], NULL}, yajl_t_any))

@@ -60,6 +60,8 @@ static const int64_t IDLE[6] = {0, 33 * MS, 3 * MS, 37 * MS, 0, 30 * MS};
 /* After each batch copy: 0 nothing; 1 its cudaStreamSynchronize (as a blocking .to() makes
  * it); 2 a cudaGetDevice, then that sync (torch.profiler records the query, the collector not). */
 static int sync_kind;
+/* 1: the program allocates pinned memory first (cudaHostAlloc), which keeps pinwheel's syncs. */
+static int pinned_alloc;
 
 static char *write_loop(int with_ops, const char *name) {
   static char path[128];
@@ -68,6 +70,7 @@ static char *write_loop(int with_ops, const char *name) {
   nev = corr = 0;
   fprintf(f, "{\"traceEvents\":[\n");
   int64_t h = 0, gpu_free = 0;
+  if (pinned_alloc) x("cuda_runtime", "cudaHostAlloc", 1, 0, 1000, "\"args\":{\"correlation\":1}");
   for (int k = 0; k < 6; k++) {
     int64_t s = h;
     if (with_ops) x("cpu_op", "data", 1, h, 10 * MS, NULL);
@@ -161,7 +164,8 @@ static void test_query_before_sync(void **state) {
     snprintf(nm, sizeof nm, "sync%d", k);
     an_trace *t;
     an_report *r = analyze(write_loop(0, nm), &t); /* host-bound steps: the sync counts */
-    elide[k] = r->whatif[0].predicted_elide;
+    assert_int_equal(r->whatif[0].elides, 1);      /* the default elides: no pinned memory */
+    elide[k] = r->whatif[0].predicted;
     an_report_free(r);
     an_free(t);
   }
@@ -170,8 +174,31 @@ static void test_query_before_sync(void **state) {
   assert_int_equal(elide[2], elide[1]);
 }
 
+/* The default's prediction elides the syncs after staged copies, unless the program holds pinned
+ * memory (then every sync is real, as with PINWHEEL_SYNC=keep); the keep figure is the same. */
+static void test_default_elides_unless_pinned(void **state) {
+  sync_kind = 1;
+  int64_t pred[2], keep[2];
+  for (int k = 0; k < 2; k++) {
+    pinned_alloc = k;
+    char nm[16];
+    snprintf(nm, sizeof nm, "pinned%d", k);
+    an_trace *t;
+    an_report *r = analyze(write_loop(0, nm), &t);
+    assert_int_equal(r->whatif[0].elides, !k);
+    pred[k] = r->whatif[0].predicted, keep[k] = r->whatif[0].predicted_keep;
+    an_report_free(r);
+    an_free(t);
+  }
+  sync_kind = pinned_alloc = 0;
+  assert_true(pred[0] < keep[0]); /* elided: the sync's 2 ms are gone from a host-bound step */
+  assert_int_equal(pred[1], keep[1]);
+  assert_int_equal(keep[0], keep[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_default_elides_unless_pinned),
       cmocka_unit_test(test_query_before_sync),
       cmocka_unit_test(test_busy_time_not_range),
       cmocka_unit_test(test_range_without_operators),

@@ -190,10 +190,10 @@ static int check_whatif(const an_report *r, char *m, size_t n) {
     l += (size_t)snprintf(
         m + l, n - l,
         "%sdevice %d: under pinwheel a %s would take about %.3f ms instead of %.3f ms (%.2f x), "
-        "%.3f ms with PINWHEEL_SYNC=elide; per %s: %.1f eligible H2D copies (%.1f MiB) "
+        "%.3f ms with PINWHEEL_SYNC=keep; per %s: %.1f eligible H2D copies (%.1f MiB) "
         "and %.1f D2H copies (%.1f MiB) blocked the host %.3f ms; it is %s-bound then",
         l ? "; " : "", w->dev, per, ms(w->predicted), ms(w->baseline),
-        w->predicted > 0 ? (double)w->baseline / (double)w->predicted : 0.0, ms(w->predicted_elide),
+        w->predicted > 0 ? (double)w->baseline / (double)w->predicted : 0.0, ms(w->predicted_keep),
         per, (double)w->copies / w->steps, (double)w->bytes / w->steps / 1048576.0,
         (double)w->d2h_copies / w->steps, (double)w->d2h_bytes / w->steps / 1048576.0,
         ms(w->copy_host), w->bound ? "GPU" : "host");

@@ -1,5 +1,5 @@
 /* an_whatif.c — the what-if pass: from a trace of a program without pinwheel, its step time
- * under pinwheel (defaults, and with PINWHEEL_SYNC=elide), per device.
+ * under pinwheel (its defaults, which elide syncs, and with PINWHEEL_SYNC=keep), per device.
  *
  * Owns: the model below, per step (the whole trace is one step when it has no steps), and its
  * medians over the steps (an_report.whatif); its assumptions are the thresholds table's, and
@@ -27,8 +27,10 @@
  * - the GPU's part B is the union of the step's operations on the device;
  * - each eligible pageable H2D copy (at least eligible_min_kib) stops blocking the host for the
  *   rest of its call and blocks it instead for bytes / h2d_gbps (the staging memcpy, and the DMA
- *   the program's sync then waits for; h2d_elide_gbps with elision, where the sync that directly
- *   follows the copy on its thread is gone too); on the GPU its DMA leaves
+ *   the program's sync then waits for; h2d_elide_gbps with elision, the default, where the sync
+ *   that directly follows the copy on its thread is gone too, unless the trace shows the program
+ *   allocating pinned or managed memory or launching host functions, which keep pinwheel's syncs
+ *   real (DESIGN.md §2)); on the GPU its DMA leaves
  *   the step's stream and a device-to-device copy at d2d_gbps takes its place;
  * - each eligible D2H copy into pageable memory still waits for the GPU work before it (that
  *   waiting stays in H: what the host does next cannot overlap the work it waited for), then
@@ -79,6 +81,25 @@ static int64_t rate_ns(uint64_t bytes, double gbps) { /* bytes / (GB/s) = ns */
   return v < 9e18 ? (int64_t)v : INT64_MAX / 4;
 }
 
+/* Whether pinwheel's default would keep the syncs after staged copies real: the trace shows the
+ * program allocating or registering pinned or managed memory, or launching host functions (a
+ * name matches with or without a version suffix). */
+static int keeps_syncs(const an_trace *t) {
+  static const char *const k[] = {
+      "cudaHostAlloc",      "cudaMallocHost",        "cudaHostRegister", "cudaMallocManaged",
+      "cudaLaunchHostFunc", "cudaStreamAddCallback", "cuMemHostAlloc",   "cuMemAllocHost",
+      "cuMemHostRegister",  "cuMemAllocManaged",     "cuLaunchHostFunc", "cuStreamAddCallback"};
+  for (size_t i = 0; i < t->ncalls; i++) {
+    const char *n = an_name(t, t->calls[i].name);
+    if (!n || n[0] != 'c') continue;
+    for (size_t j = 0; j < sizeof k / sizeof k[0]; j++) {
+      size_t l = strlen(k[j]);
+      if (!strncmp(n, k[j], l) && (n[l] == 0 || n[l] == '_')) return 1;
+    }
+  }
+  return 0;
+}
+
 /* The part of a copy's call spent waiting for the GPU: from the call to its DMA's start. */
 static int64_t copy_wait(const an_call *c, const an_op *o) {
   int64_t w = (o->s < c->e ? o->s : c->e) - c->s;
@@ -117,7 +138,7 @@ static size_t host_waits(const an_report *r, int dev, an_iv *buf) {
   return an_union(buf, n);
 }
 
-/* Per step, the changes staging brings: host (default, elide), GPU, and the copies. */
+/* Per step, the changes staging brings: host (every sync kept, syncs elided), GPU, the copies. */
 typedef struct delta {
   int64_t hp, he, g, cph;
   uint64_t cc, cb, dc, db;
@@ -188,8 +209,10 @@ static int64_t max0(int64_t v) {
   return v < 0 ? 0 : v;
 }
 
-static void whatif_dev(an_report *r, int i, delta *d, size_t ns, int64_t *v[7], an_iv *buf) {
+static void whatif_dev(an_report *r, int i, delta *d, size_t ns, int64_t *v[7], an_iv *buf,
+                       int elides) {
   an_whatif *w = &r->whatif[i];
+  w->elides = elides;
   int dev = r->devs[i].dev;
   w->dev = dev;
   memset(d, 0, ns * sizeof *d);
@@ -212,8 +235,8 @@ static void whatif_dev(an_report *r, int i, delta *d, size_t ns, int64_t *v[7], 
     int64_t H = max0(host_work(r->t, s, e) - an_cover(buf, nw, s, e));
     int64_t Hp = max0(H + d[k].hp), He = max0(H + d[k].he), G = max0(B + d[k].g);
     base[n] = base_k, host[n] = H, gpu[n] = B, ch[n] = d[k].cph, gp[n] = G;
-    pred[n] = Hp > G ? Hp : G;
-    prede[n] = He > G ? He : G;
+    pred[n] = Hp > G ? Hp : G;  /* PINWHEEL_SYNC=keep */
+    prede[n] = He > G ? He : G; /* the syncs after staged copies elided */
     w->copies += d[k].cc, w->bytes += d[k].cb, w->d2h_copies += d[k].dc, w->d2h_bytes += d[k].db;
     n++;
   }
@@ -223,8 +246,8 @@ static void whatif_dev(an_report *r, int i, delta *d, size_t ns, int64_t *v[7], 
   w->host = an_median(host, n);
   w->gpu = an_median(gpu, n);
   w->copy_host = an_median(ch, n);
-  w->predicted = an_median(pred, n);
-  w->predicted_elide = an_median(prede, n);
+  w->predicted_keep = an_median(pred, n);
+  w->predicted = elides ? an_median(prede, n) : w->predicted_keep;
   /* GPU-bound when the predicted step is (within 1 %) its predicted GPU part */
   int64_t g_med = an_median(gp, n);
   w->bound = g_med >= w->predicted - w->predicted / 100;
@@ -241,8 +264,9 @@ void an_pass_whatif(an_report *r) {
   delta *d = malloc(ns * sizeof *d);
   an_iv *buf = malloc((t->ncalls + t->nops + 1) * sizeof *buf);
   r->whatif_top = -1;
+  int elides = !keeps_syncs(t);
   for (int i = 0; i < r->ndevs; i++) {
-    whatif_dev(r, i, d, ns, v, buf);
+    whatif_dev(r, i, d, ns, v, buf, elides);
     const an_whatif *w = &r->whatif[i];
     r->whatif_any |= w->steps > 0 && (w->copies || w->d2h_copies);
     if (w->steps && (r->whatif_top < 0 || w->baseline > r->whatif[r->whatif_top].baseline))

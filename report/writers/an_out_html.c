@@ -276,7 +276,7 @@ static void html_whatif(FILE *f, const an_report *x) {
   if (x->whatif_any) {
     fprintf(f,
             "<h2>What-if under pinwheel</h2><table><tr><th>device</th><th>now ms per %s</th>"
-            "<th>under pinwheel</th><th>speedup</th><th>with PINWHEEL_SYNC=elide</th><th>host "
+            "<th>under pinwheel</th><th>speedup</th><th>with PINWHEEL_SYNC=keep</th><th>host "
             "ms</th><th>GPU busy ms</th><th>copies' host ms</th><th>bound</th></tr>\n",
             x->nsteps ? "step" : "trace");
     for (int i = 0; i < x->ndevs; i++) {
@@ -285,9 +285,8 @@ static void html_whatif(FILE *f, const an_report *x) {
       fprintf(f,
               "<tr><td>%d</td><td>%.3f</td><td>%.3f</td><td>%.2f x</td><td>%.3f</td><td>%.3f</td>"
               "<td>%.3f</td><td>%.3f</td><td>%s</td></tr>\n",
-              w->dev, an_ms(w->baseline), an_ms(w->predicted), w->speedup,
-              an_ms(w->predicted_elide), an_ms(w->host), an_ms(w->gpu), an_ms(w->copy_host),
-              w->bound ? "GPU" : "host");
+              w->dev, an_ms(w->baseline), an_ms(w->predicted), w->speedup, an_ms(w->predicted_keep),
+              an_ms(w->host), an_ms(w->gpu), an_ms(w->copy_host), w->bound ? "GPU" : "host");
     }
     fprintf(f, "</table>\n<p class=\"note\">");
     mf = open_memstream(&buf, &len);

@@ -97,11 +97,11 @@ static void json_whatif(FILE *f, const an_report *r) {
   int top = r->whatif_top;
   fprintf(f, "{\"per\":\"%s\",\"baseline_step_us\":", r->nsteps ? "step" : "trace");
   if (top >= 0)
-    fprintf(f, "%.3f,\"predicted_step_us\":%.3f,\"predicted_elide_step_us\":%.3f",
+    fprintf(f, "%.3f,\"predicted_step_us\":%.3f,\"predicted_keep_step_us\":%.3f",
             r->whatif[top].baseline / 1e3, r->whatif[top].predicted / 1e3,
-            r->whatif[top].predicted_elide / 1e3);
+            r->whatif[top].predicted_keep / 1e3);
   else
-    fprintf(f, "null,\"predicted_step_us\":null,\"predicted_elide_step_us\":null");
+    fprintf(f, "null,\"predicted_step_us\":null,\"predicted_keep_step_us\":null");
   fprintf(f,
           ",\"assumptions\":{\"eligible_min_kib\":%g,\"h2d_gbps\":%g,\"h2d_elide_gbps\":%g,"
           "\"d2h_gbps\":%g,\"link_gbps\":%g,\"d2d_gbps\":%g},\"devices\":[",
@@ -114,14 +114,15 @@ static void json_whatif(FILE *f, const an_report *r) {
     if (!w->steps) continue;
     fprintf(f,
             "%s{\"device\":%d,\"steps\":%d,\"baseline_step_us\":%.3f,\"predicted_step_us\":%.3f,"
-            "\"predicted_elide_step_us\":%.3f,\"host_us\":%.3f,\"gpu_busy_us\":%.3f,"
+            "\"predicted_keep_step_us\":%.3f,\"host_us\":%.3f,\"gpu_busy_us\":%.3f,"
             "\"copies_host_us\":%.3f,\"h2d_copies_per_step\":%.3f,\"h2d_bytes_per_step\":%.0f,"
-            "\"d2h_copies_per_step\":%.3f,\"d2h_bytes_per_step\":%.0f,\"bound\":\"%s\"}",
+            "\"d2h_copies_per_step\":%.3f,\"d2h_bytes_per_step\":%.0f,\"bound\":\"%s\","
+            "\"syncs_elided\":%s}",
             first ? "" : ",", w->dev, w->steps, w->baseline / 1e3, w->predicted / 1e3,
-            w->predicted_elide / 1e3, w->host / 1e3, w->gpu / 1e3, w->copy_host / 1e3,
+            w->predicted_keep / 1e3, w->host / 1e3, w->gpu / 1e3, w->copy_host / 1e3,
             (double)w->copies / w->steps, (double)w->bytes / w->steps,
             (double)w->d2h_copies / w->steps, (double)w->d2h_bytes / w->steps,
-            w->bound ? "gpu" : "host");
+            w->bound ? "gpu" : "host", w->elides ? "true" : "false");
     first = 0;
   }
   fprintf(f, "]}");

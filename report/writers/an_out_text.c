@@ -121,12 +121,12 @@ static void whatif_text(FILE *f, const an_report *r) {
   const char *per = r->nsteps ? "step" : "trace (no steps)";
   fprintf(f, "\nwhat-if under pinwheel (medians per %s)\n", per);
   fprintf(f, "  %-4s %12s %12s %8s %12s %10s %10s %12s\n", "dev", "now ms", "pinwheel ms",
-          "speedup", "elide ms", "host ms", "GPU ms", "copies' host");
+          "speedup", "keep ms", "host ms", "GPU ms", "copies' host");
   for (int i = 0; i < r->ndevs; i++) {
     const an_whatif *w = &r->whatif[i];
     if (!w->steps) continue;
     fprintf(f, "  %-4d %12.3f %12.3f %7.2fx %12.3f %10.3f %10.3f %12.3f\n", w->dev,
-            an_ms(w->baseline), an_ms(w->predicted), w->speedup, an_ms(w->predicted_elide),
+            an_ms(w->baseline), an_ms(w->predicted), w->speedup, an_ms(w->predicted_keep),
             an_ms(w->host), an_ms(w->gpu), an_ms(w->copy_host));
   }
   an_whatif_assumptions(f, "  ");
