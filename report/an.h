@@ -125,6 +125,9 @@ int an_step_regex_check(const char *re, char *err, size_t errn);
 typedef struct an_trace {
   char *path;
   const char *format; /* "kineto" or "nsys" */
+  const char *source; /* who wrote it, for people: "pinwheel's collector", "torch.profiler/Kineto"
+                         (Chrome trace JSON without the collector's "pinwheel" object) or
+                         "Nsight Systems" */
   char *step_regex;   /* an_options.step_regex it was read with: which annotations are steps */
   void *step_re;      /* while it is read: step_regex compiled (a regex_t), else NULL */
   an_op *ops;         /* sorted by start once loaded */
