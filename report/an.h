@@ -257,8 +257,10 @@ typedef struct an_exposed {
   uint64_t bytes;
   uint8_t ckind, srck, dstk;
   int64_t corr;
-  int64_t host; /* ns in the runtime call that issued it (the figures pass); -1: no such call */
-  int staged;   /* a copy pinwheel staged: dur is its DMAs' time, hidden measured on them */
+  int64_t host;     /* ns in the runtime call that issued it (the figures pass); -1: no such call */
+  int staged;       /* a copy pinwheel staged (or, in the longest copies, one of its DMAs or ring
+                       copies): dur is its DMAs' time, hidden measured on them */
+  int64_t hideable; /* staged: of dur, the most that could have run under compute (an_pwgroup) */
 } an_exposed;
 
 typedef struct an_finding {

@@ -92,14 +92,105 @@ static int check_staged(const an_report *r, char *m, size_t n) {
   return 1;
 }
 
+/* The exposed copies pinwheel did not stage (a staged copy has its own check below). */
 static int check_exposed(const an_report *r, char *m, size_t n) {
-  if (!r->nexposed) return 0;
+  size_t cnt = 0, pageable = 0;
+  const an_exposed *top = NULL;
+  for (size_t k = 0; k < r->nexposed; k++) {
+    const an_exposed *x = &r->exposed[k];
+    if (x->staged) continue;
+    cnt++, pageable += x->srck == AN_MK_PAGEABLE || x->dstk == AN_MK_PAGEABLE;
+    if (!top) top = x; /* the list is sorted, longest first */
+  }
+  if (!cnt) return 0;
+  const char *what = pageable == cnt
+                         ? (r->npw ? "; they are pageable copies pinwheel left unstaged "
+                                     "(see pageable_copies)"
+                                   : "; they are pageable: staging them (run under "
+                                     "pinwheel, or pin the memory) lets them overlap")
+                     : pageable ? "; the pageable ones can be staged, the others issued earlier on "
+                                  "a side stream while compute runs"
+                                : "; issue them earlier on a side stream, while compute runs";
   snprintf(m, n,
-           "%zu copies longer than %.0f us ran with at most %.0f %% of their time under compute; "
-           "the longest: %.3f ms (%.1f %% hidden)",
-           r->nexposed, an_threshold_value(AN_T_EXPOSED_MIN_US),
-           an_threshold_value(AN_T_EXPOSED_MAX_HIDDEN_PCT), ms(r->exposed[0].dur),
-           r->exposed[0].hidden * 100);
+           "%zu cop%s longer than %.0f us ran with at most %.0f %% of %s time under compute; "
+           "the longest: %.3f ms (%.1f %% hidden)%s",
+           cnt, cnt == 1 ? "y" : "ies", an_threshold_value(AN_T_EXPOSED_MIN_US),
+           an_threshold_value(AN_T_EXPOSED_MAX_HIDDEN_PCT), cnt == 1 ? "its" : "their",
+           ms(top->dur), top->hidden * 100, what);
+  return 1;
+}
+
+/* The copies pinwheel staged whose DMAs still ran mostly outside compute, summed: their DMA
+ * time, its part under compute, the kernel time between each copy's call and its end (hideable:
+ * what an earlier start where it is issued could hide), the longest of them, and the kernels of
+ * its device per step (the trace as one step when it has none). */
+typedef struct staged_sum {
+  size_t n, d2h;
+  int64_t dur, hid, can, step_kernels;
+  const an_exposed *top;
+} staged_sum;
+
+static int staged_exposed(const an_report *r, staged_sum *x) {
+  memset(x, 0, sizeof *x);
+  for (size_t k = 0; k < r->nexposed; k++) {
+    const an_exposed *e = &r->exposed[k];
+    if (!e->staged) continue;
+    x->n++, x->d2h += e->ckind == AN_CK_D2H;
+    an_sat_add(&x->dur, e->dur), an_sat_add(&x->hid, (int64_t)(e->hidden * (double)e->dur));
+    an_sat_add(&x->can, e->hideable);
+    if (!x->top) x->top = e; /* sorted, longest first */
+  }
+  if (!x->n) return 0;
+  for (int i = 0; i < r->ndevs; i++)
+    if (r->devs[i].dev == x->top->dev)
+      x->step_kernels = r->devs[i].kernel / (int64_t)(r->nsteps ? r->nsteps : 1);
+  return 1;
+}
+
+/* What would hide them, one clause: the DMA waited while kernels ran (start it sooner), or no
+ * kernel ran from the call to its end (issue it earlier); and whether the longest outlasts a
+ * step's compute, which no placement hides. */
+static void staged_remedy(const an_report *r, const staged_sum *x, char *m, size_t n) {
+  const char *it = x->n == 1 ? "it" : "them";
+  size_t l;
+  if (x->d2h == x->n) /* a D2H copy cannot start before the kernels that produce its bytes */
+    l = (size_t)snprintf(m, n,
+                         "a D2H copy starts when the kernels that produce its bytes end, so it "
+                         "hides only under work queued after it: let the next step's kernels "
+                         "start before the host waits for %s (no sync right after %s)",
+                         it, it);
+  else if (x->can - x->hid > x->dur / 10)
+    l = (size_t)snprintf(
+        m, n,
+        "kernels ran %.3f ms of %s DMA time from %s call to %s end while the "
+        "DMA waited%s: a bigger PINWHEEL_HOST_POOL or PINWHEEL_DEVICE_RING "
+        "lets %s start sooner",
+        ms(x->can - x->hid), x->n == 1 ? "its" : "their", x->n == 1 ? "its" : "each copy's", "its",
+        r->pw_sync_calls ? " (pinwheel's syncs waited for staging space)" : "", it);
+  else
+    l = (size_t)snprintf(m, n,
+                         "almost no kernel ran from %s call to %s end: issue %s earlier, under "
+                         "the compute before %s (prefetch the next batch)",
+                         x->n == 1 ? "its" : "each copy's", "its", it, it);
+  if (l < n && x->top->dur > x->step_kernels)
+    snprintf(m + l, n - l,
+             "; the longest (%.3f ms) outlasts a %s's compute on device %d (%.3f ms of kernels): "
+             "no placement hides all of it",
+             ms(x->top->dur), r->nsteps ? "step" : "trace", x->top->dev, ms(x->step_kernels));
+}
+
+static int check_staged_exposed(const an_report *r, char *m, size_t n) {
+  staged_sum x;
+  if (!staged_exposed(r, &x)) return 0;
+  size_t l = (size_t)snprintf(
+      m, n,
+      "%zu cop%s pinwheel staged (not left pageable) ran %s DMA mostly outside compute: %.3f ms "
+      "of DMA, %.1f %% hidden; ",
+      x.n, x.n == 1 ? "y" : "ies", x.n == 1 ? "its" : "their", ms(x.dur), an_pct(x.hid, x.dur));
+  if (x.n > 1 && l < n)
+    l += (size_t)snprintf(m + l, n - l, "the longest %.3f ms, %.1f %% hidden; ", ms(x.top->dur),
+                          x.top->hidden * 100);
+  if (l < n) staged_remedy(r, &x, m + l, n - l);
   return 1;
 }
 
@@ -208,6 +299,7 @@ static const struct {
     {"pinwheel_staged", "info", check_staged},
     {"pageable_copies", "warning", check_pageable},
     {"exposed_transfers", "warning", check_exposed},
+    {"staged_exposed", "warning", check_staged_exposed},
     {"sync_stalls", "info", check_sync},
     {"gpu_gaps", "info", check_gaps},
     {"idle_time", "info", check_idle},

@@ -27,6 +27,9 @@ const char *an_pw_how(const an_report *r);
 void an_rank_spread(an_report **r, int n, double *spread);
 /* The kind of an op for people: "H2D pageable->device". */
 void an_kind(char *buf, size_t n, uint8_t ck, uint8_t src, uint8_t dst);
+/* A listed copy's kind: an_kind's, or "H2D staged by pinwheel" for a copy pinwheel staged (its
+ * memory kinds are pinwheel's pinned buffers, not the program's pageable ones). */
+void an_copy_kind(char *buf, size_t n, const an_exposed *x);
 
 /* The what-if's assumptions, one paragraph (text and HTML). */
 void an_whatif_assumptions(FILE *f, const char *indent);

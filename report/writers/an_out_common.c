@@ -75,6 +75,13 @@ const char *an_host_ms(int64_t ns, uint64_t copies, uint64_t unknown, char *buf)
   return buf;
 }
 
+void an_copy_kind(char *buf, size_t n, const an_exposed *x) {
+  if (x->staged)
+    snprintf(buf, n, "%s staged by pinwheel", an_ck_name[x->ckind < AN_CK_N ? x->ckind : 0]);
+  else
+    an_kind(buf, n, x->ckind, x->srck, x->dstk);
+}
+
 void an_kind(char *buf, size_t n, uint8_t ck, uint8_t src, uint8_t dst) {
   snprintf(buf, n, "%s %s->%s", an_ck_name[ck < AN_CK_N ? ck : 0],
            an_mk_name[src < AN_MK_N ? src : 0], an_mk_name[dst < AN_MK_N ? dst : 0]);

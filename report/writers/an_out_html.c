@@ -242,7 +242,7 @@ static void html_exposed(FILE *f, const an_report *x) {
     for (size_t k = 0; k < x->nexposed && k < 20; k++) {
       const an_exposed *e = &x->exposed[k];
       char kind[64];
-      an_kind(kind, sizeof kind, e->ckind, e->srck, e->dstk);
+      an_copy_kind(kind, sizeof kind, e);
       fprintf(f, "<tr><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%.3f</td><td>%.1f %%</td>",
               e->dev, e->stream, kind, an_bytes_h(e->bytes, b), an_ms(e->dur), e->hidden * 100);
       if (e->host >= 0)

@@ -82,9 +82,10 @@ static void json_copies(FILE *f, const an_report *r) {
     fprintf(f,
             "%s{\"device\":%d,\"stream\":%d,\"kind\":\"%s\",\"src\":\"%s\",\"dst\":\"%s\","
             "\"bytes\":%" PRIu64 ",\"start_us\":%.3f,\"dur_us\":%.3f,\"hidden_fraction\":%.4f,"
-            "\"host_us\":",
+            "\"staged_by_pinwheel\":%s,\"host_us\":",
             k ? "," : "", x->dev, x->stream, an_ck_name[x->ckind], an_mk_name[x->srck],
-            an_mk_name[x->dstk], x->bytes, x->s / 1e3, x->dur / 1e3, x->hidden);
+            an_mk_name[x->dstk], x->bytes, x->s / 1e3, x->dur / 1e3, x->hidden,
+            x->staged ? "true" : "false");
     if (x->host >= 0)
       fprintf(f, "%.3f}", x->host / 1e3);
     else
@@ -211,9 +212,11 @@ static void json_lists(FILE *f, const an_report *r) {
     const an_exposed *x = &r->exposed[k];
     fprintf(f,
             "%s{\"device\":%d,\"stream\":%d,\"kind\":\"%s\",\"src\":\"%s\",\"dst\":\"%s\","
-            "\"bytes\":%" PRIu64 ",\"start_us\":%.3f,\"dur_us\":%.3f,\"hidden_fraction\":%.4f}",
+            "\"bytes\":%" PRIu64 ",\"start_us\":%.3f,\"dur_us\":%.3f,\"hidden_fraction\":%.4f,"
+            "\"staged_by_pinwheel\":%s}",
             k ? "," : "", x->dev, x->stream, an_ck_name[x->ckind], an_mk_name[x->srck],
-            an_mk_name[x->dstk], x->bytes, x->s / 1e3, x->dur / 1e3, x->hidden);
+            an_mk_name[x->dstk], x->bytes, x->s / 1e3, x->dur / 1e3, x->hidden,
+            x->staged ? "true" : "false");
   }
   fprintf(f, "]");
 }

@@ -174,7 +174,7 @@ static void report_text(an_out *o, const an_report *r) {
     for (size_t k = 0; k < r->nexposed && k < 10; k++) {
       const an_exposed *x = &r->exposed[k];
       char kind[64], h[32];
-      an_kind(kind, sizeof kind, x->ckind, x->srck, x->dstk);
+      an_copy_kind(kind, sizeof kind, x);
       if (x->host >= 0)
         snprintf(h, sizeof h, "%.3f", an_ms(x->host));
       else
