@@ -188,6 +188,9 @@ static void test_collector_traces(void **state) {
   assert_null(strstr(res.out, "exposed_transfers"));
   assert_null(strstr(res.out, "pageable_copies"));
   assert_null(strstr(res.out, "pageable->device"));
+  char *todo = strstr(res.out, "\n  to do: hide the copies pinwheel staged: ");
+  assert_non_null(todo);
+  assert_true(todo < strstr(res.out, "\nsteps inferred"));
   free_result(&res);
   const char *onej[] = {
       PW_CLI, "report", "--format", "json", PW_FIXTURES "/collector/naive_copy_stage.json.gz",
@@ -196,6 +199,8 @@ static void test_collector_traces(void **state) {
   char *ex = strstr(res.out, "\"exposed_copies\":[");
   assert_non_null(ex);
   assert_non_null(strstr(ex, "\"staged_by_pinwheel\":true}"));
+  assert_non_null(strstr(res.out, "\"answer\":{"));
+  assert_non_null(strstr(res.out, "\"rule\":\"staged_exposed\",\"todo\":"));
   free_result(&res);
   const char *js[] = {PW_CLI,     "report", "--whole-trace",
                       "--format", "json",   PW_FIXTURES "/collector/naive_copy_stage.json.gz",

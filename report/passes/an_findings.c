@@ -1,10 +1,11 @@
 /* an_findings.c — the findings pass: one table of checks, each of which may write a message.
  *
- * Owns: the checks and their messages.  A check reads only the report (the figures, steps, idle
- * split and what-if passes ran before) and its thresholds from the table in an_analyze.c.
- * Messages give the figure, the threshold it crossed and what to do, in the per-step unit when
- * the trace has steps.
- * Must never: compute a figure of its own (a check compares what the passes left), or print.
+ * Owns: the checks and their messages, and the answer the forms lead with (the first finding
+ * that names an action, with its predicted effect).  A check reads only the report (the figures,
+ * steps, idle split and what-if passes ran before) and its thresholds from the table in
+ * an_analyze.c. Messages give the figure, the threshold it crossed and what to do, in the per-step
+ * unit when the trace has steps. Must never: compute a figure of its own (a check compares what the
+ * passes left), or print.
  */
 #define _GNU_SOURCE
 #include "an.h"
@@ -200,10 +201,10 @@ static int check_sync(const an_report *r, char *m, size_t n) {
                     r->sync_longest < (int64_t)(an_threshold_value(AN_T_SYNC_LONGEST_MS) * 1e6)))
     return 0;
   snprintf(m, n,
-           "the host waited %.3f ms in %" PRIu64 " sync calls (%.1f %% of the span; longest "
+           "the host waited %.3f ms in %" PRIu64 " sync call%s (%.1f %% of the span; longest "
            "%.3f ms)",
-           ms(r->sync_time), r->sync_calls, r->sync_time * 100.0 / (double)span,
-           ms(r->sync_longest));
+           ms(r->sync_time), r->sync_calls, r->sync_calls == 1 ? "" : "s",
+           r->sync_time * 100.0 / (double)span, ms(r->sync_longest));
   return 1;
 }
 
@@ -212,8 +213,12 @@ static int check_gaps(const an_report *r, char *m, size_t n) {
   int64_t tot = 0;
   for (size_t g = 0; g < r->ngaps; g++)
     an_sat_add(&tot, r->gaps[g].e - r->gaps[g].s);
-  snprintf(m, n, "%zu GPU idle gaps of at least %.3g ms, %.3f ms in all; the longest %.3f ms",
-           r->ngaps, an_threshold_value(AN_T_GAP_MS), ms(tot), ms(r->gaps[0].e - r->gaps[0].s));
+  if (r->ngaps == 1)
+    snprintf(m, n, "1 GPU idle gap of at least %.3g ms: %.3f ms", an_threshold_value(AN_T_GAP_MS),
+             ms(tot));
+  else
+    snprintf(m, n, "%zu GPU idle gaps of at least %.3g ms, %.3f ms in all; the longest %.3f ms",
+             r->ngaps, an_threshold_value(AN_T_GAP_MS), ms(tot), ms(r->gaps[0].e - r->gaps[0].s));
   return 1;
 }
 
@@ -308,6 +313,76 @@ static const struct {
     {"what_if_pinwheel", "info", check_whatif},
 };
 
+static const an_finding *finding(const an_report *r, const char *check, int *at) {
+  for (int k = 0; k < r->nfindings; k++)
+    if (!strcmp(r->findings[k].check, check)) return *at = k, &r->findings[k];
+  return NULL;
+}
+
+/* The answer the forms lead with: the totals, and the first finding that names an action, in
+ * this order: pageable copies to stage (a warning, or the what-if gains), staged copies still
+ * exposed, other exposed copies, host syncs; with the what-if's or the hideable figure. */
+static void answer(an_report *r) {
+  an_answer *a = &r->answer;
+  memset(a, 0, sizeof *a);
+  a->top = -1;
+  a->h2d = r->tot.h2d_time, a->hidden = r->tot.h2d_hidden, a->exposed = a->h2d - a->hidden;
+  for (int i = 0; i < r->ndevs; i++)
+    an_sat_add(&a->d2h, r->devs[i].d2h.time), an_sat_add(&a->d2h_exposed, r->devs[i].d2h.exposed);
+  const an_whatif *w = r->whatif_top >= 0 ? &r->whatif[r->whatif_top] : NULL;
+  int gain = w && (w->copies || w->d2h_copies) && w->predicted > 0;
+  const an_finding *f;
+  int k;
+  uint64_t pg = r->tot.pg_copies;
+  const char *cp = pg == 1 ? "copy" : "copies";
+  if ((f = finding(r, "pageable_copies", &k)) &&
+      (!strcmp(f->severity, "warning") || (gain && w->speedup >= 1.01))) {
+    a->top = k;
+    if (gain)
+      a->effect = AN_DO_WHATIF, a->dev = w->dev, a->now = w->baseline, a->predicted = w->predicted,
+      a->speedup = w->speedup;
+    if (r->npw)
+      snprintf(a->todo, sizeof a->todo,
+               "see why pinwheel left %" PRIu64 " pageable %s unstaged (its summary's 'not "
+               "staged' line: too small, made during its setup, or not eligible)",
+               pg, cp);
+    else
+      snprintf(a->todo, sizeof a->todo,
+               "stage the %" PRIu64 " pageable %s: run under pinwheel (or pin the memory)", pg, cp);
+  } else if ((f = finding(r, "staged_exposed", &k))) {
+    staged_sum x;
+    staged_exposed(r, &x);
+    a->top = k;
+    char rem[256];
+    staged_remedy(r, &x, rem, sizeof rem);
+    snprintf(a->todo, sizeof a->todo, "hide the copies pinwheel staged: %s", rem);
+    /* started sooner where they are issued: the kernel time they missed; issued earlier: their
+     * exposed DMA, at most the kernel time of the window not already hiding a copy */
+    int64_t free_k = 0;
+    for (int i = 0; i < r->ndevs; i++)
+      an_sat_add(&free_k, r->devs[i].kernel - r->devs[i].h2d.hidden - r->devs[i].d2h.hidden);
+    a->effect = AN_DO_HIDEABLE, a->d2h_only = x.d2h == x.n;
+    a->more_hidden = x.can > x.hid && !a->d2h_only ? x.can - x.hid : 0;
+    a->staged_exposed = x.dur - x.hid;
+    a->free_kernels = free_k > 0 ? free_k : 0;
+  } else if ((f = finding(r, "exposed_transfers", &k))) {
+    a->top = k;
+    const char *semi = strrchr(f->message, ';');
+    snprintf(a->todo, sizeof a->todo, "overlap the exposed copies with compute: %.270s",
+             semi ? semi + 2 : f->message);
+  } else if ((f = finding(r, "sync_stalls", &k))) {
+    a->top = k;
+    snprintf(a->todo, sizeof a->todo,
+             "sync the host less often: it waited %.3f ms in %" PRIu64 " sync call%s",
+             ms(r->sync_time), r->sync_calls, r->sync_calls == 1 ? "" : "s");
+  } else if ((f = finding(r, "idle_time", &k))) {
+    a->top = k;
+    const char *why = strstr(f->message, "; mostly ");
+    snprintf(a->todo, sizeof a->todo, "keep the GPU fed: %.280s",
+             why ? why + strlen("; mostly ") : f->message);
+  }
+}
+
 void an_pass_findings(an_report *r) {
   for (size_t i = 0; i < sizeof checks / sizeof checks[0] && r->nfindings < 16; i++) {
     an_finding *f = &r->findings[r->nfindings];
@@ -318,4 +393,5 @@ void an_pass_findings(an_report *r) {
       r->nfindings++;
     }
   }
+  answer(r);
 }
