@@ -282,8 +282,9 @@ typedef struct an_answer {
   double speedup;
   int64_t more_hidden;    /* of the exposed staged copies' DMA, the kernel time it missed (ns) */
   int64_t staged_exposed; /* their DMA time not under compute (ns) */
-  int64_t free_kernels;   /* kernel time of the window not already hiding a copy (ns) */
-  int d2h_only;           /* they are all D2H: only compute queued after them can hide them */
+  int64_t elsewhere; /* of it, what issuing them earlier (D2H: more work queued after them) could
+                        hide: at most the window's kernel time not already hiding a copy (ns) */
+  int d2h_only;      /* they are all D2H: only compute queued after them can hide them */
 } an_answer;
 
 /* The what-if of one device, per step (DESIGN.md §5 steps; the whole trace as one step when

@@ -191,6 +191,11 @@ static void test_collector_traces(void **state) {
   char *todo = strstr(res.out, "\n  to do: hide the copies pinwheel staged: ");
   assert_non_null(todo);
   assert_true(todo < strstr(res.out, "\nsteps inferred"));
+  /* its predicted effect: where it is issued no kernel ran; issued earlier, all of its exposed
+   * DMA (the steps' kernels not already hiding a copy are more than that) */
+  assert_non_null(strstr(todo, "\n  predicted: of the 1.497 ms of exposed DMA, at most 1.497 ms "
+                               "hidden under earlier compute (the kernel time not already hiding "
+                               "a copy), 0.000 ms where issued now\n"));
   free_result(&res);
   const char *onej[] = {
       PW_CLI, "report", "--format", "json", PW_FIXTURES "/collector/naive_copy_stage.json.gz",

@@ -364,7 +364,7 @@ static void answer(an_report *r) {
     a->effect = AN_DO_HIDEABLE, a->d2h_only = x.d2h == x.n;
     a->more_hidden = x.can > x.hid && !a->d2h_only ? x.can - x.hid : 0;
     a->staged_exposed = x.dur - x.hid;
-    a->free_kernels = free_k > 0 ? free_k : 0;
+    a->elsewhere = free_k < a->staged_exposed ? (free_k > 0 ? free_k : 0) : a->staged_exposed;
   } else if ((f = finding(r, "exposed_transfers", &k))) {
     a->top = k;
     const char *semi = strrchr(f->message, ';');

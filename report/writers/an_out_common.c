@@ -191,15 +191,12 @@ void an_answer_lines(FILE *f, const an_report *r) {
     fprintf(f,
             "  predicted: of the %.3f ms of exposed DMA, at most %.3f ms hidden under later "
             "compute (the kernel time not already hiding a copy)\n",
-            an_ms(a->staged_exposed),
-            an_ms(a->free_kernels < a->staged_exposed ? a->free_kernels : a->staged_exposed));
+            an_ms(a->staged_exposed), an_ms(a->elsewhere));
   else if (a->effect == AN_DO_HIDEABLE)
     fprintf(f,
             "  predicted: of the %.3f ms of exposed DMA, at most %.3f ms hidden under earlier "
             "compute (the kernel time not already hiding a copy), %.3f ms where issued now\n",
-            an_ms(a->staged_exposed),
-            an_ms(a->free_kernels < a->staged_exposed ? a->free_kernels : a->staged_exposed),
-            an_ms(a->more_hidden));
+            an_ms(a->staged_exposed), an_ms(a->elsewhere), an_ms(a->more_hidden));
 }
 
 const char *an_pw_how(const an_report *r) {

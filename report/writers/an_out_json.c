@@ -277,8 +277,8 @@ static void json_answer(FILE *f, const an_report *r) {
   else if (a->effect == AN_DO_HIDEABLE)
     fprintf(f,
             ",\"effect\":{\"kind\":\"more_hidden\",\"more_hidden_us\":%.3f,"
-            "\"staged_exposed_us\":%.3f}}",
-            a->more_hidden / 1e3, a->staged_exposed / 1e3);
+            "\"staged_exposed_us\":%.3f,\"elsewhere_us\":%.3f}}",
+            a->more_hidden / 1e3, a->staged_exposed / 1e3, a->elsewhere / 1e3);
   else
     fprintf(f, ",\"effect\":null}");
 }
