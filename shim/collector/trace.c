@@ -261,8 +261,9 @@ static const char *api_name(pw_trace_writer *w, int driver, uint32_t cbid) {
   return *slot;
 }
 
-/* Kernel names demangled, a few hundred kept (writer thread only): a loop launches the same
- * kernels again and again, and each demangling costs microseconds. */
+/* Kernel names demangled, a few hundred kept (used by conversions, which convert_lock makes one
+ * at a time): a loop launches the same kernels again and again, and each demangling costs
+ * microseconds. */
 #define DEMANGLE_CACHE 256
 static struct { char *mangled, *readable; } demangled[DEMANGLE_CACHE];
 

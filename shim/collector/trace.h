@@ -63,8 +63,8 @@ void pw_trace_writer_end(pw_trace_writer *w); /* names, the frame's end; flushes
 /* The collector (trace.c). */
 /* PINWHEEL_TRACE's path with %p = pid and %r = RANK, else LOCAL_RANK, else 0; 0 on success. */
 int pw_trace_path(const char *tmpl, char *out, size_t n);
-/* The collector's pw_trace_writer.demangle (writer thread only): libstdc++'s __cxa_demangle if
- * the program has it loaded (common/pw_demangle.h; never loaded for this), the last names kept. */
+/* The collector's pw_trace_writer.demangle (one conversion at a time): __cxa_demangle when the
+ * program has libstdc++ loaded (common/pw_demangle.h; never loaded for it), recent names kept. */
 char *pw_trace_demangle(pw_trace_writer *w, const char *name);
 /* Start tracing if PINWHEEL_TRACE asks for it: called once, at the first CUDA call. */
 void pw_trace_start(void);
