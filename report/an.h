@@ -125,6 +125,9 @@ int an_step_regex_check(const char *re, char *err, size_t errn);
 typedef struct an_trace {
   char *path;
   const char *format; /* "kineto" or "nsys" */
+  const char *source; /* who wrote it, for people: "pinwheel's collector", "torch.profiler/Kineto"
+                         (Chrome trace JSON without the collector's "pinwheel" object) or
+                         "Nsight Systems" */
   char *step_regex;   /* an_options.step_regex it was read with: which annotations are steps */
   void *step_re;      /* while it is read: step_regex compiled (a regex_t), else NULL */
   an_op *ops;         /* sorted by start once loaded */
@@ -254,14 +257,35 @@ typedef struct an_exposed {
   uint64_t bytes;
   uint8_t ckind, srck, dstk;
   int64_t corr;
-  int64_t host; /* ns in the runtime call that issued it (the figures pass); -1: no such call */
-  int staged;   /* a copy pinwheel staged: dur is its DMAs' time, hidden measured on them */
+  int64_t host;     /* ns in the runtime call that issued it (the figures pass); -1: no such call */
+  int staged;       /* a copy pinwheel staged (or, in the longest copies, one of its DMAs or ring
+                       copies): dur is its DMAs' time, hidden measured on them */
+  int64_t hideable; /* staged: of dur, the most that could have run under compute (an_pwgroup) */
 } an_exposed;
 
 typedef struct an_finding {
   const char *check, *severity; /* the check that found it (JSON: "rule") */
   char message[512];
 } an_finding;
+
+/* The answer every form leads with (the findings pass): what was hidden and what exposed, and
+ * the one thing to do, the first finding that names an action, with its predicted effect. */
+enum { AN_DO_NONE = 0, AN_DO_WHATIF, AN_DO_HIDEABLE };
+typedef struct an_answer {
+  int64_t h2d, hidden, exposed; /* the H2D copy time over all devices, under compute, and not */
+  int64_t d2h, d2h_exposed;
+  int top;        /* the finding to act on: an index into findings, or -1 (nothing to do) */
+  char todo[320]; /* that action, one sentence ("" when there is none) */
+  int effect;     /* AN_DO_WHATIF: the what-if's figures below; AN_DO_HIDEABLE: more_hidden */
+  int dev;        /* the what-if's device (the slowest), when effect is AN_DO_WHATIF */
+  int64_t now, predicted; /* its step (or trace) now and under pinwheel (ns) */
+  double speedup;
+  int64_t more_hidden;    /* of the exposed staged copies' DMA, the kernel time it missed (ns) */
+  int64_t staged_exposed; /* their DMA time not under compute (ns) */
+  int64_t elsewhere; /* of it, what issuing them earlier (D2H: more work queued after them) could
+                        hide: at most the window's kernel time not already hiding a copy (ns) */
+  int d2h_only;      /* they are all D2H: only compute queued after them can hide them */
+} an_answer;
 
 /* The what-if of one device, per step (DESIGN.md §5 steps; the whole trace as one step when
  * it has none). */
@@ -424,6 +448,7 @@ typedef struct an_report {
   an_totals tot;
   an_finding findings[16];
   int nfindings;
+  an_answer answer;  /* what the forms lead with (the findings pass) */
   an_whatif *whatif; /* [ndevs] */
   int whatif_any;    /* a device has steps with copies pinwheel would stage */
   int whatif_top;    /* the slowest device's what-if (the step waits for it), or -1 */

@@ -36,7 +36,7 @@ LAYERS = {
     "shim/pinwheel.c": {"shim/core", "shim/engine", "shim/collector", "shim/front"},
     "report/an.h": set(),
     "report/an_model.c": {"report/an.h"},
-    "report/readers": {"report/an.h"},
+    "report/readers": {"report/an.h", "common"},  # pw_demangle.h
     # pw_driver_calls.h: the driver calls the collector records, one list for the analyzer too
     "report/passes": {"report/an.h", "common"},
     "report/writers": {"report/an.h"},

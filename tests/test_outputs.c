@@ -15,6 +15,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 #include <yajl/yajl_tree.h>
+#include <zlib.h>
 
 #include "an.h"
 #include "helpers.h"
@@ -443,6 +444,158 @@ static void test_html_report(void **state) {
   free(p);
 }
 
+/* Issue 37: the report leads with the answer; with several ranks the rank table comes first;
+ * kernel names are demangled once read; pinwheel's staged copies are never called pageable;
+ * one of a thing is singular; a cut .gz says its offset is in the decompressed data. */
+static void test_answer_first(void **state) {
+  char *p = strdup(write_kineto("ans", 0, NULL));
+  /* the what-if counts copies of 64 KiB and more: this one's 1000 bytes count at 0 KiB */
+  const char *one[] = {PW_CLI, "report", "--threshold", "eligible_min_kib=0", p, NULL};
+  result r = run(one, NULL);
+  assert_int_equal(r.status, 0);
+  /* line 2: hidden and exposed; line 3: the thing to do; line 4: its predicted effect */
+  static const char lead[] =
+      "answer: H2D 0.150 ms, 66.7 % hidden under compute, 0.050 ms exposed; D2H 0.050 ms, 0.050 "
+      "ms exposed\n  to do: stage the 1 pageable copy: run under pinwheel (or pin the memory) "
+      "(finding pageable_copies)\n  predicted: a step on device 0 takes about 0.188 ms instead of "
+      "0.225 ms (1.20 x; the what-if below)\n\n";
+  assert_true(!strncmp(strchr(r.out, '\n') + 1, lead, sizeof lead - 1));
+  assert_true(strstr(r.out, "\nanswer: ") < strstr(r.out, "\nsteps marked: "));
+  /* the header names the trace's source; one sync call is "1 call" */
+  assert_non_null(strstr(r.out, " (torch.profiler/Kineto, 5 GPU operations)\n"));
+  assert_non_null(strstr(r.out, "\nhost syncs: 1 call, "));
+  free_result(&r);
+  /* two ranks: the table and each rank's answer before any rank's own report */
+  const char *two[] = {PW_CLI, "report", p, p, NULL};
+  r = run(two, NULL);
+  assert_int_equal(r.status, 0);
+  assert_true(!strncmp(r.out, "pinwheel report: 2 ranks (one per file)\n", 40));
+  char *spread = strstr(r.out, "\n  spread "), *ans1 = strstr(r.out, "\nrank 1: /tmp/");
+  char *rep0 = strstr(r.out, "\npinwheel report: /tmp/");
+  assert_non_null(spread);
+  assert_non_null(ans1);
+  assert_non_null(rep0);
+  assert_true(spread < ans1 && ans1 < rep0);
+  assert_true(!strncmp(strchr(ans1 + 1, '\n'), "\nanswer: H2D 0.150 ms", 21));
+  free_result(&r);
+  /* HTML: the answer under the title, before the devices table; the timeline's span said */
+  const char *html[] = {PW_CLI, "report", "--format", "html", p, NULL};
+  r = run(html, NULL);
+  assert_int_equal(r.status, 0);
+  char *a = strstr(r.out, "<div class=\"answer\"><p>answer: H2D 0.150 ms, 66.7 % hidden under "
+                          "compute, 0.050 ms exposed");
+  assert_non_null(a);
+  assert_non_null(strstr(a, "<p>to do: stage the 1 pageable copy"));
+  assert_true(a < strstr(r.out, "<h2>Devices</h2>"));
+  assert_non_null(strstr(r.out, "The timeline spans the whole trace"));
+  free_result(&r);
+  /* JSON: the same answer, as an object */
+  const char *js[] = {PW_CLI, "report", "--threshold", "eligible_min_kib=0", "--format",
+                      "json", p,        NULL};
+  r = run(js, NULL);
+  char eb[256];
+  yajl_val v = yajl_tree_parse(r.out, eb, sizeof eb);
+  assert_non_null(v);
+  assert_string_equal(
+      YAJL_GET_STRING(yajl_tree_get(v, (const char *[]){"answer", "rule", NULL}, yajl_t_string)),
+      "pageable_copies");
+  assert_string_equal(YAJL_GET_STRING(yajl_tree_get(
+                          v, (const char *[]){"answer", "effect", "kind", NULL}, yajl_t_string)),
+                      "what_if");
+  assert_string_equal(
+      YAJL_GET_STRING(yajl_tree_get(v, (const char *[]){"trace_source", NULL}, yajl_t_string)),
+      "torch.profiler/Kineto");
+  yajl_tree_free(v);
+  free_result(&r);
+  free(p);
+}
+
+/* Mangled kernel names (pinwheel's collector writes CUPTI's) come out demangled in every form,
+ * as torch.profiler writes them; a name that only looks mangled stays as it was. */
+static void test_demangled_names(void **state) {
+  static const char *mangled =
+      "_ZN2at6native29vectorized_elementwise_kernelILi8ENS0_13BinaryFunctorIfffNS0_15binary_"
+      "internal10MulFunctorIfEEEESt5arrayIPcLm3EEEEviT0_T1_";
+  char extra[1024];
+  snprintf(extra, sizeof extra,
+           ",{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"%s\",\"pid\":0,\"tid\":7,\"ts\":1000320,"
+           "\"dur\":20,\"args\":{\"device\":0,\"stream\":7,\"correlation\":40}},"
+           "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"_Znot_a_name\",\"pid\":0,\"tid\":7,"
+           "\"ts\":1000345,\"dur\":10,\"args\":{\"device\":0,\"stream\":7,\"correlation\":41}}",
+           mangled);
+  char *p = write_kineto("mangled", 0, extra);
+  const char *txt[] = {PW_CLI, "report", p, NULL};
+  result r = run(txt, NULL);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.out, "  void at::native::vectorized_elementwise_kernel<8, "
+                                "at::native::BinaryFunctor<float, float, ...\n"));
+  assert_non_null(strstr(r.out, "  _Znot_a_name\n"));
+  assert_null(strstr(r.out, mangled));
+  free_result(&r);
+  const char *js[] = {PW_CLI, "report", "--format", "json", p, NULL};
+  r = run(js, NULL);
+  assert_non_null(strstr(r.out, "\"name\":\"void at::native::vectorized_elementwise_kernel"
+                                "\\u003c8, at::native::BinaryFunctor\\u003cfloat, float, float, "
+                                "at::native::binary_internal::MulFunctor\\u003cfloat> >, "
+                                "std::array\\u003cchar*, 3ul> >(int, "));
+  assert_null(strstr(r.out, mangled));
+  free_result(&r);
+  /* the model: the name is demangled once, at read time */
+  char err[256];
+  an_trace *t = an_load(p, NULL, err, sizeof err);
+  assert_non_null(t);
+  int found = 0;
+  for (size_t i = 0; i < t->nops; i++)
+    found |= !strncmp(an_name(t, t->ops[i].name), "void at::native::vectorized_", 28);
+  assert_true(found);
+  an_free(t);
+}
+
+/* One of a thing is singular: one GPU idle gap, one sync call in a finding. */
+static void test_singular(void **state) {
+  const char *doc =
+      "{\"traceEvents\":["
+      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"a\",\"pid\":0,\"tid\":7,\"ts\":0,"
+      "\"dur\":1000,\"args\":{\"device\":0,\"stream\":7,\"correlation\":1}},"
+      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"b\",\"pid\":0,\"tid\":7,\"ts\":5000,"
+      "\"dur\":1000,\"args\":{\"device\":0,\"stream\":7,\"correlation\":2}},"
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaDeviceSynchronize\",\"pid\":1,"
+      "\"tid\":1,\"ts\":1000,\"dur\":3500,\"args\":{\"correlation\":3}}]}";
+  const char *argv[] = {PW_CLI, "report", write_bytes("one", doc, strlen(doc)), NULL};
+  result r = run(argv, NULL);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.out, "\nGPU idle gaps >= 1 ms: 1\n"));
+  assert_non_null(strstr(r.out, "gpu_gaps: 1 GPU idle gap of at least 1 ms: 4.000 ms\n"));
+  assert_non_null(strstr(r.out, "in 1 sync call ("));
+  assert_non_null(strstr(r.out, "\nhost syncs: 1 call, "));
+  assert_null(strstr(r.out, " 1 calls"));
+  assert_null(strstr(r.out, "1 GPU idle gaps"));
+  free_result(&r);
+}
+
+/* A gzip file cut short: the offset is the decompressed data's, and said so. */
+static void test_truncated_gz(void **state) {
+  char *doc = slurp(write_kineto("gzsrc", 0, NULL));
+  char gzp[128];
+  snprintf(gzp, sizeof gzp, "/tmp/pwtest-cut-%d.json.gz", (int)getpid());
+  gzFile gz = gzopen(gzp, "wb");
+  gzwrite(gz, doc, (unsigned)strlen(doc));
+  gzclose(gz);
+  char *whole = NULL;
+  FILE *f = fopen(gzp, "rb");
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  rewind(f);
+  whole = malloc((size_t)n);
+  assert_int_equal(fread(whole, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  char *cut = write_bytes("cut.json.gz", whole, (size_t)n / 2);
+  expect_error(cut, "of the decompressed data (the gzip file ends early: it was cut short)");
+  free(whole);
+  free(doc);
+  unlink(gzp);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_json_schema_and_escaping),
@@ -450,6 +603,10 @@ int main(void) {
       cmocka_unit_test(test_bad_inputs),
       cmocka_unit_test(test_messages_and_command_line),
       cmocka_unit_test(test_html_report),
+      cmocka_unit_test(test_answer_first),
+      cmocka_unit_test(test_demangled_names),
+      cmocka_unit_test(test_singular),
+      cmocka_unit_test(test_truncated_gz),
   };
   return an_test_cleanup(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -173,6 +173,40 @@ static void test_collector_traces(void **state) {
   assert_non_null(strstr(res.out, "staged\n"));
   assert_non_null(strstr(res.out, "       11\n  spread"));
   free_result(&res);
+  /* a staged copy is labelled staged, never a pageable copy: the one whose DMA ran outside
+   * compute (the first step's: no compute before it) has its own finding, with what would hide
+   * it, and is not in exposed_transfers or the pageable-copies advice (issue 37) */
+  const char *one[] = {PW_CLI, "report", PW_FIXTURES "/collector/naive_copy_stage.json.gz", NULL};
+  res = run(one, NULL);
+  assert_int_equal(res.status, 0);
+  assert_non_null(
+      strstr(res.out, "  0    7      H2D staged by pinwheel         64.0 MiB      1.497"));
+  assert_non_null(strstr(res.out, "[warning] staged_exposed: 1 copy pinwheel staged (not left "
+                                  "pageable) ran its DMA mostly outside compute: 1.497 ms of DMA, "
+                                  "0.0 % hidden; almost no kernel ran from its call to its end: "
+                                  "issue it earlier"));
+  assert_null(strstr(res.out, "exposed_transfers"));
+  assert_null(strstr(res.out, "pageable_copies"));
+  assert_null(strstr(res.out, "pageable->device"));
+  char *todo = strstr(res.out, "\n  to do: hide the copies pinwheel staged: ");
+  assert_non_null(todo);
+  assert_true(todo < strstr(res.out, "\nsteps inferred"));
+  /* its predicted effect: where it is issued no kernel ran; issued earlier, all of its exposed
+   * DMA (the steps' kernels not already hiding a copy are more than that) */
+  assert_non_null(strstr(todo, "\n  predicted: of the 1.497 ms of exposed DMA, at most 1.497 ms "
+                               "hidden under earlier compute (the kernel time not already hiding "
+                               "a copy), 0.000 ms where issued now\n"));
+  free_result(&res);
+  const char *onej[] = {
+      PW_CLI, "report", "--format", "json", PW_FIXTURES "/collector/naive_copy_stage.json.gz",
+      NULL};
+  res = run(onej, NULL);
+  char *ex = strstr(res.out, "\"exposed_copies\":[");
+  assert_non_null(ex);
+  assert_non_null(strstr(ex, "\"staged_by_pinwheel\":true}"));
+  assert_non_null(strstr(res.out, "\"answer\":{"));
+  assert_non_null(strstr(res.out, "\"rule\":\"staged_exposed\",\"todo\":"));
+  free_result(&res);
   const char *js[] = {PW_CLI,     "report", "--whole-trace",
                       "--format", "json",   PW_FIXTURES "/collector/naive_copy_stage.json.gz",
                       NULL};

@@ -3,6 +3,7 @@
  * records out of order; the writer flushed mid-document many times; NVTX ranges whose start and
  * end come apart; pinwheel's calls marked and its side stream named; the path template. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -178,6 +179,38 @@ static void test_records_read_back(void **state) {
   assert_true(r->sync_time == 20 * US);
   an_report_free(r);
   an_free(t);
+}
+
+/* Kernel names as Kineto writes them: demangled when the program has libstdc++ (a program whose
+ * kernels have C++ names does; here it is loaded as such a program has it), a name that only
+ * looks mangled kept as it is; and the analyzer names the trace's source. */
+static void test_kernel_names_demangled(void **state) {
+  void *cxx = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
+  if (!cxx) skip();
+  static const char *mangled =
+      "_ZN2at6native29vectorized_elementwise_kernelILi8ENS0_13BinaryFunctorIfffNS0_15binary_"
+      "internal10MulFunctorIfEEEESt5arrayIPcLm3EEEEviT0_T1_";
+  pw_trace_writer *w = writer();
+  w->demangle = pw_trace_demangle;
+  for (int i = 0; i < 3; i++) /* the second and third from the collector's cache */
+    kernel(w, mangled, 1000000 + (uint64_t)i * 1000, 1000500 + (uint64_t)i * 1000, 7,
+           (uint32_t)i + 1);
+  kernel(w, "_Znot_a_name", 1004000, 1004500, 7, 9);
+  pw_trace_writer_end(w);
+  free(w);
+  assert_null(strstr(out, mangled));
+  const char *readable = "\"name\":\"void at::native::vectorized_elementwise_kernel<8, "
+                         "at::native::BinaryFunctor<float, float, float, "
+                         "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul> "
+                         ">(int, ";
+  if (!strstr(out, readable)) fail_msg("%s", out);
+  assert_non_null(strstr(out, "\"name\":\"_Znot_a_name\""));
+  char err[512];
+  an_trace *t = an_load(save("demangled"), NULL, err, sizeof err);
+  if (!t) fail_msg("%s", err);
+  assert_string_equal(t->source, "pinwheel's collector");
+  an_free(t);
+  dlclose(cxx);
 }
 
 /* Thousands of events through a 64 KiB buffer: many flushes mid-document, one valid JSON. */
@@ -586,6 +619,7 @@ static void test_window_steps_no_loop(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_records_read_back),
+      cmocka_unit_test(test_kernel_names_demangled),
       cmocka_unit_test(test_many_flushes_one_document),
       cmocka_unit_test(test_unpaired_and_unknown),
       cmocka_unit_test(test_staged_copy_carries_program_call),

@@ -95,7 +95,9 @@ static void device_figures(const an_report *r, int dev, int64_t w0, int64_t w1, 
       if (x && cnt) x->copies++, x->bytes += b, x->has = 1;
       if (o->ckind == AN_CK_D2D && !staged) c = AN_OC_D2D;
       if (o->ckind == AN_CK_P2P) c = AN_OC_P2P;
-      if ((o->srck == AN_MK_PAGEABLE || o->dstk == AN_MK_PAGEABLE) && o->bytes >= pg_min) {
+      /* a staged copy's operations are pinwheel's (pinned or device memory): never pageable */
+      if (!staged && (o->srck == AN_MK_PAGEABLE || o->dstk == AN_MK_PAGEABLE) &&
+          o->bytes >= pg_min) {
         const an_call *k = an_call_of(t, o->corr);
         out->pg_copies++;
         out->pg_bytes += o->bytes;
@@ -263,7 +265,8 @@ static void staged_copies(an_report *r, int dev, int64_t w0, int64_t w1, const l
                       .dstk = h2d ? AN_MK_DEVICE : AN_MK_PAGEABLE,
                       .corr = t->ops[p->count_op].corr,
                       .host = call_host(t, t->ops[p->count_op].corr),
-                      .staged = 1};
+                      .staged = 1,
+                      .hideable = can};
       r->exposed[r->nexposed++] = x;
     }
   }
@@ -334,7 +337,8 @@ static void longest_copies(an_report *r) {
                                  .srck = o->srck,
                                  .dstk = o->dstk,
                                  .corr = o->corr,
-                                 .host = call_host(t, o->corr)};
+                                 .host = call_host(t, o->corr),
+                                 .staged = r->staged_role && r->staged_role[o - t->ops]};
   }
   free(cp);
 }

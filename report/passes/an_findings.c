@@ -1,10 +1,11 @@
 /* an_findings.c — the findings pass: one table of checks, each of which may write a message.
  *
- * Owns: the checks and their messages.  A check reads only the report (the figures, steps, idle
- * split and what-if passes ran before) and its thresholds from the table in an_analyze.c.
- * Messages give the figure, the threshold it crossed and what to do, in the per-step unit when
- * the trace has steps.
- * Must never: compute a figure of its own (a check compares what the passes left), or print.
+ * Owns: the checks and their messages, and the answer the forms lead with (the first finding
+ * that names an action, with its predicted effect).  A check reads only the report (the figures,
+ * steps, idle split and what-if passes ran before) and its thresholds from the table in
+ * an_analyze.c. Messages give the figure, the threshold it crossed and what to do, in the per-step
+ * unit when the trace has steps. Must never: compute a figure of its own (a check compares what the
+ * passes left), or print.
  */
 #define _GNU_SOURCE
 #include "an.h"
@@ -92,14 +93,105 @@ static int check_staged(const an_report *r, char *m, size_t n) {
   return 1;
 }
 
+/* The exposed copies pinwheel did not stage (a staged copy has its own check below). */
 static int check_exposed(const an_report *r, char *m, size_t n) {
-  if (!r->nexposed) return 0;
+  size_t cnt = 0, pageable = 0;
+  const an_exposed *top = NULL;
+  for (size_t k = 0; k < r->nexposed; k++) {
+    const an_exposed *x = &r->exposed[k];
+    if (x->staged) continue;
+    cnt++, pageable += x->srck == AN_MK_PAGEABLE || x->dstk == AN_MK_PAGEABLE;
+    if (!top) top = x; /* the list is sorted, longest first */
+  }
+  if (!cnt) return 0;
+  const char *what = pageable == cnt
+                         ? (r->npw ? "; they are pageable copies pinwheel left unstaged "
+                                     "(see pageable_copies)"
+                                   : "; they are pageable: staging them (run under "
+                                     "pinwheel, or pin the memory) lets them overlap")
+                     : pageable ? "; the pageable ones can be staged, the others issued earlier on "
+                                  "a side stream while compute runs"
+                                : "; issue them earlier on a side stream, while compute runs";
   snprintf(m, n,
-           "%zu copies longer than %.0f us ran with at most %.0f %% of their time under compute; "
-           "the longest: %.3f ms (%.1f %% hidden)",
-           r->nexposed, an_threshold_value(AN_T_EXPOSED_MIN_US),
-           an_threshold_value(AN_T_EXPOSED_MAX_HIDDEN_PCT), ms(r->exposed[0].dur),
-           r->exposed[0].hidden * 100);
+           "%zu cop%s longer than %.0f us ran with at most %.0f %% of %s time under compute; "
+           "the longest: %.3f ms (%.1f %% hidden)%s",
+           cnt, cnt == 1 ? "y" : "ies", an_threshold_value(AN_T_EXPOSED_MIN_US),
+           an_threshold_value(AN_T_EXPOSED_MAX_HIDDEN_PCT), cnt == 1 ? "its" : "their",
+           ms(top->dur), top->hidden * 100, what);
+  return 1;
+}
+
+/* The copies pinwheel staged whose DMAs still ran mostly outside compute, summed: their DMA
+ * time, its part under compute, the kernel time between each copy's call and its end (hideable:
+ * what an earlier start where it is issued could hide), the longest of them, and the kernels of
+ * its device per step (the trace as one step when it has none). */
+typedef struct staged_sum {
+  size_t n, d2h;
+  int64_t dur, hid, can, step_kernels;
+  const an_exposed *top;
+} staged_sum;
+
+static int staged_exposed(const an_report *r, staged_sum *x) {
+  memset(x, 0, sizeof *x);
+  for (size_t k = 0; k < r->nexposed; k++) {
+    const an_exposed *e = &r->exposed[k];
+    if (!e->staged) continue;
+    x->n++, x->d2h += e->ckind == AN_CK_D2H;
+    an_sat_add(&x->dur, e->dur), an_sat_add(&x->hid, (int64_t)(e->hidden * (double)e->dur));
+    an_sat_add(&x->can, e->hideable);
+    if (!x->top) x->top = e; /* sorted, longest first */
+  }
+  if (!x->n) return 0;
+  for (int i = 0; i < r->ndevs; i++)
+    if (r->devs[i].dev == x->top->dev)
+      x->step_kernels = r->devs[i].kernel / (int64_t)(r->nsteps ? r->nsteps : 1);
+  return 1;
+}
+
+/* What would hide them, one clause: the DMA waited while kernels ran (start it sooner), or no
+ * kernel ran from the call to its end (issue it earlier); and whether the longest outlasts a
+ * step's compute, which no placement hides. */
+static void staged_remedy(const an_report *r, const staged_sum *x, char *m, size_t n) {
+  const char *it = x->n == 1 ? "it" : "them";
+  size_t l;
+  if (x->d2h == x->n) /* a D2H copy cannot start before the kernels that produce its bytes */
+    l = (size_t)snprintf(m, n,
+                         "a D2H copy starts when the kernels that produce its bytes end, so it "
+                         "hides only under work queued after it: let the next step's kernels "
+                         "start before the host waits for %s (no sync right after %s)",
+                         it, it);
+  else if (x->can - x->hid > x->dur / 10)
+    l = (size_t)snprintf(
+        m, n,
+        "kernels ran %.3f ms of %s DMA time from %s call to %s end while the "
+        "DMA waited%s: a bigger PINWHEEL_HOST_POOL or PINWHEEL_DEVICE_RING "
+        "lets %s start sooner",
+        ms(x->can - x->hid), x->n == 1 ? "its" : "their", x->n == 1 ? "its" : "each copy's", "its",
+        r->pw_sync_calls ? " (pinwheel's syncs waited for staging space)" : "", it);
+  else
+    l = (size_t)snprintf(m, n,
+                         "almost no kernel ran from %s call to %s end: issue %s earlier, under "
+                         "the compute before %s (prefetch the next batch)",
+                         x->n == 1 ? "its" : "each copy's", "its", it, it);
+  if (l < n && x->top->dur > x->step_kernels)
+    snprintf(m + l, n - l,
+             "; the longest (%.3f ms) outlasts a %s's compute on device %d (%.3f ms of kernels): "
+             "no placement hides all of it",
+             ms(x->top->dur), r->nsteps ? "step" : "trace", x->top->dev, ms(x->step_kernels));
+}
+
+static int check_staged_exposed(const an_report *r, char *m, size_t n) {
+  staged_sum x;
+  if (!staged_exposed(r, &x)) return 0;
+  size_t l = (size_t)snprintf(
+      m, n,
+      "%zu cop%s pinwheel staged (not left pageable) ran %s DMA mostly outside compute: %.3f ms "
+      "of DMA, %.1f %% hidden; ",
+      x.n, x.n == 1 ? "y" : "ies", x.n == 1 ? "its" : "their", ms(x.dur), an_pct(x.hid, x.dur));
+  if (x.n > 1 && l < n)
+    l += (size_t)snprintf(m + l, n - l, "the longest %.3f ms, %.1f %% hidden; ", ms(x.top->dur),
+                          x.top->hidden * 100);
+  if (l < n) staged_remedy(r, &x, m + l, n - l);
   return 1;
 }
 
@@ -109,10 +201,10 @@ static int check_sync(const an_report *r, char *m, size_t n) {
                     r->sync_longest < (int64_t)(an_threshold_value(AN_T_SYNC_LONGEST_MS) * 1e6)))
     return 0;
   snprintf(m, n,
-           "the host waited %.3f ms in %" PRIu64 " sync calls (%.1f %% of the span; longest "
+           "the host waited %.3f ms in %" PRIu64 " sync call%s (%.1f %% of the span; longest "
            "%.3f ms)",
-           ms(r->sync_time), r->sync_calls, r->sync_time * 100.0 / (double)span,
-           ms(r->sync_longest));
+           ms(r->sync_time), r->sync_calls, r->sync_calls == 1 ? "" : "s",
+           r->sync_time * 100.0 / (double)span, ms(r->sync_longest));
   return 1;
 }
 
@@ -121,8 +213,12 @@ static int check_gaps(const an_report *r, char *m, size_t n) {
   int64_t tot = 0;
   for (size_t g = 0; g < r->ngaps; g++)
     an_sat_add(&tot, r->gaps[g].e - r->gaps[g].s);
-  snprintf(m, n, "%zu GPU idle gaps of at least %.3g ms, %.3f ms in all; the longest %.3f ms",
-           r->ngaps, an_threshold_value(AN_T_GAP_MS), ms(tot), ms(r->gaps[0].e - r->gaps[0].s));
+  if (r->ngaps == 1)
+    snprintf(m, n, "1 GPU idle gap of at least %.3g ms: %.3f ms", an_threshold_value(AN_T_GAP_MS),
+             ms(tot));
+  else
+    snprintf(m, n, "%zu GPU idle gaps of at least %.3g ms, %.3f ms in all; the longest %.3f ms",
+             r->ngaps, an_threshold_value(AN_T_GAP_MS), ms(tot), ms(r->gaps[0].e - r->gaps[0].s));
   return 1;
 }
 
@@ -208,6 +304,7 @@ static const struct {
     {"pinwheel_staged", "info", check_staged},
     {"pageable_copies", "warning", check_pageable},
     {"exposed_transfers", "warning", check_exposed},
+    {"staged_exposed", "warning", check_staged_exposed},
     {"sync_stalls", "info", check_sync},
     {"gpu_gaps", "info", check_gaps},
     {"idle_time", "info", check_idle},
@@ -215,6 +312,76 @@ static const struct {
     {"communication", "info", check_comm},
     {"what_if_pinwheel", "info", check_whatif},
 };
+
+static const an_finding *finding(const an_report *r, const char *check, int *at) {
+  for (int k = 0; k < r->nfindings; k++)
+    if (!strcmp(r->findings[k].check, check)) return *at = k, &r->findings[k];
+  return NULL;
+}
+
+/* The answer the forms lead with: the totals, and the first finding that names an action, in
+ * this order: pageable copies to stage (a warning, or the what-if gains), staged copies still
+ * exposed, other exposed copies, host syncs; with the what-if's or the hideable figure. */
+static void answer(an_report *r) {
+  an_answer *a = &r->answer;
+  memset(a, 0, sizeof *a);
+  a->top = -1;
+  a->h2d = r->tot.h2d_time, a->hidden = r->tot.h2d_hidden, a->exposed = a->h2d - a->hidden;
+  for (int i = 0; i < r->ndevs; i++)
+    an_sat_add(&a->d2h, r->devs[i].d2h.time), an_sat_add(&a->d2h_exposed, r->devs[i].d2h.exposed);
+  const an_whatif *w = r->whatif_top >= 0 ? &r->whatif[r->whatif_top] : NULL;
+  int gain = w && (w->copies || w->d2h_copies) && w->predicted > 0;
+  const an_finding *f;
+  int k;
+  uint64_t pg = r->tot.pg_copies;
+  const char *cp = pg == 1 ? "copy" : "copies";
+  if ((f = finding(r, "pageable_copies", &k)) &&
+      (!strcmp(f->severity, "warning") || (gain && w->speedup >= 1.01))) {
+    a->top = k;
+    if (gain)
+      a->effect = AN_DO_WHATIF, a->dev = w->dev, a->now = w->baseline, a->predicted = w->predicted,
+      a->speedup = w->speedup;
+    if (r->npw)
+      snprintf(a->todo, sizeof a->todo,
+               "see why pinwheel left %" PRIu64 " pageable %s unstaged (its summary's 'not "
+               "staged' line: too small, made during its setup, or not eligible)",
+               pg, cp);
+    else
+      snprintf(a->todo, sizeof a->todo,
+               "stage the %" PRIu64 " pageable %s: run under pinwheel (or pin the memory)", pg, cp);
+  } else if ((f = finding(r, "staged_exposed", &k))) {
+    staged_sum x;
+    staged_exposed(r, &x);
+    a->top = k;
+    char rem[256];
+    staged_remedy(r, &x, rem, sizeof rem);
+    snprintf(a->todo, sizeof a->todo, "hide the copies pinwheel staged: %s", rem);
+    /* started sooner where they are issued: the kernel time they missed; issued earlier: their
+     * exposed DMA, at most the kernel time of the window not already hiding a copy */
+    int64_t free_k = 0;
+    for (int i = 0; i < r->ndevs; i++)
+      an_sat_add(&free_k, r->devs[i].kernel - r->devs[i].h2d.hidden - r->devs[i].d2h.hidden);
+    a->effect = AN_DO_HIDEABLE, a->d2h_only = x.d2h == x.n;
+    a->more_hidden = x.can > x.hid && !a->d2h_only ? x.can - x.hid : 0;
+    a->staged_exposed = x.dur - x.hid;
+    a->elsewhere = free_k < a->staged_exposed ? (free_k > 0 ? free_k : 0) : a->staged_exposed;
+  } else if ((f = finding(r, "exposed_transfers", &k))) {
+    a->top = k;
+    const char *semi = strrchr(f->message, ';');
+    snprintf(a->todo, sizeof a->todo, "overlap the exposed copies with compute: %.270s",
+             semi ? semi + 2 : f->message);
+  } else if ((f = finding(r, "sync_stalls", &k))) {
+    a->top = k;
+    snprintf(a->todo, sizeof a->todo,
+             "sync the host less often: it waited %.3f ms in %" PRIu64 " sync call%s",
+             ms(r->sync_time), r->sync_calls, r->sync_calls == 1 ? "" : "s");
+  } else if ((f = finding(r, "idle_time", &k))) {
+    a->top = k;
+    const char *why = strstr(f->message, "; mostly ");
+    snprintf(a->todo, sizeof a->todo, "keep the GPU fed: %.280s",
+             why ? why + strlen("; mostly ") : f->message);
+  }
+}
 
 void an_pass_findings(an_report *r) {
   for (size_t i = 0; i < sizeof checks / sizeof checks[0] && r->nfindings < 16; i++) {
@@ -226,4 +393,5 @@ void an_pass_findings(an_report *r) {
       r->nfindings++;
     }
   }
+  answer(r);
 }

@@ -97,6 +97,8 @@ static int cb_map_key(void *ctx, const unsigned char *k, size_t n) {
                                             : A_NONE;
   } else if (s->depth == 1 && !s->top_is_array) {
     s->key = is(k, n, "traceEvents") ? K_TRACE_EVENTS : K_NONE;
+    /* pinwheel's collector closes its document with a "pinwheel" object (trace_json.c) */
+    if (is(k, n, "pinwheel")) s->t->source = "pinwheel's collector";
   }
   return 1;
 }
@@ -376,8 +378,21 @@ int an_read_kineto(an_trace *t, char *err, size_t errn) {
     unsigned char *m = yajl_get_error(h, 0, NULL, 0);
     char *nl = strchr((char *)m, '\n');
     if (nl) *nl = 0;
-    snprintf(err, errn, "%s: not valid JSON (truncated or corrupt) within its first %lld bytes: %s",
-             t->path, read_total, (char *)m);
+    /* read_total counts what zlib gave: the file's bytes only when it is not compressed */
+    if (gzdirect(gz))
+      snprintf(err, errn,
+               "%s: not valid JSON (truncated or corrupt) within its first %lld bytes: %s", t->path,
+               read_total, (char *)m);
+    else {
+      int zerr = Z_OK;
+      gzerror(gz, &zerr);
+      snprintf(err, errn,
+               "%s: not valid JSON (truncated or corrupt) by byte %lld of the decompressed data%s: "
+               "%s",
+               t->path, read_total,
+               zerr == Z_BUF_ERROR ? " (the gzip file ends early: it was cut short)" : "",
+               (char *)m);
+    }
     yajl_free_error(h, m);
   }
   yajl_free(h);

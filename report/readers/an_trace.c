@@ -3,7 +3,8 @@
  * Owns: an_load (opens the file through zlib, so plain and gzip JSON read the same; SQLite is
  * recognised by its header), which annotations are steps (an_options.step_regex, kept in the
  * trace), the order and indexes a loaded trace keeps (ops and calls by start, calls by
- * correlation id, steps, merged CPU work), and every error message that names the file.
+ * correlation id, steps, merged CPU work), C++ names demangled once per name as Kineto shows
+ * them (pw_demangle.h), and every error message that names the file.
  * Must never: trust the input (every size and number is checked) or crash on it; answer the
  * passes' queries (an_model.c does, over what this file leaves).
  */
@@ -16,6 +17,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <zlib.h>
+
+#include "pw_demangle.h"
 
 #define GROW(t, arr, n, cap, item)                                                                 \
   do {                                                                                             \
@@ -357,16 +360,17 @@ static size_t file_head(const char *path, unsigned char *head, size_t n, char *e
 /* The readers, tried in order: the first whose signature matches reads the file. */
 static int read_trace(an_trace *t, const unsigned char *head, size_t got, char *err, size_t errn) {
   static const struct {
-    const char *format;
+    const char *format, *source; /* the source a reader may refine (an_kineto.c) */
     int (*match)(const unsigned char *head, size_t n);
     int (*read)(an_trace *t, char *err, size_t errn);
   } readers[] = {
-      {"nsys", is_sqlite, an_read_nsys},
-      {"kineto", any_file, an_read_kineto}, /* JSON, or gzip of it: it says which it is not */
+      {"nsys", "Nsight Systems", is_sqlite, an_read_nsys},
+      {"kineto", "torch.profiler/Kineto", any_file,
+       an_read_kineto}, /* JSON, or gzip of it: it says which it is not */
   };
   for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++)
     if (readers[i].match(head, got)) {
-      t->format = readers[i].format;
+      t->format = readers[i].format, t->source = readers[i].source;
       return readers[i].read(t, err, errn);
     }
   return -1;
@@ -395,6 +399,33 @@ static int sort_trace(an_trace *t, char *err, size_t errn) {
     in++;
   if (in < t->nbycorr) qsort(t->bycorr, t->nbycorr, sizeof *t->bycorr, cmp_bycorr);
   return 0;
+}
+
+/* Mangled C++ names ("_ZN2at6native...", as CUPTI and so pinwheel's collector give kernels)
+ * demangled once per name, as torch.profiler's traces carry them; one that cannot be demangled
+ * stays as it is.  The names' hash is rebuilt for the new strings. */
+static void demangle_names(an_trace *t) {
+  pw_cxa_demangle_fn fn = NULL;
+  int resolved = 0, changed = 0;
+  for (size_t i = 0; i < t->nnames; i++) {
+    if (t->names[i][0] != '_' || t->names[i][1] != 'Z') continue;
+    if (!resolved) fn = pw_demangle_resolve(1), resolved = 1;
+    char *d = pw_demangle(fn, t->names[i]);
+    if (!d) continue;
+    if (strlen(d) > 4096) d[4096] = 0; /* the longest name an_intern keeps */
+    free(t->names[i]);
+    t->names[i] = d;
+    changed = 1;
+  }
+  if (!changed || !t->hcap) return;
+  memset(t->hash, 0, t->hcap * sizeof *t->hash); /* as large as before: as many names */
+  for (size_t i = 0; i < t->nnames; i++) {
+    size_t j = fnv(t->names[i], strlen(t->names[i])) & (t->hcap - 1);
+    while (t->hash[j])
+      j = (j + 1) & (t->hcap - 1);
+    t->hash[j] = (uint32_t)i + 1;
+  }
+  t->last_name = 0;
 }
 
 /* Communication kernels, decided once per name. */
@@ -456,7 +487,7 @@ an_trace *an_load(const char *path, const an_options *opt, char *err, size_t err
   unsigned char head[16] = {0};
   size_t got = file_head(path, head, sizeof head, err, errn);
   if (!got || read_with_steps(t, head, got, err, errn) != 0 || sort_trace(t, err, errn) ||
-      mark_comm(t, err, errn)) {
+      (demangle_names(t), mark_comm(t, err, errn))) {
     an_free(t);
     return NULL;
   }

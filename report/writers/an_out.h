@@ -1,4 +1,5 @@
-/* an_out.h — what the output forms share: number formatting, the headline and the steps line.
+/* an_out.h — what the output forms share: number formatting, the answer, the headline and the
+ * steps line.
  *
  * Owns: the helpers an_out_common.c defines for the writers.  Included by the writers
  * (an_out_*.c) and nothing else: the command and the tests call the forms through an.h, where
@@ -27,6 +28,12 @@ const char *an_pw_how(const an_report *r);
 void an_rank_spread(an_report **r, int n, double *spread);
 /* The kind of an op for people: "H2D pageable->device". */
 void an_kind(char *buf, size_t n, uint8_t ck, uint8_t src, uint8_t dst);
+/* A listed copy's kind: an_kind's, or "H2D staged by pinwheel" for a copy pinwheel staged (its
+ * memory kinds are pinwheel's pinned buffers, not the program's pageable ones). */
+void an_copy_kind(char *buf, size_t n, const an_exposed *x);
+/* The answer block the text and HTML reports lead with (an_report.answer): hidden and exposed,
+ * the one thing to do and its predicted effect; lines of text. */
+void an_answer_lines(FILE *f, const an_report *r);
 
 /* The what-if's assumptions, one paragraph (text and HTML). */
 void an_whatif_assumptions(FILE *f, const char *indent);

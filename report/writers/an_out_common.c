@@ -1,9 +1,9 @@
 /* an_out_common.c — escaping and the formatting every output form shares.
  *
- * Owns: escaping, the headline and the steps line, the rank table's spread.  Every string that came
- * from a trace goes through an_xml_escape or an_json_string before it reaches HTML, SVG or JSON.
- * Must never: compute a figure (it formats what the passes left in the report), or print to a
- * stream other than the one it is handed.
+ * Owns: escaping, the answer block, the headline and the steps line, the rank table's spread. Every
+ * string that came from a trace goes through an_xml_escape or an_json_string before it reaches
+ * HTML, SVG or JSON. Must never: compute a figure (it formats what the passes left in the report),
+ * or print to a stream other than the one it is handed.
  */
 #define _GNU_SOURCE
 #include "an_out.h"
@@ -73,6 +73,13 @@ const char *an_host_ms(int64_t ns, uint64_t copies, uint64_t unknown, char *buf)
   else
     snprintf(buf, 32, "%.3f%s", an_ms(ns), unknown ? "+?" : "");
   return buf;
+}
+
+void an_copy_kind(char *buf, size_t n, const an_exposed *x) {
+  if (x->staged)
+    snprintf(buf, n, "%s staged by pinwheel", an_ck_name[x->ckind < AN_CK_N ? x->ckind : 0]);
+  else
+    an_kind(buf, n, x->ckind, x->srck, x->dstk);
 }
 
 void an_kind(char *buf, size_t n, uint8_t ck, uint8_t src, uint8_t dst) {
@@ -153,6 +160,43 @@ void an_headline(FILE *f, const an_report *r) {
       fprintf(f, ", H2D %.3f ms per step, %.1f %% hidden", an_ms(s->h2d_med), s->hidden_med * 100);
     fprintf(f, "\n");
   }
+}
+
+void an_answer_lines(FILE *f, const an_report *r) {
+  const an_answer *a = &r->answer;
+  if (a->h2d > 0)
+    fprintf(f, "answer: H2D %.3f ms, %.1f %% hidden under compute, %.3f ms exposed", an_ms(a->h2d),
+            an_pct(a->hidden, a->h2d), an_ms(a->exposed));
+  else
+    fprintf(f, "answer: no host-to-device copies");
+  if (a->d2h > 0)
+    fprintf(f, "; D2H %.3f ms, %.3f ms exposed", an_ms(a->d2h), an_ms(a->d2h_exposed));
+  fprintf(f, "\n");
+  if (a->top < 0) {
+    fprintf(f, "  to do: nothing stands out (the findings below say what was seen)\n");
+    return;
+  }
+  fprintf(f, "  to do: %s (finding %s)\n", a->todo, r->findings[a->top].check);
+  if (a->effect == AN_DO_WHATIF)
+    fprintf(f,
+            "  predicted: a %s on device %d takes about %.3f ms instead of %.3f ms (%.2f x; the "
+            "what-if below)\n",
+            r->nsteps ? "step" : "trace", a->dev, an_ms(a->predicted), an_ms(a->now), a->speedup);
+  else if (a->effect == AN_DO_HIDEABLE && !a->d2h_only && a->more_hidden > a->staged_exposed / 10)
+    fprintf(f,
+            "  predicted: up to %.3f ms of the %.3f ms of exposed DMA can run under compute where "
+            "issued now (the kernel time from each copy's call to its end)\n",
+            an_ms(a->more_hidden), an_ms(a->staged_exposed));
+  else if (a->effect == AN_DO_HIDEABLE && a->d2h_only)
+    fprintf(f,
+            "  predicted: of the %.3f ms of exposed DMA, at most %.3f ms hidden under later "
+            "compute (the kernel time not already hiding a copy)\n",
+            an_ms(a->staged_exposed), an_ms(a->elsewhere));
+  else if (a->effect == AN_DO_HIDEABLE)
+    fprintf(f,
+            "  predicted: of the %.3f ms of exposed DMA, at most %.3f ms hidden under earlier "
+            "compute (the kernel time not already hiding a copy), %.3f ms where issued now\n",
+            an_ms(a->staged_exposed), an_ms(a->elsewhere), an_ms(a->more_hidden));
 }
 
 const char *an_pw_how(const an_report *r) {

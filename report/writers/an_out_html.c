@@ -242,7 +242,7 @@ static void html_exposed(FILE *f, const an_report *x) {
     for (size_t k = 0; k < x->nexposed && k < 20; k++) {
       const an_exposed *e = &x->exposed[k];
       char kind[64];
-      an_kind(kind, sizeof kind, e->ckind, e->srck, e->dstk);
+      an_copy_kind(kind, sizeof kind, e);
       fprintf(f, "<tr><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%.3f</td><td>%.1f %%</td>",
               e->dev, e->stream, kind, an_bytes_h(e->bytes, b), an_ms(e->dur), e->hidden * 100);
       if (e->host >= 0)
@@ -257,9 +257,9 @@ static void html_exposed(FILE *f, const an_report *x) {
 static void html_gaps(FILE *f, const an_report *x) {
   if (x->ngaps) {
     fprintf(f,
-            "<h2>GPU idle gaps</h2><p>at least %.3g ms: %zu; the longest:</p><table><tr><th>"
+            "<h2>GPU idle gaps</h2><p>at least %.3g ms: %zu%s</p><table><tr><th>"
             "device</th><th>ms</th><th>at ms</th></tr>\n",
-            an_threshold_value(AN_T_GAP_MS), x->ngaps);
+            an_threshold_value(AN_T_GAP_MS), x->ngaps, x->ngaps == 1 ? "" : "; the longest:");
     for (size_t k = 0; k < x->ngaps && k < 10; k++)
       fprintf(f, "<tr><td>%d</td><td>%.3f</td><td>+%.3f</td></tr>\n", x->gaps[k].dev,
               an_ms(x->gaps[k].e - x->gaps[k].s),
@@ -368,13 +368,36 @@ static void each_step(an_out *o, const an_report *x) {
   }
 }
 
-/* The title, the steps line and the headline. */
+/* The answer (an_answer_lines), the first thing under the title: one line each. */
+static void html_answer(FILE *f, const an_report *x) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mf = open_memstream(&buf, &len);
+  an_answer_lines(mf, x);
+  fclose(mf);
+  fprintf(f, "<div class=\"answer\">");
+  for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+    while (*line == ' ')
+      line++;
+    fprintf(f, "<p>");
+    an_xml_escape(f, line);
+    fprintf(f, "</p>");
+  }
+  fprintf(f, "</div>\n");
+  free(buf);
+}
+
+/* The title, the trace's source, the answer, the steps line and the headline. */
 static void html_head(FILE *f, const an_report *x) {
   fprintf(f, "<h1>pinwheel report: <code>");
   an_xml_escape(f, x->t->path);
   fprintf(f, "</code>");
   if (x->only_step >= 0) fprintf(f, " (step %d)", x->only_step);
-  fprintf(f, "</h1>\n<p><b>");
+  fprintf(f, "</h1>\n<p>");
+  an_xml_escape(f, x->t->source ? x->t->source : x->t->format);
+  fprintf(f, ", %zu GPU operation%s</p>\n", x->t->nops, x->t->nops == 1 ? "" : "s");
+  html_answer(f, x);
+  fprintf(f, "<p><b>");
   char *buf = NULL;
   size_t len = 0;
   FILE *mf = open_memstream(&buf, &len);
@@ -457,6 +480,12 @@ static void html_report(an_out *o, const an_report *x) {
   html_whatif(f, x);
   html_findings(f, x);
   fprintf(f, "<h2>Timeline</h2>\n");
+  if (x->ntimelines && x->steady && x->only_step < 0)
+    fprintf(f,
+            "<p class=\"note\">The timeline spans the whole trace (%.3f ms), start-up and "
+            "teardown included; the devices table's span is the steps' only (start-up %.3f ms "
+            "and teardown %.3f ms not counted).</p>\n",
+            an_ms(x->timelines[0].w1 - x->timelines[0].w0), an_ms(x->startup), an_ms(x->teardown));
   if (x->ntimelines) an_write_svg(o, x, &x->timelines[0], 0);
   each_step(o, x);
 }
@@ -484,6 +513,10 @@ static void html_ranks(FILE *f, an_report **r, int n) {
           "<tr><th>spread</th><td></td><td>%.3f</td><td>%.1f %%</td><td>%.3f</td><td>%.3f</td>"
           "<td>%.3f</td><td>%.3f</td><td>%.0f</td></tr></table>\n",
           sp[0], sp[1], sp[2], sp[3], sp[4], sp[5], sp[6]);
+  for (int i = 0; i < n; i++) {
+    fprintf(f, "<h3>rank %d</h3>\n", i);
+    html_answer(f, r[i]);
+  }
 }
 
 void an_write_html(an_out *o, an_report **r, int n) {
@@ -493,7 +526,8 @@ void an_write_html(an_out *o, an_report **r, int n) {
              "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px "
              "8px;text-align:right}th{background:#eee}.warning{color:#b00}.info{color:#246}"
              "code{background:#f4f4f4}.note{max-width:1100px;color:#444}svg{max-width:100%%;"
-             "height:auto}</style></head><body>\n");
+             "height:auto}.answer{border-left:4px solid #246;padding:2px 12px;margin:8px 0;"
+             "background:#f6f8fb}.answer p{margin:4px 0}</style></head><body>\n");
   if (n > 1) html_ranks(f, r, n);
   for (int i = 0; i < n; i++) {
     if (n > 1) {

@@ -82,9 +82,10 @@ static void json_copies(FILE *f, const an_report *r) {
     fprintf(f,
             "%s{\"device\":%d,\"stream\":%d,\"kind\":\"%s\",\"src\":\"%s\",\"dst\":\"%s\","
             "\"bytes\":%" PRIu64 ",\"start_us\":%.3f,\"dur_us\":%.3f,\"hidden_fraction\":%.4f,"
-            "\"host_us\":",
+            "\"staged_by_pinwheel\":%s,\"host_us\":",
             k ? "," : "", x->dev, x->stream, an_ck_name[x->ckind], an_mk_name[x->srck],
-            an_mk_name[x->dstk], x->bytes, x->s / 1e3, x->dur / 1e3, x->hidden);
+            an_mk_name[x->dstk], x->bytes, x->s / 1e3, x->dur / 1e3, x->hidden,
+            x->staged ? "true" : "false");
     if (x->host >= 0)
       fprintf(f, "%.3f}", x->host / 1e3);
     else
@@ -212,9 +213,11 @@ static void json_lists(FILE *f, const an_report *r) {
     const an_exposed *x = &r->exposed[k];
     fprintf(f,
             "%s{\"device\":%d,\"stream\":%d,\"kind\":\"%s\",\"src\":\"%s\",\"dst\":\"%s\","
-            "\"bytes\":%" PRIu64 ",\"start_us\":%.3f,\"dur_us\":%.3f,\"hidden_fraction\":%.4f}",
+            "\"bytes\":%" PRIu64 ",\"start_us\":%.3f,\"dur_us\":%.3f,\"hidden_fraction\":%.4f,"
+            "\"staged_by_pinwheel\":%s}",
             k ? "," : "", x->dev, x->stream, an_ck_name[x->ckind], an_mk_name[x->srck],
-            an_mk_name[x->dstk], x->bytes, x->s / 1e3, x->dur / 1e3, x->hidden);
+            an_mk_name[x->dstk], x->bytes, x->s / 1e3, x->dur / 1e3, x->hidden,
+            x->staged ? "true" : "false");
   }
   fprintf(f, "]");
 }
@@ -254,15 +257,45 @@ static void json_findings(FILE *f, const an_report *r) {
   fprintf(f, "]");
 }
 
+/* The answer the text and HTML lead with (an_report.answer). */
+static void json_answer(FILE *f, const an_report *r) {
+  const an_answer *a = &r->answer;
+  fprintf(f,
+          ",\"answer\":{\"h2d_us\":%.3f,\"h2d_hidden_us\":%.3f,\"h2d_exposed_us\":%.3f,"
+          "\"d2h_us\":%.3f,\"d2h_exposed_us\":%.3f,\"rule\":",
+          a->h2d / 1e3, a->hidden / 1e3, a->exposed / 1e3, a->d2h / 1e3, a->d2h_exposed / 1e3);
+  if (a->top < 0) {
+    fprintf(f, "null,\"todo\":null,\"effect\":null}");
+    return;
+  }
+  fprintf(f, "\"%s\",\"todo\":", r->findings[a->top].check);
+  an_json_string(f, a->todo);
+  if (a->effect == AN_DO_WHATIF)
+    fprintf(f,
+            ",\"effect\":{\"kind\":\"what_if\",\"device\":%d,\"now_us\":%.3f,"
+            "\"predicted_us\":%.3f,\"speedup\":%.4f}}",
+            a->dev, a->now / 1e3, a->predicted / 1e3, a->speedup);
+  else if (a->effect == AN_DO_HIDEABLE)
+    fprintf(f,
+            ",\"effect\":{\"kind\":\"more_hidden\",\"more_hidden_us\":%.3f,"
+            "\"staged_exposed_us\":%.3f,\"elsewhere_us\":%.3f}}",
+            a->more_hidden / 1e3, a->staged_exposed / 1e3, a->elsewhere / 1e3);
+  else
+    fprintf(f, ",\"effect\":null}");
+}
+
 static void json_report(FILE *f, const an_report *r) {
   fprintf(f, "{\"schema\":\"pinwheel-report/3\",\"trace\":");
   an_json_string(f, r->t->path);
-  fprintf(f, ",\"format\":\"%s\",\"step_filter\":", r->t->format);
+  fprintf(f, ",\"format\":\"%s\",\"trace_source\":", r->t->format);
+  an_json_string(f, r->t->source ? r->t->source : r->t->format);
+  fprintf(f, ",\"step_filter\":");
   if (r->only_step >= 0)
     fprintf(f, "%d", r->only_step);
   else
     fprintf(f, "null");
   json_window(f, r);
+  json_answer(f, r);
   fprintf(f, ",\"devices\":[");
   for (int i = 0; i < r->ndevs; i++) {
     if (i) fputc(',', f);

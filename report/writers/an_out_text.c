@@ -148,17 +148,20 @@ static void kernels_text(FILE *f, const an_report *r) {
 static void report_text(an_out *o, const an_report *r) {
   FILE *f = o->f;
   const an_trace *t = r->t;
-  fprintf(f, "%spinwheel report%s: %s (%s, %zu GPU operations)", o->color ? "\033[1m" : "",
-          o->color ? "\033[0m" : "", t->path, t->format, t->nops);
+  fprintf(f, "%spinwheel report%s: %s (%s, %zu GPU operation%s)", o->color ? "\033[1m" : "",
+          o->color ? "\033[0m" : "", t->path, t->source ? t->source : t->format, t->nops,
+          t->nops == 1 ? "" : "s");
   if (r->only_step >= 0) fprintf(f, ", step %d only", r->only_step);
+  fprintf(f, "\n");
+  an_answer_lines(f, r);
   fprintf(f, "\n");
   an_steps_line(f, r);
   an_headline(f, r);
   fprintf(f, "\n");
   for (int i = 0; i < r->ndevs; i++)
     dev_block(o, r, i);
-  fprintf(f, "\nhost syncs: %" PRIu64 " calls, %.3f ms, longest %.3f ms", r->sync_calls,
-          an_ms(r->sync_time), an_ms(r->sync_longest));
+  fprintf(f, "\nhost syncs: %" PRIu64 " call%s, %.3f ms, longest %.3f ms", r->sync_calls,
+          r->sync_calls == 1 ? "" : "s", an_ms(r->sync_time), an_ms(r->sync_longest));
   for (int a = AN_API_STREAM_SYNC; a <= AN_API_EVENT_SYNC; a++)
     if (r->api_calls[a])
       fprintf(f, "; %s %" PRIu64 " / %.3f ms", an_api_name[a], r->api_calls[a],
@@ -174,7 +177,7 @@ static void report_text(an_out *o, const an_report *r) {
     for (size_t k = 0; k < r->nexposed && k < 10; k++) {
       const an_exposed *x = &r->exposed[k];
       char kind[64], h[32];
-      an_kind(kind, sizeof kind, x->ckind, x->srck, x->dstk);
+      an_copy_kind(kind, sizeof kind, x);
       if (x->host >= 0)
         snprintf(h, sizeof h, "%.3f", an_ms(x->host));
       else
@@ -183,9 +186,12 @@ static void report_text(an_out *o, const an_report *r) {
               an_bytes_h(x->bytes, b), an_ms(x->dur), x->hidden * 100, h);
     }
   }
-  if (r->ngaps) {
+  if (r->ngaps == 1)
+    fprintf(f, "\nGPU idle gaps >= %.3g ms: 1\n", an_threshold_value(AN_T_GAP_MS));
+  else if (r->ngaps)
     fprintf(f, "\nGPU idle gaps >= %.3g ms (longest %zu of %zu):\n",
             an_threshold_value(AN_T_GAP_MS), r->ngaps < 5 ? r->ngaps : 5, r->ngaps);
+  if (r->ngaps) {
     for (size_t k = 0; k < r->ngaps && k < 5; k++)
       fprintf(f, "  device %d: %.3f ms at +%.3f ms\n", r->gaps[k].dev,
               an_ms(r->gaps[k].e - r->gaps[k].s),
@@ -199,25 +205,35 @@ static void report_text(an_out *o, const an_report *r) {
             r->findings[k].message);
 }
 
-void an_write_text(an_out *o, an_report **r, int n) {
+/* Several traces: the rank table first, a row per file (the step median is the slowest
+ * device's; "staged": copies pinwheel staged in that rank's run, 0 when it ran without pinwheel),
+ * each rank's answer, then each rank's report. */
+static void ranks_text(an_out *o, an_report **r, int n) {
+  fprintf(o->f, "%spinwheel report%s: %d ranks (one per file)\n", o->color ? "\033[1m" : "",
+          o->color ? "\033[0m" : "", n);
+  fprintf(o->f, "  %-5s %10s %8s %12s %10s %12s %12s %8s\n", "rank", "span ms", "busy",
+          "H2D exp ms", "sync ms", "pg host ms", "step med ms", "staged");
+  double sp[AN_RANK_COLS];
+  an_rank_spread(r, n, sp);
   for (int i = 0; i < n; i++) {
-    if (i) fprintf(o->f, "\n");
-    report_text(o, r[i]);
+    const double *v = r[i]->tot.rank;
+    fprintf(o->f, "  %-5d %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f %8.0f\n", i, v[0], v[1], v[2],
+            v[3], v[4], v[5], v[6]);
   }
-  if (n > 1) {
-    /* a row per file; the step median is the slowest device's; "staged": copies pinwheel
-     * staged in that rank's run (0 when it ran without pinwheel) */
-    fprintf(o->f, "\nranks (one per file):\n  %-5s %10s %8s %12s %10s %12s %12s %8s\n", "rank",
-            "span ms", "busy", "H2D exp ms", "sync ms", "pg host ms", "step med ms", "staged");
-    double sp[AN_RANK_COLS];
-    an_rank_spread(r, n, sp);
-    for (int i = 0; i < n; i++) {
-      const double *v = r[i]->tot.rank;
-      fprintf(o->f, "  %-5d %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f %8.0f\n", i, v[0], v[1],
-              v[2], v[3], v[4], v[5], v[6]);
-    }
-    fprintf(o->f, "  %-5s %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f %8.0f\n", "spread", sp[0],
-            sp[1], sp[2], sp[3], sp[4], sp[5], sp[6]);
+  fprintf(o->f, "  %-5s %10.3f %7.1f%% %12.3f %10.3f %12.3f %12.3f %8.0f\n", "spread", sp[0], sp[1],
+          sp[2], sp[3], sp[4], sp[5], sp[6]);
+  for (int i = 0; i < n; i++) {
+    fprintf(o->f, "\nrank %d: %s\n", i, r[i]->t->path);
+    an_answer_lines(o->f, r[i]);
+  }
+  fprintf(o->f, "\neach rank's report follows.\n");
+}
+
+void an_write_text(an_out *o, an_report **r, int n) {
+  if (n > 1) ranks_text(o, r, n);
+  for (int i = 0; i < n; i++) {
+    if (i || n > 1) fprintf(o->f, "\n");
+    report_text(o, r[i]);
   }
 }
 

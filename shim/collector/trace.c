@@ -2,13 +2,13 @@
  *
  * Owns: loading CUPTI with dlopen (only when tracing is asked for), the activity kinds, the
  * buffers (handed to a writer thread at SCHED_IDLE, off the application's threads), the capture
- * window's filtering of records (window.c decides), the exit flush and fork.
+ * window's filtering of records (window.c decides), the exit flush and fork, and kernel names
+ * demangled (pw_demangle.h) when the program has libstdc++ loaded (never loaded for that).
  * Must never: stop the program or change its exit status (CUPTI missing or unusable: one warning,
  * the program runs untraced), print unless something is wrong, write into a file a forked
  * child shares with its parent, or truncate a trace another process is writing (files.c: an
  * exec'd child given its parent's name writes NAME-pidN.json instead, and says so), or write
  * through a symlink.
- *
  * Order at exit: the flush is registered with atexit right after the first real CUDA call
  * returned, so it runs before the CUDA runtime's own exit handler (registered during that call)
  * tears the contexts down; it flushes every buffer, waits for the writer and closes the JSON.
@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "pw_demangle.h"
 
 #include <cupti_callbacks.h>
 #include <cupti_driver_cbid.h>
@@ -257,6 +259,36 @@ static const char *api_name(pw_trace_writer *w, int driver, uint32_t cbid) {
     if (!*slot) return nm;
   }
   return *slot;
+}
+
+/* Kernel names demangled, a few hundred kept (used by conversions, which convert_lock makes one
+ * at a time): a loop launches the same kernels again and again, and each demangling costs
+ * microseconds. */
+#define DEMANGLE_CACHE 256
+static struct { char *mangled, *readable; } demangled[DEMANGLE_CACHE];
+
+char *pw_trace_demangle(pw_trace_writer *w, const char *name) {
+  (void)w;
+  static int resolved;
+  static pw_cxa_demangle_fn fn;
+  if (name[0] != '_' || name[1] != 'Z') return NULL;
+  if (!resolved) fn = pw_demangle_resolve(0), resolved = 1;
+  if (!fn) return NULL;
+  uint32_t h = 2166136261u;
+  for (const char *c = name; *c; c++)
+    h = (h ^ (unsigned char)*c) * 16777619u;
+  __typeof__(demangled[0]) *e = &demangled[h % DEMANGLE_CACHE];
+  if (!e->mangled || strcmp(e->mangled, name)) {
+    char *d = pw_demangle(fn, name), *m = d ? strdup(name) : NULL;
+    if (!m) {
+      free(d);
+      return NULL;
+    }
+    free(e->mangled);
+    free(e->readable);
+    e->mangled = m, e->readable = d;
+  }
+  return strdup(e->readable);
 }
 
 static const char *api_name_uncached(int driver, uint32_t cbid) {
@@ -915,6 +947,7 @@ void pw_trace_start(void) {
   tw->flush = flush_file;
   tw->pid = (uint32_t)getpid();
   tw->api_name = api_name;
+  tw->demangle = pw_trace_demangle;
   tw->is_pinwheel_corr = is_own;
   tw->app_corr = app_of;
   CUptiResult r = enable_activities(0);

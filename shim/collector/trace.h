@@ -25,6 +25,8 @@ typedef struct pw_trace_writer {
   uint32_t pid;
   /* runtime / driver API names by callback id; NULL: "cbid N" */
   const char *(*api_name)(struct pw_trace_writer *w, int driver, uint32_t cbid);
+  /* a kernel's name made readable (malloc'd), or NULL to write it as CUPTI gave it; NULL: none */
+  char *(*demangle)(struct pw_trace_writer *w, const char *name);
   /* whether pinwheel itself made the call with this correlation id (its args get "pinwheel":1) */
   int (*is_pinwheel_corr)(struct pw_trace_writer *w, uint32_t corr);
   /* the program's call a pinwheel operation was issued for (a staged copy): its correlation id
@@ -61,6 +63,9 @@ void pw_trace_writer_end(pw_trace_writer *w); /* names, the frame's end; flushes
 /* The collector (trace.c). */
 /* PINWHEEL_TRACE's path with %p = pid and %r = RANK, else LOCAL_RANK, else 0; 0 on success. */
 int pw_trace_path(const char *tmpl, char *out, size_t n);
+/* The collector's pw_trace_writer.demangle (one conversion at a time): __cxa_demangle when the
+ * program has libstdc++ loaded (common/pw_demangle.h; never loaded for it), recent names kept. */
+char *pw_trace_demangle(pw_trace_writer *w, const char *name);
 /* Start tracing if PINWHEEL_TRACE asks for it: called once, at the first CUDA call. */
 void pw_trace_start(void);
 /* Fork, called from pinwheel.c's one set of handlers: the queue lock across fork; the child is

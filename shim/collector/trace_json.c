@@ -8,6 +8,7 @@
  * device, stream, correlation, bytes; runtime and driver calls are cat cuda_runtime /
  * cuda_driver on pid = the process, tid = the thread, with args.correlation; NVTX ranges are
  * user_annotation events; names by "M" events.  Times: µs with the ns as exact decimals.
+ * Kernel names go through the writer's demangle callback (trace.c's), as Kineto demangles them.
  */
 #define _GNU_SOURCE
 #include "trace.h"
@@ -268,7 +269,10 @@ static void record_kernel(pw_trace_writer *w, const CUpti_Activity *rec) {
   const CUpti_ActivityKernel10 *k = (const void *)rec;
   begin_event(w);
   PUTS(w, "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":");
-  put_str(w, k->name ? k->name : "kernel");
+  /* demangled, as Kineto writes kernels ("void at::native::...", not "_ZN2at6native...") */
+  char *readable = k->name && w->demangle ? w->demangle(w, k->name) : NULL;
+  put_str(w, readable ? readable : k->name ? k->name : "kernel");
+  free(readable);
   put_ids(w, k->deviceId, k->streamId);
   put_time(w, k->start, k->end);
   gpu_args(w, k->deviceId, k->streamId, k->correlationId);
