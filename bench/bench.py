@@ -180,6 +180,8 @@ def main():
     ap.add_argument("--train-short", action="store_true", help="leave out the data-on-GPU + sync variant")
     ap.add_argument("--loader-configs", default="resnet18:6,resnet18:10,resnet50:10",
                     help="--only loader: MODEL:WORKERS, comma-separated")
+    ap.add_argument("--loader-quick", action="store_true",
+                    help="--only loader: leave out the naive run without pinwheel, 5 + 15 steps a process")
     ap.add_argument("--bw-variants", default="", help="indices of the bw variants to run (default all)")
     ap.add_argument("--collector-formats", default="json.gz",
                     help="trace formats of --only collector, comma-separated (json, json.gz)")
@@ -245,7 +247,7 @@ def main():
               [[n, f"{med(v):.2f}", f"{pref / med(v):.3f} x"] for n, v in r.items()])
 
     if "loader" in only:  # batches from a DataLoader's worker processes (samples/train_loader.py)
-        warm, iters = 10, 30
+        warm, iters = (5, 15) if a.loader_quick else (10, 30)
         configs = []
         for c in a.loader_configs.split(","):
             model, workers = c.split(":")
@@ -257,6 +259,8 @@ def main():
                  ("naive + pinwheel", "naive", dict(shim, **stats)),
                  ("naive + pinwheel, PINWHEEL_SYNC=keep", "naive", dict(keep, **stats)),
                  ("pinned (pin_memory=True, non_blocking)", "pinned", {})]
+        if a.loader_quick:
+            kinds = kinds[1:]
         variants = []
         for title, model, workers, _ in configs:
             cmd = [py, "samples/train_loader.py", "--model", model, "--workers", str(workers),
@@ -300,7 +304,8 @@ def main():
         shutil.rmtree(tdir, ignore_errors=True)
         rows = []
         for title, _, _, target in configs:
-            naive, pinned = med(r[f"{title}: naive"]), med(r[f"{title}: pinned (pin_memory=True, non_blocking)"])
+            pinned = med(r[f"{title}: pinned (pin_memory=True, non_blocking)"])
+            naive = med(r[f"{title}: naive"]) if f"{title}: naive" in r else float("nan")
             for kname, _, _ in kinds:
                 n = f"{title}: {kname}"
                 v = med(r[n])
