@@ -23,6 +23,7 @@
 #include "trace.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,10 +159,27 @@ static void open_stats_target(int *fd, int *close_it) {
   *close_it = 1;
 }
 
+/* The command `pinwheel run` started used no CUDA: when CUDA is unusable here, the summary says
+ * why, and so does a trace that was asked for and is not written. */
+static void say_why_unused(void) {
+  char why[200];
+  const char *trace = getenv("PINWHEEL_TRACE");
+  struct stat st;
+  /* a trace another process of the run wrote (a child of a shell) is no trace missing */
+  if (trace && (strchr(trace, '%') || (stat(trace, &st) == 0 && st.st_size > 0))) trace = NULL;
+  if (!pw_cuda_unusable(why, sizeof why)) {
+    if (trace && *trace)
+      pw_log(PW_LOG_ERROR, "no trace written to %s: no CUDA call was intercepted", trace);
+    return;
+  }
+  pw_stats_set_cause(why);
+  if (trace && *trace)
+    pw_log(PW_LOG_ERROR, "no trace written to %s: CUDA is unusable here: %s", trace, why);
+}
+
 __attribute__((destructor)) static void pw_fini(void) {
   static atomic_int done;
-  const char *s = getenv("PINWHEEL_STATS");
-  if (!s || atomic_exchange(&done, 1)) return;
+  if (atomic_exchange(&done, 1)) return;
   /* Only a process that intercepted a CUDA call speaks (init runs at the first one; in mode off
    * nothing is counted, so init is the sign), and the command `pinwheel run` started, whose user
    * asked for its summary.  Forked workers count from zero, so their own calls decide; helper
@@ -173,7 +191,8 @@ __attribute__((destructor)) static void pw_fini(void) {
   int used = calls || (!forked && atomic_load_explicit(&pw_ready, memory_order_acquire));
   const char *root = getenv("PINWHEEL_ROOT_PID");
   int launched = !forked && root && atoi(root) == (int)getpid();
-  if (!used && !launched) return;
+  if (!used && launched) say_why_unused();
+  if (!getenv("PINWHEEL_STATS") || (!used && !launched)) return;
   if (!pw_option_get(PW_OPT_STATS)) return;
   int fd, close_it;
   uint64_t waited = 0, wait_ns = 0;

@@ -10,6 +10,7 @@
  *   fillahead, fillahead_hazards: cp.asarray-shaped rounds over one pinned buffer with
  *   PINWHEEL_FILL_AHEAD, something that may change the buffer between fill and copy in some.
  *   capture: an H2D copy on a capturing stream (must reach CUDA unchanged).
+ *   nodriver: a cudaMalloc that fails where CUDA is unusable (FAKE_NO_DRIVER), then exit 1.
  *   fork: calls, fork, calls in the child, wait.
  *   none: no CUDA call at all.
  *   reopen2 PATH: closes stderr, opens PATH as fd 2 (its data file), writes to it, uses CUDA.
@@ -293,6 +294,20 @@ static int mode_reset(void) {
 static void host_fn(void *p) {
   *(int *)p = 1;
 }
+/* As a CUDA program does where CUDA is unusable: its first call fails, it says so and exits 1. */
+static int mode_nodriver(void) {
+  void *p;
+  cudaError_t e = cudaMalloc(&p, 1 << 20);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "CUDA error: %s\n",
+            e == cudaErrorInsufficientDriver
+                ? "CUDA driver version is insufficient for CUDA runtime version"
+                : "other");
+    return 1;
+  }
+  return 0;
+}
+
 static int mode_elide(void) {
   const char *opt = getenv("PINWHEEL_SYNC");
   /* a fence each time below, where syncs are elided (not with keep, nor on a device that reaches
@@ -737,6 +752,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "reset")) return mode_reset();
   if (!strcmp(m, "fork")) return mode_fork();
   if (!strcmp(m, "elide")) return mode_elide();
+  if (!strcmp(m, "nodriver")) return mode_nodriver();
   if (!strcmp(m, "nvtx")) return mode_nvtx();
   if (!strcmp(m, "reopen2") && argc > 2) return mode_reopen2(argv[2]);
   if (!strcmp(m, "exec-traced")) return mode_exec_traced(argv[0]);

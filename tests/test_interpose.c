@@ -475,6 +475,40 @@ static void test_unrelated_program_unchanged(void **state) {
   free_result(&b);
 }
 
+/* No driver (or one too old): the program's first CUDA call fails and it exits; pinwheel run's
+ * summary names the cause, says nothing was staged or traced, and the trace that was asked for
+ * says why it is not written (it once said "the program may not use CUDA", and nothing of the
+ * trace). */
+static void test_no_driver_named(void **state) {
+  char tpath[96];
+  snprintf(tpath, sizeof tpath, "/tmp/pwtest-nodriver-%d.json", (int)getpid());
+  unlink(tpath);
+  const char *argv[] = {PW_CLI, "run",   "--stats",  "--trace", tpath,
+                        "--",   PW_PROG, "nodriver", NULL};
+  const char *nodrv[] = {"FAKE_NO_DRIVER=1", NULL};
+  result r = run(argv, nodrv);
+  assert_int_equal(r.status, 1);
+  if (!strstr(r.err, "CUDA is unusable here: no NVIDIA driver is installed") ||
+      !strstr(r.err, "nothing was staged or traced") || !strstr(r.err, "no trace written to") ||
+      strstr(r.err, "may not use CUDA"))
+    fail_msg("stderr:\n%s", r.err);
+  free_result(&r);
+  assert_int_equal(access(tpath, F_OK), -1);
+  const char *old[] = {"FAKE_OLD_DRIVER=1", NULL};
+  const char *argv2[] = {PW_CLI, "run", "--stats", "--", PW_PROG, "nodriver", NULL};
+  r = run(argv2, old);
+  if (!strstr(r.err, "the NVIDIA driver supports CUDA 12.0, older than the program's runtime 13.0"))
+    fail_msg("stderr:\n%s", r.err);
+  free_result(&r);
+  /* with a driver, a program that uses no CUDA gets the note it always got */
+  const char *none[] = {PW_CLI, "run", "--stats", "--", PW_PROG, "none", NULL};
+  r = run(none, NULL);
+  assert_non_null(strstr(r.err, "no CUDA call was intercepted"));
+  assert_null(strstr(r.err, "unusable"));
+  free_result(&r);
+  (void)state;
+}
+
 /* Stray summaries: under the manual LD_PRELOAD=... PINWHEEL_STATS=1, a process that never
  * intercepted a CUDA call prints nothing and writes no file (a bug once: every process printed
  * "no CUDA call was intercepted", 33 of them for `python3 -c pass` through a version manager's
@@ -1079,6 +1113,7 @@ int main(void) {
       cmocka_unit_test(test_text_summary),
       cmocka_unit_test(test_off_counts_nothing),
       cmocka_unit_test(test_unrelated_program_unchanged),
+      cmocka_unit_test(test_no_driver_named),
       cmocka_unit_test(test_no_cuda_no_summary),
       cmocka_unit_test(test_shared_summary_file),
       cmocka_unit_test(test_stderr_as_loaded),

@@ -347,5 +347,8 @@ extern const int pw_hook_count;
 /* Write the exit summary (format PW_FMT_*) to fd; copy_routine names the staging copy routine
  * (the engine's, engine.h: pw_memcpy_name). */
 void pw_stats_write(int fd, int format, const char *copy_routine);
+/* No CUDA call was intercepted because CUDA is unusable (no driver, no device, too old a
+ * driver): the summary says so instead of "the program may not use CUDA". */
+void pw_stats_set_cause(const char *why);
 
 #endif

@@ -144,8 +144,17 @@ static const char *no_calls_note =
 
 static const char *off_note = "mode off: calls pass straight through and are not counted";
 
+/* Why CUDA could not be used, when the top file found out (pw_stats_set_cause). */
+static char cause_note[256];
+
+void pw_stats_set_cause(const char *why) {
+  snprintf(cause_note, sizeof cause_note, "CUDA is unusable here: %s; nothing was staged or traced",
+           why);
+}
+
 static const char *empty_note(void) {
-  return pw_option_get(PW_OPT_MODE) == PW_MODE_OFF ? off_note : no_calls_note;
+  if (pw_option_get(PW_OPT_MODE) == PW_MODE_OFF) return off_note;
+  return cause_note[0] ? cause_note : no_calls_note;
 }
 
 /* The staging copy routine's name, as pw_stats_write was given it (the engine's, engine.h). */

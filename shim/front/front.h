@@ -48,6 +48,11 @@ void *pw_drv_offer(void *p, const void *caller);
  * program released that context (the state went with it): nothing is staged there again. */
 int pw_drv_state_gone(int device);
 
+/* runtime.c: 1 and why (n bytes) when CUDA is unusable in this process: no driver, a driver older
+ * than the program's runtime, no device.  Asked at exit of a process that intercepted no CUDA
+ * call, only of the libraries it loaded itself (nothing is loaded for the question); 0: no
+ * reason known (the program may not use CUDA). */
+int pw_cuda_unusable(char *why, size_t n);
 /* runtime.c: 1 when `device` can access pageable host memory (HMM, ATS), or cannot be asked;
  * drv_ops.c: the same asked of the driver (a program without the shared runtime). */
 int pw_pageable_access(int device);

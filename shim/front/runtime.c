@@ -12,6 +12,7 @@
 #include "front.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -256,6 +257,43 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
 #define PW_WRAP_DEVICE_RESET(name, params, args, stream) WRAP_RESET(name, params, args)
 #define PW_HOOK(name, class, params, args, stream) PW_WRAP_##class(name, params, args, stream)
 #include "hooks.def"
+
+int pw_cuda_unusable(char *why, size_t n) {
+  void *rt = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
+  void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  int found = 0;
+  pw_depth++;
+  if (rt) {
+    cudaError_t (*dv)(int *) = NULL, (*rv)(int *) = NULL;
+    *(void **)&dv = dlsym(rt, "cudaDriverGetVersion");
+    *(void **)&rv = dlsym(rt, "cudaRuntimeGetVersion");
+    int d = -1, r = 0;
+    if (dv && dv(&d) == cudaSuccess && d == 0) {
+      snprintf(why, n, "no NVIDIA driver is installed (the CUDA runtime finds none)");
+      found = 1;
+    } else if (dv && rv && d > 0 && rv(&r) == cudaSuccess && d < r) {
+      snprintf(why, n,
+               "the NVIDIA driver supports CUDA %d.%d, older than the program's runtime %d.%d",
+               d / 1000, d % 1000 / 10, r / 1000, r % 1000 / 10);
+      found = 1;
+    }
+  }
+  if (!found && drv) {            /* the program reached the driver: does it start? */
+    int (*init)(unsigned) = NULL; /* CUresult cuInit(unsigned) */
+    *(void **)&init = dlsym(drv, "cuInit");
+    int rc = init ? init(0) : 0;
+    if (rc == 100) /* CUDA_ERROR_NO_DEVICE */
+      snprintf(why, n, "no CUDA device is visible (cuInit: no device)"), found = 1;
+    else if (rc == 35) /* CUDA_ERROR_INSUFFICIENT_DRIVER */
+      snprintf(why, n, "the NVIDIA driver is too old for this CUDA (cuInit)"), found = 1;
+    else if (rc)
+      snprintf(why, n, "the NVIDIA driver does not start (cuInit: error %d)", rc), found = 1;
+  }
+  pw_depth--;
+  if (rt) dlclose(rt);
+  if (drv) dlclose(drv);
+  return found;
+}
 
 /* 1 when the device can access pageable host memory (cudaDevAttrPageableMemoryAccess: HMM, ATS),
  * asked once per device; in doubt (the runtime cannot say, a device number out of range), 1: a

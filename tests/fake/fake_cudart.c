@@ -383,6 +383,8 @@ cudaError_t cudaHostGetFlags(unsigned *flags, void *p) {
 }
 cudaError_t cudaMalloc(void **p, size_t n) {
   FAKE_ENTER();
+  if (getenv("FAKE_NO_DRIVER") || getenv("FAKE_OLD_DRIVER"))
+    return last_error = cudaErrorInsufficientDriver;
   if (n >= (64u << 20)) { /* a ring */
     nap("FAKE_RING_SLEEP_MS");
     FAKE_ENTER();
@@ -523,6 +525,17 @@ cudaError_t cudaMallocManaged(void **p, size_t n, unsigned flags) {
   fake_region_add(*p, n, cudaMemoryTypeManaged);
   return cudaSuccess;
 }
+/* FAKE_NO_DRIVER: no NVIDIA driver (the runtime reports driver version 0, and its calls fail with
+ * "insufficient driver" as CUDA's do); FAKE_OLD_DRIVER: a driver of CUDA 12.0. */
+cudaError_t cudaDriverGetVersion(int *v) {
+  *v = getenv("FAKE_NO_DRIVER") ? 0 : getenv("FAKE_OLD_DRIVER") ? 12000 : 13000;
+  return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int *v) {
+  *v = 13000;
+  return cudaSuccess;
+}
+
 /* FAKE_PAGEABLE_ACCESS: the device reaches pageable memory (HMM). */
 cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr attr, int device) {
   *v = attr == cudaDevAttrPageableMemoryAccess && getenv("FAKE_PAGEABLE_ACCESS") ? 1 : 0;
