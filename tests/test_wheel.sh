@@ -95,7 +95,7 @@ echo "pinwheel --version and python -m pinwheel --version: $v"
 [ -f "$venv/share/man/man1/pinwheel.1.gz" ] || fail "the man page is not in the venv's share/man/man1"
 for trace in tests/fixtures/kineto_naive.json.gz fuzz/corpus/nsys/synthetic.sqlite; do
   out=$("$venv/bin/pinwheel" report "$trace" 2>&1) || { echo "$out"; fail "pinwheel report $trace failed"; }
-  grep -qE "^pinwheel report: .*\((kineto|nsys), [0-9]+ GPU operations\)" <<<"$out" ||
+  grep -qE "^pinwheel report: .*\((torch.profiler/Kineto|Nsight Systems), [0-9]+ GPU operations\)" <<<"$out" ||
     { echo "$out"; fail "pinwheel report $trace printed no report"; }
   grep -q "^H2D: " <<<"$out" || { echo "$out"; fail "pinwheel report $trace has no H2D line"; }
 done
