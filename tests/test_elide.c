@@ -55,6 +55,15 @@ static unsigned xs(unsigned *s) {
   return *s;
 }
 
+/* Device memory of the simulation, cleared: a block the allocator hands out again may still hold
+ * an earlier run's bytes, the very bytes a copy of the same seed writes (seen under
+ * ThreadSanitizer, whose allocator reuses at once), and a check of dst would pass early. */
+static char *device_buf(size_t n) {
+  char *p = sim_device_alloc(0, n);
+  memset(p, 0, n);
+  return p;
+}
+
 static pw_engine *engine(void) {
   pw_engine_config c = {.mode = PW_MODE_STAGE,
                         .min_bytes = 1,
@@ -128,7 +137,7 @@ static long run_other(unsigned seed, int who, int rounds, int lazy) {
   size_t n = 96 << 10;
   for (int i = 0; i < rounds; i++) {
     /* a new destination each round: the reader of the last one has not run yet (lazily) */
-    char *dst = sim_device_alloc(0, n);
+    char *dst = device_buf(n);
     unsigned char *expect;
     staged_copy(e, dst, n, s, &seed, &expect);
     assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 1);
@@ -195,7 +204,7 @@ static void test_fence_once_per_elision(void **state) {
   setup_run(5, 1);
   pw_engine *e = engine();
   void *s = sim_stream_new(0), *t = sim_stream_new(0);
-  char *dst = sim_device_alloc(0, 4096);
+  char *dst = device_buf(4096);
   unsigned seed = 5;
   unsigned char *expect;
   staged_copy(e, dst, 4096, s, &seed, &expect);
@@ -232,7 +241,7 @@ static int run_host_write(unsigned seed, int how) {
   setup_run(seed, 1); /* lazy: nothing runs before the host waits */
   pw_engine *e = engine();
   void *s = sim_stream_new(0), *u = sim_stream_new(0);
-  char *dst = sim_device_alloc(0, 8192);
+  char *dst = device_buf(8192);
   static int value;
   value = 0;
   void *ev = NULL;
@@ -289,7 +298,7 @@ static void test_real_sync_cleans_the_stream(void **state) {
   setup_run(3, 1);
   pw_engine *e = engine();
   void *s = sim_stream_new(0);
-  char *dst = sim_device_alloc(0, 4096);
+  char *dst = device_buf(4096);
   unsigned seed = 3;
   static int value;
   sim_enqueue_callback(s, host_store, &value);
@@ -324,7 +333,7 @@ static int run_question(unsigned seed, int how) {
   setup_run(seed, 1);
   pw_engine *e = engine();
   void *s = sim_stream_new(0);
-  char *dst = sim_device_alloc(0, 8192);
+  char *dst = device_buf(8192);
   void *ev = NULL;
   sim_ops.event_create(&ev);
   sim_ops.event_record(ev, s); /* before the copy: the program expects it done after the sync */
@@ -379,7 +388,7 @@ static int run_ipc(unsigned seed) {
   setup_run(seed, 1);
   pw_engine *e = engine();
   void *s = sim_stream_new(0);
-  char *dst = sim_device_alloc(0, 8192);
+  char *dst = device_buf(8192);
   unsigned char *expect;
   staged_copy(e, dst, 8192, s, &seed, &expect);
   assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 1);
@@ -413,7 +422,7 @@ static int run_ahead(unsigned seed) {
   char *dst[5];
   unsigned char *expect[5];
   for (int i = 0; i < 5; i++) {
-    dst[i] = sim_device_alloc(0, 8192);
+    dst[i] = device_buf(8192);
     staged_copy(e, dst[i], 8192, s, &seed, &expect[i]);
     assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 1);
   }
@@ -438,7 +447,7 @@ static void test_second_sync_does_not_wait_for_the_first(void **state) {
   setup_run(4, 1);
   pw_engine *e = engine();
   void *s = sim_stream_new(0);
-  char *x = sim_device_alloc(0, 8192), *y = sim_device_alloc(0, 8192);
+  char *x = device_buf(8192), *y = device_buf(8192);
   unsigned seed = 4;
   unsigned char *ex, *ey;
   staged_copy(e, x, 8192, s, &seed, &ex);
@@ -456,7 +465,7 @@ static void test_second_sync_does_not_wait_for_the_first(void **state) {
 static void test_full_table_keeps_the_sync(void **state) {
   setup_run(1, 1);
   pw_engine *e = engine();
-  char *dst = sim_device_alloc(0, 4096);
+  char *dst = device_buf(4096);
   unsigned seed = 1;
   int elided = 0;
   for (int i = 0; i < 20; i++) {
@@ -475,7 +484,7 @@ static void test_other_device_current_keeps_the_sync(void **state) {
   setup_run(1, 1);
   pw_engine *e = engine();
   void *s = sim_stream_new(0);
-  char *dst = sim_device_alloc(0, 4096);
+  char *dst = device_buf(4096);
   unsigned seed = 1;
   unsigned char *expect;
   staged_copy(e, dst, 4096, s, &seed, &expect);
@@ -492,7 +501,7 @@ static void test_device_sync_retires(void **state) {
   setup_run(1, 1);
   pw_engine *e = engine();
   void *s = sim_stream_new(0), *t = sim_stream_new(0);
-  char *dst = sim_device_alloc(0, 4096);
+  char *dst = device_buf(4096);
   unsigned seed = 1;
   unsigned char *expect;
   staged_copy(e, dst, 4096, s, &seed, &expect);
@@ -511,7 +520,7 @@ static void test_off_never_elides(void **state) {
   setup_run(1, 1);
   pw_engine *e = engine();
   void *s = sim_stream_new(0);
-  char *dst = sim_device_alloc(0, 4096);
+  char *dst = device_buf(4096);
   unsigned seed = 1;
   unsigned char *expect;
   staged_copy(e, dst, 4096, s, &seed, &expect);
