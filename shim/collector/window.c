@@ -1,5 +1,4 @@
 /* window.c — the capture window of a trace: which CUDA calls it holds (DESIGN.md §8).
- *
  * Owns: PINWHEEL_TRACE_DELAY / _DURATION (a time window from the first CUDA call),
  * PINWHEEL_TRACE_CAPTURE=cudaProfilerApi (the program's cudaProfilerStart/Stop ranges) and
  * PINWHEEL_TRACE_STEPS=A-B (iterations A to B of the program's loop, found from the launches and
@@ -10,8 +9,10 @@
  * call never loses its GPU operations, and the file holds whole calls only.
  * Must never: slow the program's calls when no step range is asked (the front ends test
  * pw_trace_watch, a relaxed load), or keep watching once the last iteration asked for ended.
- *
- * The loop, cheaply: per stream, each launch (the kernel's function and call site) or copy (its
+ * How it works: the comment below.
+ */
+
+/* The loop, cheaply: per stream, each launch (the kernel's function and call site) or copy (its
  * size and direction) is a signature; a rolling hash of the stream's sequence of signatures is
  * kept in a ring.  A signature whose last three occurrences are one period apart, the stream
  * running one same sequence in both periods, is a candidate; each op on its stream must then be

@@ -1,6 +1,11 @@
 /* guard.c — the source guard of deferred staging (guard.h says what it promises).
- *
- * ---- Mechanism: userfaultfd write-protect ----
+ * Owns: the userfaultfd, its registrations, the slot table, the reader and helper threads.
+ * Must never: allocate on the hooks' path or in its own threads, block a pinwheel thread, leave a
+ * page protected after pw_guard_release, or guard memory another process can write.
+ * How it works: the comment below.
+ */
+
+/* ---- Mechanism: userfaultfd write-protect ----
  * A guarded range is write-protected with UFFDIO_WRITEPROTECT on a userfaultfd that this process
  * owns.  A store to a protected page, from any thread, stops in the kernel until the page is
  * un-protected (which wakes it), then completes: nothing has to read a fault message for that.
@@ -119,10 +124,6 @@
  *     the copy is refused with PW_GUARD_ERROR, never guarded halfway);
  *   - a signal handler that unmaps a range that its own interrupted thread is guarding waits for
  *     a release that cannot come while the handler runs.
- *
- * Owns: the userfaultfd, its registrations, the slot table, the reader and helper threads.
- * Must never: allocate on the hooks' path or in its own threads, block a pinwheel thread, leave a
- * page protected after pw_guard_release, or guard memory another process can write.
  */
 #define _GNU_SOURCE
 #include "pw.h"

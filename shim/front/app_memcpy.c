@@ -1,7 +1,16 @@
 /* app_memcpy.c — frameworks that stage copies themselves: their large copies into or out of pinned
  * memory, spread over pinwheel's copy threads.
- *
- * XLA (JAX) never hands CUDA a pageable pointer: it copies a numpy array into a pinned buffer of
+ * Owns: the registry of the program's pinned host memory, the exported memcpy and memmove.
+ * Must never: call CUDA, allocate, take a lock on the registry's read side, or take a lock a CUDA
+ * call may hold; a copy's bytes never depend on the registry, which only chooses how to copy.
+ * The test of a copy (HOSTCOPY_WANTED, the registry) is async-signal-safe, and so is every copy it
+ * leaves to glibc; a copy of 1 MiB or more into or out of the program's pinned memory is not (the
+ * staging threads' batch takes the pool's locks; fa.c's fill its leaf lock and the guard's): a
+ * signal handler that makes one is the limit.
+ * How it works: the comment below.
+ */
+
+/* XLA (JAX) never hands CUDA a pageable pointer: it copies a numpy array into a pinned buffer of
  * its own with one std::memcpy on one thread, then DMAs from there (and the reverse for a device
  * array read back).  CuPy's cp.asarray does the same through the runtime: a buffer from its pinned
  * pool (cudaHostAlloc), filled by a NumPy assignment, then cudaMemcpyAsync from it.  The driver
@@ -37,14 +46,6 @@
  * fa.c's: uploaded to the device as it is filled (fa.h).  Any other copy into such memory that is
  * not taken (too small, no scratch free) is made here as before; the guard of an upload it
  * overlaps takes the upload away when the copy writes.
- *
- * Owns: the registry of the program's pinned host memory, the exported memcpy and memmove.
- * Must never: call CUDA, allocate, take a lock on the registry's read side, or take a lock a CUDA
- * call may hold; a copy's bytes never depend on the registry, which only chooses how to copy.
- * The test of a copy (HOSTCOPY_WANTED, the registry) is async-signal-safe, and so is every copy it
- * leaves to glibc; a copy of 1 MiB or more into or out of the program's pinned memory is not (the
- * staging threads' batch takes the pool's locks; fa.c's fill its leaf lock and the guard's): a
- * signal handler that makes one is the limit.
  */
 #define _GNU_SOURCE
 /* This file defines memcpy and memmove: the fortified inline wrappers of <string.h> for those very

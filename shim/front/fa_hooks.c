@@ -1,16 +1,23 @@
 /* fa_hooks.c — the other entry points that enqueue work: memsets, 2D/3D/symbol/array/peer copies,
- * cooperative launches, host functions, graphs, stream value and semaphore operations.  They
- * matter to uploads made ahead of the program's copies (PINWHEEL_FILL_AHEAD, fa.h; docs/DESIGN.md
- * §11): calls that can write the program's pinned memory, or order a write of it after a fill from
- * the GPU's side, out of the sight of every other hook; and to sync elision (engine/elide.h): work
- * on another stream than an elided sync's waits for it first, and host functions and graphs make
- * their stream's next sync real.  With both off each wrapper is one or two relaxed loads (REVOKE)
- * or one test of the option (TAINT) in front of the real call.
- *   TAINT   host functions and stream callbacks, stream waits on a value, external semaphore
- *           waits, graph launches, IPC events: the program can order a write of its buffer after
- *           a fill from the GPU's side; pw_fa_taint gives every upload up, for good.
- *   REVOKE  memsets, 2D/3D/symbol/array/peer/device-to-device copies, cooperative launches, stream
- *           value writes: they
+ * cooperative launches, host functions, graphs, stream value and semaphore operations, for
+ * uploads made ahead (fa.h) and sync elision (engine/elide.h).
+ * Owns: their wrappers, generated from one list (PW_FA_HOOKS), and pw_fa_drv_entries, which drv.c
+ * offers for what cuGetProcAddress and dlsym hand out.
+ * Must never: change a real call's arguments or status, print or allocate on the way to the real
+ * call, call an exported wrapper of the shim.
+ * How it works: the comment below.
+ */
+
+/* They matter to uploads made ahead of the program's copies (PINWHEEL_FILL_AHEAD, fa.h;
+ * docs/DESIGN.md §11): calls that can write the program's pinned memory, or order a write of it
+ * after a fill from the GPU's side, out of the sight of every other hook; and to sync elision
+ * (engine/elide.h): work on another stream than an elided sync's waits for it first, and host
+ * functions and graphs make their stream's next sync real.  With both off each wrapper is one or
+ * two relaxed loads (REVOKE) or one test of the option (TAINT) in front of the real call. TAINT
+ * host functions and stream callbacks, stream waits on a value, external semaphore waits, graph
+ * launches, IPC events: the program can order a write of its buffer after a fill from the GPU's
+ * side; pw_fa_taint gives every upload up, for good. REVOKE  memsets,
+ * 2D/3D/symbol/array/peer/device-to-device copies, cooperative launches, stream value writes: they
  *           may write the buffer (a destination in it, or through its device mapping) but order
  *           nothing after a fill; every live upload is given up (PW_FA_OTHER_WRITE), as a launch
  *           gives them up through the hooked launch entry points (front.h).
@@ -29,9 +36,6 @@
  * unsuffixed prototypes differ between CUDA 12.8 and 13 (a wrapper of one would break the other).
  * What cuGetProcAddress, cudaGetDriverEntryPoint or a dlsym of libcuda hand out for the driver's
  * names leads here too: drv.c recognises them from pw_fa_drv_entries, as it does drv_hooks.def's.
- *
- * Must never: change a real call's arguments or status, print or allocate on the way to the real
- * call, call an exported wrapper of the shim.
  */
 #define _GNU_SOURCE
 #include "real.h"

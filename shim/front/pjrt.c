@@ -1,7 +1,12 @@
 /* pjrt.c — JAX's CUDA plugin: ask XLA not to stage its host-to-device copies, so they reach the
  * driver from pageable memory and pinwheel's pipelined engine stages them.
- *
- * XLA's GPU client copies every numpy array into pinned memory of its own (one memcpy, on one
+ * Owns: the copy of the plugin's PJRT_Api table it hands out, and its PJRT_Client_Create.
+ * Must never: change anything but that one option; touch a table or client of another platform;
+ * initialise pinwheel before the client is created (the first CUDA use).
+ * How it works: the comment below.
+ */
+
+/* XLA's GPU client copies every numpy array into pinned memory of its own (one memcpy, on one
  * thread), then starts the DMA and waits for it: copy-in and DMA one after the other, never
  * overlapped (see README, "JAX").  Its PJRT plugin takes a client option that turns that off,
  * `should_stage_host_to_device_transfers`; JAX never sets it (no environment variable reaches it).
@@ -16,9 +21,6 @@
  * The layout is PJRT's C API (pjrt_abi.h: xla/pjrt/c/pjrt_c_api.h, major version 0), whose fields
  * are only ever appended: PJRT_Client_Create is the eleventh function of PJRT_Api.  A table of any
  * other major version, or too short, is handed out untouched.
- *
- * Must never: change anything but that one option; touch a table or client of another platform;
- * initialise pinwheel before the client is created (the first CUDA use).
  */
 #define _GNU_SOURCE
 #include "front.h"
