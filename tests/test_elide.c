@@ -90,6 +90,13 @@ static void staged_copy(pw_engine *e, void *dst, size_t n, void *s, unsigned *se
   free(src);
 }
 
+/* One staged copy of 4 KiB into a new destination on stream s (its bytes not looked at). */
+static void one_copy(pw_engine *e, void *s, unsigned *seed) {
+  unsigned char *expect;
+  staged_copy(e, device_buf(4096), 4096, s, seed, &expect);
+  free(expect);
+}
+
 static void setup_run(unsigned seed, int lazy) {
   sim_reset(seed, 2);
   sim_set_device(0);
@@ -484,11 +491,8 @@ static void test_other_device_current_keeps_the_sync(void **state) {
   setup_run(1, 1);
   pw_engine *e = engine();
   void *s = sim_stream_new(0);
-  char *dst = device_buf(4096);
   unsigned seed = 1;
-  unsigned char *expect;
-  staged_copy(e, dst, 4096, s, &seed, &expect);
-  free(expect);
+  one_copy(e, s, &seed);
   sim_set_device(1);
   assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 0);
   assert_int_equal(pw_get(&pw_st.sync_kept[PW_KEEP_DEVICE]), 1);
@@ -501,11 +505,8 @@ static void test_device_sync_retires(void **state) {
   setup_run(1, 1);
   pw_engine *e = engine();
   void *s = sim_stream_new(0), *t = sim_stream_new(0);
-  char *dst = device_buf(4096);
   unsigned seed = 1;
-  unsigned char *expect;
-  staged_copy(e, dst, 4096, s, &seed, &expect);
-  free(expect);
+  one_copy(e, s, &seed);
   assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 1);
   assert_int_equal(atomic_load(&pw_elide_live), 1);
   sim_ops.device_sync();
@@ -520,11 +521,8 @@ static void test_off_never_elides(void **state) {
   setup_run(1, 1);
   pw_engine *e = engine();
   void *s = sim_stream_new(0);
-  char *dst = device_buf(4096);
   unsigned seed = 1;
-  unsigned char *expect;
-  staged_copy(e, dst, 4096, s, &seed, &expect);
-  free(expect);
+  one_copy(e, s, &seed);
   pw_elide_configure(0);
   assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 0);
   pw_elide_configure(1);

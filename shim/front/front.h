@@ -187,10 +187,13 @@ static inline void pw_after_real(void) {
 /* ---- sync elision's entry points (hooks.def's EVENT_SYNC to MANAGED) ----
  * Outside stage mode, or with PINWHEEL_SYNC=keep, nothing is elided, so they go straight through.
  */
-#define PW_FRONT_ELIDE_ENTER(T, real, missing, args)                                               \
+#define PW_FRONT_ENTER(T, real, missing, args)                                                     \
   int mode = pw_enter();                                                                           \
   __typeof__(real) f_ = (real);                                                                    \
   if (!f_) return missing;                                                                         \
+  if (mode == PW_MODE_OFF) PW_FRONT_OFF(T, f_, args);
+#define PW_FRONT_ELIDE_ENTER(T, real, missing, args)                                               \
+  PW_FRONT_ENTER(T, real, missing, args)                                                           \
   if (mode != PW_MODE_STAGE || pw_sync_mode != PW_SYNC_ELIDE) PW_FRONT_OFF(T, f_, args);
 
 /* An event sync: what was elided after the event's record is waited for first; timed. */
@@ -244,20 +247,14 @@ static inline void pw_after_real(void) {
 /* An export to other processes: every elided sync is waited for, and none is elided again.  In
  * any mode but off (the export is for good, whatever mode comes later: there is none). */
 #define PW_FRONT_IPC_EXPORT_BODY(T, real, missing, ops, id, args)                                  \
-  int mode = pw_enter();                                                                           \
-  __typeof__(real) f_ = (real);                                                                    \
-  if (!f_) return missing;                                                                         \
-  if (mode == PW_MODE_OFF) PW_FRONT_OFF(T, f_, args);                                              \
+  PW_FRONT_ENTER(T, real, missing, args)                                                           \
   pw_elide_stop(ops);                                                                              \
   pw_count_call(id, 0);                                                                            \
   return f_ args;
 
 /* Managed memory: from now on a kernel may write host memory, so no sync is elided. */
 #define PW_FRONT_MANAGED_BODY(T, OK, real, missing, id, args)                                      \
-  int mode = pw_enter();                                                                           \
-  __typeof__(real) f_ = (real);                                                                    \
-  if (!f_) return missing;                                                                         \
-  if (mode == PW_MODE_OFF) PW_FRONT_OFF(T, f_, args);                                              \
+  PW_FRONT_ENTER(T, real, missing, args)                                                           \
   T r = f_ args;                                                                                   \
   pw_after_real();                                                                                 \
   pw_count_call(id, 0);                                                                            \
