@@ -517,6 +517,24 @@ static void test_device_sync_retires(void **state) {
   end_run(e);
 }
 
+/* Work captured into a graph is not fenced (a wait on an event from outside would break the
+ * capture): it runs when the graph is launched, and that launch is. */
+static void test_capturing_stream_not_fenced(void **state) {
+  setup_run(1, 1);
+  pw_engine *e = engine();
+  void *s = sim_stream_new(0), *t = sim_stream_new(0);
+  unsigned seed = 1;
+  one_copy(e, s, &seed);
+  assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 1);
+  sim_set_capturing(t, 1);
+  pw_elide_fence(&sim_ops, t);
+  assert_int_equal(pw_get(&pw_st.sync_fences), 0);
+  sim_set_capturing(t, 0);
+  pw_elide_fence(&sim_ops, t);
+  assert_int_equal(pw_get(&pw_st.sync_fences), 1);
+  end_run(e);
+}
+
 static void test_off_never_elides(void **state) {
   setup_run(1, 1);
   pw_engine *e = engine();
@@ -550,6 +568,7 @@ int main(void) {
       cmocka_unit_test(test_full_table_keeps_the_sync),
       cmocka_unit_test(test_other_device_current_keeps_the_sync),
       cmocka_unit_test(test_device_sync_retires),
+      cmocka_unit_test(test_capturing_stream_not_fenced),
       cmocka_unit_test(test_off_never_elides),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

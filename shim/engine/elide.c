@@ -6,6 +6,8 @@
  * whether what they follow can write host memory), the IPC stop.
  * Must never: call CUDA except through the pw_ops a call brings; hold `mu` across a wait on the GPU
  * (fences and queries are enqueues and polls, made under it; event waits are made without it);
+ * make a call that would break a graph capture (its calls run with the capture mode relaxed, and
+ * a capturing stream is not fenced: the graph's launch is);
  * elide when in doubt (a full table, an unknown event, a failed record all make the sync real).
  * Lock order: `mu` is a leaf (nothing else is taken under it but CUDA's own).
  */
@@ -80,6 +82,19 @@ int pw_elide_test_drop;
 void pw_elide_configure(int on) {
   pthread_mutex_lock(&mu);
   enabled = on;
+  pthread_mutex_unlock(&mu);
+}
+
+/* The lock, with this thread's capture mode relaxed while it is held: the module's own event
+ * queries, records and waits must not break a graph capture the program runs on another stream or
+ * thread (CUDA refuses them, and ends the capture, in its global mode).  Returns the mode to put
+ * back with unlock(). */
+static int lock(const pw_ops *ops) {
+  pthread_mutex_lock(&mu);
+  return ops->relax_capture(0, 0);
+}
+static void unlock(const pw_ops *ops, int mode) {
+  ops->relax_capture(1, mode);
   pthread_mutex_unlock(&mu);
 }
 
@@ -243,7 +258,7 @@ static int wait_slot(slot *s) {
 }
 
 int pw_elide_sync(const pw_ops *ops, void *s, int device, int why) {
-  pthread_mutex_lock(&mu);
+  int cm = lock(ops);
   int r = 0;
   key k = key_of(ops, s);
   int cur = -1;
@@ -304,7 +319,7 @@ int pw_elide_sync(const pw_ops *ops, void *s, int device, int why) {
   pw_add(&pw_st.sync_elided, 1);
   r = 1;
 out:
-  pthread_mutex_unlock(&mu);
+  unlock(ops, cm);
   return r;
 }
 
@@ -340,7 +355,12 @@ static int sole_stream(const pw_ops *ops, void *t) {
 
 void pw_elide_fence_slow(const pw_ops *ops, void *t) {
   if (DROP(1) || sole_stream(ops, t)) return;
-  pthread_mutex_lock(&mu);
+  int cm = lock(ops), cap = 0;
+  /* work captured into a graph runs when the graph is launched, and that launch is fenced */
+  if (!ops->stream_capturing(t, &cap) && cap) {
+    unlock(ops, cm);
+    return;
+  }
   key k = {0};
   int have_key = 0;
   for (int i = 0; i < SLOTS; i++) {
@@ -371,7 +391,7 @@ void pw_elide_fence_slow(const pw_ops *ops, void *t) {
     wait_slot(sl);
     i = -1; /* the table may have changed while mu was dropped: look again */
   }
-  pthread_mutex_unlock(&mu);
+  unlock(ops, cm);
 }
 
 /* ---- what the program's work can write, and its events ---- */
@@ -409,29 +429,29 @@ static void settle_after(uint64_t after) {
 
 void pw_elide_settle_event(const pw_ops *ops, void *e) {
   if (!atomic_load_explicit(&pw_elide_live, memory_order_acquire) || DROP(3)) return;
-  pthread_mutex_lock(&mu);
+  int cm = lock(ops);
   event_entry *x = event_find(e);
   settle_after(x ? x->seq : 0);
-  pthread_mutex_unlock(&mu);
+  unlock(ops, cm);
 }
 
 void pw_elide_settle_stream(const pw_ops *ops, void *s) {
   if (!atomic_load_explicit(&pw_elide_live, memory_order_acquire) || DROP(3)) return;
-  pthread_mutex_lock(&mu);
+  int cm = lock(ops);
   slot *sl = slot_of(key_of(ops, s));
   if (sl) {
     pw_add(&pw_st.sync_settled, 1);
     wait_slot(sl);
   }
-  pthread_mutex_unlock(&mu);
+  unlock(ops, cm);
 }
 
 void pw_elide_stop(const pw_ops *ops) {
   if (DROP(4)) return;
-  pthread_mutex_lock(&mu);
+  int cm = lock(ops);
   stopped = 1;
   settle_after(0);
-  pthread_mutex_unlock(&mu);
+  unlock(ops, cm);
 }
 
 /* ---- fork ---- */
