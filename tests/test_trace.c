@@ -120,9 +120,25 @@ static void marker(pw_trace_writer *w, int start, uint32_t id, uint64_t ts, cons
   pw_trace_writer_record(w, (CUpti_Activity *)&m);
 }
 
+/* The files save() wrote, removed when the test program exits (they once piled up in /tmp, four
+ * more at every run). */
+static char saved[16][128];
+static int nsaved;
+static void remove_saved(void) {
+  for (int i = 0; i < nsaved; i++)
+    unlink(saved[i]);
+}
+
 static char *save(const char *tag) {
   static char path[128];
   snprintf(path, sizeof path, "/tmp/pwtest-trace-%s-%d.json", tag, (int)getpid());
+  int known = 0;
+  for (int i = 0; i < nsaved && !known; i++)
+    known = !strcmp(saved[i], path);
+  if (!known && nsaved < 16) {
+    if (!nsaved) atexit(remove_saved);
+    strcpy(saved[nsaved++], path);
+  }
   FILE *f = fopen(path, "w");
   fwrite(out, 1, out_len, f);
   fclose(f);
