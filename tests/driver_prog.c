@@ -813,8 +813,8 @@ static int cmd_gpa_other(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   CUresult (*gpa2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
   *(void **)&gpa2 = dlsym(h, "cuGetProcAddress_v2");
-  const char *names[] = {"cuMemsetD8Async", "cuLaunchHostFunc", "cuGraphLaunch"};
-  for (int i = 0; i < 3; i++) {
+  const char *names[] = {"cuMemsetD8Async", "cuLaunchHostFunc", "cuGraphLaunch", "cuMemFreeAsync"};
+  for (int i = 0; i < 4; i++) {
     void *p = NULL;
     CUdriverProcAddressQueryResult st;
     CHECK(gpa2(names[i], &p, 13000, 0, &st) == CUDA_SUCCESS && p);

@@ -346,6 +346,13 @@ static int mode_elide(void) {
   waits = fake_count("cudaStreamWaitEvent");
   cudaEventRecord(e2, t);
   CHECK(fake_count("cudaStreamWaitEvent") == waits + f && (!f || fake_last_wait() == t));
+  /* the stream-ordered allocator on a third stream: a free there waits too */
+  cudaStream_t u;
+  cudaStreamCreateWithFlags(&u, cudaStreamNonBlocking);
+  void *pool_mem = NULL;
+  cudaMalloc(&pool_mem, 4096);
+  CHECK(cudaFreeAsync(pool_mem, u) == cudaSuccess);
+  CHECK(fake_count("cudaStreamWaitEvent") == waits + 2 * f && (!f || fake_last_wait() == u));
   /* 3: elided, then a second sync of the same stream is real (nothing staged in between) */
   cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
   CHECK(cudaStreamSynchronize(s) == cudaSuccess);

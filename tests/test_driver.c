@@ -438,13 +438,14 @@ static void test_runtime_lookups(void **state) {
 static void test_other_entry_points_offered(void **state) {
   const char *argv[] = {PW_DRV_PROG, "gpa-other", NULL};
   const char *env[] = {PRELOAD, NULL};
-  result r = run_ok(argv, env, "gpa cuGraphLaunch");
+  result r = run_ok(argv, env, "gpa cuMemFreeAsync");
   assert_non_null(strstr(r.out, "gpa cuMemsetD8Async libpinwheel.so\n"));
   assert_non_null(strstr(r.out, "gpa cuLaunchHostFunc libpinwheel.so\n"));
   assert_non_null(strstr(r.out, "gpa cuGraphLaunch libpinwheel.so\n"));
+  assert_non_null(strstr(r.out, "gpa cuMemFreeAsync libpinwheel.so\n"));
   assert_non_null(strstr(r.out, "dlsym cuMemsetD8Async libpinwheel.so\n"));
   free_result(&r);
-  r = run_ok(argv, NULL, "gpa cuGraphLaunch");
+  r = run_ok(argv, NULL, "gpa cuMemFreeAsync");
   assert_non_null(strstr(r.out, "gpa cuMemsetD8Async libcuda.so.1\n"));
   free_result(&r);
   (void)state;

@@ -971,8 +971,8 @@ static void test_stage_sync_elision(void **state) {
   assert_int_equal(jget(v, "sync_kept", "host_write", NULL), 1);
   assert_int_equal(jget(v, "sync_kept", "mapped", NULL), 2);
   assert_int_equal(jget(v, "sync_kept", "ipc", NULL), 1);
-  /* the launch and the event record on t, the memset on the legacy stream */
-  assert_int_equal(jget(v, "sync_fences", NULL), 3);
+  /* the launch and the event record on t, the memset on the legacy stream, the free on u */
+  assert_int_equal(jget(v, "sync_fences", NULL), 4);
   assert_true(jget(v, "sync_settled", NULL) >= 1);
   yajl_tree_free(v);
   const char *keep[] = {"FAKE_LAZY_EVENTS=1", "PINWHEEL_SYNC=keep", NULL};

@@ -105,6 +105,18 @@
   (void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind,           \
    cudaStream_t stream),                                                                           \
       (dst, symbol, count, offset, kind, stream)
+#define P_cudaMallocAsync                                                                          \
+  (void **devPtr, size_t size, cudaStream_t hStream), (devPtr, size, hStream)
+#define P_cudaFreeAsync (void *devPtr, cudaStream_t hStream), (devPtr, hStream)
+#define P_cudaMallocFromPoolAsync                                                                  \
+  (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),                           \
+      (ptr, size, memPool, stream)
+#define P_cuMemAllocAsync                                                                          \
+  (CUdeviceptr * dptr, size_t bytesize, CUstream hStream), (dptr, bytesize, hStream)
+#define P_cuMemFreeAsync (CUdeviceptr dptr, CUstream hStream), (dptr, hStream)
+#define P_cuMemAllocFromPoolAsync                                                                  \
+  (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),                      \
+      (dptr, bytesize, pool, hStream)
 #define P_cudaLaunchCooperativeKernel                                                              \
   (const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,                   \
    cudaStream_t stream),                                                                           \
@@ -288,6 +300,14 @@
   RT(REVOKE, cudaLaunchCooperativeKernel, cudaLaunchCooperativeKernel, FENCE, PW_LEGACY(stream))   \
   RT(REVOKE, cudaLaunchCooperativeKernel_ptsz, cudaLaunchCooperativeKernel, FENCE,                 \
      PW_PTSZ(stream))                                                                              \
+  /* ---- the runtime: the stream-ordered allocator (sync elision fences it; fill-ahead, no) ----  \
+   */                                                                                              \
+  RT(NOTHING, cudaMallocAsync, cudaMallocAsync, FENCE, PW_LEGACY(hStream))                         \
+  RT(NOTHING, cudaMallocAsync_ptsz, cudaMallocAsync, FENCE, PW_PTSZ(hStream))                      \
+  RT(NOTHING, cudaFreeAsync, cudaFreeAsync, FENCE, PW_LEGACY(hStream))                             \
+  RT(NOTHING, cudaFreeAsync_ptsz, cudaFreeAsync, FENCE, PW_PTSZ(hStream))                          \
+  RT(NOTHING, cudaMallocFromPoolAsync, cudaMallocFromPoolAsync, FENCE, PW_LEGACY(stream))          \
+  RT(NOTHING, cudaMallocFromPoolAsync_ptsz, cudaMallocFromPoolAsync, FENCE, PW_PTSZ(stream))       \
   /* ---- the driver: TAINT ---- */                                                                \
   DRV(TAINT, cuLaunchHostFunc, cuLaunchHostFunc, HOSTW, PW_DRV_LEGACY(hStream), cuLaunchHostFunc,  \
       10000, 0)                                                                                    \
@@ -423,6 +443,19 @@
       cuLaunchCooperativeKernel, 9000, 0)                                                          \
   DRV(REVOKE, cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel, FENCE,                    \
       PW_DRV_PTSZ(hStream), cuLaunchCooperativeKernel, 9000, 1)                                    \
+  /* ---- the driver: the stream-ordered allocator ---- */                                         \
+  DRV(NOTHING, cuMemAllocAsync, cuMemAllocAsync, FENCE, PW_DRV_LEGACY(hStream), cuMemAllocAsync,   \
+      11020, 0)                                                                                    \
+  DRV(NOTHING, cuMemAllocAsync_ptsz, cuMemAllocAsync, FENCE, PW_DRV_PTSZ(hStream),                 \
+      cuMemAllocAsync, 11020, 1)                                                                   \
+  DRV(NOTHING, cuMemFreeAsync, cuMemFreeAsync, FENCE, PW_DRV_LEGACY(hStream), cuMemFreeAsync,      \
+      11020, 0)                                                                                    \
+  DRV(NOTHING, cuMemFreeAsync_ptsz, cuMemFreeAsync, FENCE, PW_DRV_PTSZ(hStream), cuMemFreeAsync,   \
+      11020, 1)                                                                                    \
+  DRV(NOTHING, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, FENCE, PW_DRV_LEGACY(hStream),    \
+      cuMemAllocFromPoolAsync, 11020, 0)                                                           \
+  DRV(NOTHING, cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, FENCE, PW_DRV_PTSZ(hStream), \
+      cuMemAllocFromPoolAsync, 11020, 1)                                                           \
   /* a value written to device memory, which may be the buffer's device mapping */                 \
   DRV(REVOKE, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2, FENCE, PW_DRV_LEGACY(stream),      \
       cuStreamWriteValue32, 11070, 0)                                                              \
@@ -454,6 +487,12 @@ static inline void fa_before_TAINT(const char *name) {
 
 /* The call may write the program's pinned memory: every live upload is given up (none live: one
  * relaxed load). */
+/* Calls that neither write nor order anything fill-ahead cares about (the stream-ordered
+ * allocator): listed for sync elision's fence only. */
+static inline void fa_before_NOTHING(const char *name) {
+  (void)name;
+}
+
 static inline void fa_before_REVOKE(const char *name) {
   (void)name;
   if (PW_UNLIKELY(pw_fa_live()) && !pw_depth) pw_fa_revoke_all(PW_FA_OTHER_WRITE);

@@ -513,6 +513,9 @@ CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *arg) {
 CUresult cuGraphLaunch(CUgraphExec g, CUstream s) {
   return counted(__func__);
 }
+CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) {
+  return counted(__func__);
+}
 CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
   *v = a == CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS && getenv("FAKE_PAGEABLE_ACCESS") ? 1 : 0;
   return d == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
@@ -581,6 +584,7 @@ static const proc procs[] = {
     {"cuMemsetD8Async", 3020, 0, (void *)cuMemsetD8Async, NULL},
     {"cuLaunchHostFunc", 10000, 0, (void *)cuLaunchHostFunc, NULL},
     {"cuGraphLaunch", 10000, 0, (void *)cuGraphLaunch, NULL},
+    {"cuMemFreeAsync", 11020, 0, (void *)cuMemFreeAsync, NULL},
     {"cuGetProcAddress", 11030, 0, (void *)cuGetProcAddress, NULL},
     {"cuGetProcAddress", 12000, 0, (void *)cuGetProcAddress_v2, NULL},
     {"cuMemAlloc", 3020, 0, (void *)cuMemAlloc_v2, NULL},

@@ -525,6 +525,15 @@ cudaError_t cudaMallocManaged(void **p, size_t n, unsigned flags) {
   fake_region_add(*p, n, cudaMemoryTypeManaged);
   return cudaSuccess;
 }
+/* The stream-ordered allocator's free: at once (every "device" is host memory). */
+cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
+  CALL_RECORD(.dst = p, .stream = s);
+  if (e != cudaSuccess) return e;
+  fake_region_drop(p);
+  free(p);
+  return cudaSuccess;
+}
+
 /* FAKE_NO_DRIVER: no NVIDIA driver (the runtime reports driver version 0, and its calls fail with
  * "insufficient driver" as CUDA's do); FAKE_OLD_DRIVER: a driver of CUDA 12.0. */
 cudaError_t cudaDriverGetVersion(int *v) {
