@@ -535,6 +535,26 @@ static void test_capturing_stream_not_fenced(void **state) {
   end_run(e);
 }
 
+/* A destroyed stream's handle may come back as a new stream's: as the elided stream, or as one
+ * fenced already, it must not spare the new stream its fence. */
+static void test_destroyed_stream_forgotten(void **state) {
+  setup_run(1, 1);
+  pw_engine *e = engine();
+  void *s = sim_stream_new(0), *t = sim_stream_new(0);
+  unsigned seed = 1;
+  one_copy(e, s, &seed);
+  assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 1);
+  pw_elide_fence(&sim_ops, t);
+  assert_int_equal(pw_get(&pw_st.sync_fences), 1);
+  pw_elide_forget_stream(t); /* t destroyed, its handle a new stream's: fenced again */
+  pw_elide_fence(&sim_ops, t);
+  assert_int_equal(pw_get(&pw_st.sync_fences), 2);
+  pw_elide_forget_stream(s); /* s destroyed, its handle a new stream's: fenced too */
+  pw_elide_fence(&sim_ops, s);
+  assert_int_equal(pw_get(&pw_st.sync_fences), 3);
+  end_run(e);
+}
+
 static void test_off_never_elides(void **state) {
   setup_run(1, 1);
   pw_engine *e = engine();
@@ -569,6 +589,7 @@ int main(void) {
       cmocka_unit_test(test_other_device_current_keeps_the_sync),
       cmocka_unit_test(test_device_sync_retires),
       cmocka_unit_test(test_capturing_stream_not_fenced),
+      cmocka_unit_test(test_destroyed_stream_forgotten),
       cmocka_unit_test(test_off_never_elides),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,6 +24,7 @@
 #define EVENTS 1024     /* the program's recorded events */
 #define FREE_EVENTS 64  /* events of retired slots, kept for reuse (per device) */
 #define MAX_DEVICE 4096 /* a device number above it is not a device: keep the sync */
+#define FORGOTTEN 3     /* the handle of a destroyed stream's slot: no stream has it */
 
 typedef struct key {
   void *h;       /* the normalised handle */
@@ -452,6 +453,25 @@ void pw_elide_stop(const pw_ops *ops) {
   stopped = 1;
   settle_after(0);
   unlock(ops, cm);
+}
+
+/* ---- a destroyed stream ---- */
+
+void pw_elide_forget_stream(void *s) {
+  if ((uintptr_t)s <= 2) return; /* default streams are never destroyed */
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < SLOTS; i++) {
+    slot *sl = &slots[i];
+    if (!sl->live) continue;
+    /* its elided work stays fenced for every stream, a new one with this handle included */
+    if (sl->k.h == s) sl->k.h = (void *)FORGOTTEN;
+    for (int j = 0; j < sl->nfenced; j++)
+      if (sl->fenced[j] == s) sl->fenced[j--] = sl->fenced[--sl->nfenced];
+  }
+  dirty_entry *d = dirty_find((key){s, -1, 0});
+  if (d) d->used = 0;
+  publish(count_live());
+  pthread_mutex_unlock(&mu);
 }
 
 /* ---- fork ---- */

@@ -56,6 +56,10 @@ void pw_elide_settle_stream(const pw_ops *ops, void *s);
  * sync is elided any more. */
 void pw_elide_stop(const pw_ops *ops);
 
+/* Stream s (a stream object, not a default stream) is being destroyed: its handle, which a stream
+ * made later may get, names no slot, no fenced stream and no stream with host writes any more. */
+void pw_elide_forget_stream(void *s);
+
 void pw_elide_after_fork_child(void);
 
 #ifdef PW_TESTING

@@ -281,6 +281,8 @@ static int fa_cuMemHostGetFlags(CUresult *r, unsigned *flags, void *p) {
     PW_FRONT_IPC_EXPORT_BODY(CUresult, DRV_REAL(name), pw_drv_missing(#name), &pw_drv_ops,         \
                              PW_H_##name, args)                                                    \
   }
+#define PW_DRV_STREAM_DESTROY(name, params, args, stream, dir)                                     \
+  DRV_ELIDE(STREAM_DESTROY, name, params, args, stream)
 #define PW_DRV_MANAGED(name, params, args, none, dir)                                              \
   CUresult name params {                                                                           \
     PW_FRONT_MANAGED_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), pw_drv_missing(#name),           \

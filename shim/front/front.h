@@ -252,6 +252,13 @@ static inline void pw_after_real(void) {
   pw_count_call(id, 0);                                                                            \
   return f_ args;
 
+/* A stream destroyed: sync elision forgets its handle first (a stream made later may get it). */
+#define PW_FRONT_STREAM_DESTROY_BODY(T, real, missing, ops, id, args, stream_expr)                 \
+  PW_FRONT_ENTER(T, real, missing, args)                                                           \
+  pw_elide_forget_stream((void *)(stream_expr));                                                   \
+  pw_count_call(id, 0);                                                                            \
+  return f_ args;
+
 /* Managed memory: from now on a kernel may write host memory, so no sync is elided. */
 #define PW_FRONT_MANAGED_BODY(T, OK, real, missing, id, args)                                      \
   PW_FRONT_ENTER(T, real, missing, args)                                                           \

@@ -248,6 +248,8 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
     PW_FRONT_IPC_EXPORT_BODY(cudaError_t, REAL(name), pw_runtime_missing(#name), &pw_real_ops,     \
                              PW_H_##name, args)                                                    \
   }
+#define PW_WRAP_STREAM_DESTROY(name, params, args, stream)                                         \
+  RT_ELIDE(STREAM_DESTROY, name, params, args, stream)
 #define PW_WRAP_MANAGED(name, params, args, none)                                                  \
   cudaError_t name params {                                                                        \
     PW_FRONT_MANAGED_BODY(cudaError_t, cudaSuccess, REAL(name), pw_runtime_missing(#name),         \

@@ -219,6 +219,7 @@ static CUresult record_as(const char *name, fake_drv_call *c) {
 #define FAKE_EVENT_QUERY(name, params, args, stream_expr)
 #define FAKE_IPC_EXPORT(name, params, args, stream_expr)
 #define FAKE_MANAGED(name, params, args, stream_expr)
+#define FAKE_STREAM_DESTROY(name, params, args, stream_expr)
 /* The profiler calls record which they are: 1 start, 0 stop (the list's stream column). */
 #define FAKE_PROFILER(name, params, args, start)                                                   \
   CUresult name params {                                                                           \
@@ -513,6 +514,9 @@ CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *arg) {
 CUresult cuGraphLaunch(CUgraphExec g, CUstream s) {
   return counted(__func__);
 }
+CUresult cuStreamDestroy_v2(CUstream s) {
+  return counted(__func__);
+}
 CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) {
   return counted(__func__);
 }
@@ -585,6 +589,7 @@ static const proc procs[] = {
     {"cuLaunchHostFunc", 10000, 0, (void *)cuLaunchHostFunc, NULL},
     {"cuGraphLaunch", 10000, 0, (void *)cuGraphLaunch, NULL},
     {"cuMemFreeAsync", 11020, 0, (void *)cuMemFreeAsync, NULL},
+    {"cuStreamDestroy", 4000, 0, (void *)cuStreamDestroy_v2, NULL},
     {"cuGetProcAddress", 11030, 0, (void *)cuGetProcAddress, NULL},
     {"cuGetProcAddress", 12000, 0, (void *)cuGetProcAddress_v2, NULL},
     {"cuMemAlloc", 3020, 0, (void *)cuMemAlloc_v2, NULL},

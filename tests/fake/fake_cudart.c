@@ -257,15 +257,16 @@ int fake_event_pending(cudaEvent_t e) {
     if (e == cudaSuccess) settle(c.stream);                                                        \
     return e;                                                                                      \
   }
-#define FAKE_EVENT_SYNC(name, params, args)   /* below */
-#define FAKE_EVENT_RECORD(name, params, args) /* below */
-#define FAKE_STREAM_WAIT(name, params, args)  /* below */
-#define FAKE_STREAM_QUERY(name, params, args) /* below */
-#define FAKE_EVENT_QUERY(name, params, args)  /* below */
-#define FAKE_IPC_EXPORT(name, params, args)   /* below */
-#define FAKE_MANAGED(name, params, args)      /* below */
-#define FAKE_HOST_MEM(name, params, args)     /* below, with the functions the shim only calls */
-#define FAKE_DEVICE_RESET(name, params, args) /* below */
+#define FAKE_EVENT_SYNC(name, params, args)     /* below */
+#define FAKE_EVENT_RECORD(name, params, args)   /* below */
+#define FAKE_STREAM_WAIT(name, params, args)    /* below */
+#define FAKE_STREAM_QUERY(name, params, args)   /* below */
+#define FAKE_EVENT_QUERY(name, params, args)    /* below */
+#define FAKE_IPC_EXPORT(name, params, args)     /* below */
+#define FAKE_MANAGED(name, params, args)        /* below */
+#define FAKE_STREAM_DESTROY(name, params, args) /* below */
+#define FAKE_HOST_MEM(name, params, args)       /* below, with the functions the shim only calls */
+#define FAKE_DEVICE_RESET(name, params, args)   /* below */
 #define PW_HOOK(name, class, params, args, stream) FAKE_##class(name, params, args)
 #include "hooks.def"
 
@@ -525,6 +526,15 @@ cudaError_t cudaMallocManaged(void **p, size_t n, unsigned flags) {
   fake_region_add(*p, n, cudaMemoryTypeManaged);
   return cudaSuccess;
 }
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  CALL_RECORD(.stream = s);
+  if (e != cudaSuccess) return e;
+  if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread)
+    return last_error = cudaErrorInvalidResourceHandle;
+  ((fake_stream *)s)->magic = 0; /* the memory is kept: a later stream never gets this handle */
+  return cudaSuccess;
+}
+
 /* The stream-ordered allocator's free: at once (every "device" is host memory). */
 cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
   CALL_RECORD(.dst = p, .stream = s);
