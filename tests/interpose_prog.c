@@ -10,6 +10,7 @@
  *   fillahead, fillahead_hazards: cp.asarray-shaped rounds over one pinned buffer with
  *   PINWHEEL_FILL_AHEAD, something that may change the buffer between fill and copy in some.
  *   capture: an H2D copy on a capturing stream (must reach CUDA unchanged).
+ *   managedvar: a __managed__ variable registered, then a staged copy and its sync.
  *   nodriver: a cudaMalloc that fails where CUDA is unusable (FAKE_NO_DRIVER), then exit 1.
  *   fork: calls, fork, calls in the child, wait.
  *   none: no CUDA call at all.
@@ -294,6 +295,24 @@ static int mode_reset(void) {
 static void host_fn(void *p) {
   *(int *)p = 1;
 }
+/* A program with a __managed__ variable (registered as its CUDA code loads): a copy and its sync,
+ * which must be real (a kernel may have written the variable the host reads next). */
+void __cudaRegisterManagedVar(void **, void **, char *, const char *, int, size_t, int, int);
+static int mode_managedvar(void) {
+  static char var[64];
+  __cudaRegisterManagedVar(NULL, (void **)&var, var, "var", 0, sizeof var, 0, 0);
+  size_t n = 2 << 20;
+  char *dev, *src = calloc(1, n);
+  cudaMalloc((void **)&dev, n);
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  free(src);
+  printf("managedvar done\n");
+  return failures != 0;
+}
+
 /* As a CUDA program does where CUDA is unusable: its first call fails, it says so and exits 1. */
 static int mode_nodriver(void) {
   void *p;
@@ -760,6 +779,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "fork")) return mode_fork();
   if (!strcmp(m, "elide")) return mode_elide();
   if (!strcmp(m, "nodriver")) return mode_nodriver();
+  if (!strcmp(m, "managedvar")) return mode_managedvar();
   if (!strcmp(m, "nvtx")) return mode_nvtx();
   if (!strcmp(m, "reopen2") && argc > 2) return mode_reopen2(argv[2]);
   if (!strcmp(m, "exec-traced")) return mode_exec_traced(argv[0]);

@@ -277,8 +277,9 @@ static int run_host_write(unsigned seed, int how) {
   staged_copy(e, dst, 8192, s, &seed, &expect);
   free(expect);
   if (!pw_elide_sync(&sim_ops, s, 0, why)) { /* kept: the front end makes the real sync */
+    uint64_t before = pw_elide_now();
     sim_stream_sync(s);
-    pw_elide_synced(&sim_ops, s);
+    pw_elide_synced(&sim_ops, s, before);
   }
   int seen = value == 42;
   end_run(e);
@@ -314,8 +315,9 @@ static void test_real_sync_cleans_the_stream(void **state) {
   staged_copy(e, dst, 4096, s, &seed, &expect);
   free(expect);
   assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 0);
+  uint64_t before = pw_elide_now();
   sim_stream_sync(s);
-  pw_elide_synced(&sim_ops, s);
+  pw_elide_synced(&sim_ops, s, before);
   staged_copy(e, dst, 4096, s, &seed, &expect);
   free(expect);
   assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 1);
@@ -509,8 +511,9 @@ static void test_device_sync_retires(void **state) {
   one_copy(e, s, &seed);
   assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 1);
   assert_int_equal(atomic_load(&pw_elide_live), 1);
+  uint64_t before = pw_elide_now();
   sim_ops.device_sync();
-  pw_elide_synced(&sim_ops, NULL);
+  pw_elide_synced(&sim_ops, NULL, before);
   assert_int_equal(atomic_load(&pw_elide_live), 0);
   pw_elide_fence(&sim_ops, t);
   assert_int_equal(pw_get(&pw_st.sync_fences), 0);
@@ -555,6 +558,53 @@ static void test_destroyed_stream_forgotten(void **state) {
   end_run(e);
 }
 
+/* A real sync covers what was queued before it began: an elision or a host write that another
+ * thread made while it waited stays (it once retired them: a later launch on another stream went
+ * unfenced, a host function's stream was taken as clean). */
+static void test_real_sync_covers_only_before_it(void **state) {
+  setup_run(1, 1);
+  pw_engine *e = engine();
+  void *s = sim_stream_new(0), *t = sim_stream_new(0);
+  unsigned seed = 1;
+  uint64_t before = pw_elide_now(); /* thread A's real sync of s begins */
+  one_copy(e, s, &seed);            /* thread B: a copy and its elided sync */
+  assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 1);
+  static int value;
+  sim_enqueue_callback(s, host_store, &value); /* and a host function */
+  pw_elide_host_write(&sim_ops, s);
+  pw_elide_synced(&sim_ops, s, before); /* A's sync returns */
+  assert_int_equal(atomic_load(&pw_elide_live), 1);
+  pw_elide_fence(&sim_ops, t);
+  assert_int_equal(pw_get(&pw_st.sync_fences), 1);
+  one_copy(e, s, &seed);
+  assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 0); /* still dirty: kept */
+  assert_int_equal(pw_get(&pw_st.sync_kept[PW_KEEP_HOST_WRITE]), 1);
+  end_run(e);
+}
+
+/* The legacy default stream synchronises with every blocking stream: a host function queued on it
+ * keeps another stream's sync real, and one queued on another stream the legacy stream's. */
+static void test_legacy_host_write_reaches_other_streams(void **state) {
+  setup_run(1, 1);
+  pw_engine *e = engine();
+  void *s = sim_stream_new(0);
+  unsigned seed = 1;
+  static int value;
+  sim_enqueue_callback((void *)1, host_store, &value);
+  pw_elide_host_write(&sim_ops, (void *)1);
+  one_copy(e, s, &seed);
+  assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 0);
+  end_run(e);
+  setup_run(1, 1);
+  e = engine();
+  s = sim_stream_new(0);
+  sim_enqueue_callback(s, host_store, &value);
+  pw_elide_host_write(&sim_ops, s);
+  one_copy(e, (void *)1, &seed);
+  assert_int_equal(pw_elide_sync(&sim_ops, (void *)1, 0, -1), 0);
+  end_run(e);
+}
+
 static void test_off_never_elides(void **state) {
   setup_run(1, 1);
   pw_engine *e = engine();
@@ -590,6 +640,8 @@ int main(void) {
       cmocka_unit_test(test_device_sync_retires),
       cmocka_unit_test(test_capturing_stream_not_fenced),
       cmocka_unit_test(test_destroyed_stream_forgotten),
+      cmocka_unit_test(test_real_sync_covers_only_before_it),
+      cmocka_unit_test(test_legacy_host_write_reaches_other_streams),
       cmocka_unit_test(test_off_never_elides),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -980,6 +980,11 @@ static void test_stage_sync_elision(void **state) {
   assert_int_equal(jget(v, "staging", "sync_elided", NULL), 0);
   assert_int_equal(jget(v, "sync_fences", NULL), 0);
   yajl_tree_free(v);
+  /* a __managed__ variable: a kernel may write it and the host read it, so the sync is real */
+  v = run_stage("managedvar", lazy, 0);
+  assert_int_equal(jget(v, "staging", "sync_elided", NULL), 0);
+  assert_int_equal(jget(v, "sync_kept", "mapped", NULL), 1);
+  yajl_tree_free(v);
   /* a device that reaches pageable memory: a kernel might write any host memory */
   const char *hmm[] = {"FAKE_LAZY_EVENTS=1", "FAKE_PAGEABLE_ACCESS=1", NULL};
   v = run_stage("elide", hmm, 0);

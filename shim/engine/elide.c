@@ -48,6 +48,7 @@ typedef struct slot {
 typedef struct dirty_entry {
   key k;
   int used;
+  uint64_t seq; /* when the last host write was queued on it */
 } dirty_entry;
 
 typedef struct event_entry {
@@ -62,7 +63,7 @@ atomic_int pw_elide_live; /* live slots: the fast path of the fence */
 static _Atomic uintptr_t sole_h, sole_tid;
 static atomic_int sole_dev;
 static int enabled = 1, stopped;
-static uint64_t seq;
+static uint64_t seq; /* the order of elisions, event records and host writes (under mu) */
 static slot slots[SLOTS];
 static dirty_entry dirty[DIRTY];
 static int dirty_overflow; /* a stream could not be remembered: every stream counts as dirty */
@@ -94,6 +95,12 @@ static int lock(const pw_ops *ops) {
   pthread_mutex_lock(&mu);
   return ops->relax_capture(0, 0);
 }
+
+/* Forget the error a call of ours left as the thread's last error, unless the program had one
+ * pending before (asked first: error_pending), which stays the program's to read. */
+static void clear_ours(const pw_ops *ops, int pending) {
+  if (!pending) ops->clear_error();
+}
 static void unlock(const pw_ops *ops, int mode) {
   ops->relax_capture(1, mode);
   pthread_mutex_unlock(&mu);
@@ -101,13 +108,22 @@ static void unlock(const pw_ops *ops, int mode) {
 
 /* ---- keys ---- */
 
+/* This thread's number, never reused in the process (pthread_self is: a thread started after
+ * another ended may get its id, and would be taken for the owner of its per-thread stream). */
+static _Atomic uintptr_t threads_seen;
+static __thread uintptr_t thread_no;
+static uintptr_t this_thread(void) {
+  if (!thread_no) thread_no = atomic_fetch_add(&threads_seen, 1) + 1;
+  return thread_no;
+}
+
 static key key_of(const pw_ops *ops, void *h) {
   key k = {h, -1, 0};
   if ((uintptr_t)h <= 2) { /* legacy (1) or per-thread (2): the current device's */
     int d = -1;
     if (ops->get_device(&d)) d = -1;
     k.dev = d;
-    if ((uintptr_t)h == 2) k.tid = (uintptr_t)pthread_self();
+    if ((uintptr_t)h == 2) k.tid = this_thread();
   }
   return k;
 }
@@ -125,22 +141,33 @@ static dirty_entry *dirty_find(key k) {
 }
 
 static void dirty_set(key k) {
-  if (dirty_find(k)) return;
+  dirty_entry *d = dirty_find(k);
+  if (d) {
+    d->seq = ++seq;
+    return;
+  }
   for (int i = 0; i < DIRTY; i++)
     if (!dirty[i].used) {
-      dirty[i] = (dirty_entry){k, 1};
+      dirty[i] = (dirty_entry){k, 1, ++seq};
       return;
     }
   dirty_overflow = 1;
 }
 
+/* Work on the stream k can write host memory: its own, or, through the legacy default stream's
+ * implicit synchronisation, the legacy stream's for any other stream and any stream's for the
+ * legacy one (a stream created non-blocking is spared neither: its flags are not known here). */
 static int is_dirty(key k) {
-  return dirty_overflow || dirty_find(k) != NULL;
+  if (dirty_overflow || dirty_find(k)) return 1;
+  for (int i = 0; i < DIRTY; i++)
+    if (dirty[i].used && ((uintptr_t)k.h == 1 || (uintptr_t)dirty[i].k.h == 1)) return 1;
+  return 0;
 }
 
-static void dirty_clear(key k) {
+/* A real sync that began at `before` covered what was queued until then. */
+static void dirty_clear(key k, uint64_t before) {
   dirty_entry *d = dirty_find(k);
-  if (d) d->used = 0;
+  if (d && d->seq <= before) d->used = 0;
 }
 
 /* ---- the program's events (under mu) ---- */
@@ -259,7 +286,7 @@ static int wait_slot(slot *s) {
 }
 
 int pw_elide_sync(const pw_ops *ops, void *s, int device, int why) {
-  int cm = lock(ops);
+  int cm = lock(ops), pend = ops->error_pending();
   int r = 0;
   key k = key_of(ops, s);
   int cur = -1;
@@ -308,7 +335,7 @@ int pw_elide_sync(const pw_ops *ops, void *s, int device, int why) {
   void *ev = take_event(ops, device);
   if (!ev || ops->event_record(ev, s)) {
     if (ev) give_event(ev, device);
-    ops->clear_error(); /* the failure was ours: the real sync reports the program's own */
+    clear_ours(ops, pend); /* the failure was ours: the real sync reports the program's own */
     r = keep(PW_KEEP_ERROR);
     goto out;
   }
@@ -324,18 +351,25 @@ out:
   return r;
 }
 
-void pw_elide_synced(const pw_ops *ops, void *s) {
+uint64_t pw_elide_now(void) {
+  pthread_mutex_lock(&mu);
+  uint64_t now = seq;
+  pthread_mutex_unlock(&mu);
+  return now;
+}
+
+void pw_elide_synced(const pw_ops *ops, void *s, uint64_t before) {
   pthread_mutex_lock(&mu);
   if (s) {
     key k = key_of(ops, s);
     slot *sl = slot_of(k);
-    if (sl) retire(sl);
-    dirty_clear(k);
-  } else { /* a device sync: the current device's elided syncs are done */
+    if (sl && sl->seq <= before) retire(sl); /* not one another thread elided meanwhile */
+    dirty_clear(k, before);
+  } else { /* a device sync: the current device's elided syncs before it are done */
     int d = -1;
     if (!ops->get_device(&d))
       for (int i = 0; i < SLOTS; i++)
-        if (slots[i].live && slots[i].dev == d) retire(&slots[i]);
+        if (slots[i].live && slots[i].dev == d && slots[i].seq <= before) retire(&slots[i]);
   }
   pthread_mutex_unlock(&mu);
 }
@@ -350,15 +384,16 @@ static int sole_stream(const pw_ops *ops, void *t) {
   if (h > 2) return 1;
   int d = -1;
   if (ops->get_device(&d) || d != atomic_load_explicit(&sole_dev, memory_order_relaxed)) return 0;
-  return h == 1 ||
-         atomic_load_explicit(&sole_tid, memory_order_relaxed) == (uintptr_t)pthread_self();
+  return h == 1 || atomic_load_explicit(&sole_tid, memory_order_relaxed) == this_thread();
 }
 
 void pw_elide_fence_slow(const pw_ops *ops, void *t) {
   if (DROP(1) || sole_stream(ops, t)) return;
-  int cm = lock(ops), cap = 0;
+  int cm = lock(ops), cap = 0, pend = ops->error_pending();
   /* work captured into a graph runs when the graph is launched, and that launch is fenced */
-  if (!ops->stream_capturing(t, &cap) && cap) {
+  int crc = ops->stream_capturing(t, &cap);
+  if (crc) clear_ours(ops, pend);
+  if (!crc && cap) {
     unlock(ops, cm);
     return;
   }
@@ -388,7 +423,7 @@ void pw_elide_fence_slow(const pw_ops *ops, void *t) {
     }
     /* the query or the wait failed (an error of earlier work, a bad handle): wait here, so that
      * nothing runs before the elided work whatever the device says */
-    ops->clear_error();
+    clear_ours(ops, pend);
     wait_slot(sl);
     i = -1; /* the table may have changed while mu was dropped: look again */
   }

@@ -28,9 +28,11 @@ void pw_elide_configure(int on);
  * the caller makes the real sync (the reason counted). Before an elision the previous one of s is
  * waited for: the host runs at most one sync ahead. */
 int pw_elide_sync(const pw_ops *ops, void *s, int device, int keep);
-/* A real sync of s (stream sync: s; device sync: s NULL) returned success: what was elided there
- * is done, and the stream's host writes with it. */
-void pw_elide_synced(const pw_ops *ops, void *s);
+/* A real sync of s (stream sync: s; device sync: s NULL) that began when pw_elide_now() said
+ * `before` returned success: what was elided there until then is done, and the stream's host
+ * writes queued until then with it (not what another thread queued or elided meanwhile). */
+uint64_t pw_elide_now(void);
+void pw_elide_synced(const pw_ops *ops, void *s, uint64_t before);
 
 /* Work is about to be enqueued on stream t: it first waits for every elided sync of another
  * stream that may still be running. */

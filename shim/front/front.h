@@ -178,10 +178,13 @@ static inline void pw_after_real(void) {
   if (mode == PW_MODE_OFF) PW_FRONT_OFF(T, f_, args);                                              \
   void *s_ = (void *)(stream_expr);                                                                \
   if (pw_front_sync_elided(ops, id, s_)) return OK;                                                \
+  uint64_t before_ = mode == PW_MODE_STAGE ? pw_elide_now() : 0;                                   \
   uint64_t t0 = pw_now_ns();                                                                       \
   T r = f_ args;                                                                                   \
   pw_count_sync(id, pw_now_ns() - t0);                                                             \
-  if (r == OK && mode == PW_MODE_STAGE) pw_elide_synced(ops, s_);                                  \
+  /* cuCtxSynchronize_v2 may name another context than the current one: nothing is assumed */      \
+  if (r == OK && mode == PW_MODE_STAGE && id != PW_H_cuCtxSynchronize_v2)                          \
+    pw_elide_synced(ops, s_, before_);                                                             \
   return r;
 
 /* ---- sync elision's entry points (hooks.def's EVENT_SYNC to MANAGED) ----

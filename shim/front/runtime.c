@@ -260,6 +260,22 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
 #define PW_HOOK(name, class, params, args, stream) PW_WRAP_##class(name, params, args, stream)
 #include "hooks.def"
 
+/* A __managed__ variable of the program (its registration, made when the program's CUDA code is
+ * loaded): memory a kernel may write and the host read, which no allocation call names, so sync
+ * elision counts it as managed memory held (pw_managed_seen).  Then the runtime's own. */
+PW_EXPORT void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress,
+                                        char *deviceAddress, const char *deviceName, int ext,
+                                        size_t size, int constant, int global);
+void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress, char *deviceAddress,
+                              const char *deviceName, int ext, size_t size, int constant,
+                              int global) {
+  atomic_store_explicit(&pw_managed_seen, 1, memory_order_release);
+  void (*f)(void **, void **, char *, const char *, int, size_t, int, int) = NULL;
+  *(void **)&f = pw_runtime_lookup("__cudaRegisterManagedVar");
+  if (f)
+    f(fatCubinHandle, hostVarPtrAddress, deviceAddress, deviceName, ext, size, constant, global);
+}
+
 int pw_cuda_unusable(char *why, size_t n) {
   void *rt = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
   void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);

@@ -491,6 +491,18 @@ CUresult cuIpcGetEventHandle(CUipcEventHandle *h, CUevent e) {
   memset(h, 0, sizeof *h);
   return counted(__func__);
 }
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle h, unsigned int flags) {
+  *p = 0;
+  return counted(__func__);
+}
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os,
+                                        CUmemAllocationHandleType t) {
+  *h = 0;
+  return counted(__func__);
+}
+CUresult cuPointerSetAttribute(const void *v, CUpointer_attribute a, CUdeviceptr p) {
+  return counted(__func__);
+}
 CUresult cuMemExportToShareableHandle(void *sh, CUmemGenericAllocationHandle h,
                                       CUmemAllocationHandleType t, unsigned long long flags) {
   return counted(__func__);
@@ -584,6 +596,9 @@ static const proc procs[] = {
     {"cuIpcGetMemHandle", 4010, 0, (void *)cuIpcGetMemHandle, NULL},
     {"cuIpcGetEventHandle", 4010, 0, (void *)cuIpcGetEventHandle, NULL},
     {"cuMemExportToShareableHandle", 10020, 0, (void *)cuMemExportToShareableHandle, NULL},
+    {"cuIpcOpenMemHandle", 11000, 0, (void *)cuIpcOpenMemHandle_v2, NULL},
+    {"cuMemImportFromShareableHandle", 10020, 0, (void *)cuMemImportFromShareableHandle, NULL},
+    {"cuPointerSetAttribute", 6000, 0, (void *)cuPointerSetAttribute, NULL},
     {"cuMemAllocManaged", 6000, 0, (void *)cuMemAllocManaged, NULL},
     {"cuMemsetD8Async", 3020, 0, (void *)cuMemsetD8Async, NULL},
     {"cuLaunchHostFunc", 10000, 0, (void *)cuLaunchHostFunc, NULL},
