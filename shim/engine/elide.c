@@ -63,7 +63,9 @@ atomic_int pw_elide_live; /* live slots: the fast path of the fence */
 static _Atomic uintptr_t sole_h, sole_tid;
 static atomic_int sole_dev;
 static int enabled = 1, stopped;
-static uint64_t seq; /* the order of elisions, event records and host writes (under mu) */
+/* The order of elisions, event records and host writes: advanced under mu; read without it by
+ * pw_elide_now, which every real sync asks. */
+static _Atomic uint64_t seq;
 static slot slots[SLOTS];
 static dirty_entry dirty[DIRTY];
 static int dirty_overflow; /* a stream could not be remembered: every stream counts as dirty */
@@ -352,10 +354,7 @@ out:
 }
 
 uint64_t pw_elide_now(void) {
-  pthread_mutex_lock(&mu);
-  uint64_t now = seq;
-  pthread_mutex_unlock(&mu);
-  return now;
+  return atomic_load_explicit(&seq, memory_order_acquire);
 }
 
 void pw_elide_synced(const pw_ops *ops, void *s, uint64_t before) {
@@ -527,6 +526,6 @@ void pw_elide_test_reset(void) {
   pw_elide_after_fork_child();
   stopped = 0;
   enabled = 1;
-  seq = 0;
+  atomic_store(&seq, 0);
 }
 #endif

@@ -208,28 +208,24 @@ static inline void pw_after_real(void) {
   pw_count_sync(id, pw_now_ns() - t0);                                                             \
   return r;
 
-/* An event recorded on a stream: the stream is fenced first, then the record noted. */
-#define PW_FRONT_EVENT_RECORD_BODY(T, OK, real, missing, ops, id, args, stream_expr)               \
+/* An event recorded on a stream, or a stream made to wait for an event: the stream is fenced
+ * first; then the record is noted, or the stream inherits what the event follows (`then`). */
+#define PW_FRONT_ENQUEUE_NOTED(T, OK, real, missing, ops, id, args, stream_expr, then)             \
   PW_FRONT_ELIDE_ENTER(T, real, missing, args)                                                     \
   void *s_ = (void *)(stream_expr);                                                                \
   pw_elide_fence(ops, s_);                                                                         \
   T r = f_ args;                                                                                   \
   pw_after_real();                                                                                 \
   pw_count_call(id, 0);                                                                            \
-  if (r == OK) pw_elide_recorded(ops, (void *)(PW_ARG1 args), s_);                                 \
+  if (r == OK) then;                                                                               \
   return r;
-
-/* A stream made to wait for an event: fenced first; it inherits what the event follows. */
 #define PW_ARG2(a, b, ...) b
+#define PW_FRONT_EVENT_RECORD_BODY(T, OK, real, missing, ops, id, args, stream_expr)               \
+  PW_FRONT_ENQUEUE_NOTED(T, OK, real, missing, ops, id, args, stream_expr,                         \
+                         pw_elide_recorded(ops, (void *)(PW_ARG1 args), s_))
 #define PW_FRONT_STREAM_WAIT_BODY(T, OK, real, missing, ops, id, args, stream_expr)                \
-  PW_FRONT_ELIDE_ENTER(T, real, missing, args)                                                     \
-  void *s_ = (void *)(stream_expr);                                                                \
-  pw_elide_fence(ops, s_);                                                                         \
-  T r = f_ args;                                                                                   \
-  pw_after_real();                                                                                 \
-  pw_count_call(id, 0);                                                                            \
-  if (r == OK) pw_elide_waits(ops, s_, (void *)(PW_ARG2 args));                                    \
-  return r;
+  PW_FRONT_ENQUEUE_NOTED(T, OK, real, missing, ops, id, args, stream_expr,                         \
+                         pw_elide_waits(ops, s_, (void *)(PW_ARG2 args)))
 
 /* Questions: what an elided sync would change the answer of is waited for first. */
 #define PW_FRONT_STREAM_QUERY_BODY(T, real, missing, ops, id, args, stream_expr)                   \
