@@ -27,6 +27,11 @@ PINWHEEL_SYNC=keep, and the hand-written pin_memory=True + non_blocking, each a 
 steps; the ratio of pinwheel's throughput to pinned's (targets: ResNet-50 >= 1.0, ResNet-18 >=
 0.95) and the syncs pinwheel elided per step (its summary).
 
+The options docs/RESULTS.md lists "to measure" (`--only options`): naive_copy of 16 MiB (deferred),
+1 MiB and 256 KiB copies, under pinwheel with PINWHEEL_DEFER=0, PINWHEEL_STRICT=1,
+PINWHEEL_MIN_BYTES=2M (the copy not staged) and PINWHEEL_SETUP=inline, against CUDA alone and
+ideal_copy.
+
 Real libraries nobody here wrote, each skipped with a message when its package is missing:
     --only libs      (= cupy,numba,pin,hf,lightning)
     --only fill      CuPy's pattern in C (samples/pinned_fill): a memmove into pinned memory, then
@@ -343,9 +348,7 @@ def main():
 
     if "jax" in only:  # the driver front end: JAX reaches CUDA without the runtime
         put = [py, "samples/jax_put.py", "--mib", "256"]
-        xla = dict(shim, PINWHEEL_XLA_STAGING="xla")
-        variants = [("JAX", put, {}), ("JAX + pinwheel", put, shim),
-                    ("JAX + pinwheel, XLA's own staging (PINWHEEL_XLA_STAGING=xla)", put, xla)]
+        variants = [("JAX", put, {}), ("JAX + pinwheel", put, shim)]
         print("jax.device_put of a 256 MiB numpy array:", flush=True)
         r = interleave(variants, a.reps, r"device_put ([\d.]+) GB/s .*device_get ([\d.]+) GB/s, bytes ok", log)
         table("jax.device_put / device_get of a 256 MiB numpy array (GB/s, median of %d runs of median-of-7)"
@@ -353,7 +356,6 @@ def main():
               [[n, f"{med(v, 0):.1f}", f"{med(v, 1):.1f}"] for n, v in r.items()])
         jc = [py, "samples/jax_copybound.py", "--iters", "20"]
         variants = [("JAX, numpy batches", jc, {}), ("JAX, numpy batches + pinwheel", jc, shim),
-                    ("JAX, numpy batches + pinwheel, XLA's own staging", jc, xla),
                     ("JAX, batches already on the GPU (limit)", jc + ["--data", "device"], {})]
         print("JAX copy-bound loop (256 MiB float32 batch per step, small MLP):", flush=True)
         r = interleave(variants, a.reps, r"([\d.]+) ms/iter", log)
@@ -367,10 +369,6 @@ def main():
         variants = [("CUDA runtime", bw, {}),
                     ("pinwheel (defaults)", bw, shim),
                     ("pinwheel, 8 threads", bw, dict(shim, PINWHEEL_THREADS="8")),
-                    ("pinwheel, 256M pool of 8M chunks, non-temporal stores", bw,
-                     dict(shim, PINWHEEL_HOST_POOL="256M", PINWHEEL_CHUNK="8M", PINWHEEL_NT_STORES="1")),
-                    ("pinwheel, PINWHEEL_D2H_FRESH=populate", bw, dict(shim, PINWHEEL_D2H_FRESH="populate")),
-                    ("pinwheel, PINWHEEL_D2H_FRESH=hugepages", bw, dict(shim, PINWHEEL_D2H_FRESH="hugepages")),
                     ("pinwheel, PINWHEEL_SETUP=inline", bw, dict(shim, PINWHEEL_SETUP="inline"))]
         if a.bw_variants:
             chosen = a.bw_variants.split(",")
@@ -384,6 +382,29 @@ def main():
                "D2H, fresh destination", "first copy (ms)"],
               [[n, f"{med(v, 0):.1f}", f"{med(v, 1):.1f}", f"{med(v, 2):.1f}", f"{med(v, 3):.1f}",
                 f"{med(v, 4):.1f}"] for n, v in r.items()])
+
+    if "options" in only:  # the options docs/RESULTS.md lists "to measure"
+        # naive_copy with copies pinwheel defers (16 MiB: under half the 48 MiB pool) and with copies
+        # near PINWHEEL_MIN_BYTES (256 KiB, 1 MiB); each size against CUDA alone and the hand-written
+        # pinned copy, interleaved
+        rows = []
+        for size, iters, kms in (("16", "200", "1"), ("1", "400", "0.2"), ("256K", "400", "0.1")):
+            args = [size, iters, kms]
+            nc = [f"{B}/naive_copy"] + args
+            variants = [(f"{size}: naive_copy", nc, {}),
+                        (f"{size}: + pinwheel", nc, shim),
+                        (f"{size}: + pinwheel, PINWHEEL_DEFER=0", nc, nodefer),
+                        (f"{size}: + pinwheel, PINWHEEL_STRICT=1", nc, dict(shim, PINWHEEL_STRICT="1")),
+                        (f"{size}: + pinwheel, PINWHEEL_MIN_BYTES=2M (not staged)", nc,
+                         dict(shim, PINWHEEL_MIN_BYTES="2M")),
+                        (f"{size}: + pinwheel, PINWHEEL_SETUP=inline", nc, dict(shim, PINWHEEL_SETUP="inline")),
+                        (f"{size}: ideal_copy (hand-written)", [f"{B}/ideal_copy"] + args, {})]
+            print(f"naive_copy, {size} batch:", flush=True)
+            r = interleave(variants, a.reps, r"([\d.]+) ms/iter, checksum ok", log)
+            base = med(r[f"{size}: naive_copy"])
+            rows += [[n, f"{med(v):.3f}", f"{base / med(v):.3f} x"] for n, v in r.items()]
+        table("Options to decide (docs/RESULTS.md, \"Options, decided by measurement\"): naive_copy, "
+              "median of %d" % a.reps, ["variant", "ms/iter", "speedup vs naive_copy"], rows)
 
     if "copybound" in only:
         cb = [py, "samples/train_copybound.py", "--iters", "30"]
@@ -408,10 +429,6 @@ def main():
         inf = [py, "samples/infer_d2h.py", "--iters", "30"]
         variants = [("naive (.cpu())", inf + ["--mode", "naive"], {}),
                     ("naive + pinwheel", inf + ["--mode", "naive"], shim),
-                    ("naive + pinwheel, PINWHEEL_D2H_FRESH=populate", inf + ["--mode", "naive"],
-                     dict(shim, PINWHEEL_D2H_FRESH="populate")),
-                    ("naive + pinwheel, PINWHEEL_D2H_FRESH=hugepages", inf + ["--mode", "naive"],
-                     dict(shim, PINWHEEL_D2H_FRESH="hugepages")),
                     ("pinned buffers + non_blocking + events", inf + ["--mode", "pinned"], {}),
                     ("output stays on GPU (limit)", inf + ["--mode", "resident"], {})]
         print("D2H-heavy inference (128 MiB float32 output per step):", flush=True)
@@ -437,8 +454,7 @@ def main():
     if "cupy" in only and have(py, "cupy"):  # CuPy stages cp.asarray itself, through the runtime
         put = [py, "samples/cupy_put.py", "--mib", "256"]
         variants = [("CuPy", put, {}), ("CuPy + pinwheel", put, shim),
-                    ("CuPy + pinwheel, PINWHEEL_FILL_AHEAD=512M", put, dict(shim, PINWHEEL_FILL_AHEAD="512M")),
-                    ("CuPy + pinwheel, PINWHEEL_HOST_COPIES=0", put, dict(shim, PINWHEEL_HOST_COPIES="0"))]
+                    ("CuPy + pinwheel, PINWHEEL_FILL_AHEAD=512M", put, dict(shim, PINWHEEL_FILL_AHEAD="512M"))]
         print("CuPy asarray / asnumpy of a 256 MiB numpy array:", flush=True)
         r = interleave(variants, a.reps, r"asarray ([\d.]+) GB/s, asarray burst of \d+ ([\d.]+) GB/s, "
                        r"asnumpy ([\d.]+) GB/s, bytes ok", log)
@@ -468,7 +484,6 @@ def main():
     if "pin" in only:  # PyTorch's own pinned paths: recorded as the program's, must get no slower
         pin = [py, "samples/torch_pin.py", "--mib", "256"]
         variants = [("PyTorch", pin, {}), ("PyTorch + pinwheel", pin, shim),
-                    ("PyTorch + pinwheel, PINWHEEL_HOST_COPIES=0", pin, dict(shim, PINWHEEL_HOST_COPIES="0")),
                     ("PyTorch + pinwheel, PINWHEEL_FILL_AHEAD=512M", pin, dict(shim, PINWHEEL_FILL_AHEAD="512M"))]
         print("PyTorch pin_memory() of a 256 MiB tensor, DataLoader(pin_memory=True):", flush=True)
         r = interleave(variants, a.reps, r"pin_memory ([\d.]+) GB/s, pin_memory \+ to\(cuda\) ([\d.]+) GB/s, "

@@ -59,8 +59,8 @@ const char pw_help_options[] =
     "usage: pinwheel options\n"
     "Prints the PINWHEEL_* environment variables pinwheel reads: name, default, meaning.  They\n"
     "are read once, at the program's first CUDA call; sizes take K, M or G suffixes; a bad value\n"
-    "prints one warning naming the variable and the default kept.  `pinwheel run` passes them on;\n"
-    "PINWHEEL_HELP=1 makes a program under pinwheel print the same table.\n";
+    "prints one warning naming the variable and the default kept; a removed one, one warning\n"
+    "naming it removed.  `pinwheel run` passes them on.\n";
 
 #define PW_LIBRARY_MEANING "the libpinwheel.so that `pinwheel run` preloads"
 #define PW_LIBRARY_DEFAULT "the one installed beside the command"

@@ -1,19 +1,22 @@
 // ideal_copy — the hand-written ideal of naive_copy: the batches live in pinned memory, a copy
 // stream prefetches batch i+1 into the other of two device buffers while the kernel reads batch i.
-//   ideal_copy [MiB=64] [iters=40] [kernel_ms=6]
+//   ideal_copy [MiB=64] [iters=40] [kernel_ms=6]      (a size ending in K is in KiB: 256K)
 #include "common.cuh"
 
 int main(int argc, char **argv) {
-  size_t mib = argc > 1 ? atol(argv[1]) : 64;
+  char *unit = (char *)"";
+  size_t mib = argc > 1 ? strtoul(argv[1], &unit, 10) : 64;
   int iters = argc > 2 ? atoi(argv[2]) : 40;
   double kms = argc > 3 ? atof(argv[3]) : 6.0;
-  size_t bytes = mib << 20, words = bytes / 4;
+  int kib = *unit == 'K' || *unit == 'k'; // the size is in KiB
+  size_t bytes = kib ? mib << 10 : mib << 20, words = bytes / 4;
   const int NB = 4;
   uint32_t *h[NB];
   unsigned long long expect[NB];
   for (int b = 0; b < NB; b++) {
     CK(cudaHostAlloc(&h[b], bytes, cudaHostAllocDefault));
-    for (size_t i = 0; i < words; i++) h[b][i] = (uint32_t)(i * 2654435761u + b * 97u);
+    for (size_t i = 0; i < words; i++)
+      h[b][i] = (uint32_t)(i * 2654435761u + b * 97u);
     expect[b] = host_sum(h[b], words);
   }
   uint32_t *d[2];
@@ -57,7 +60,7 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   double ms = (now_ms() - t0) / iters;
   CK(cudaMemcpy(&got, dsum, sizeof got, cudaMemcpyDeviceToHost));
-  printf("ideal_copy: %zu MiB batch, %d iters: %.3f ms/iter, checksum %s\n", mib, iters, ms,
-         got == want ? "ok" : "MISMATCH");
+  printf("ideal_copy: %zu %s batch, %d iters: %.3f ms/iter, checksum %s\n", mib,
+         kib ? "KiB" : "MiB", iters, ms, got == want ? "ok" : "MISMATCH");
   return got == want ? 0 : 1;
 }

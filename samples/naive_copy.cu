@@ -3,21 +3,24 @@
 // every batch matched the host's.  Each iteration is an NVTX range `train_step#N` (N from 0, the
 // warm-up iterations included), so a trace's report can give per-step figures
 // (`pinwheel report --step-range '^train_step'`); without a tool attached NVTX does nothing.
-//   naive_copy [MiB=64] [iters=40] [kernel_ms=6]
+//   naive_copy [MiB=64] [iters=40] [kernel_ms=6]      (a size ending in K is in KiB: 256K)
 #include "common.cuh"
 #include <nvtx3/nvToolsExt.h>
 
 int main(int argc, char **argv) {
-  size_t mib = argc > 1 ? atol(argv[1]) : 64;
+  char *unit = (char *)"";
+  size_t mib = argc > 1 ? strtoul(argv[1], &unit, 10) : 64;
   int iters = argc > 2 ? atoi(argv[2]) : 40;
   double kms = argc > 3 ? atof(argv[3]) : 6.0;
-  size_t bytes = mib << 20, words = bytes / 4;
+  int kib = *unit == 'K' || *unit == 'k'; // the size is in KiB
+  size_t bytes = kib ? mib << 10 : mib << 20, words = bytes / 4;
   const int NB = 4; // distinct pageable batches, used in turn
   uint32_t *h[NB];
   unsigned long long expect[NB];
   for (int b = 0; b < NB; b++) {
     h[b] = (uint32_t *)malloc(bytes);
-    for (size_t i = 0; i < words; i++) h[b][i] = (uint32_t)(i * 2654435761u + b * 97u);
+    for (size_t i = 0; i < words; i++)
+      h[b][i] = (uint32_t)(i * 2654435761u + b * 97u);
     expect[b] = host_sum(h[b], words);
   }
   uint32_t *d;
@@ -46,7 +49,7 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   double ms = (now_ms() - t0) / iters;
   CK(cudaMemcpy(&got, dsum, sizeof got, cudaMemcpyDeviceToHost));
-  printf("naive_copy: %zu MiB batch, %d iters: %.3f ms/iter, checksum %s\n", mib, iters, ms,
-         got == want ? "ok" : "MISMATCH");
+  printf("naive_copy: %zu %s batch, %d iters: %.3f ms/iter, checksum %s\n", mib,
+         kib ? "KiB" : "MiB", iters, ms, got == want ? "ok" : "MISMATCH");
   return got == want ? 0 : 1;
 }

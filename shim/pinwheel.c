@@ -81,8 +81,6 @@ static void init_once(void) {
   pw_trace_start(); /* PINWHEEL_TRACE, in every mode: the first CUDA call is now */
   pw_sync_mode = (int)pw_option_get(PW_OPT_SYNC);
   pw_elide_configure(pw_sync_mode == PW_SYNC_ELIDE);
-  pw_host_copies = (int)pw_option_get(PW_OPT_HOST_COPIES);
-  if (pw_option_get(PW_OPT_HELP)) pw_options_print(pw_log_fd());
   if (pw_mode == PW_MODE_STAGE) {
     long long threads = pw_option_get(PW_OPT_THREADS);
     /* the default: a NUMA placement may cap it (pool.c); an explicit count stays */
@@ -95,15 +93,11 @@ static void init_once(void) {
     pw_engine_config cfg = {
         .mode = pw_mode,
         .min_bytes = (size_t)pw_option_get(PW_OPT_MIN_BYTES),
-        .max_bytes = (size_t)pw_option_get(PW_OPT_MAX_BYTES),
         .host_pool = (size_t)pw_option_get(PW_OPT_HOST_POOL),
         .device_ring = (size_t)pw_option_get(PW_OPT_DEVICE_RING),
         .chunk = (size_t)pw_option_get(PW_OPT_CHUNK),
         .threads = (int)threads,
-        .d2h = (int)pw_option_get(PW_OPT_D2H),
         .strict = (int)pw_option_get(PW_OPT_STRICT),
-        .nt = (int)pw_option_get(PW_OPT_NT_STORES),
-        .d2h_fresh = (int)pw_option_get(PW_OPT_D2H_FRESH),
         .background_setup = pw_option_get(PW_OPT_SETUP) == PW_SETUP_BACKGROUND,
         .defer = (int)pw_option_get(PW_OPT_DEFER),
         .numa = (int)pw_option_get(PW_OPT_NUMA),
@@ -200,8 +194,6 @@ __attribute__((destructor)) static void pw_fini(void) {
   atomic_store(&pw_st.guard_writes_waited, waited);
   atomic_store(&pw_st.guard_wait_ns, wait_ns);
   open_stats_target(&fd, &close_it);
-  const char *routine =
-      pw_memcpy_name(pw_option_get(PW_OPT_NT_STORES) ? pw_memcpy_best() : PW_MEMCPY_PORTABLE);
-  pw_stats_write(fd, (int)pw_option_get(PW_OPT_STATS_FORMAT), routine);
+  pw_stats_write(fd, (int)pw_option_get(PW_OPT_STATS_FORMAT), pw_memcpy_name(PW_MEMCPY_PORTABLE));
   if (close_it) close(fd);
 }

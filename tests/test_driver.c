@@ -124,7 +124,6 @@ static void test_stage_bytes(void **state) {
       const char *env[] = {PRELOAD,
                            "PINWHEEL_MODE=stage",
                            "PINWHEEL_SETUP=inline",
-                           "PINWHEEL_D2H=1",
                            ring ? "PINWHEEL_DEVICE_RING=4M" : "PINWHEEL_DEVICE_RING=0",
                            "PINWHEEL_CHUNK=1M", /* the ring's minimum is 4 chunks */
                            NULL};
@@ -228,12 +227,6 @@ static void test_host_copies(void **state) {
       yajl_tree_free(v);
     }
   }
-  /* PINWHEEL_HOST_COPIES=0: glibc's memcpy for all of them */
-  const char *argv[] = {PW_DRV_PROG, "hostcopy", "gpa", NULL};
-  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_HOST_COPIES=0", NULL};
-  yajl_val v = run_summary(argv, env, "hostcopy ok", 0);
-  assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), 0);
-  yajl_tree_free(v);
 }
 
 /* A copy in a context that is not the device's primary one goes to the driver unchanged. */
@@ -501,6 +494,7 @@ static void pjrt_case(const char *lib, const char *platform, const char *set,
 static void test_pjrt_client_options(void **state) {
   const char *stage[] = {PRELOAD, "PINWHEEL_MODE=stage", NULL};
   const char *observe[] = {PRELOAD, "PINWHEEL_MODE=observe", NULL};
+  /* PINWHEEL_XLA_STAGING was removed: set, it is ignored (warned about) and XLA's staging off */
   const char *xla[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_XLA_STAGING=xla", NULL};
   const char *reject[] = {PRELOAD, "PINWHEEL_MODE=stage", "FAKE_PJRT_REJECT=1", NULL};
   const char *major1[] = {PRELOAD, "PINWHEEL_MODE=stage", "FAKE_PJRT_MAJOR=1", NULL};
@@ -513,7 +507,9 @@ static void test_pjrt_client_options(void **state) {
             "platform_name=CUDA preallocate=false should_stage_host_to_device_transfers=false", 1,
             NULL);
   pjrt_case(PW_PJRT_CUDA, "cuda", NULL, observe, plain, 0, "table libxla_cuda_plugin.so");
-  pjrt_case(PW_PJRT_CUDA, "cuda", NULL, xla, plain, 0, "table libxla_cuda_plugin.so");
+  pjrt_case(PW_PJRT_CUDA, "cuda", NULL, xla,
+            "platform_name=cuda preallocate=false should_stage_host_to_device_transfers=false", 1,
+            "table (a copy)");
   pjrt_case(PW_PJRT_CUDA, "cuda", "set", stage,
             "platform_name=cuda preallocate=false should_stage_host_to_device_transfers=true", 0,
             NULL);

@@ -844,20 +844,13 @@ static void test_stage_bytes_and_paths(void **state) {
   assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 0);
   assert_int_equal(jget(v, "fallbacks", "no_state", "calls", NULL), 42);
   yajl_tree_free(v);
-  /* D2H staging off */
-  const char *nod2h[] = {"PINWHEEL_D2H=0", NULL};
-  v = run_stage("stage", nod2h, 0);
-  assert_int_equal(jget(v, "staging", "d2h", "calls", NULL), 0);
-  assert_int_equal(jget(v, "fallbacks", "direction", "calls", NULL), 21);
-  yajl_tree_free(v);
 }
 
 /* The program's own staging through the runtime (CuPy's asarray, PyTorch's pin_memory): pinned
  * memory from cudaHostAlloc, cudaMallocHost and cudaHostRegister is recorded, and in stage mode
  * its large memmove and memcpy into (5) and out of (1) it run on the staging threads; overlapping,
  * small, and copies into memory unregistered or freed (the same addresses mapped again) are
- * glibc's; the program's byte checks pass throughout.  Observe mode, and PINWHEEL_HOST_COPIES=0,
- * thread none of them. */
+ * glibc's; the program's byte checks pass throughout.  Observe mode threads none of them. */
 static void test_runtime_host_copies(void **state) {
   const char *argv[] = {PW_PROG, "hostcopy", NULL};
   const char *four[] = {"PINWHEEL_THREADS=4", NULL};
@@ -872,16 +865,11 @@ static void test_runtime_host_copies(void **state) {
   assert_int_equal(jget(v, "calls", "cudaHostUnregister", "calls", NULL), 1);
   assert_int_equal(jget(v, "calls", "cudaFreeHost", "calls", NULL), 2);
   yajl_tree_free(v);
-  /* plain stores (the threads copy with glibc's memmove): the same copies, counted once each */
-  const char *plain[] = {"PINWHEEL_THREADS=4", "PINWHEEL_NT_STORES=0", NULL};
-  v = run_staged(argv, plain, 0);
-  assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), 5);
-  assert_int_equal(jget(v, "staging", "host_copies_out_of_pinned", "calls", NULL), 1);
-  yajl_tree_free(v);
+  /* PINWHEEL_HOST_COPIES=0 was removed: set, it is ignored and the copies still threaded */
   const char *off[] = {"PINWHEEL_THREADS=4", "PINWHEEL_HOST_COPIES=0", NULL};
   v = run_staged(argv, off, 0);
-  assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), 0);
-  assert_int_equal(jget(v, "staging", "host_copies_out_of_pinned", "calls", NULL), 0);
+  assert_int_equal(jget(v, "staging", "host_copies_into_pinned", "calls", NULL), 5);
+  assert_int_equal(jget(v, "staging", "host_copies_out_of_pinned", "calls", NULL), 1);
   yajl_tree_free(v);
   const char *observe[] = {
       PRELOAD, "PINWHEEL_MODE=observe", "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json", stats_env,
@@ -1043,16 +1031,34 @@ static void test_ring_clamped(void **state) {
   free_result(&r);
 }
 
-static void test_help_and_bad_values(void **state) {
+/* Bad values and removed options: one warning line each, the program runs on (never an abort),
+ * and a removed option does nothing (PINWHEEL_HELP no longer prints the table). */
+static void test_bad_values_and_removed_options(void **state) {
   const char *argv[] = {PW_PROG, "counts", "1", NULL};
-  const char *env[] = {PRELOAD, "PINWHEEL_HELP=1", "PINWHEEL_MODE=bogus", "PINWHEEL_CHUNK=12Q",
+  const char *env[] = {PRELOAD,
+                       "PINWHEEL_MODE=bogus",
+                       "PINWHEEL_CHUNK=12Q",
+                       "PINWHEEL_HELP=1",
+                       "PINWHEEL_NT_STORES=1",
+                       "PINWHEEL_DEFER=large",
                        NULL};
   result r = run(argv, env);
   assert_int_equal(r.status, 0);
-  assert_non_null(strstr(r.err, "PINWHEEL_MODE=bogus is not valid; using the default, stage"));
-  assert_non_null(strstr(r.err, "PINWHEEL_CHUNK=12Q is not valid; using the default, 4M"));
-  assert_non_null(strstr(r.err, "PINWHEEL_DEVICE_RING"));
   assert_non_null(strstr(r.out, "counts done"));
+  const char *want[] = {
+      "PINWHEEL_MODE=bogus is not valid; using the default, stage\n",
+      "PINWHEEL_CHUNK=12Q is not valid; using the default, 4M\n",
+      "PINWHEEL_HELP was removed and is ignored (`pinwheel options` prints the table)\n",
+      "PINWHEEL_NT_STORES was removed and is ignored (plain stores into the pinned pool measured "
+      "faster)\n",
+      "PINWHEEL_DEFER=large was removed (deferring copies larger than half the pool measured "
+      "slower); using the default, 1\n"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    const char *w = strstr(r.err, want[i]);
+    if (!w) fail_msg("want %s\ngot %s", want[i], r.err);
+    if (strstr(w + 1, want[i])) fail_msg("twice: %s", want[i]); /* once per process */
+  }
+  assert_null(strstr(r.err, "PINWHEEL_DEVICE_RING")); /* no table */
   free_result(&r);
 }
 
@@ -1139,7 +1145,7 @@ int main(void) {
       cmocka_unit_test(test_wrapped_size_passes_through),
       cmocka_unit_test(test_ring_clamped),
       cmocka_unit_test(test_staging_resumes_after_reset),
-      cmocka_unit_test(test_help_and_bad_values),
+      cmocka_unit_test(test_bad_values_and_removed_options),
       cmocka_unit_test(test_launcher),
   };
   int rc = cmocka_run_group_tests(tests, setup, NULL);

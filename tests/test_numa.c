@@ -150,7 +150,6 @@ static void stage(int devices) {
                           .device_ring = 8 << 20,
                           .chunk = 1 << 20,
                           .threads = 4,
-                          .d2h = 1,
                           .numa = numa_on};
   pw_engine *e = pw_engine_create(&sim_ops, &cfg);
   size_t n = 4 << 20;
@@ -179,9 +178,7 @@ static void summary(int format, char *buf, size_t len) {
   snprintf(path, sizeof path, "%s/summary", tree);
   FILE *out = fopen(path, "w+");
   assert_non_null(out);
-  pw_stats_write(
-      fileno(out), format,
-      pw_memcpy_name(pw_option_get(PW_OPT_NT_STORES) ? pw_memcpy_best() : PW_MEMCPY_PORTABLE));
+  pw_stats_write(fileno(out), format, pw_memcpy_name(PW_MEMCPY_PORTABLE));
   fflush(out);
   rewind(out);
   size_t got = fread(buf, 1, len - 1, out);

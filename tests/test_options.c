@@ -116,6 +116,43 @@ static void test_environment(void **state) {
   assert_int_equal(pw_option_get(PW_OPT_MODE), PW_MODE_STAGE);
 }
 
+/* A removed option, or a removed value of a kept one: one warning line naming it removed, the
+ * default kept; none of them is parsed as an option; PINWHEEL_LOG=error silences them too. */
+static void test_removed_options_warn(void **state) {
+  const char *gone[] = {
+      "PINWHEEL_HELP",      "PINWHEEL_MAX_BYTES",   "PINWHEEL_D2H",         "PINWHEEL_NT_STORES",
+      "PINWHEEL_D2H_FRESH", "PINWHEEL_HOST_COPIES", "PINWHEEL_XLA_STAGING", NULL};
+  for (int i = 0; gone[i]; i++)
+    setenv(gone[i], "0", 1);
+  setenv("PINWHEEL_DEFER", "large", 1);
+  char *err = capture_stderr(init_opts);
+  for (int i = 0; gone[i]; i++) {
+    char want[96];
+    snprintf(want, sizeof want, "warning: %s was removed and is ignored (", gone[i]);
+    const char *w = strstr(err, want);
+    if (!w) fail_msg("no warning for %s:\n%s", gone[i], err);
+    if (strstr(w + 1, want)) fail_msg("%s warned twice", gone[i]);
+    if (!strchr(w, '\n') || strchr(w, '\n') - w > 200) fail_msg("%s: not one line", gone[i]);
+  }
+  assert_non_null(strstr(err, "PINWHEEL_DEFER=large was removed ("));
+  assert_non_null(strstr(err, "; using the default, 1\n"));
+  assert_null(strstr(err, "not valid")); /* removed, not merely bad */
+  assert_int_equal(pw_option_get(PW_OPT_DEFER), 1);
+  for (int i = 0; i < PW_OPT_COUNT; i++) /* the table no longer has them */
+    for (int k = 0; gone[k]; k++)
+      assert_string_not_equal(pw_option_name((pw_option_t)i), gone[k]);
+  /* a kept option's good value is silent; PINWHEEL_LOG=error silences the removed ones */
+  setenv("PINWHEEL_LOG", "error", 1);
+  err = capture_stderr(init_opts);
+  assert_string_equal(err, "");
+  unsetenv("PINWHEEL_LOG");
+  pw_log_set_level(PW_LOG_WARN);
+  for (int i = 0; gone[i]; i++)
+    unsetenv(gone[i]);
+  unsetenv("PINWHEEL_DEFER");
+  pw_options_reset();
+}
+
 static void test_table_lists_every_option(void **state) {
   char *out = capture_stderr(print_opts);
   for (int i = 0; i < PW_OPT_COUNT; i++)
@@ -164,6 +201,7 @@ int main(void) {
       cmocka_unit_test(test_sizes),
       cmocka_unit_test(test_enums_bools_ints),
       cmocka_unit_test(test_environment),
+      cmocka_unit_test(test_removed_options_warn),
       cmocka_unit_test(test_table_lists_every_option),
       cmocka_unit_test(test_parsed_once_before_any_read),
   };

@@ -1,11 +1,13 @@
 /* options.c — the one options table of libpinwheel (PINWHEEL_* environment variables).
  *
- * Owns: names, defaults, meanings and parsing; PINWHEEL_HELP's table; the README's options table
- * is this table.  Values are parsed once, by whichever thread asks first (init at the first hooked
- * call, or a thread that reads an option before it, as the NVTX path may), and only read through
+ * Owns: names, defaults, meanings and parsing; the table `pinwheel options` prints (the README's
+ * options table is this table); the options and values removed, each warned about once when set.
+ * Values are parsed once, by whichever thread asks first (init at the first hooked call, or a
+ * thread that reads an option before it, as the NVTX path may), and only read through
  * pw_option_get: a reader either parses them or waits until they are parsed, so no thread ever sees
  * a value being reset or half-parsed.
- * Must never: abort on a bad value (it warns once, naming the variable and the default kept).
+ * Must never: abort on a bad or removed value (it warns once, naming the variable and what is
+ * kept).
  */
 #define _GNU_SOURCE
 #include "pw.h"
@@ -32,9 +34,7 @@ static const char *const mode_choices[] = {"off", "observe", "stage", NULL};
 static const char *const log_choices[] = {"error", "warn", "info", "debug", NULL};
 static const char *const fmt_choices[] = {"text", "json", NULL};
 static const char *const sync_choices[] = {"keep", "elide", NULL};
-static const char *const fresh_choices[] = {"touch", "populate", "hugepages", NULL};
 static const char *const setup_choices[] = {"background", "inline", NULL};
-static const char *const xla_choices[] = {"pinwheel", "xla", NULL};
 static const char *const capture_choices[] = {"none", "cudaProfilerApi", NULL};
 
 #define KiB 1024LL
@@ -52,12 +52,8 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
          "used CUDA, each in one write (json: one object a line; %p = pid)"},
     [PW_OPT_STATS_FORMAT] = {"PINWHEEL_STATS_FORMAT", T_ENUM, PW_FMT_TEXT, fmt_choices,
                              "summary format: text or json"},
-    [PW_OPT_HELP] = {"PINWHEEL_HELP", T_BOOL, 0, NULL,
-                     "print this table once, at the first CUDA call"},
     [PW_OPT_MIN_BYTES] = {"PINWHEEL_MIN_BYTES", T_SIZE, 64 * KiB, NULL,
                           "smallest copy that is staged (smaller ones go to CUDA unchanged)"},
-    [PW_OPT_MAX_BYTES] = {"PINWHEEL_MAX_BYTES", T_SIZE, 0, NULL,
-                          "largest copy that is staged; 0 = no limit"},
     [PW_OPT_HOST_POOL] = {"PINWHEEL_HOST_POOL", T_SIZE, 48 * MiB, NULL,
                           "pinned staging memory per device, allocated at the first staged copy; "
                           "small enough to stay in the CPU's last-level cache, where the DMA "
@@ -74,8 +70,6 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                         "CPUs this process may use (affinity, cgroup limit) divided by "
                         "LOCAL_WORLD_SIZE, at most 16; placed on a GPU's NUMA node, at most "
                         "that node's CPUs divided among the local ranks sharing it"},
-    [PW_OPT_D2H] = {"PINWHEEL_D2H", T_BOOL, 1, NULL,
-                    "stage device-to-pageable copies through pinned chunks (still blocking)"},
     [PW_OPT_STRICT] = {"PINWHEEL_STRICT", T_BOOL, 0, NULL,
                        "cudaMemcpy waits for the stream before staging, as CUDA documents"},
     [PW_OPT_DEFER] =
@@ -83,30 +77,12 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
          "in stage mode, a staged host-to-device copy of 1 MiB or more that fits in half the "
          "pinned pool returns once it is queued: its copy into pinned memory runs afterwards on "
          "a pinwheel thread, and until a page of the source is copied every write to it waits "
-         "(the source guard, userfaultfd write-protect; see README); large: larger copies too, "
-         "reusing the pool's chunks (slower where measured: docs/RESULTS.md); 0 = copy in before "
+         "(the source guard, userfaultfd write-protect; see README); 0 = copy in before "
          "returning"},
     [PW_OPT_SYNC] = {"PINWHEEL_SYNC", T_ENUM, PW_SYNC_ELIDE, sync_choices,
                      "elide: in stage mode, a stream sync right after a pageable host-to-device "
                      "copy on that stream returns at once, and pinwheel keeps every other stream, "
                      "query and host read from seeing it (see README); keep: every sync waits"},
-    [PW_OPT_NT_STORES] = {"PINWHEEL_NT_STORES", T_BOOL, 0, NULL,
-                          "copy into pinned staging memory with non-temporal (cache-bypassing) "
-                          "stores where the CPU has them; 0 = memcpy (faster with a pool that "
-                          "fits in the cache: the DMA then reads it from there)"},
-    [PW_OPT_D2H_FRESH] =
-        {"PINWHEEL_D2H_FRESH", T_ENUM, PW_FRESH_HUGEPAGES, fresh_choices,
-         "a staged device-to-host copy into memory nothing has touched yet: "
-         "touch: the copy threads take the page faults as they write; populate: "
-         "the copy threads and the caller map its pages (MADV_POPULATE_WRITE) while the "
-         "GPU work before the copy still runs, then copy into them; hugepages: for "
-         "copies of 4 MiB and more, advise huge pages (MADV_HUGEPAGE) for the 2 MiB-aligned "
-         "interior, then populate; smaller ones as touch (see README)"},
-    [PW_OPT_HOST_COPIES] = {"PINWHEEL_HOST_COPIES", T_BOOL, 1, NULL,
-                            "in stage mode, a memcpy or memmove of 1 MiB or more into or out of "
-                            "pinned memory the program allocated or registered through CUDA "
-                            "(frameworks that stage copies themselves: XLA, CuPy) runs on the "
-                            "staging threads, into it with non-temporal stores"},
     [PW_OPT_NUMA] = {"PINWHEEL_NUMA", T_BOOL, 1, NULL,
                      "on a host of several NUMA nodes, allocate each device's pinned pool on its "
                      "GPU's node and run the staging threads on that node's CPUs; 0 = leave "
@@ -130,11 +106,6 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
     [PW_OPT_CUPTI] = {"PINWHEEL_CUPTI", T_STRING, 0, NULL,
                       "libcupti to trace with, when none is loaded and the usual search (then "
                       "the toolkit's directory known at build time) finds none"},
-    [PW_OPT_XLA_STAGING] = {"PINWHEEL_XLA_STAGING", T_ENUM, PW_XLA_PINWHEEL, xla_choices,
-                            "pinwheel: in stage mode, JAX's CUDA client is created with XLA's own "
-                            "staging of host-to-device copies off, so they reach the driver "
-                            "pageable and pinwheel stages them, pipelined; xla: XLA stages them "
-                            "(a memcpy into its pinned buffer, then the DMA; see README)"},
     [PW_OPT_TRACE_DELAY] = {"PINWHEEL_TRACE_DELAY", T_SECONDS, 0, NULL,
                             "the trace holds only the CUDA calls made this many seconds or more "
                             "after the first one (and their GPU work)"},
@@ -150,6 +121,38 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                             "(A >= 3), counted from the repeating launches and copies pinwheel "
                             "sees (see README)"},
 };
+
+/* Options and values that were removed: each is ignored with one warning naming it removed and
+ * why (docs/RESULTS.md, "Options, decided by measurement"), never an abort.  value NULL: the whole
+ * variable; else that value of a kept option (the default is kept). */
+static const struct {
+  const char *name, *value, *why;
+} removed[] = {
+    {"PINWHEEL_HELP", NULL, "`pinwheel options` prints the table"},
+    {"PINWHEEL_MAX_BYTES", NULL, "every copy size measured was faster staged"},
+    {"PINWHEEL_D2H", NULL,
+     "device-to-host copies are always staged: faster at every size measured"},
+    {"PINWHEEL_NT_STORES", NULL, "plain stores into the pinned pool measured faster"},
+    {"PINWHEEL_D2H_FRESH", NULL, "huge pages, mapped ahead, measured fastest; always used"},
+    {"PINWHEEL_HOST_COPIES", NULL, "threaded copies into pinned memory measured faster; always on"},
+    {"PINWHEEL_XLA_STAGING", NULL, "pinwheel's staging of JAX's copies measured faster than XLA's"},
+    {"PINWHEEL_DEFER", "large", "deferring copies larger than half the pool measured slower"},
+};
+
+/* 1 when name=s is a removed option, or a removed value (def: the default kept); warned about. */
+static int warn_removed(const char *name, const char *s, const char *def) {
+  for (size_t i = 0; i < sizeof removed / sizeof removed[0]; i++) {
+    if (strcmp(removed[i].name, name) || (removed[i].value && strcasecmp(removed[i].value, s)))
+      continue;
+    if (removed[i].value)
+      pw_log(PW_LOG_WARN, "%s=%s was removed (%s); using the default, %s", name, s, removed[i].why,
+             def);
+    else
+      pw_log(PW_LOG_WARN, "%s was removed and is ignored (%s)", name, removed[i].why);
+    return 1;
+  }
+  return 0;
+}
 
 static long long values[PW_OPT_COUNT];
 static const char *strings[PW_OPT_COUNT];
@@ -216,8 +219,7 @@ int pw_option_parse(pw_option_t opt, const char *text, long long *out) {
     for (int i = 0; d->choices[i]; i++)
       if (!strcasecmp(text, d->choices[i])) return *out = i, 0;
     return -1;
-  case T_BOOL: /* PINWHEEL_DEFER has a third value */
-    if (d == &table[PW_OPT_DEFER] && !strcasecmp(text, "large")) return *out = 2, 0;
+  case T_BOOL:
     return parse_bool(text, out);
   case T_SIZE:
     return parse_size(text, out, 1);
@@ -305,10 +307,15 @@ static void parse_env(void) {
       } else {
         char def[32];
         default_text(&table[i], def, sizeof def);
-        pw_log(PW_LOG_WARN, "%s=%s is not valid; using the default, %s", table[i].name, s, def);
+        if (!warn_removed(table[i].name, s, def))
+          pw_log(PW_LOG_WARN, "%s=%s is not valid; using the default, %s", table[i].name, s, def);
       }
       if (i == PW_OPT_LOG) pw_log_set_level((int)values[i]);
     }
+  }
+  for (size_t i = 0; i < sizeof removed / sizeof removed[0]; i++) {
+    const char *s = removed[i].value ? NULL : getenv(removed[i].name);
+    if (s) warn_removed(removed[i].name, s, NULL);
   }
 }
 

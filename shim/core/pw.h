@@ -67,26 +67,19 @@ typedef enum pw_option_e {
   PW_OPT_STATS,        /* print the exit summary */
   PW_OPT_STATS_FILE,   /* summary destination, %p = pid */
   PW_OPT_STATS_FORMAT, /* text | json */
-  PW_OPT_HELP,         /* print the options table once */
   PW_OPT_MIN_BYTES,    /* smallest copy the engine stages */
-  PW_OPT_MAX_BYTES,    /* largest copy the engine stages (0 = no limit) */
   PW_OPT_HOST_POOL,    /* pinned staging memory per device */
   PW_OPT_DEVICE_RING,  /* device ring per device (0 = none) */
   PW_OPT_CHUNK,        /* staging chunk */
   PW_OPT_THREADS,      /* memcpy threads (0 = automatic) */
-  PW_OPT_D2H,          /* stage device-to-pageable copies */
   PW_OPT_STRICT,       /* keep cudaMemcpy's host-side stream sync */
   PW_OPT_DEFER,        /* H2D copies return before their copy-in, the source guarded */
   PW_OPT_SYNC,         /* keep | elide */
-  PW_OPT_NT_STORES,    /* non-temporal stores into pinned staging memory */
-  PW_OPT_D2H_FRESH,    /* touch | populate | hugepages */
-  PW_OPT_HOST_COPIES,  /* the program's memcpy into/out of its own pinned memory, threaded */
   PW_OPT_FILL_AHEAD,   /* device scratch for uploads ahead of the program's copies (0 = off) */
   PW_OPT_NUMA,         /* place pinned pools and staging threads on their GPU's NUMA node */
   PW_OPT_SETUP,        /* background | inline */
   PW_OPT_TRACE,        /* CUPTI trace destination, %p = pid, %r = rank */
   PW_OPT_CUPTI,        /* path of libcupti, when the usual search does not find it */
-  PW_OPT_XLA_STAGING,  /* pinwheel | xla: who stages JAX's host-to-device copies */
   /* the trace's capture window: its start (ms after the first CUDA call), its length (ms, 0 = to
    * the end), none | cudaProfilerApi, iterations A-B (A << 32 | B; 0 = every one) */
   PW_OPT_TRACE_DELAY,
@@ -99,12 +92,11 @@ typedef enum pw_option_e {
 enum { PW_MODE_OFF = 0, PW_MODE_OBSERVE = 1, PW_MODE_STAGE = 2 };
 enum { PW_FMT_TEXT = 0, PW_FMT_JSON = 1 };
 enum { PW_SYNC_KEEP = 0, PW_SYNC_ELIDE = 1 };
-enum { PW_FRESH_TOUCH = 0, PW_FRESH_POPULATE = 1, PW_FRESH_HUGEPAGES = 2 };
 enum { PW_SETUP_BACKGROUND = 0, PW_SETUP_INLINE = 1 };
-enum { PW_XLA_PINWHEEL = 0, PW_XLA_XLA = 1 };
 
-/* Parses the environment once (later calls return at once); warns on bad values.  Every reader
- * goes through it, so whichever thread comes first parses and the others wait for it. */
+/* Parses the environment once (later calls return at once); warns on bad values and on options
+ * that were removed.  Every reader goes through it, so whichever thread comes first parses and
+ * the others wait for it. */
 void pw_options_init(void);
 void pw_options_reset(void); /* back to defaults, unread (tests, with no reader running) */
 void pw_options_after_fork_child(void); /* the parse lock, in a forked child */
@@ -138,14 +130,13 @@ enum {
 };
 #define PW_FALLBACK_LIST(X)                                                                        \
   X(MODE, "mode", "the mode does not stage")                                                       \
-  X(DIRECTION, "direction", "not host-to-device (or device-to-host with PINWHEEL_D2H=1)")          \
+  X(DIRECTION, "direction", "not host-to-device or device-to-host")                                \
   X(SRC_NOT_PAGEABLE, "src_not_pageable", "source is not pageable host memory")                    \
   X(DST_NOT_PAGEABLE, "dst_not_pageable", "destination is not pageable host memory")               \
   X(NOT_DEVICE, "not_device_memory", "device side is not plain device memory")                     \
   X(BAD_RANGE, "bad_range",                                                                        \
     "the size wraps the address space, or the device range leaves its allocation")                 \
   X(TOO_SMALL, "too_small", "below PINWHEEL_MIN_BYTES")                                            \
-  X(TOO_LARGE, "too_large", "above PINWHEEL_MAX_BYTES")                                            \
   X(CAPTURING, "capturing", "stream is being captured into a graph")                               \
   X(OTHER_DEVICE, "other_device", "stream or current device differs from the memory's device")     \
   X(OTHER_CONTEXT, "other_context", "driver API: not the device's primary context")                \

@@ -640,7 +640,7 @@ static size_t chunk_size(pw_engine *e, dev_state *d) {
 }
 
 static void batch_begin(pw_engine *e, pw_batch *b) {
-  pw_batch_begin(b, e->cfg.threads, e->cfg.nt);
+  pw_batch_begin(b, e->cfg.threads, 0); /* plain stores: the pool stays in the cache */
 }
 
 /* Ends the batch (every pushed segment copied) and accounts its time. */
@@ -805,7 +805,7 @@ static int stage_d2h(pw_engine *e, dev_state *d, const pw_transfer *c) {
   /* pinwheel writes into dst below: never onto a page a deferred copy still guards (the
    * destination of this copy may be the source of an earlier one) */
   if (e->cfg.guard) e->cfg.guard->wait(c->dst, c->n);
-  int plan = pw_fresh_plan(c->dst, c->n, e->cfg.d2h_fresh);
+  int plan = pw_fresh_plan(c->dst, c->n);
   if (plan & PW_DEST_FRESH) pw_add(&pw_st.d2h_fresh, 1);
   if (plan & PW_DEST_ADVISED) pw_add(&pw_st.d2h_advised, 1);
   int map = (plan & PW_DEST_MAP) != 0; /* the destination is still to be mapped ahead */
@@ -1184,8 +1184,8 @@ static int defer_reason(const pw_engine *e, const dev_state *d, const pw_transfe
   if (c->n < DEFER_MIN) return PW_ND_SMALL;
   if (!d->ring) return PW_ND_NO_RING;
   if (!d->flag) return PW_ND_NO_WAIT_VALUE;
-  /* larger than half the pool, its chunks are reused: PINWHEEL_DEFER=large, and the side stream
-   * must store values */
+  /* larger than half the pool, its chunks are reused: cfg.defer 2 (engine.h), and the side
+   * stream must store values */
   if ((c->n > d->host.size / 2 &&
        (e->cfg.defer < 2 || !d->consumed || d->host.size / 2 / chunk < 2)) ||
       c->n > d->dring.size / 2 || (c->n + chunk - 1) / chunk > JOB_CHUNKS)
@@ -1366,7 +1366,7 @@ static int cheap_reason(const pw_engine *e, const pw_transfer *c) {
   if (c->dir == PW_DIR_H2D) {
     if (c->src_kind != PW_MEM_PAGEABLE) return PW_FB_SRC_NOT_PAGEABLE;
     if (c->dst_kind != PW_MEM_DEVICE) return PW_FB_NOT_DEVICE;
-  } else if (c->dir == PW_DIR_D2H && e->cfg.d2h) {
+  } else if (c->dir == PW_DIR_D2H) {
     if (c->dst_kind != PW_MEM_PAGEABLE) return PW_FB_DST_NOT_PAGEABLE;
     if (c->src_kind != PW_MEM_DEVICE) return PW_FB_NOT_DEVICE;
   } else {
@@ -1376,7 +1376,6 @@ static int cheap_reason(const pw_engine *e, const pw_transfer *c) {
   if (c->n > UINTPTR_MAX - (uintptr_t)c->src || c->n > UINTPTR_MAX - (uintptr_t)c->dst)
     return PW_FB_BAD_RANGE;
   if (c->n < e->cfg.min_bytes || c->n == 0) return PW_FB_TOO_SMALL;
-  if (e->cfg.max_bytes && c->n > e->cfg.max_bytes) return PW_FB_TOO_LARGE;
   return -1;
 }
 

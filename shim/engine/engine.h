@@ -47,12 +47,13 @@ int pw_untouched(const void *p);
 /* 1 when the destination [p, p+n) looks freshly mapped: its middle and last pages were never
  * touched (the first page may hold the allocator's header).  Needs n >= 3 pages. */
 int pw_fresh_dest(const void *p, size_t n);
-/* What to do with dst[0, n), the destination of a copy out of pinned memory, under
- * PINWHEEL_D2H_FRESH=mode (PW_FRESH_*): 0 when mode is touch or dst is not freshly mapped; else
- * PW_DEST_FRESH, with PW_DEST_MAP when its pages are to be mapped before the copy writes them
- * (populate; hugepages for 4 MiB and more once advised, which adds PW_DEST_ADVISED). */
+/* What to do with dst[0, n), the destination of a copy out of pinned memory: 0 when dst is not
+ * freshly mapped; else PW_DEST_FRESH, with PW_DEST_MAP | PW_DEST_ADVISED when it is 4 MiB or more
+ * and huge pages were advised for it: its pages are then mapped before the copy writes them.
+ * (Mapping 4 KiB pages ahead, or none, measured slower: docs/RESULTS.md, "D2H into an untouched
+ * destination".) */
 enum { PW_DEST_FRESH = 1, PW_DEST_MAP = 2, PW_DEST_ADVISED = 4 };
-int pw_fresh_plan(void *dst, size_t n, int mode);
+int pw_fresh_plan(void *dst, size_t n);
 /* Map the whole pages inside [p, p+n) for writing in one call (MADV_POPULATE_WRITE, Linux 5.14);
  * does nothing where the kernel lacks it.  The copy that follows then takes no page fault. */
 void pw_prefault(void *p, size_t n);
@@ -127,14 +128,15 @@ enum { PW_DESCRIBE_OK = 1, PW_DESCRIBE_QUERY_FAILED, PW_DESCRIBE_ERROR_PENDING }
 
 typedef struct pw_engine_config {
   int mode;
-  size_t min_bytes, max_bytes; /* max 0 = no limit */
+  size_t min_bytes;
   size_t host_pool, device_ring, chunk;
-  int threads, d2h, strict;
-  int nt;               /* non-temporal stores into pinned memory where the CPU has them */
-  int d2h_fresh;        /* PW_FRESH_*: what to do for an untouched D2H destination */
+  int threads, strict;
   int background_setup; /* allocate a device's state off the copying thread */
-  int defer;            /* PINWHEEL_DEFER: H2D copies return before their copy-in (guard needed) */
-  int numa;             /* PINWHEEL_NUMA: place pools and staging threads on their GPU's node */
+  /* PINWHEEL_DEFER: H2D copies return before their copy-in (guard needed); 2: copies larger than
+   * half the pool too, reusing its chunks (no option sets it since PINWHEEL_DEFER=large was
+   * removed, measured slower; the engine's tests still run that path) */
+  int defer;
+  int numa; /* PINWHEEL_NUMA: place pools and staging threads on their GPU's node */
   /* The source guard deferral relies on (guard.h's functions in libpinwheel; a test's own in the
    * simulator).  NULL: nothing is deferred. */
   const struct pw_guard_ops *guard;

@@ -154,9 +154,8 @@ int pw_advise_fresh(void *p, size_t n) {
   return ok;
 }
 
-int pw_fresh_plan(void *dst, size_t n, int mode) {
-  if (mode == PW_FRESH_TOUCH || !pw_fresh_dest(dst, n)) return 0;
-  if (mode == PW_FRESH_POPULATE) return PW_DEST_FRESH | PW_DEST_MAP;
+int pw_fresh_plan(void *dst, size_t n) {
+  if (!pw_fresh_dest(dst, n)) return 0;
   if (n >= (4u << 20) && pw_advise_fresh(dst, n))
     return PW_DEST_FRESH | PW_DEST_MAP | PW_DEST_ADVISED;
   return PW_DEST_FRESH;

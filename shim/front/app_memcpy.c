@@ -20,8 +20,8 @@
  * runtime.c; forgotten again at their frees; pinwheel's own pool is not among it), and the shim's
  * memcpy and memmove, for a copy of at least PW_HOSTCOPY_MIN bytes with one side in that memory
  * and no overlap, in stage mode, do it with the staging threads: non-temporal stores into pinned
- * memory (whatever PINWHEEL_NT_STORES says: that option is about pinwheel's own pool), and the
- * fresh-destination handling of D2H staging (PINWHEEL_D2H_FRESH) out of it.
+ * memory (pinwheel's own pool takes plain stores), and the fresh-destination handling of D2H
+ * staging (pw_fresh_plan) out of it.
  * Every other call is glibc's memmove (memcpy's semantics for the non-overlapping buffers memcpy
  * is defined for), after one comparison; overlapping ranges always are, so memmove keeps glibc's
  * semantics.
@@ -162,14 +162,14 @@ static void *hostcopy(void *dst, const void *src, size_t n) {
     /* Into the program's pinned memory always with non-temporal stores where the CPU has them:
      * the buffer is written for the DMA engine, and a fill that passes through the cache ran
      * slower at every size measured (cp.asarray, 16 to 256 MiB: 18-24 against 25-26 GB/s;
-     * docs/RESULTS.md).  PINWHEEL_NT_STORES is about pinwheel's own pool, which is reused while
-     * it sits in the cache. */
+     * docs/RESULTS.md).  pinwheel's own pool, reused while it sits in the cache, takes plain
+     * stores. */
     int nt = into;
     if (into) {
       flags = PW_PART_STREAM; /* read only by the DMA engine */
-    } else if (pw_fresh_plan(dst, n, (int)pw_option_get(PW_OPT_D2H_FRESH)) & PW_DEST_MAP) {
+    } else if (pw_fresh_plan(dst, n) & PW_DEST_MAP) {
       /* out of pinned memory into a fresh array (np.asarray of a device array): the page faults
-       * spread over the threads, with huge pages where asked for, as D2H staging does */
+       * spread over the threads, with huge pages, as D2H staging does */
       flags = PW_PART_PREFAULT;
     }
     pw_batch b;
@@ -189,7 +189,7 @@ static void *hostcopy(void *dst, const void *src, size_t n) {
 #define HOSTCOPY_WANTED(n)                                                                         \
   (PW_UNLIKELY((n) >= PW_HOSTCOPY_MIN) &&                                                          \
    atomic_load_explicit(&any_region, memory_order_acquire) && !pw_depth &&                         \
-   pw_mode == PW_MODE_STAGE && pw_host_copies)
+   pw_mode == PW_MODE_STAGE)
 
 PW_EXPORT void *memcpy(void *dst, const void *src, size_t n) {
   if (HOSTCOPY_WANTED(n)) return hostcopy(dst, src, n);

@@ -10,7 +10,6 @@ atomic_int pw_ready;
 int pw_mode = PW_MODE_OBSERVE;
 int pw_sync_mode = PW_SYNC_KEEP;
 pw_engine *pw_eng;
-int pw_host_copies;
 PW_TLS int pw_depth;
 PW_TLS void *pw_elide_stream;
 PW_TLS int pw_elide_device;

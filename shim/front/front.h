@@ -29,7 +29,6 @@ extern PW_TLS int pw_depth;          /* > 0 while the shim itself is working on 
 extern PW_TLS void *pw_elide_stream; /* a staged H2D copy on this stream was the last call */
 extern PW_TLS int pw_elide_device;   /* ... into this device's memory */
 extern atomic_int pw_managed_seen;   /* the program allocated managed memory (sync elision) */
-extern int pw_host_copies;           /* PINWHEEL_HOST_COPIES */
 /* pinwheel.c (the top file): init, once, at the first hooked call (idempotent, recursion-safe).
  * The front ends' one call upward: the first hooked call is what starts the library. */
 void pw_init(void);
@@ -297,8 +296,8 @@ static inline void pw_front_copy_done(int mode, int ok, const pw_transfer *c, in
   pw_depth--;
   if (pw_sync_mode == PW_SYNC_ELIDE && ok && mode == PW_MODE_STAGE && c->dir == PW_DIR_H2D &&
       c->src_kind == PW_MEM_PAGEABLE && c->dst_kind == PW_MEM_DEVICE &&
-      (path >= 0 || path == -1 - PW_FB_TOO_SMALL || path == -1 - PW_FB_TOO_LARGE ||
-       path == -1 - PW_FB_SETTING_UP || path == -1 - PW_FB_NO_STATE)) {
+      (path >= 0 || path == -1 - PW_FB_TOO_SMALL || path == -1 - PW_FB_SETTING_UP ||
+       path == -1 - PW_FB_NO_STATE)) {
     pw_elide_stream = c->stream;
     pw_elide_device = c->dst_dev;
   }

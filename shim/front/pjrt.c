@@ -13,9 +13,9 @@
  * JAX loads the plugin with dlopen and takes `GetPjrtApi` with dlsym, which the shim defines
  * (drv.c): for a library whose path names CUDA, dlsym answers with pw_pjrt_get_api below, which
  * hands out a copy of the plugin's PJRT_Api table whose PJRT_Client_Create adds the option
- * (false) — in stage mode, with PINWHEEL_XLA_STAGING=pinwheel (the default), for a client whose
- * platform is CUDA, when the program did not set the option itself.  In any other mode, or with
- * PINWHEEL_XLA_STAGING=xla, dlsym hands out the plugin's own GetPjrtApi.  Should the plugin refuse
+ * (false) — in stage mode, for a client whose platform is CUDA, when the program did not set the
+ * option itself.  In any other mode dlsym hands out the plugin's own GetPjrtApi (XLA's own staging,
+ * slower where measured: docs/RESULTS.md, "JAX: XLA's own staging off").  Should the plugin refuse
  * it, the client is created again with the program's options unchanged (one warning).
  *
  * The layout is PJRT's C API (pjrt_abi.h: xla/pjrt/c/pjrt_c_api.h, major version 0), whose fields
@@ -69,7 +69,7 @@ static void *pjrt_client_create(void *argp) {
   const pj_copy *c = atomic_load_explicit(&copied, memory_order_acquire);
   pj_fn real_create = c->create; /* set before the copy that leads here was handed out */
   pw_init();                     /* the client's creation is the program's first CUDA use */
-  if (pw_mode != PW_MODE_STAGE || pw_option_get(PW_OPT_XLA_STAGING) != PW_XLA_PINWHEEL || !a ||
+  if (pw_mode != PW_MODE_STAGE || !a ||
       a->struct_size < offsetof(pj_create_args, num_options) + sizeof a->num_options ||
       (a->num_options && !a->create_options) || a->num_options > 4096 || not_cuda(a))
     return real_create(argp);
@@ -104,7 +104,7 @@ static void *pjrt_client_create(void *argp) {
   c->from->fns[PJ_FN_ERROR_DESTROY](&d);
   pw_log(PW_LOG_WARN,
          "XLA's CUDA plugin refused %s=false; it stages its copies itself "
-         "(PINWHEEL_HOST_COPIES still threads its memcpy)",
+         "(pinwheel still threads its memcpy)",
          k_option);
   return real_create(argp);
 }
@@ -151,8 +151,7 @@ static int env_is(pw_option_t opt, long long want) {
 
 void *pw_pjrt_offer(void *p) {
   Dl_info info;
-  if (!env_is(PW_OPT_MODE, PW_MODE_STAGE) || !env_is(PW_OPT_XLA_STAGING, PW_XLA_PINWHEEL))
-    return p; /* off, observe, or XLA's own staging asked for: the plugin's own table */
+  if (!env_is(PW_OPT_MODE, PW_MODE_STAGE)) return p; /* off or observe: the plugin's own table */
   if (!p || !dladdr(p, &info) || !info.dli_fname) return p;
   const char *base = strrchr(info.dli_fname, '/');
   base = base ? base + 1 : info.dli_fname;
