@@ -30,8 +30,8 @@ GENERATED = {"pw_hook_ids.def"}  # CMakeLists.txt: from shim/front's two hook li
 LAYERS = {
     "shim/core": set(),
     "shim/engine": {"shim/core"},
-    "common": set(),  # what both halves include (pw_driver_calls.h)
-    "shim/collector": {"shim/core", "shim/engine", "common"},
+    "common": set(),  # what both halves include (pw_driver_calls.h, the loop finder pw_loop.h)
+    "shim/collector": {"shim/core", "shim/engine", "common"},  # pw_driver_calls.h, pw_loop.h
     "shim/front": {"shim/core", "shim/engine", "shim/collector"},
     "shim/pinwheel.c": {"shim/core", "shim/engine", "shim/collector", "shim/front"},
     "report/an.h": set(),
