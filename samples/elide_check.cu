@@ -1,7 +1,8 @@
 // elide_check.cu — a correct program that would see an early-returning cudaStreamSynchronize.
 //
 //   elide_check SUBTEST [rounds=3] [MiB=32] [spin_ms=30]
-//   SUBTEST: other_stream other_thread cublas legacy d2h_pinned mapped_kernel host_func queries ipc all
+//   SUBTEST: other_stream other_thread cublas legacy d2h_pinned mapped_kernel host_func queries
+//            event_reuse ipc all
 //
 // Every subtest queues a busy-wait kernel of about spin_ms on a non-blocking stream s, then a
 // host-to-device copy of MiB from pageable malloc memory on s (one pinwheel stages), then
@@ -19,6 +20,9 @@
 //   queries        cudaStreamQuery(s), cudaEventQuery of an event recorded on s before the copy,
 //                  cudaEventElapsedTime across the spin, and the driver's cuStreamQuery /
 //                  cuEventQuery (linked, and taken with cudaGetDriverEntryPointByVersion)
+//   event_reuse    an event destroyed, a new one (often the same handle) recorded by a graph after
+//                  a host function behind a spin on a third stream; s waits for it: the host
+//                  reads what the host function wrote
 //   ipc            cudaIpcGetMemHandle first: the sync must wait for the spin (timed), and
 //                  cudaStreamQuery(s) right after it answers cudaSuccess
 //   all            each of the above in turn (ipc last: an IPC export ends elision for good)
@@ -359,6 +363,53 @@ static void t_host_func() {
   printf("elide_check host_func: ok\n");
 }
 
+// A destroyed event's handle, reused: an event made after the destruction (CUDA often hands out
+// the same handle), recorded by a graph right after a host function (a record pinwheel does not
+// see), behind a spin on a third stream; s waits for it, then the staged copy and its sync: the
+// sync must be real, and the host then reads what the host function wrote.  Before pinwheel forgot
+// destroyed events, a new event with the old handle inherited "follows nothing that writes host
+// memory" and the sync was elided.
+static void t_event_reuse() {
+  ctx c;
+  ctx_init(c, "event_reuse");
+  cudaStream_t u;
+  CK(cudaStreamCreateWithFlags(&u, cudaStreamNonBlocking));
+  int reused = 0;
+  for (int r = 0; r < g_rounds; r++) {
+    CK(cudaDeviceSynchronize());
+    g_host_var = 0;
+    cudaEvent_t old, ev;
+    CK(cudaEventCreateWithFlags(&old, cudaEventDisableTiming));
+    CK(cudaEventRecord(old, c.t)); // after nothing that writes host memory
+    CK(cudaEventSynchronize(old));
+    CK(cudaEventDestroy(old));
+    CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    reused += ev == old;
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    cudaGraphNode_t host_node, record_node;
+    cudaHostNodeParams hp = {host_fn, (void *)(intptr_t)(r + 1)};
+    CK(cudaGraphCreate(&g, 0));
+    CK(cudaGraphAddHostNode(&host_node, g, NULL, 0, &hp));
+    CK(cudaGraphAddEventRecordNode(&record_node, g, &host_node, 1, ev));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    spin_kernel<<<1, 1, 0, u>>>(g_cycles);
+    CK(cudaGetLastError());
+    CK(cudaGraphLaunch(ge, u));
+    staged_round(c, r, 1000 + r, NULL, [&] { CK(cudaStreamWaitEvent(c.s, ev, 0)); });
+    if (g_host_var != r + 1)
+      die(c.name, r, "the host function the stream waited for had not run when its sync returned");
+    check_dst(c, r);
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+    CK(cudaEventDestroy(ev));
+  }
+  CK(cudaStreamDestroy(u));
+  ctx_free(c);
+  printf("elide_check event_reuse: ok (a destroyed event's handle reused in %d of %d rounds)\n",
+         reused, g_rounds);
+}
+
 typedef CUresult (*query_fn)(void *);
 
 static void t_queries() {
@@ -475,7 +526,7 @@ int main(int argc, char **argv) {
                {"cublas", t_cublas},             {"legacy", t_legacy},
                {"queries", t_queries},           {"d2h_pinned", t_d2h_pinned},
                {"mapped_kernel", t_mapped_kernel}, {"host_func", t_host_func},
-               {"ipc", t_ipc}};
+               {"event_reuse", t_event_reuse},   {"ipc", t_ipc}};
   bool all = strcmp(which, "all") == 0, found = false;
   for (auto &t : tests)
     if (all || strcmp(which, t.name) == 0) {

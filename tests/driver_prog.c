@@ -813,12 +813,27 @@ static int cmd_gpa_other(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   CUresult (*gpa2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
   *(void **)&gpa2 = dlsym(h, "cuGetProcAddress_v2");
-  const char *names[] = {"cuMemsetD8Async", "cuLaunchHostFunc", "cuGraphLaunch", "cuMemFreeAsync"};
-  for (int i = 0; i < 4; i++) {
+  const char *names[] = {"cuMemsetD8Async",
+                         "cuLaunchHostFunc",
+                         "cuGraphLaunch",
+                         "cuMemcpyHtoAAsync",
+                         "cuSignalExternalSemaphoresAsync",
+                         "cuGraphicsUnmapResources",
+                         "cuMemFreeAsync"};
+  for (int i = 0; i < 7; i++) {
     void *p = NULL;
     CUdriverProcAddressQueryResult st;
     CHECK(gpa2(names[i], &p, 13000, 0, &st) == CUDA_SUCCESS && p);
     printf("gpa %s %s\n", names[i], object_of(p));
+  }
+  /* the CUDA < 4.0 ABIs of a stream's and an event's destruction (drv_hooks.def's) */
+  const char *old[] = {"cuStreamDestroy", "cuEventDestroy"};
+  for (int i = 0; i < 2; i++) {
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st;
+    CHECK(gpa2(old[i], &p, 3000, 0, &st) == CUDA_SUCCESS && p);
+    CHECK(p != dlsym(h, i ? "cuEventDestroy_v2" : "cuStreamDestroy_v2"));
+    printf("gpa-old %s %s\n", old[i], object_of(p));
   }
   printf("dlsym cuMemsetD8Async %s\n", object_of(dlsym(h, "cuMemsetD8Async")));
   return failures != 0;

@@ -407,6 +407,73 @@ static int mode_elide(void) {
   return failures != 0;
 }
 
+/* More of sync elision through the wrappers (FAKE_LAZY_EVENTS): the other calls that enqueue work
+ * on another stream wait for an elided sync first (a copy into a symbol, between arrays, a
+ * graphics unmap, an external semaphore's signal); the signal's stream syncs for real after it; a
+ * destroyed event's handle, reused by an IPC event, is unknown (a stream waiting for it syncs for
+ * real); a memory pool on the host keeps syncs real, one on the device does not.  The driver
+ * (test_interpose) checks the summary: 2 elided; kept: host_write 2, mapped 1; 4 fences. */
+static int mode_elide_more(void) {
+  long f = 1; /* a fence each time below (PINWHEEL_SYNC is the default) */
+  size_t n = 2 << 20;
+  char *dev, *src = malloc(n);
+  memset(src, 7, n);
+  cudaMalloc((void **)&dev, n);
+  cudaStream_t s, t, u, v;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&u, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&v, cudaStreamNonBlocking);
+  static char symbol[16];
+  /* 1: elided; then each call on another stream waits for it */
+  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  long waits = fake_count("cudaStreamWaitEvent");
+  CHECK(cudaMemcpyToSymbolAsync(symbol, src, 16, 0, cudaMemcpyHostToDevice, t) == cudaSuccess);
+  CHECK(fake_count("cudaStreamWaitEvent") == waits + f && fake_last_wait() == t);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  CHECK(cudaMemcpyArrayToArray(NULL, 0, 0, NULL, 0, 0, 16, cudaMemcpyDeviceToDevice) ==
+        cudaSuccess);
+#pragma GCC diagnostic pop
+  CHECK(fake_count("cudaStreamWaitEvent") == waits + 2 * f && fake_last_wait() == cudaStreamLegacy);
+  CHECK(cudaGraphicsUnmapResources(0, NULL, u) == cudaSuccess);
+  CHECK(fake_count("cudaStreamWaitEvent") == waits + 3 * f && fake_last_wait() == u);
+  CHECK(cudaSignalExternalSemaphoresAsync(NULL, NULL, 0, v) == cudaSuccess);
+  CHECK(fake_count("cudaStreamWaitEvent") == waits + 4 * f && fake_last_wait() == v);
+  /* kept (host_write): another API may be asked, from the host, whether v's signal came */
+  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, v);
+  CHECK(cudaStreamSynchronize(v) == cudaSuccess);
+  /* kept (host_write): an event recorded after nothing that writes host memory, destroyed; an
+   * event opened from another process gets its handle, and s waits for it */
+  cudaEvent_t ev, ipc = NULL;
+  cudaEventCreateWithFlags(&ev, 0);
+  cudaEventRecord(ev, t);
+  CHECK(cudaEventDestroy(ev) == cudaSuccess);
+  cudaIpcEventHandle_t h;
+  memset(&h, 0, sizeof h);
+  CHECK(cudaIpcOpenEventHandle(&ipc, h) == cudaSuccess && ipc == ev);
+  cudaStreamWaitEvent(s, ipc, 0);
+  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  /* a pool on the device: elided (2); one on the host: kept (mapped) */
+  struct cudaMemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  cudaMemPool_t pool;
+  CHECK(cudaMemPoolCreate(&pool, &props) == cudaSuccess);
+  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  props.location.type = cudaMemLocationTypeHostNuma;
+  CHECK(cudaMemPoolCreate(&pool, &props) == cudaSuccess);
+  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  free(src);
+  printf("elide_more done\n");
+  return failures != 0;
+}
+
 static int mode_fork(void) {
   mode_counts(2);
   fflush(stdout);
@@ -778,6 +845,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "reset")) return mode_reset();
   if (!strcmp(m, "fork")) return mode_fork();
   if (!strcmp(m, "elide")) return mode_elide();
+  if (!strcmp(m, "elide_more")) return mode_elide_more();
   if (!strcmp(m, "nodriver")) return mode_nodriver();
   if (!strcmp(m, "managedvar")) return mode_managedvar();
   if (!strcmp(m, "nvtx")) return mode_nvtx();

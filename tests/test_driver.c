@@ -435,11 +435,17 @@ static void test_other_entry_points_offered(void **state) {
   assert_non_null(strstr(r.out, "gpa cuMemsetD8Async libpinwheel.so\n"));
   assert_non_null(strstr(r.out, "gpa cuLaunchHostFunc libpinwheel.so\n"));
   assert_non_null(strstr(r.out, "gpa cuGraphLaunch libpinwheel.so\n"));
+  assert_non_null(strstr(r.out, "gpa cuMemcpyHtoAAsync libpinwheel.so\n"));
+  assert_non_null(strstr(r.out, "gpa cuSignalExternalSemaphoresAsync libpinwheel.so\n"));
+  assert_non_null(strstr(r.out, "gpa cuGraphicsUnmapResources libpinwheel.so\n"));
   assert_non_null(strstr(r.out, "gpa cuMemFreeAsync libpinwheel.so\n"));
+  assert_non_null(strstr(r.out, "gpa-old cuStreamDestroy libpinwheel.so\n"));
+  assert_non_null(strstr(r.out, "gpa-old cuEventDestroy libpinwheel.so\n"));
   assert_non_null(strstr(r.out, "dlsym cuMemsetD8Async libpinwheel.so\n"));
   free_result(&r);
   r = run_ok(argv, NULL, "gpa cuMemFreeAsync");
   assert_non_null(strstr(r.out, "gpa cuMemsetD8Async libcuda.so.1\n"));
+  assert_non_null(strstr(r.out, "gpa-old cuEventDestroy libcuda.so.1\n"));
   free_result(&r);
   (void)state;
 }

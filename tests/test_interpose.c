@@ -973,6 +973,15 @@ static void test_stage_sync_elision(void **state) {
   assert_int_equal(jget(v, "staging", "sync_elided", NULL), 0);
   assert_int_equal(jget(v, "sync_kept", "mapped", NULL), 1);
   yajl_tree_free(v);
+  /* copies into symbols and arrays, graphics unmaps, semaphore signals are fenced; a signal keeps
+   * its stream's sync real, as does a wait for an event that got a destroyed event's handle; a
+   * pool on the host is memory kernels write and the host reads */
+  v = run_stage("elide_more", lazy, 0);
+  assert_int_equal(jget(v, "staging", "sync_elided", NULL), 2);
+  assert_int_equal(jget(v, "sync_kept", "host_write", NULL), 2);
+  assert_int_equal(jget(v, "sync_kept", "mapped", NULL), 1);
+  assert_int_equal(jget(v, "sync_fences", NULL), 4);
+  yajl_tree_free(v);
   /* a device that reaches pageable memory: a kernel might write any host memory */
   const char *hmm[] = {"FAKE_LAZY_EVENTS=1", "FAKE_PAGEABLE_ACCESS=1", NULL};
   v = run_stage("elide", hmm, 0);

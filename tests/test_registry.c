@@ -25,7 +25,6 @@ atomic_int pw_ready = 1;
 int pw_mode = PW_MODE_STAGE;
 int pw_sync_mode;
 pw_engine *pw_eng;
-int pw_host_copies = 1;
 PW_TLS int pw_depth;
 PW_TLS void *pw_elide_stream;
 

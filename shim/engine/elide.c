@@ -3,7 +3,8 @@
  *
  * Owns: the elided syncs still in flight (a slot per stream: the event recorded on it at the sync),
  * the streams whose queued work can write host memory, the events the program recorded (when, and
- * whether what they follow can write host memory), the IPC stop.
+ * whether what they follow can write host memory; forgotten when destroyed), the streams fenced
+ * for every elision so far (the fence's lock-free path), the IPC stop.
  * Must never: call CUDA except through the pw_ops a call brings; hold `mu` across a wait on the GPU
  * (fences and queries are enqueues and polls, made under it; event waits are made without it);
  * make a call that would break a graph capture (its calls run with the capture mode relaxed, and
@@ -25,6 +26,7 @@
 #define FREE_EVENTS 64  /* events of retired slots, kept for reuse (per device) */
 #define MAX_DEVICE 4096 /* a device number above it is not a device: keep the sync */
 #define FORGOTTEN 3     /* the handle of a destroyed stream's slot: no stream has it */
+#define DONE 256        /* stream objects remembered as waiting for every elided sync so far */
 
 typedef struct key {
   void *h;       /* the normalised handle */
@@ -75,6 +77,17 @@ static struct {
   int dev;
 } free_events[FREE_EVENTS];
 static int nfree_events;
+/* Elisions made so far: advanced under mu (release) with each one, read without it. */
+static _Atomic uint64_t elisions;
+/* Stream objects that waited, by their last fence, for every elided sync of other streams in
+ * flight when `elisions` was gen: a later fence of one finds it here without the lock while no
+ * stream was elided since.  Written under mu (h 0, then gen, then h); a reader loads gen before h,
+ * sequentially consistent, so a gen it reads with h == t is t's own (a later writer's gen comes
+ * after that writer's h = 0, which the reader would have seen instead of t). */
+static struct {
+  _Atomic uintptr_t h;
+  _Atomic uint64_t gen;
+} done[DONE];
 
 #ifdef PW_TESTING
 int pw_elide_test_drop;
@@ -345,6 +358,10 @@ int pw_elide_sync(const pw_ops *ops, void *s, int device, int why) {
   sl->evs[sl->n++] = ev;
   sl->seq = ++seq;
   sl->nfenced = 0; /* the streams fenced so far waited for an earlier record only */
+  /* and no stream is done with the elisions any more: published before the sync returns */
+  if (!DROP(7))
+    atomic_store_explicit(&elisions, atomic_load_explicit(&elisions, memory_order_relaxed) + 1,
+                          memory_order_release);
   publish(count_live());
   pw_add(&pw_st.sync_elided, 1);
   r = 1;
@@ -375,6 +392,34 @@ void pw_elide_synced(const pw_ops *ops, void *s, uint64_t before) {
 
 /* ---- the fence ---- */
 
+static size_t done_index(void *t) {
+  return ev_hash(t) % DONE;
+}
+
+/* t (a stream object) waits for every elided sync made until now (mu held). */
+static void done_set(void *t) {
+  size_t i = done_index(t);
+  atomic_store(&done[i].h, 0);
+  atomic_store(&done[i].gen, atomic_load_explicit(&elisions, memory_order_relaxed));
+  atomic_store(&done[i].h, (uintptr_t)t);
+}
+
+/* t is remembered no more (mu held): it was destroyed, and its handle may name a new stream. */
+static void done_forget(void *t) {
+  size_t i = done_index(t);
+  if (atomic_load(&done[i].h) == (uintptr_t)t) atomic_store(&done[i].h, 0);
+}
+
+/* 1 when t's last fence covered every elision made since (read without the lock): no stream was
+ * elided after it, so t waits already for everything in flight. */
+static int done_now(void *t) {
+  if ((uintptr_t)t <= 2) return 0; /* default streams: keyed by device and thread, never here */
+  size_t i = done_index(t);
+  uint64_t g = atomic_load(&done[i].gen);
+  return atomic_load(&done[i].h) == (uintptr_t)t &&
+         g == atomic_load_explicit(&elisions, memory_order_acquire);
+}
+
 /* 1 when t is the sole live slot's stream (read without the lock). */
 static int sole_stream(const pw_ops *ops, void *t) {
   if (atomic_load_explicit(&pw_elide_live, memory_order_acquire) != 1) return 0;
@@ -387,7 +432,7 @@ static int sole_stream(const pw_ops *ops, void *t) {
 }
 
 void pw_elide_fence_slow(const pw_ops *ops, void *t) {
-  if (DROP(1) || sole_stream(ops, t)) return;
+  if (DROP(1) || sole_stream(ops, t) || done_now(t)) return;
   int cm = lock(ops), cap = 0, pend = ops->error_pending();
   /* work captured into a graph runs when the graph is launched, and that launch is fenced */
   int crc = ops->stream_capturing(t, &cap);
@@ -426,6 +471,9 @@ void pw_elide_fence_slow(const pw_ops *ops, void *t) {
     wait_slot(sl);
     i = -1; /* the table may have changed while mu was dropped: look again */
   }
+  /* every live slot is waited for (or done) now, under mu: until the next elision, t's next fence
+   * has nothing to do */
+  if ((uintptr_t)t > 2) done_set(t);
   unlock(ops, cm);
 }
 
@@ -504,7 +552,18 @@ void pw_elide_forget_stream(void *s) {
   }
   dirty_entry *d = dirty_find((key){s, -1, 0});
   if (d) d->used = 0;
+  done_forget(s);
   publish(count_live());
+  pthread_mutex_unlock(&mu);
+}
+
+/* ---- a destroyed event ---- */
+
+void pw_elide_forget_event(void *e) {
+  if (!e || DROP(6)) return;
+  pthread_mutex_lock(&mu);
+  event_entry *x = event_find(e);
+  if (x) *x = (event_entry){0}; /* a later find looks at all 8 places: a hole is no end */
   pthread_mutex_unlock(&mu);
 }
 
@@ -518,6 +577,8 @@ void pw_elide_after_fork_child(void) {
   memset(events, 0, sizeof events);
   nfree_events = 0;
   dirty_overflow = 0;
+  for (int i = 0; i < DONE; i++)
+    atomic_store(&done[i].h, 0);
   publish(0);
 }
 
@@ -527,5 +588,6 @@ void pw_elide_test_reset(void) {
   stopped = 0;
   enabled = 1;
   atomic_store(&seq, 0);
+  atomic_store(&elisions, 0);
 }
 #endif

@@ -35,7 +35,8 @@ uint64_t pw_elide_now(void);
 void pw_elide_synced(const pw_ops *ops, void *s, uint64_t before);
 
 /* Work is about to be enqueued on stream t: it first waits for every elided sync of another
- * stream that may still be running. */
+ * stream that may still be running.  With none in flight, one load; for a stream object whose
+ * last fence covered every elision made since, a few loads and no lock or CUDA call. */
 extern atomic_int pw_elide_live;
 void pw_elide_fence_slow(const pw_ops *ops, void *t);
 static inline void pw_elide_fence(const pw_ops *ops, void *t) {
@@ -61,12 +62,17 @@ void pw_elide_stop(const pw_ops *ops);
 /* Stream s (a stream object, not a default stream) is being destroyed: its handle, which a stream
  * made later may get, names no slot, no fenced stream and no stream with host writes any more. */
 void pw_elide_forget_stream(void *s);
+/* Event e is being destroyed: its handle, which an event made later may get, names no recorded
+ * event any more (a new one must not inherit when e was recorded, or what e followed). */
+void pw_elide_forget_event(void *e);
 
 void pw_elide_after_fork_child(void);
 
 #ifdef PW_TESTING
 /* Test hook: 1 the fence of other streams, 2 the host-write rule, 3 the settling of queries, 4 the
- * IPC stop, 5 the wait for the previous elided sync: left out, so a test proves it catches it. */
+ * IPC stop, 5 the wait for the previous elided sync, 6 the forgetting of a destroyed event, 7 the
+ * count of elisions that the fence's lock-free path trusts: left out, so a test proves it catches
+ * it. */
 extern int pw_elide_test_drop;
 /* Test: forget everything (between tests). */
 void pw_elide_test_reset(void);

@@ -283,10 +283,18 @@ static int fa_cuMemHostGetFlags(CUresult *r, unsigned *flags, void *p) {
   }
 #define PW_DRV_STREAM_DESTROY(name, params, args, stream, dir)                                     \
   DRV_ELIDE(STREAM_DESTROY, name, params, args, stream)
-#define PW_DRV_MANAGED(name, params, args, none, dir)                                              \
+#define PW_DRV_EVENT_DESTROY(name, params, args, event, dir)                                       \
+  DRV_ELIDE(EVENT_DESTROY, name, params, args, event)
+/* drv_hooks.def's MANAGED entries: props (a pool's, an allocation's) places the memory on the
+ * host */
+#define PW_HOST_LOCATED(props)                                                                     \
+  ((props) && ((props)->location.type == CU_MEM_LOCATION_TYPE_HOST ||                              \
+               (props)->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||                         \
+               (props)->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT))
+#define PW_DRV_MANAGED(name, params, args, made, dir)                                              \
   CUresult name params {                                                                           \
     PW_FRONT_MANAGED_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), pw_drv_missing(#name),           \
-                          PW_H_##name, args)                                                       \
+                          PW_H_##name, args, made)                                                 \
   }
 #define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
   PW_DRV_##class(name, params, args, stream, dir)

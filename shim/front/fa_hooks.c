@@ -1,6 +1,7 @@
-/* fa_hooks.c — the other entry points that enqueue work: memsets, 2D/3D/symbol/array/peer copies,
- * cooperative launches, host functions, graphs, stream value and semaphore operations, for
- * uploads made ahead (fa.h) and sync elision (engine/elide.h).
+/* fa_hooks.c — the other entry points that enqueue work: memsets, 2D/3D/symbol/array/peer copies
+ * (from and to), cooperative launches, host functions, graphs, stream value and external semaphore
+ * operations, graphics unmaps, the stream-ordered allocator, for uploads made ahead (fa.h) and sync
+ * elision (engine/elide.h).
  * Owns: their wrappers, generated from one list (PW_FA_HOOKS), and pw_fa_drv_entries, which drv.c
  * offers for what cuGetProcAddress and dlsym hand out.
  * Must never: change a real call's arguments or status, print or allocate on the way to the real
@@ -12,15 +13,19 @@
  * docs/DESIGN.md §11): calls that can write the program's pinned memory, or order a write of it
  * after a fill from the GPU's side, out of the sight of every other hook; and to sync elision
  * (engine/elide.h): work on another stream than an elided sync's waits for it first, and host
- * functions and graphs make their stream's next sync real.  With both off each wrapper is one or
- * two relaxed loads (REVOKE) or one test of the option (TAINT) in front of the real call. TAINT
- * host functions and stream callbacks, stream waits on a value, external semaphore waits, graph
- * launches, IPC events: the program can order a write of its buffer after a fill from the GPU's
- * side; pw_fa_taint gives every upload up, for good. REVOKE  memsets,
- * 2D/3D/symbol/array/peer/device-to-device copies, cooperative launches, stream value writes: they
- *           may write the buffer (a destination in it, or through its device mapping) but order
- *           nothing after a fill; every live upload is given up (PW_FA_OTHER_WRITE), as a launch
- *           gives them up through the hooked launch entry points (front.h).
+ * functions, graphs and external semaphore signals make their stream's next sync real.  With both
+ * off each wrapper is one or two relaxed loads (REVOKE) or one test of the option (TAINT) in front
+ * of the real call.  TAINT  host functions and stream callbacks, stream waits on a value, external
+ *           semaphore waits and signals, graph launches, IPC events: the program (or another API
+ *           it signals) can order a write of its buffer after a fill from the GPU's side;
+ *           pw_fa_taint gives every upload up, for good.
+ * REVOKE    memsets, 2D/3D/peer/device-to-device copies and copies from arrays and symbols,
+ *           cooperative launches, stream value writes: they may write the buffer (a destination
+ *           in it, or through its device mapping) but order nothing after a fill; every live
+ *           upload is given up (PW_FA_OTHER_WRITE), as a launch gives them up through the hooked
+ *           launch entry points (front.h).
+ * NOTHING   the stream-ordered allocator, copies into arrays and symbols, graphics unmaps: they
+ *           write only device memory; listed for sync elision.
  * Each wrapper then makes the real call with the program's arguments and returns its status; the
  * real function is looked up once (the runtime's as runtime.c finds them, the driver's from the
  * libcuda drv.c resolved) and kept in a relaxed atomic pointer (two threads may both look it up:
@@ -50,6 +55,7 @@
 #undef cuStreamWriteValue64
 #undef cuStreamBatchMemOp
 #undef cudaWaitExternalSemaphoresAsync
+#undef cudaSignalExternalSemaphoresAsync
 
 /* The prototypes, once each: P_<base> is (params), (args) of the CUDA 13 header's declaration of
  * base, which the per-thread and older variants share. */
@@ -230,16 +236,83 @@
 #define P_cuStreamWriteValue64_v2                                                                  \
   (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),                       \
       (stream, addr, value, flags)
+#define P_cudaMemcpyToSymbol                                                                       \
+  (const void *symbol, const void *src, size_t count, size_t offset, enum cudaMemcpyKind kind),    \
+      (symbol, src, count, offset, kind)
+#define P_cudaMemcpyToSymbolAsync                                                                  \
+  (const void *symbol, const void *src, size_t count, size_t offset, enum cudaMemcpyKind kind,     \
+   cudaStream_t stream),                                                                           \
+      (symbol, src, count, offset, kind, stream)
+#define P_cudaMemcpy2DToArray                                                                      \
+  (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width,  \
+   size_t height, enum cudaMemcpyKind kind),                                                       \
+      (dst, wOffset, hOffset, src, spitch, width, height, kind)
+#define P_cudaMemcpy2DToArrayAsync                                                                 \
+  (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width,  \
+   size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),                                  \
+      (dst, wOffset, hOffset, src, spitch, width, height, kind, stream)
+#define P_cudaMemcpyToArray                                                                        \
+  (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count,                 \
+   enum cudaMemcpyKind kind),                                                                      \
+      (dst, wOffset, hOffset, src, count, kind)
+#define P_cudaMemcpyToArrayAsync                                                                   \
+  (cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count,                 \
+   enum cudaMemcpyKind kind, cudaStream_t stream),                                                 \
+      (dst, wOffset, hOffset, src, count, kind, stream)
+#define P_cudaMemcpyArrayToArray                                                                   \
+  (cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src,                   \
+   size_t wOffsetSrc, size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind),                  \
+      (dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind)
+#define P_cudaMemcpy2DArrayToArray                                                                 \
+  (cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src,                   \
+   size_t wOffsetSrc, size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind),   \
+      (dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, width, height, kind)
+#define P_cudaSignalExternalSemaphoresAsync                                                        \
+  (const cudaExternalSemaphore_t *extSemArray,                                                     \
+   const struct cudaExternalSemaphoreSignalParams *paramsArray, unsigned int numExtSems,           \
+   cudaStream_t stream),                                                                           \
+      (extSemArray, paramsArray, numExtSems, stream)
+#define P_cudaGraphicsUnmapResources                                                               \
+  (int count, cudaGraphicsResource_t *resources, cudaStream_t stream), (count, resources, stream)
+#define P_cuMemcpyHtoA_v2                                                                          \
+  (CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount),                     \
+      (dstArray, dstOffset, srcHost, ByteCount)
+#define P_cuMemcpyHtoAAsync_v2                                                                     \
+  (CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount, CUstream hStream),   \
+      (dstArray, dstOffset, srcHost, ByteCount, hStream)
+#define P_cuMemcpyDtoA_v2                                                                          \
+  (CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount),                   \
+      (dstArray, dstOffset, srcDevice, ByteCount)
+#define P_cuMemcpyAtoA_v2                                                                          \
+  (CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount),      \
+      (dstArray, dstOffset, srcArray, srcOffset, ByteCount)
+#define P_cuSignalExternalSemaphoresAsync                                                          \
+  (const CUexternalSemaphore *extSemArray,                                                         \
+   const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray, unsigned int numExtSems,              \
+   CUstream stream),                                                                               \
+      (extSemArray, paramsArray, numExtSems, stream)
+#define P_cuGraphicsUnmapResources                                                                 \
+  (unsigned int count, CUgraphicsResource *resources, CUstream hStream), (count, resources, hStream)
 
 /* The one list.  RT(how, name, base, el, stream): a runtime function; DRV(how, name, base, el,
  * stream, gbase, version, pt): a driver one, which a program may also take from cuGetProcAddress
  * as (gbase, version, per-thread pt), its ABI's name, version and flag there (drv.c offers the
  * wrapper for what that hands out, as for drv_hooks.def's).  how
- * is TAINT or REVOKE; base names the prototype (P_base), the name the CUDA 13 header declares with
- * it (the per-thread and older variants are checked against it); el is what sync elision does
- * (engine/elide.h): FENCE the stream waits for elided syncs of other streams first, HOSTW that and
- * the work can write host memory (host functions, graphs), NONE nothing; stream is the stream the
- * call enqueues on, normalised as in hooks.def (the synchronous calls': a default stream). */
+ * is TAINT, REVOKE or NOTHING; base names the prototype (P_base), the name the CUDA 13 header
+ * declares with it (the per-thread and older variants are checked against it); el is what sync
+ * elision does (engine/elide.h): FENCE the stream waits for elided syncs of other streams first,
+ * HOSTW that and the stream's next sync is real (its work can write host memory, or be seen from
+ * the host outside CUDA), NONE nothing; stream is the stream the call enqueues on, normalised as
+ * in hooks.def (the synchronous calls': a default stream).
+ * Copies to or from host memory are FENCE, not HOSTW, in both directions: from pageable memory
+ * CUDA reads the source before the call returns, into pageable memory the call returns once the
+ * bytes arrived (the host waits, elided work included), and pinned memory, the only memory such a
+ * copy writes after its return, keeps every sync real while the program holds it
+ * (PW_KEEP_MAPPED).  An external semaphore's signal is HOSTW: the GPU's order is elision's to
+ * keep, and it does (another API's GPU-side wait sees the signal when the GPU reaches it, after
+ * the elided work), but that API also answers the host (a timeline semaphore's value, a fence's
+ * completed value, a wait with timeout 0) out of pinwheel's sight, and after the program's sync
+ * of the stream it must answer "signalled", so that sync stays real. */
 #define PW_FA_HOOKS(RT, DRV)                                                                       \
   /* ---- the runtime: TAINT ---- */                                                               \
   RT(TAINT, cudaLaunchHostFunc, cudaLaunchHostFunc, HOSTW, PW_LEGACY(stream))                      \
@@ -256,6 +329,17 @@
   RT(TAINT, cudaWaitExternalSemaphoresAsync_v2, cudaWaitExternalSemaphoresAsync, FENCE,            \
      PW_LEGACY(stream))                                                                            \
   RT(TAINT, cudaWaitExternalSemaphoresAsync_v2_ptsz, cudaWaitExternalSemaphoresAsync, FENCE,       \
+     PW_PTSZ(stream))                                                                              \
+  /* a signal another API (Vulkan, D3D12, NvSciSync) waits for: it may then write the program's    \
+   * pinned memory out of pinwheel's sight (TAINT), and it answers host questions pinwheel never   \
+   * sees (a timeline semaphore's value, a fence's completed value): HOSTW (see above) */          \
+  RT(TAINT, cudaSignalExternalSemaphoresAsync, cudaSignalExternalSemaphoresAsync, HOSTW,           \
+     PW_LEGACY(stream))                                                                            \
+  RT(TAINT, cudaSignalExternalSemaphoresAsync_ptsz, cudaSignalExternalSemaphoresAsync, HOSTW,      \
+     PW_PTSZ(stream))                                                                              \
+  RT(TAINT, cudaSignalExternalSemaphoresAsync_v2, cudaSignalExternalSemaphoresAsync, HOSTW,        \
+     PW_LEGACY(stream))                                                                            \
+  RT(TAINT, cudaSignalExternalSemaphoresAsync_v2_ptsz, cudaSignalExternalSemaphoresAsync, HOSTW,   \
      PW_PTSZ(stream))                                                                              \
   RT(TAINT, cudaIpcOpenEventHandle, cudaIpcOpenEventHandle, NONE, NULL)                            \
   /* ---- the runtime: REVOKE ---- */                                                              \
@@ -308,6 +392,26 @@
   RT(NOTHING, cudaFreeAsync_ptsz, cudaFreeAsync, FENCE, PW_PTSZ(hStream))                          \
   RT(NOTHING, cudaMallocFromPoolAsync, cudaMallocFromPoolAsync, FENCE, PW_LEGACY(stream))          \
   RT(NOTHING, cudaMallocFromPoolAsync_ptsz, cudaMallocFromPoolAsync, FENCE, PW_PTSZ(stream))       \
+  /* ---- the runtime: copies into arrays and symbols (device memory: fill-ahead, nothing) ---- */ \
+  RT(NOTHING, cudaMemcpyToSymbol, cudaMemcpyToSymbol, FENCE, cudaStreamLegacy)                     \
+  RT(NOTHING, cudaMemcpyToSymbol_ptds, cudaMemcpyToSymbol, FENCE, cudaStreamPerThread)             \
+  RT(NOTHING, cudaMemcpyToSymbolAsync, cudaMemcpyToSymbolAsync, FENCE, PW_LEGACY(stream))          \
+  RT(NOTHING, cudaMemcpyToSymbolAsync_ptsz, cudaMemcpyToSymbolAsync, FENCE, PW_PTSZ(stream))       \
+  RT(NOTHING, cudaMemcpy2DToArray, cudaMemcpy2DToArray, FENCE, cudaStreamLegacy)                   \
+  RT(NOTHING, cudaMemcpy2DToArray_ptds, cudaMemcpy2DToArray, FENCE, cudaStreamPerThread)           \
+  RT(NOTHING, cudaMemcpy2DToArrayAsync, cudaMemcpy2DToArrayAsync, FENCE, PW_LEGACY(stream))        \
+  RT(NOTHING, cudaMemcpy2DToArrayAsync_ptsz, cudaMemcpy2DToArrayAsync, FENCE, PW_PTSZ(stream))     \
+  RT(NOTHING, cudaMemcpyToArray, cudaMemcpyToArray, FENCE, cudaStreamLegacy)                       \
+  RT(NOTHING, cudaMemcpyToArray_ptds, cudaMemcpyToArray, FENCE, cudaStreamPerThread)               \
+  RT(NOTHING, cudaMemcpyToArrayAsync, cudaMemcpyToArrayAsync, FENCE, PW_LEGACY(stream))            \
+  RT(NOTHING, cudaMemcpyToArrayAsync_ptsz, cudaMemcpyToArrayAsync, FENCE, PW_PTSZ(stream))         \
+  RT(NOTHING, cudaMemcpyArrayToArray, cudaMemcpyArrayToArray, FENCE, cudaStreamLegacy)             \
+  RT(NOTHING, cudaMemcpyArrayToArray_ptds, cudaMemcpyArrayToArray, FENCE, cudaStreamPerThread)     \
+  RT(NOTHING, cudaMemcpy2DArrayToArray, cudaMemcpy2DArrayToArray, FENCE, cudaStreamLegacy)         \
+  RT(NOTHING, cudaMemcpy2DArrayToArray_ptds, cudaMemcpy2DArrayToArray, FENCE, cudaStreamPerThread) \
+  /* a graphics resource handed back to OpenGL, Direct3D or Vulkan, whose work then waits for the  \
+   * stream's (not for another stream's elided sync: fenced) */                                    \
+  RT(NOTHING, cudaGraphicsUnmapResources, cudaGraphicsUnmapResources, FENCE, PW_LEGACY(stream))    \
   /* ---- the driver: TAINT ---- */                                                                \
   DRV(TAINT, cuLaunchHostFunc, cuLaunchHostFunc, HOSTW, PW_DRV_LEGACY(hStream), cuLaunchHostFunc,  \
       10000, 0)                                                                                    \
@@ -348,6 +452,10 @@
       PW_DRV_LEGACY(stream), cuWaitExternalSemaphoresAsync, 10000, 0)                              \
   DRV(TAINT, cuWaitExternalSemaphoresAsync_ptsz, cuWaitExternalSemaphoresAsync, FENCE,             \
       PW_DRV_PTSZ(stream), cuWaitExternalSemaphoresAsync, 10000, 1)                                \
+  DRV(TAINT, cuSignalExternalSemaphoresAsync, cuSignalExternalSemaphoresAsync, HOSTW,              \
+      PW_DRV_LEGACY(stream), cuSignalExternalSemaphoresAsync, 10000, 0)                            \
+  DRV(TAINT, cuSignalExternalSemaphoresAsync_ptsz, cuSignalExternalSemaphoresAsync, HOSTW,         \
+      PW_DRV_PTSZ(stream), cuSignalExternalSemaphoresAsync, 10000, 1)                              \
   DRV(TAINT, cuIpcOpenEventHandle, cuIpcOpenEventHandle, NONE, NULL, cuIpcOpenEventHandle, 4010,   \
       0)                                                                                           \
   /* ---- the driver: REVOKE ---- */                                                               \
@@ -456,6 +564,24 @@
       cuMemAllocFromPoolAsync, 11020, 0)                                                           \
   DRV(NOTHING, cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, FENCE, PW_DRV_PTSZ(hStream), \
       cuMemAllocFromPoolAsync, 11020, 1)                                                           \
+  /* ---- the driver: copies into arrays, graphics unmaps (as the runtime's) ---- */               \
+  DRV(NOTHING, cuMemcpyHtoA_v2, cuMemcpyHtoA_v2, FENCE, CU_STREAM_LEGACY, cuMemcpyHtoA, 3020, 0)   \
+  DRV(NOTHING, cuMemcpyHtoA_v2_ptds, cuMemcpyHtoA_v2, FENCE, CU_STREAM_PER_THREAD, cuMemcpyHtoA,   \
+      7000, 1)                                                                                     \
+  DRV(NOTHING, cuMemcpyHtoAAsync_v2, cuMemcpyHtoAAsync_v2, FENCE, PW_DRV_LEGACY(hStream),          \
+      cuMemcpyHtoAAsync, 3020, 0)                                                                  \
+  DRV(NOTHING, cuMemcpyHtoAAsync_v2_ptsz, cuMemcpyHtoAAsync_v2, FENCE, PW_DRV_PTSZ(hStream),       \
+      cuMemcpyHtoAAsync, 7000, 1)                                                                  \
+  DRV(NOTHING, cuMemcpyDtoA_v2, cuMemcpyDtoA_v2, FENCE, CU_STREAM_LEGACY, cuMemcpyDtoA, 3020, 0)   \
+  DRV(NOTHING, cuMemcpyDtoA_v2_ptds, cuMemcpyDtoA_v2, FENCE, CU_STREAM_PER_THREAD, cuMemcpyDtoA,   \
+      7000, 1)                                                                                     \
+  DRV(NOTHING, cuMemcpyAtoA_v2, cuMemcpyAtoA_v2, FENCE, CU_STREAM_LEGACY, cuMemcpyAtoA, 3020, 0)   \
+  DRV(NOTHING, cuMemcpyAtoA_v2_ptds, cuMemcpyAtoA_v2, FENCE, CU_STREAM_PER_THREAD, cuMemcpyAtoA,   \
+      7000, 1)                                                                                     \
+  DRV(NOTHING, cuGraphicsUnmapResources, cuGraphicsUnmapResources, FENCE, PW_DRV_LEGACY(hStream),  \
+      cuGraphicsUnmapResources, 3000, 0)                                                           \
+  DRV(NOTHING, cuGraphicsUnmapResources_ptsz, cuGraphicsUnmapResources, FENCE,                     \
+      PW_DRV_PTSZ(hStream), cuGraphicsUnmapResources, 7000, 1)                                     \
   /* a value written to device memory, which may be the buffer's device mapping */                 \
   DRV(REVOKE, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2, FENCE, PW_DRV_LEGACY(stream),      \
       cuStreamWriteValue32, 11070, 0)                                                              \
@@ -485,14 +611,14 @@ static inline void fa_before_TAINT(const char *name) {
   if (pw_enter() != PW_MODE_OFF && PW_UNLIKELY(pw_fa_on())) pw_fa_taint(name);
 }
 
-/* The call may write the program's pinned memory: every live upload is given up (none live: one
- * relaxed load). */
 /* Calls that neither write nor order anything fill-ahead cares about (the stream-ordered
- * allocator): listed for sync elision's fence only. */
+ * allocator, copies into arrays and symbols, graphics unmaps): listed for sync elision only. */
 static inline void fa_before_NOTHING(const char *name) {
   (void)name;
 }
 
+/* The call may write the program's pinned memory: every live upload is given up (none live: one
+ * relaxed load). */
 static inline void fa_before_REVOKE(const char *name) {
   (void)name;
   if (PW_UNLIKELY(pw_fa_live()) && !pw_depth) pw_fa_revoke_all(PW_FA_OTHER_WRITE);
@@ -505,7 +631,8 @@ static inline void fa_before_REVOKE(const char *name) {
   if (!pw_depth) pw_elide_fence(ops, (void *)(s))
 #define el_before_HOSTW(ops, s) el_before_FENCE(ops, s)
 #define el_before_NONE(ops, s)
-/* Host functions and graphs can write host memory: the stream's next sync is real. */
+/* Host functions and graphs can write host memory, a semaphore's signal be seen from the host:
+ * the stream's next sync is real. */
 #define el_after_HOSTW(ops, s, ok)                                                                 \
   if ((ok) && !pw_depth && pw_mode == PW_MODE_STAGE && pw_sync_mode == PW_SYNC_ELIDE)              \
   pw_elide_host_write(ops, (void *)(s))
@@ -543,7 +670,8 @@ static inline void fa_before_REVOKE(const char *name) {
   FA_WRAP_(CUresult, CUDA_SUCCESS, pw_drv_lookup, pw_drv_missing, &pw_drv_ops, how, name, base,    \
            el, stream, P_##base)
 
-/* cudaMemcpyFromArray(Async) are deprecated, still exported, and still write host memory */
+/* cudaMemcpyFromArray(Async), cudaMemcpyToArray(Async) and cudaMemcpyArrayToArray are deprecated,
+ * still exported, and still copy */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 PW_FA_HOOKS(FA_RT, FA_DRV)

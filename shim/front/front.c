@@ -13,4 +13,4 @@ pw_engine *pw_eng;
 PW_TLS int pw_depth;
 PW_TLS void *pw_elide_stream;
 PW_TLS int pw_elide_device;
-atomic_int pw_managed_seen;
+atomic_int pw_mapped_seen;

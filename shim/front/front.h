@@ -28,7 +28,7 @@ extern pw_engine *pw_eng;
 extern PW_TLS int pw_depth;          /* > 0 while the shim itself is working on this thread */
 extern PW_TLS void *pw_elide_stream; /* a staged H2D copy on this stream was the last call */
 extern PW_TLS int pw_elide_device;   /* ... into this device's memory */
-extern atomic_int pw_managed_seen;   /* the program allocated managed memory (sync elision) */
+extern atomic_int pw_mapped_seen;    /* the program made managed or host-located device memory */
 /* pinwheel.c (the top file): init, once, at the first hooked call (idempotent, recursion-safe).
  * The front ends' one call upward: the first hooked call is what starts the library. */
 void pw_init(void);
@@ -186,7 +186,7 @@ static inline void pw_after_real(void) {
     pw_elide_synced(ops, s_, before_);                                                             \
   return r;
 
-/* ---- sync elision's entry points (hooks.def's EVENT_SYNC to MANAGED) ----
+/* ---- sync elision's entry points (hooks.def's EVENT_SYNC to EVENT_DESTROY) ----
  * Outside stage mode, or with PINWHEEL_SYNC=keep, nothing is elided, so they go straight through.
  */
 #define PW_FRONT_ENTER(T, real, missing, args)                                                     \
@@ -257,13 +257,25 @@ static inline void pw_after_real(void) {
   pw_count_call(id, 0);                                                                            \
   return f_ args;
 
-/* Managed memory: from now on a kernel may write host memory, so no sync is elided. */
-#define PW_FRONT_MANAGED_BODY(T, OK, real, missing, id, args)                                      \
+/* An event destroyed: sync elision forgets its handle once it is gone (an event made later may
+ * get it; one made meanwhile by another thread and forgotten too is unknown, which is safe). */
+#define PW_FRONT_EVENT_DESTROY_BODY(T, real, missing, ops, id, args, event_expr)                   \
+  PW_FRONT_ENTER(T, real, missing, args)                                                           \
+  T r = f_ args;                                                                                   \
+  pw_after_real();                                                                                 \
+  pw_elide_forget_event((void *)(event_expr));                                                     \
+  pw_count_call(id, 0);                                                                            \
+  return r;
+
+/* Managed memory, or a pool or allocation located on the host (made: the call's expression):
+ * from now on a kernel may write memory the host reads, so no sync is elided, for good (a pool
+ * destroyed with allocations out, an allocation released while mapped, lives on). */
+#define PW_FRONT_MANAGED_BODY(T, OK, real, missing, id, args, made)                                \
   PW_FRONT_ENTER(T, real, missing, args)                                                           \
   T r = f_ args;                                                                                   \
   pw_after_real();                                                                                 \
   pw_count_call(id, 0);                                                                            \
-  if (r == OK) atomic_store_explicit(&pw_managed_seen, 1, memory_order_release);                   \
+  if (r == OK && (made)) atomic_store_explicit(&pw_mapped_seen, 1, memory_order_release);          \
   return r;
 
 /* The front ends' common path for a copy (pw_depth already raised): describe it with the front
@@ -304,10 +316,11 @@ static inline void pw_front_copy_done(int mode, int ok, const pw_transfer *c, in
 }
 
 /* Why kernels may write host memory, which makes every sync real: PW_KEEP_MAPPED while the
- * program holds pinned, mapped or managed host memory, PW_KEEP_PAGEABLE_ACCESS where the device
+ * program holds pinned or mapped host memory, or once it made managed memory or a pool or
+ * allocation located on the host, PW_KEEP_PAGEABLE_ACCESS where the device
  * reaches pageable memory; -1 when neither. */
 static inline int pw_front_kernels_write_host(int device) {
-  if (pw_pinned_any() || atomic_load_explicit(&pw_managed_seen, memory_order_acquire))
+  if (pw_pinned_any() || atomic_load_explicit(&pw_mapped_seen, memory_order_acquire))
     return PW_KEEP_MAPPED;
   return pw_pageable_access(device) ? PW_KEEP_PAGEABLE_ACCESS : -1;
 }

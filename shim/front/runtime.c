@@ -250,10 +250,17 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
   }
 #define PW_WRAP_STREAM_DESTROY(name, params, args, stream)                                         \
   RT_ELIDE(STREAM_DESTROY, name, params, args, stream)
-#define PW_WRAP_MANAGED(name, params, args, none)                                                  \
+#define PW_WRAP_EVENT_DESTROY(name, params, args, event)                                           \
+  RT_ELIDE(EVENT_DESTROY, name, params, args, event)
+/* hooks.def's MANAGED entries: props (a pool's) places the memory on the host */
+#define PW_HOST_LOCATED(props)                                                                     \
+  ((props) && ((props)->location.type == cudaMemLocationTypeHost ||                                \
+               (props)->location.type == cudaMemLocationTypeHostNuma ||                            \
+               (props)->location.type == cudaMemLocationTypeHostNumaCurrent))
+#define PW_WRAP_MANAGED(name, params, args, made)                                                  \
   cudaError_t name params {                                                                        \
     PW_FRONT_MANAGED_BODY(cudaError_t, cudaSuccess, REAL(name), pw_runtime_missing(#name),         \
-                          PW_H_##name, args)                                                       \
+                          PW_H_##name, args, made)                                                 \
   }
 #define PW_WRAP_HOST_MEM(name, params, args, region) WRAP_HOST_MEM(name, params, args, region)
 #define PW_WRAP_DEVICE_RESET(name, params, args, stream) WRAP_RESET(name, params, args)
@@ -262,14 +269,14 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
 
 /* A __managed__ variable of the program (its registration, made when the program's CUDA code is
  * loaded): memory a kernel may write and the host read, which no allocation call names, so sync
- * elision counts it as managed memory held (pw_managed_seen).  Then the runtime's own. */
+ * elision counts it as managed memory held (pw_mapped_seen).  Then the runtime's own. */
 PW_EXPORT void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress,
                                         char *deviceAddress, const char *deviceName, int ext,
                                         size_t size, int constant, int global);
 void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress, char *deviceAddress,
                               const char *deviceName, int ext, size_t size, int constant,
                               int global) {
-  atomic_store_explicit(&pw_managed_seen, 1, memory_order_release);
+  atomic_store_explicit(&pw_mapped_seen, 1, memory_order_release);
   void (*f)(void **, void **, char *, const char *, int, size_t, int, int) = NULL;
   *(void **)&f = pw_runtime_lookup("__cudaRegisterManagedVar");
   if (f)

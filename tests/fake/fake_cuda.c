@@ -220,6 +220,7 @@ static CUresult record_as(const char *name, fake_drv_call *c) {
 #define FAKE_IPC_EXPORT(name, params, args, stream_expr)
 #define FAKE_MANAGED(name, params, args, stream_expr)
 #define FAKE_STREAM_DESTROY(name, params, args, stream_expr)
+#define FAKE_EVENT_DESTROY(name, params, args, stream_expr)
 /* The profiler calls record which they are: 1 start, 0 stop (the list's stream column). */
 #define FAKE_PROFILER(name, params, args, start)                                                   \
   CUresult name params {                                                                           \
@@ -529,6 +530,39 @@ CUresult cuGraphLaunch(CUgraphExec g, CUstream s) {
 CUresult cuStreamDestroy_v2(CUstream s) {
   return counted(__func__);
 }
+/* The CUDA < 4.0 ABIs (cuda.h's names are aliases of the _v2 ones: undone by drv_hooks.def). */
+CUresult cuStreamDestroy(CUstream s) {
+  return counted(__func__);
+}
+CUresult cuEventDestroy_v2(CUevent e) {
+  return counted(__func__);
+}
+CUresult cuEventDestroy(CUevent e) {
+  return counted(__func__);
+}
+/* Pools and allocations: handles, wherever they are placed (the shim reads the properties). */
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
+  *pool = (CUmemoryPool)calloc(1, 16);
+  return counted(__func__);
+}
+CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *prop,
+                     unsigned long long flags) {
+  *h = 1;
+  return counted(__func__);
+}
+/* Three more of fa_hooks.c's: a copy into an array (this fake has none: nothing is copied), an
+ * external semaphore's signal, a graphics unmap. */
+CUresult cuMemcpyHtoAAsync_v2(CUarray a, size_t off, const void *src, size_t n, CUstream s) {
+  return counted(__func__);
+}
+CUresult cuSignalExternalSemaphoresAsync(const CUexternalSemaphore *sems,
+                                         const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *p,
+                                         unsigned int n, CUstream s) {
+  return counted(__func__);
+}
+CUresult cuGraphicsUnmapResources(unsigned int n, CUgraphicsResource *r, CUstream s) {
+  return counted(__func__);
+}
 CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) {
   return counted(__func__);
 }
@@ -604,7 +638,15 @@ static const proc procs[] = {
     {"cuLaunchHostFunc", 10000, 0, (void *)cuLaunchHostFunc, NULL},
     {"cuGraphLaunch", 10000, 0, (void *)cuGraphLaunch, NULL},
     {"cuMemFreeAsync", 11020, 0, (void *)cuMemFreeAsync, NULL},
+    {"cuStreamDestroy", 2000, 0, (void *)cuStreamDestroy, NULL},
     {"cuStreamDestroy", 4000, 0, (void *)cuStreamDestroy_v2, NULL},
+    {"cuEventDestroy", 2000, 0, (void *)cuEventDestroy, NULL},
+    {"cuEventDestroy", 4000, 0, (void *)cuEventDestroy_v2, NULL},
+    {"cuMemPoolCreate", 11020, 0, (void *)cuMemPoolCreate, NULL},
+    {"cuMemCreate", 10020, 0, (void *)cuMemCreate, NULL},
+    {"cuMemcpyHtoAAsync", 3020, 0, (void *)cuMemcpyHtoAAsync_v2, NULL},
+    {"cuSignalExternalSemaphoresAsync", 10000, 0, (void *)cuSignalExternalSemaphoresAsync, NULL},
+    {"cuGraphicsUnmapResources", 3000, 0, (void *)cuGraphicsUnmapResources, NULL},
     {"cuGetProcAddress", 11030, 0, (void *)cuGetProcAddress, NULL},
     {"cuGetProcAddress", 12000, 0, (void *)cuGetProcAddress_v2, NULL},
     {"cuMemAlloc", 3020, 0, (void *)cuMemAlloc_v2, NULL},

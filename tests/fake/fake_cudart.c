@@ -265,6 +265,7 @@ int fake_event_pending(cudaEvent_t e) {
 #define FAKE_IPC_EXPORT(name, params, args)     /* below */
 #define FAKE_MANAGED(name, params, args)        /* below */
 #define FAKE_STREAM_DESTROY(name, params, args) /* below */
+#define FAKE_EVENT_DESTROY(name, params, args)  /* below */
 #define FAKE_HOST_MEM(name, params, args)       /* below, with the functions the shim only calls */
 #define FAKE_DEVICE_RESET(name, params, args)   /* below */
 #define PW_HOOK(name, class, params, args, stream) FAKE_##class(name, params, args)
@@ -410,11 +411,33 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
   *s = (cudaStream_t)f;
   return cudaSuccess;
 }
+/* Destroyed events, handed out again by the next event made, newest first, as CUDA may reuse a
+ * handle (their memory is kept). */
+static fake_event *free_events[64];
+static int nfree_events;
+static cudaEvent_t new_event(void) {
+  pthread_mutex_lock(&fake_mu);
+  fake_event *f = nfree_events ? free_events[--nfree_events] : NULL;
+  pthread_mutex_unlock(&fake_mu);
+  if (!f)
+    f = calloc(1, sizeof *f);
+  else
+    *f = (fake_event){0};
+  f->gen = generation;
+  return (cudaEvent_t)f;
+}
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
   FAKE_ENTER();
-  fake_event *f = calloc(1, sizeof *f);
-  f->gen = generation;
-  *e = (cudaEvent_t)f;
+  *e = new_event();
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t ev) {
+  CALL_RECORD(.event = ev);
+  if (e != cudaSuccess) return e;
+  if (!ev) return last_error = cudaErrorInvalidResourceHandle;
+  pthread_mutex_lock(&fake_mu);
+  if (nfree_events < 64) free_events[nfree_events++] = (fake_event *)ev;
+  pthread_mutex_unlock(&fake_mu);
   return cudaSuccess;
 }
 /* Counted (and an injected failure taken) without becoming fake_last(): the engine's own events
@@ -521,6 +544,12 @@ cudaError_t cudaIpcOpenMemHandle(void **p, cudaIpcMemHandle_t h, unsigned flags)
 cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t *h, cudaEvent_t ev) {
   CALL_RECORD(.event = ev);
   if (e == cudaSuccess) memset(h, 0, sizeof *h);
+  return e;
+}
+/* A pool: a handle, whatever its location (the shim reads the properties). */
+cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props) {
+  CALL_RECORD(.count = props ? (size_t)props->location.type : 0);
+  if (e == cudaSuccess) *pool = (cudaMemPool_t)calloc(1, 16);
   return e;
 }
 /* Managed memory is host memory here; the pointer table calls it managed. */
@@ -636,6 +665,40 @@ cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t 
   if (stale_stream(stream)) return last_error = cudaErrorContextIsDestroyed;
   if (devPtr && count) memset(devPtr, value, count);
   return cudaSuccess;
+}
+
+/* Some of the other entry points sync elision fences (shim/front/fa_hooks.c), recorded: a copy
+ * into a symbol or between arrays (this fake has neither: nothing is copied), an external
+ * semaphore's signal, a graphics unmap; an IPC event opened (a new event to this process). */
+cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count,
+                                    size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream) {
+  CALL_RECORD(.src = src, .count = count, .kind = kind, .stream = stream);
+  return e;
+}
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+cudaError_t cudaMemcpyArrayToArray(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst,
+                                   cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc,
+                                   size_t count, enum cudaMemcpyKind kind) {
+  CALL_RECORD(.count = count, .kind = kind);
+  return e;
+}
+#pragma GCC diagnostic pop
+cudaError_t cudaSignalExternalSemaphoresAsync(const cudaExternalSemaphore_t *sems,
+                                              const struct cudaExternalSemaphoreSignalParams *p,
+                                              unsigned int n, cudaStream_t stream) {
+  CALL_RECORD(.count = n, .stream = stream);
+  return e;
+}
+cudaError_t cudaGraphicsUnmapResources(int count, cudaGraphicsResource_t *resources,
+                                       cudaStream_t stream) {
+  CALL_RECORD(.count = (size_t)count, .stream = stream);
+  return e;
+}
+cudaError_t cudaIpcOpenEventHandle(cudaEvent_t *event, cudaIpcEventHandle_t handle) {
+  CALL_RECORD(.count = 0);
+  if (e == cudaSuccess) *event = new_event();
+  return e;
 }
 
 /* cudaGetDriverEntryPoint is deprecated in CUDA 13, still exported, and wrapped. */

@@ -121,7 +121,8 @@ t torch_losses_identical bash -c "
 # may elide (the copy's destination read at once from another stream, another thread, cuBLAS, the
 # legacy stream; the runtime's and driver's queries) fail unless some sync was elided (else they
 # tested nothing); those whose syncs must be kept (a pinned D2H copy, a kernel writing mapped
-# memory, a host function queued before the sync; any sync after an IPC export) fail on any
+# memory, a host function queued before the sync, a wait for an event that may have got a
+# destroyed one's handle; any sync after an IPC export) fail on any
 # elided one, and on no kept one of their reason where the summary counts them.  The program
 # itself compares every byte; it runs without the shim (the reference: the program is right),
 # all subtests in one process under the default, and under PINWHEEL_SYNC=keep (none elided).
@@ -137,6 +138,7 @@ elide_case d2h_pinned --kept host_write,mapped
 elide_case mapped_kernel --kept mapped
 elide_case host_func --kept host_write
 elide_case ipc --kept ipc
+elide_case event_reuse --kept host_write
 t elide_check_reference $B/elide_check all 3
 t elide_check_all_default bash -c "$helpers; staged $B/elide_check all 3"
 t elide_check_all_keep bash -c "$helpers; rm -f $OUT/elide_keep.json
