@@ -252,7 +252,10 @@ enum {
   PW_CLASS_IPC_EXPORT,
   PW_CLASS_MANAGED,
   PW_CLASS_STREAM_DESTROY,
-  PW_CLASS_EVENT_DESTROY
+  PW_CLASS_EVENT_DESTROY,
+  /* the other entry points that enqueue work (front's PW_ENQUEUE, PW_DRV_ENQUEUE): wrapped for
+   * fill-ahead and sync elision, never counted (nor listed in the summary) */
+  PW_CLASS_ENQUEUE
 };
 
 #define PW_NUMA_DEVICES 16
