@@ -807,8 +807,8 @@ static int cmd_rt_entry(void) {
   return failures != 0;
 }
 
-/* The other entry points that enqueue work (shim/front/fa_hooks.c) taken as a static runtime takes
- * them: cuGetProcAddress_v2, and dlsym on libcuda.  Where each leads. */
+/* The other entry points that enqueue work (drv_hooks.def's PW_DRV_ENQUEUE) taken as a static
+ * runtime takes them: cuGetProcAddress_v2, and dlsym on libcuda.  Where each leads. */
 static int cmd_gpa_other(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   CUresult (*gpa2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);

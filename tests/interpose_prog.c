@@ -352,7 +352,7 @@ static int mode_elide(void) {
   CHECK(fake_count("cudaStreamWaitEvent") == waits + f && (!f || fake_last_wait() == t));
   __cudaLaunchKernel((cudaKernel_t)mode_elide, g, g, NULL, 0, t); /* fenced once already */
   CHECK(fake_count("cudaStreamWaitEvent") == waits + f);
-  /* the legacy stream is another stream too: a memset there (fa_hooks.c) waits as well */
+  /* the legacy stream is another stream too: a memset there (a PW_ENQUEUE entry) waits as well */
   cudaMemsetAsync(dev + n, 0, 16, 0);
   CHECK(fake_count("cudaStreamWaitEvent") == waits + 2 * f &&
         (!f || fake_last_wait() == cudaStreamLegacy));

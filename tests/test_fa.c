@@ -1,4 +1,4 @@
-/* test_fa.c — uploads made ahead of the program's copy (shim/engine/fa.c) against the simulated
+/* test_fa.c — uploads made ahead of the program's copy (shim/fill/fa.c) against the simulated
  * CUDA backend (tests/sim): the program's pinned allocation made by pinwheel, a fill uploaded as
  * it goes, the program's copy made from the upload, and every way an upload must be given up.
  * Bytes are compared at the destination after the stream ran, in random order.

@@ -939,10 +939,10 @@ static void test_fill_ahead(void **state) {
   (void)state;
 }
 
-/* The calls no hook of the copy path sees (shim/front/fa_hooks.c): a cudaMemsetAsync between fill
- * and copy gives the upload up (memset_or_copy); a cudaLaunchHostFunc, whose function writes the
- * pinned buffer after the fill, gives every upload up for good (stream_ordered): of five rounds
- * only the two before it, and not the memset's, copy from an upload.  The program checks the
+/* The calls no hook of the copy path sees (shim/front/hooks.def's PW_ENQUEUE): a cudaMemsetAsync
+ * between fill and copy gives the upload up (memset_or_copy); a cudaLaunchHostFunc, whose function
+ * writes the pinned buffer after the fill, gives every upload up for good (stream_ordered): of five
+ * rounds only the two before it, and not the memset's, copy from an upload.  The program checks the
  * device's bytes every round (the host function's round included), and the memset's. */
 static void test_fill_ahead_hazards(void **state) {
   expect_fill_ahead("fillahead_hazards", 1, -1, 2, "memset_or_copy", 1LL, "stream_ordered", 1LL,

@@ -183,7 +183,7 @@ extern const char *const pw_fallback_names[PW_FB_N];
   X(GUARD_FORK, "fork_in_progress")  /* a fork is waiting for every guard to be released */        \
   X(GUARD_OWN_STACK, "caller_stack") /* on the calling thread's own stack: it would stop */
 
-/* Why an upload ahead was given up (engine/fa.h's reasons; the summary counts each). */
+/* Why an upload ahead was given up (fill/fa.h's reasons; the summary counts each). */
 #define PW_FA_REASONS(X)                                                                           \
   X(FA_GUARD, "written_freed_or_fork") /* the guard: a write, free, unmap or fork */               \
   X(FA_REFILL, "refilled")             /* a new fill over it */                                    \
@@ -252,7 +252,10 @@ enum {
   PW_CLASS_IPC_EXPORT,
   PW_CLASS_MANAGED,
   PW_CLASS_STREAM_DESTROY,
-  PW_CLASS_EVENT_DESTROY
+  PW_CLASS_EVENT_DESTROY,
+  /* the other entry points that enqueue work (front's PW_ENQUEUE, PW_DRV_ENQUEUE): wrapped for
+   * fill-ahead and sync elision, never counted (nor listed in the summary) */
+  PW_CLASS_ENQUEUE
 };
 
 #define PW_NUMA_DEVICES 16
@@ -300,7 +303,7 @@ typedef struct pw_stats {
   _Atomic uint64_t numa_threads_node, numa_cpus; /* 1 + their node (0: none), its CPUs */
   _Atomic uint64_t numa_mixed;                   /* devices on several nodes: not placed */
   _Atomic uint64_t numa_copy_threads; /* a batch's copy threads, capped to the node (0: never) */
-  /* Uploads ahead of the program's copies of its pinned memory (engine/fa.h) */
+  /* Uploads ahead of the program's copies of its pinned memory (fill/fa.h) */
   pw_counter3 fa_fills;                           /* fills uploaded as they went (ns: the fill) */
   pw_counter3 fa_used;                            /* program copies made from an upload */
   _Atomic uint64_t fa_revoked[PW_FA_REASONS_MAX]; /* uploads given up, by reason (fa.h) */

@@ -420,9 +420,11 @@ static void write_json(buf_t *b) {
   bprintf(b, "\"intercepted\":%llu,", (unsigned long long)total_hook_calls());
   if (total_hook_calls() == 0) bprintf(b, "\"note\":\"%s\",", empty_note());
   bprintf(b, "\"calls\":{");
-  for (int i = 0; i < pw_hook_count; i++)
-    bprintf(b, "%s\"%s\":{\"calls\":%llu,\"host_ns\":%llu}", i ? "," : "", pw_hook_table[i].name,
-            (unsigned long long)pw_get(&pw_st.hook_calls[i]), (unsigned long long)hook_ns(i));
+  for (int i = 0, n = 0; i < pw_hook_count; i++)
+    if (pw_hook_table[i].klass != PW_CLASS_ENQUEUE) /* never counted */
+      bprintf(b, "%s\"%s\":{\"calls\":%llu,\"host_ns\":%llu}", n++ ? "," : "",
+              pw_hook_table[i].name, (unsigned long long)pw_get(&pw_st.hook_calls[i]),
+              (unsigned long long)hook_ns(i));
   bprintf(b, "},\"copies\":[");
   int first = 1;
   for (int d = 0; d < PW_DIR_N; d++)

@@ -34,7 +34,6 @@
  * Lock order: init_lock, then a device's lock.
  */
 #define _GNU_SOURCE
-#include "fa.h"
 #include "numa.h"
 #include "engine.h"
 
@@ -1491,7 +1490,6 @@ static dev_state *forget_device(pw_engine *e, int device) {
 }
 
 void pw_engine_device_reset(pw_engine *e, int device) {
-  pw_fa_device_reset(device); /* the uploads ahead made there go with it too (fa.h) */
   if (!e || device < 0 || device >= MAX_DEVICES || atomic_load(&e->forked)) return;
   wait_setups(e, UINT64_MAX); /* a setup in flight would allocate into the dying context */
   drain_jobs(e, device, 1);   /* no copy thread writes into the pinned pool the reset frees */

@@ -146,7 +146,7 @@ typedef struct pw_engine_config {
 typedef struct pw_guard_ops {
   int (*available)(void);
   int (*protect_inner)(const void *p, size_t n, int *id, const void **lo, const void **hi);
-  /* NULL: uploads ahead (fa.h) are off */
+  /* NULL: uploads ahead (fill/fa.h) are off */
   int (*protect_revocable)(const void *p, size_t n, int *id, const void **lo, const void **hi,
                            void (*revoke)(void *arg), void *arg);
   void (*release_upto)(int id, size_t done);
@@ -170,10 +170,10 @@ void pw_engine_after_fork_child(pw_engine *e);
 /* Wait until no deferred copy guards any of [p, p+n): pinwheel calls it before it writes into the
  * program's memory itself, so that none of its threads ever stops on a guarded page. */
 void pw_engine_guard_wait(pw_engine *e, const void *p, size_t n);
-/* The device's context is about to be destroyed (cudaDeviceReset): the uploads ahead made there
- * are given up (pw_fa_device_reset), deferred copy-ins finish (or are given up when their side
- * stream failed or stalled 2 s) and the side stream drains, then the engine forgets the device;
- * the next copy sets it up anew. */
+/* The device's context is about to be destroyed (cudaDeviceReset): deferred copy-ins finish (or
+ * are given up when their side stream failed or stalled 2 s) and the side stream drains, then the
+ * engine forgets the device; the next copy sets it up anew.  (The front ends give the uploads ahead
+ * made there up first: pw_fa_device_reset, fill/fa.h.) */
 void pw_engine_device_reset(pw_engine *e, int device);
 /* The program is about to release the context the device's state lives in, which may destroy it:
  * setups end, the deferred copy-ins queued so far finish (bounded as at a reset) and the side

@@ -1,5 +1,5 @@
-/* drv.c — the driver front end: the exported cu* wrappers generated from drv_hooks.def, and the
- * ways a program that never calls the shared CUDA runtime reaches them.
+/* drv.c — the driver front end: the exported cu* wrappers of every entry point drv_hooks.def
+ * lists, and the ways a program that never calls the shared CUDA runtime reaches them.
  *
  * Must never: initialise anything in dlsym beyond finding the real functions; change a real
  * call's arguments or status; exit or abort the host process.
@@ -111,6 +111,8 @@ static int resolve_from(void *addr) {
     if (h) {
 #define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
   *(void **)&pw_drv.name = real_dlsym(h, #name);
+#define PW_DRV_ENQUEUE(name, how, el, proto, params, args, stream, base, version, pt)              \
+  *(void **)&pw_drv.name = real_dlsym(h, #name);
 #define PW_DRV_REAL(name, params) *(void **)&pw_drv.name = real_dlsym(h, #name);
 #include "drv_hooks.def"
       drv_handle = h;
@@ -128,13 +130,11 @@ int pw_drv_resolve(void) {
   return resolve_from(NULL);
 }
 
-void *pw_drv_lookup(const char *name) {
-  return pw_drv_resolve() ? real_dlsym(drv_handle, name) : NULL;
-}
-
 /* ---- the wrappers ---- */
 
 #define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
+  PW_EXPORT CUresult name params;
+#define PW_DRV_ENQUEUE(name, how, el, proto, params, args, stream, base, version, pt)              \
   PW_EXPORT CUresult name params;
 #include "drv_hooks.def"
 PW_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
@@ -178,7 +178,7 @@ CUresult pw_drv_missing(const char *name) {
                        PW_H_##name, args, stream_expr)                                             \
   }
 
-/* Uploads ahead (PINWHEEL_FILL_AHEAD, fa.h): the driver's large pinned allocations may be
+/* Uploads ahead (PINWHEEL_FILL_AHEAD, fill/fa.h): the driver's large pinned allocations may be
  * pinwheel's, as the runtime's are (a program built with the static CUDA runtime, CuPy's wheels
  * among them, allocates through here), and what the program asks of one is answered as CUDA
  * answers it for its own: 1 when *r holds the answer, 0 when the real call is made. */
@@ -296,6 +296,15 @@ static int fa_cuMemHostGetFlags(CUresult *r, unsigned *flags, void *p) {
     PW_FRONT_MANAGED_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), pw_drv_missing(#name),           \
                           PW_H_##name, args, made)                                                 \
   }
+/* The other entry points that enqueue work (PW_DRV_ENQUEUE: front.h's body), each checked against
+ * the header's declaration of its prototype (proto). */
+#define PW_DRV_ENQUEUE(name, how, el, proto, params, args, stream, base, version, pt)              \
+  _Static_assert(__builtin_types_compatible_p(__typeof__(&name), __typeof__(&proto)),              \
+                 #name " has the prototype of " #proto);                                           \
+  CUresult name params {                                                                           \
+    PW_FRONT_ENQUEUE_BODY(CUresult, CUDA_SUCCESS, DRV_REAL(name), pw_drv_missing(#name),           \
+                          &pw_drv_ops, how, el, #name, args, stream)                               \
+  }
 #define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
   PW_DRV_##class(name, params, args, stream, dir)
 #include "drv_hooks.def"
@@ -312,6 +321,8 @@ typedef struct drv_entry {
 static const drv_entry entries[] = {
 #define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
   {(void *const *)&pw_drv.name, (void *)name, #base, version, pt},
+#define PW_DRV_ENQUEUE(name, how, el, proto, params, args, stream, base, version, pt)              \
+  {(void *const *)&pw_drv.name, (void *)name, #base, version, pt},
 #include "drv_hooks.def"
     {(void *const *)&pw_drv.cuGetProcAddress_v2, (void *)cuGetProcAddress_v2, "cuGetProcAddress",
      12000, 0},
@@ -323,24 +334,8 @@ static const drv_entry entries[] = {
 /* What cuGetProcAddress hands out for each entry's own request: the driver may answer with other
  * addresses than its exported symbols'. */
 static void *canonical[N_ENTRIES];
-/* fa_hooks.c's driver wrappers: their real functions (dlsym on the libcuda pw_drv came from) and
- * what cuGetProcAddress hands out for them. */
-#define FA_MAX 128
-static void *fa_real[FA_MAX], *fa_canonical[FA_MAX];
 
 static void recognise_init(void) {
-  for (int i = 0; i < pw_fa_drv_count && i < FA_MAX; i++) {
-    fa_real[i] = real_dlsym(drv_handle, pw_fa_drv_entries[i].name);
-    void *p = NULL;
-    CUdriverProcAddressQueryResult st;
-    cuuint64_t flags = pw_fa_drv_entries[i].pt ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
-                                               : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
-    if (pw_drv.cuGetProcAddress_v2 &&
-        pw_drv.cuGetProcAddress_v2(pw_fa_drv_entries[i].base, &p, pw_fa_drv_entries[i].version,
-                                   flags, &st) == CUDA_SUCCESS &&
-        st == CU_GET_PROC_ADDRESS_SUCCESS)
-      fa_canonical[i] = p;
-  }
   if (!pw_drv.cuGetProcAddress_v2) return;
   for (size_t i = 0; i < N_ENTRIES - 1; i++) { /* the v1 entry is found by its symbol only */
     void *p = NULL;
@@ -361,8 +356,6 @@ static void *wrapper_of(void *p) {
     if (*entries[i].real == p) return entries[i].wrapper;
   for (size_t i = 0; i < N_ENTRIES; i++)
     if (canonical[i] == p) return entries[i].wrapper;
-  for (int i = 0; i < pw_fa_drv_count && i < FA_MAX; i++)
-    if (fa_real[i] == p || fa_canonical[i] == p) return pw_fa_drv_entries[i].wrapper;
   return NULL;
 }
 
@@ -383,9 +376,9 @@ void *pw_drv_offer(void *p, const void *caller) {
 static int listed_name(const char *name) {
 #define PW_DRV_HOOK(n, class, params, args, stream, dir, base, version, pt)                        \
   if (!strcmp(name, #n)) return 1;
+#define PW_DRV_ENQUEUE(n, how, el, proto, params, args, stream, base, version, pt)                 \
+  if (!strcmp(name, #n)) return 1;
 #include "drv_hooks.def"
-  for (int i = 0; i < pw_fa_drv_count; i++)
-    if (!strcmp(name, pw_fa_drv_entries[i].name)) return 1;
   return !strcmp(name, "cuGetProcAddress_v2") || !strcmp(name, "cuGetProcAddress");
 }
 

@@ -16,6 +16,8 @@
 typedef struct pw_drv_table {
 #define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \
   CUresult(*name) params;
+#define PW_DRV_ENQUEUE(name, how, el, proto, params, args, stream, base, version, pt)              \
+  CUresult(*name) params;
 #define PW_DRV_REAL(name, params) CUresult(*name) params;
 #include "drv_hooks.def"
 } pw_drv_table;
@@ -50,17 +52,5 @@ void pw_drv_ops_fork_child(void);
  * destroyed the context, pinwheel forgets what it made there, without a CUDA call. */
 void pw_drv_primary_release(int dev, int reset);
 void pw_drv_primary_released(int dev);
-
-/* fa_hooks.c: its driver wrappers, which drv.c offers as it offers drv_hooks.def's: the exported
- * symbol's name, the wrapper, and how cuGetProcAddress names this ABI (base, version, per-thread).
- */
-typedef struct pw_fa_drv_entry {
-  const char *name;
-  void *wrapper;
-  const char *base;
-  int version, pt;
-} pw_fa_drv_entry;
-extern const pw_fa_drv_entry pw_fa_drv_entries[];
-extern const int pw_fa_drv_count;
 
 #endif

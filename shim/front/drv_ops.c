@@ -87,7 +87,9 @@ void pw_drv_primary_release(int dev, int reset) {
   if (dev < 0 || dev >= MAX_DEVICES) return;
   if (reset) {
     /* the context's resources go whoever holds it: as at cudaDeviceReset, pinwheel's state there
-     * (any front end's) is drained and forgotten, and set up anew by the next staged copy */
+     * (any front end's) is drained and forgotten, and set up anew by the next staged copy: the
+     * uploads ahead first (fa.h), then the engine's */
+    pw_fa_device_reset(dev);
     pw_engine_device_reset(pw_eng, dev);
     pthread_mutex_lock(&primary_lock);
     atomic_store(&state_made[dev], 0);

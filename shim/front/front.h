@@ -35,8 +35,6 @@ void pw_init(void);
 /* runtime.c: the real runtime function called name (libcudart.so.13's, else the next one's, else
  * that of a libcudart.so.13 loaded RTLD_LOCAL), or NULL. */
 void *pw_runtime_lookup(const char *name);
-/* drv.c: the real driver function called name (the libcuda pw_drv was filled from), or NULL. */
-void *pw_drv_lookup(const char *name);
 /* drv.c: the driver front end's locks, in a forked child. */
 void pw_drv_fork_child(void);
 /* drv.c: what a lookup answering p (not NULL) to a caller at `caller` hands out: the wrapper when p
@@ -278,11 +276,53 @@ static inline void pw_after_real(void) {
   if (r == OK && (made)) atomic_store_explicit(&pw_mapped_seen, 1, memory_order_release);          \
   return r;
 
+/* ---- the other entry points that enqueue work (hooks.def's PW_ENQUEUE, drv_hooks.def's
+ * PW_DRV_ENQUEUE): what fill-ahead (how) and sync elision (el) do around the real call ----
+ * Never counted, and nothing but the relaxed loads below in front of the real call when both are
+ * off.  The real function may be looked up on the spot (no real one: the library's own "symbol
+ * not found"). */
+/* TAINT: the program may order a write of its pinned memory after a fill from the GPU's side:
+ * every upload is given up, for good.  A call before init first runs it (as every hooked entry
+ * point does), so that fill-ahead, once on, knows of it.  Fill-ahead is on only in stage mode:
+ * pw_enter's OFF is init recursing, or the shim's own call. */
+static inline void pw_enqueue_fa_TAINT(const char *name) {
+  if (pw_enter() != PW_MODE_OFF && PW_UNLIKELY(pw_fa_on())) pw_fa_taint(name);
+}
+/* REVOKE: the call may write the program's pinned memory: every live upload is given up (none
+ * live: one relaxed load). */
+static inline void pw_enqueue_fa_REVOKE(const char *name) {
+  (void)name;
+  if (PW_UNLIKELY(pw_fa_live()) && !pw_depth) pw_fa_revoke_all(PW_FA_OTHER_WRITE);
+}
+/* NOTHING: it writes only device memory (listed for sync elision). */
+static inline void pw_enqueue_fa_NOTHING(const char *name) {
+  (void)name;
+}
+/* FENCE, HOSTW: work on another stream than an elided sync's waits for it (no live elided sync:
+ * one load).  HOSTW: host functions and graphs can write host memory, a semaphore's signal be
+ * seen from the host: the stream's next sync is real. */
+#define PW_ENQUEUE_EL_BEFORE_FENCE(ops, s)                                                         \
+  if (!pw_depth) pw_elide_fence(ops, (void *)(s))
+#define PW_ENQUEUE_EL_BEFORE_HOSTW(ops, s) PW_ENQUEUE_EL_BEFORE_FENCE(ops, s)
+#define PW_ENQUEUE_EL_BEFORE_NONE(ops, s)
+#define PW_ENQUEUE_EL_AFTER_HOSTW(ops, s, ok)                                                      \
+  if ((ok) && !pw_depth && pw_mode == PW_MODE_STAGE && pw_sync_mode == PW_SYNC_ELIDE)              \
+  pw_elide_host_write(ops, (void *)(s))
+#define PW_ENQUEUE_EL_AFTER_FENCE(ops, s, ok)
+#define PW_ENQUEUE_EL_AFTER_NONE(ops, s, ok)
+#define PW_FRONT_ENQUEUE_BODY(T, OK, real, missing, ops, how, el, name, args, stream_expr)         \
+  pw_enqueue_fa_##how(name);                                                                       \
+  __typeof__(real) f_ = (real);                                                                    \
+  if (!f_) return missing;                                                                         \
+  PW_ENQUEUE_EL_BEFORE_##el(ops, stream_expr);                                                     \
+  T r_ = f_ args;                                                                                  \
+  PW_ENQUEUE_EL_AFTER_##el(ops, stream_expr, r_ == OK);                                            \
+  return r_;
+
 /* The front ends' common path for a copy (pw_depth already raised): describe it with the front
  * end's backend, stage it in stage mode.  Returns PW_PATH_* when staged, PW_PATH_N when made from
- * an upload ahead of it (fa.h; either way the caller reports success), else < 0 (the caller makes
- * the real call).  *t0 is set to the start of the call's
- * timing. */
+ * an upload ahead of it (fill/fa.h; either way the caller reports success), else < 0 (the caller
+ * makes the real call).  *t0 is set to the start of the call's timing. */
 static inline int pw_front_copy(const pw_ops *ops, int mode, pw_transfer *c, const char *name,
                                 uint64_t *t0) {
   pw_describe(ops, c);

@@ -1,11 +1,11 @@
 /* runtime.c — the runtime front end: the exported cuda* wrappers generated from hooks.def and the
  * lookup of the real runtime functions.
  *
- * Owns: the wrappers of hooks.def (the pinned memory the program allocates through the runtime is
- * recorded here for app_memcpy.c); pw_real.  The lifecycle (init, mode, engine, fork, exit) is
- * pinwheel.c's, shared with the driver front end (drv.c).
- * Must never: change a real call's arguments or status, print unless asked (errors aside), or
- * exit/abort the host process.
+ * Owns: the wrappers of every entry point hooks.def lists (the pinned memory the program allocates
+ * through the runtime is recorded here for app_memcpy.c); pw_real.  The lifecycle (init, mode,
+ * engine, fork, exit) is pinwheel.c's, shared with the driver front end (drv.c). Must never: change
+ * a real call's arguments or status, print unless asked (errors aside), or exit/abort the host
+ * process.
  */
 #define _GNU_SOURCE
 #include "real.h"
@@ -35,17 +35,21 @@ void *pw_runtime_lookup(const char *name) {
 }
 
 void pw_resolve_real(void) {
-#define PW_HOOK(name, class, params, args, stream)                                                 \
+#define PW_RESOLVE(name)                                                                           \
   if (!pw_real.name) *(void **)&pw_real.name = pw_runtime_lookup(#name);
-#define PW_REAL(name, params)                                                                      \
-  if (!pw_real.name) *(void **)&pw_real.name = pw_runtime_lookup(#name);
+#define PW_HOOK(name, class, params, args, stream) PW_RESOLVE(name)
+#define PW_ENQUEUE(name, how, el, proto, params, args, stream) PW_RESOLVE(name)
+#define PW_REAL(name, params) PW_RESOLVE(name)
 #include "hooks.def"
+#undef PW_RESOLVE
   if (pw_log_level() >= PW_LOG_DEBUG) {
-#define PW_HOOK(name, class, params, args, stream)                                                 \
+#define PW_MISSING(name)                                                                           \
   if (!pw_real.name) pw_log(PW_LOG_DEBUG, "real %s not found", #name);
-#define PW_REAL(name, params)                                                                      \
-  if (!pw_real.name) pw_log(PW_LOG_DEBUG, "real %s not found", #name);
+#define PW_HOOK(name, class, params, args, stream) PW_MISSING(name)
+#define PW_ENQUEUE(name, how, el, proto, params, args, stream) PW_MISSING(name)
+#define PW_REAL(name, params) PW_MISSING(name)
 #include "hooks.def"
+#undef PW_MISSING
   }
 }
 
@@ -76,6 +80,7 @@ static int dir_of_kind(enum cudaMemcpyKind k) {
 /* ---- the wrappers ---- */
 
 #define PW_HOOK(name, class, params, args, stream) PW_EXPORT cudaError_t name params;
+#define PW_ENQUEUE(name, how, el, proto, params, args, stream) PW_EXPORT cudaError_t name params;
 #include "hooks.def"
 
 #define WRAP_COPY(name, params, args, stream_expr, is_sync)                                        \
@@ -118,7 +123,7 @@ static void host_mem_done(const void *start, size_t size) {
   else
     pw_pinned_remove(start);
 }
-/* Uploads ahead (PINWHEEL_FILL_AHEAD, fa.h): the runtime's large pinned allocations are
+/* Uploads ahead (PINWHEEL_FILL_AHEAD, fill/fa.h): the runtime's large pinned allocations are
  * pinwheel's, and what the program asks of one is answered as CUDA answers it for its own: 1 when
  * *r holds the answer, 0 when the real call is made. */
 static int fa_cudaHostAlloc(cudaError_t *r, void **p, size_t n, unsigned flags) {
@@ -219,8 +224,10 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
     if (!REAL(name)) return pw_runtime_missing(#name);                                             \
     int dev = -1;                                                                                  \
     if (mode == PW_MODE_STAGE && pw_eng && REAL(cudaGetDevice) &&                                  \
-        pw_real.cudaGetDevice(&dev) == cudaSuccess)                                                \
+        pw_real.cudaGetDevice(&dev) == cudaSuccess) {                                              \
+      pw_fa_device_reset(dev); /* the uploads ahead made there go first (fa.h) */                  \
       pw_engine_device_reset(pw_eng, dev);                                                         \
+    }                                                                                              \
     cudaError_t r = pw_real.name args;                                                             \
     pw_after_real();                                                                               \
     if (mode != PW_MODE_OFF) pw_count_call(PW_H_##name, 0);                                        \
@@ -266,6 +273,21 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
 #define PW_WRAP_DEVICE_RESET(name, params, args, stream) WRAP_RESET(name, params, args)
 #define PW_HOOK(name, class, params, args, stream) PW_WRAP_##class(name, params, args, stream)
 #include "hooks.def"
+
+/* The other entry points that enqueue work (PW_ENQUEUE: front.h's body), each checked against the
+ * header's declaration of its prototype (proto).  cudaMemcpyFromArray(Async), cudaMemcpyToArray
+ * (Async) and cudaMemcpyArrayToArray are deprecated, still exported, and still copy. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#define PW_ENQUEUE(name, how, el, proto, params, args, stream)                                     \
+  _Static_assert(__builtin_types_compatible_p(__typeof__(&name), __typeof__(&proto)),              \
+                 #name " has the prototype of " #proto);                                           \
+  cudaError_t name params {                                                                        \
+    PW_FRONT_ENQUEUE_BODY(cudaError_t, cudaSuccess, REAL(name), pw_runtime_missing(#name),         \
+                          &pw_real_ops, how, el, #name, args, stream)                              \
+  }
+#include "hooks.def"
+#pragma GCC diagnostic pop
 
 /* A __managed__ variable of the program (its registration, made when the program's CUDA code is
  * loaded): memory a kernel may write and the host read, which no allocation call names, so sync

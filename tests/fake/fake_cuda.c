@@ -1,9 +1,10 @@
 /* fake_cuda.c — a small stand-in for libcuda.so.1, for the driver front end's tests.
  *
  * The real library has no symbol versions, so neither has this one.  It defines every function
- * of shim/front/drv_hooks.def (prototypes from that list: a definition whose types differ is a
- * compile error), the 32-bit-pointer cuMemcpyHtoD of CUDA < 3.2, and a cuGetProcAddress (_v2 and
- * the CUDA 11.3 one) that answers by name, version and per-thread flag as the driver does.  With
+ * of shim/front/drv_hooks.def but the other entry points that enqueue work, of which it defines a
+ * few (prototypes from that list: a definition whose types differ is a compile error), the
+ * 32-bit-pointer cuMemcpyHtoD of CUDA < 3.2, and a cuGetProcAddress (_v2 and the CUDA 11.3 one)
+ * that answers by name, version and per-thread flag as the driver does.  With
  * FAKE_GPA_THUNKS set, cuGetProcAddress hands out other addresses than the exported symbols'
  * (thunks), as a driver may.  Copies run at once (device memory is host memory); pointers are
  * classified from its own allocation table; each call is recorded so the test program can check
@@ -27,6 +28,8 @@
 #include "fake_common.h"
 
 #define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt) CUresult name params;
+#define PW_DRV_ENQUEUE(name, how, el, proto, params, args, stream, base, version, pt)              \
+  CUresult name params;
 #define PW_DRV_REAL(name, params) CUresult name params;
 #include "drv_hooks.def"
 CUresult cuMemcpyHtoD(unsigned int dst, const void *src, size_t count); /* CUDA < 3.2 */
@@ -515,7 +518,8 @@ CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned int flags) {
   *p = (CUdeviceptr)(uintptr_t)q;
   return counted(__func__);
 }
-/* Three of the other entry points that enqueue work (shim/front/fa_hooks.c), for the lookups. */
+/* Three of the other entry points that enqueue work (drv_hooks.def's PW_DRV_ENQUEUE), for the
+ * lookups. */
 CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
   memset((void *)(uintptr_t)p, v, n);
   return counted(__func__);
@@ -550,7 +554,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAlloc
   *h = 1;
   return counted(__func__);
 }
-/* Three more of fa_hooks.c's: a copy into an array (this fake has none: nothing is copied), an
+/* Three more of them: a copy into an array (this fake has none: nothing is copied), an
  * external semaphore's signal, a graphics unmap. */
 CUresult cuMemcpyHtoAAsync_v2(CUarray a, size_t off, const void *src, size_t n, CUstream s) {
   return counted(__func__);

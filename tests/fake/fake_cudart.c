@@ -23,8 +23,10 @@
 
 /* The hooked entry points' prototypes come from the shim's one list (hooks.def), so this fake
  * cannot drift from it: a definition below whose types differ is a compile error, and a missing
- * one a link error (fake_hooked at the end takes the address of every one). */
+ * one a link error (fake_hooked at the end takes the address of every one; of the other entry
+ * points that enqueue work, PW_ENQUEUE, it defines those the tests call). */
 #define PW_HOOK(name, class, params, args, stream) cudaError_t name params;
+#define PW_ENQUEUE(name, how, el, proto, params, args, stream) cudaError_t name params;
 #define PW_REAL(name, params) cudaError_t name params;
 #include "hooks.def"
 
@@ -647,9 +649,9 @@ cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsign
   return entry_point(symbol, funcPtr, cudaVersion, flags | 2, driverStatus);
 }
 
-/* Two of the entry points the shim wraps for uploads made ahead (shim/front/fa_hooks.c) that the
- * tests call: a host function runs at once (every stream's earlier work is done), a memset sets
- * the bytes (every "device" pointer is host memory). */
+/* Two of the other entry points that enqueue work (hooks.def's PW_ENQUEUE) that the tests call: a
+ * host function runs at once (every stream's earlier work is done), a memset sets the bytes (every
+ * "device" pointer is host memory). */
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData) {
   FAKE_ENTER();
   CALL_RECORD(.stream = stream);
@@ -667,7 +669,7 @@ cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t 
   return cudaSuccess;
 }
 
-/* Some of the other entry points sync elision fences (shim/front/fa_hooks.c), recorded: a copy
+/* Some of the other entry points sync elision fences (hooks.def's PW_ENQUEUE), recorded: a copy
  * into a symbol or between arrays (this fake has neither: nothing is copied), an external
  * semaphore's signal, a graphics unmap; an IPC event opened (a new event to this process). */
 cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count,

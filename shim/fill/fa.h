@@ -1,8 +1,11 @@
-/* fa.h — uploads made ahead of the program's own copy (PINWHEEL_FILL_AHEAD; DESIGN.md §11).
+/* fa.h — uploads made ahead of the program's own copy (PINWHEEL_FILL_AHEAD; DESIGN.md §11): the
+ * interface of fill-ahead's layer (shim/fill/), over the engine and core, called by the front ends
+ * and the top file.
  *
  * Owns: the replaced allocations, the scratch buffers, the upload thread and its stream.
- * Must never: call CUDA in the fill (it runs in the program's memmove), let a copy use an upload
- * that was revoked, reuse scratch memory before the DMAs and device copies using it completed.
+ * Must never: include anything but core, the engine and itself, or a CUDA header; call CUDA in the
+ * fill (it runs in the program's memmove), let a copy use an upload that was revoked, reuse
+ * scratch memory before the DMAs and device copies using it completed.
  */
 
 /* CuPy's cp.asarray (like XLA's staging) fills a buffer of its own pinned memory with one memmove,
