@@ -60,7 +60,8 @@ const char pw_help_options[] =
     "Prints the PINWHEEL_* environment variables pinwheel reads: name, default, meaning.  They\n"
     "are read once, at the program's first CUDA call; sizes take K, M or G suffixes; a bad value\n"
     "prints one warning naming the variable and the default kept; a removed one, one warning\n"
-    "naming it removed.  `pinwheel run` passes them on.\n";
+    "naming it removed; any other PINWHEEL_* variable, one warning naming the closest option\n"
+    "if one is close.  `pinwheel run` passes them on.\n";
 
 #define PW_LIBRARY_MEANING "the libpinwheel.so that `pinwheel run` preloads"
 #define PW_LIBRARY_DEFAULT "the one installed beside the command"

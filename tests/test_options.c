@@ -153,6 +153,87 @@ static void test_removed_options_warn(void **state) {
   pw_options_reset();
 }
 
+/* A PINWHEEL_* variable pinwheel does not know: one warning line, naming the closest option when
+ * one is close (a typo, a swap, a prefix), whatever the case; none for an option, a removed option
+ * or a name pinwheel itself sets or reads; once per name; PINWHEEL_LOG=error silences it. */
+static void test_unknown_variables_warn(void **state) {
+  /* every option, with a value it accepts: silent */
+  static const char *const values[] = {"0",    "3-4",  "stage",      "warn",
+                                       "text", "keep", "background", "none"};
+  for (int i = 0; i < PW_OPT_COUNT; i++) {
+    long long v;
+    size_t k = 0;
+    while (pw_option_parse((pw_option_t)i, values[k], &v))
+      k++;
+    setenv(pw_option_name((pw_option_t)i), values[k], 1);
+  }
+  const char *mine[] = {"PINWHEEL_ROOT_PID", "PINWHEEL_LIBRARY", "PINWHEEL_HELP",
+                        "PINWHEEL_MAX_BYTES", NULL}; /* set or read by pinwheel; removed ones */
+  for (int i = 0; mine[i]; i++)
+    setenv(mine[i], "1", 1);
+  static const struct {
+    const char *name, *near; /* near NULL: no option is close */
+  } typos[] = {{"PINWHEEL_THREAD", "PINWHEEL_THREADS"},
+               {"PINWHEEL_SYNC_MODE", "PINWHEEL_SYNC"},
+               {"PINWHEEL_TRHEADS", "PINWHEEL_THREADS"},
+               {"PINWHEEL_Host_Pool", "PINWHEEL_HOST_POOL"},
+               {"PINWHEEL_STATS_FROMAT", "PINWHEEL_STATS_FORMAT"},
+               {"PINWHEEL_LIBARY", "PINWHEEL_LIBRARY"},
+               {"PINWHEEL_QZXW", NULL}};
+  for (size_t i = 0; i < sizeof typos / sizeof *typos; i++)
+    setenv(typos[i].name, "4", 1);
+  char *err = capture_stderr(init_opts);
+  for (size_t i = 0; i < sizeof typos / sizeof *typos; i++) {
+    char want[160];
+    if (typos[i].near)
+      snprintf(want, sizeof want,
+               "warning: %s is not an option (did you mean %s?); see `pinwheel options`\n",
+               typos[i].name, typos[i].near);
+    else
+      snprintf(want, sizeof want, "warning: %s is not an option; see `pinwheel options`\n",
+               typos[i].name);
+    const char *w = strstr(err, want);
+    if (!w) fail_msg("no warning for %s (want: %s):\n%s", typos[i].name, want, err);
+    if (strstr(w + 1, want)) fail_msg("%s warned twice", typos[i].name);
+  }
+  for (int i = 0; i < PW_OPT_COUNT; i++) {
+    char bad[96];
+    snprintf(bad, sizeof bad, "%s is not an option", pw_option_name((pw_option_t)i));
+    if (strstr(err, bad)) fail_msg("an option was warned about:\n%s", err);
+  }
+  for (int i = 0; mine[i]; i++) {
+    char bad[96];
+    snprintf(bad, sizeof bad, "%s is not an option", mine[i]);
+    if (strstr(err, bad)) fail_msg("%s was warned about:\n%s", mine[i], err);
+  }
+  assert_null(strstr(err, "not valid"));
+  assert_int_equal(pw_option_get(PW_OPT_THREADS), 0); /* nothing taken from the typo */
+  /* PINWHEEL_LOG=error silences it */
+  setenv("PINWHEEL_LOG", "error", 1);
+  err = capture_stderr(init_opts);
+  assert_string_equal(err, "");
+  pw_log_set_level(PW_LOG_WARN);
+  for (int i = 0; i < PW_OPT_COUNT; i++)
+    unsetenv(pw_option_name((pw_option_t)i));
+  for (int i = 0; mine[i]; i++)
+    unsetenv(mine[i]);
+  for (size_t i = 0; i < sizeof typos / sizeof *typos; i++)
+    unsetenv(typos[i].name);
+  /* a name twice in the environment (setenv never makes one; execve may pass one): one warning */
+  extern char **environ;
+  char **saved = environ;
+  char *twice[] = {"PINWHEEL_THREAD=1", "HOME=/", "PINWHEEL_THREAD=2", "PINWHEEL_THREADX", NULL};
+  environ = twice;
+  err = capture_stderr(init_opts);
+  environ = saved;
+  const char *w = strstr(err, "PINWHEEL_THREAD is not an option");
+  assert_non_null(w);
+  assert_null(strstr(w + 1, "PINWHEEL_THREAD is not an option"));
+  assert_non_null(
+      strstr(err, "PINWHEEL_THREADX is not an option (did you mean PINWHEEL_THREADS?)"));
+  pw_options_reset();
+}
+
 static void test_table_lists_every_option(void **state) {
   char *out = capture_stderr(print_opts);
   for (int i = 0; i < PW_OPT_COUNT; i++)
@@ -202,6 +283,7 @@ int main(void) {
       cmocka_unit_test(test_enums_bools_ints),
       cmocka_unit_test(test_environment),
       cmocka_unit_test(test_removed_options_warn),
+      cmocka_unit_test(test_unknown_variables_warn),
       cmocka_unit_test(test_table_lists_every_option),
       cmocka_unit_test(test_parsed_once_before_any_read),
   };

@@ -1,13 +1,14 @@
 /* options.c — the one options table of libpinwheel (PINWHEEL_* environment variables).
  *
  * Owns: names, defaults, meanings and parsing; the table `pinwheel options` prints (the README's
- * options table is this table); the options and values removed, each warned about once when set.
+ * options table is this table); the options and values removed, each warned about once when set;
+ * the PINWHEEL_* variables it does not know (a misspelt option), each warned about once at parse.
  * Values are parsed once, by whichever thread asks first (init at the first hooked call, or a
  * thread that reads an option before it, as the NVTX path may), and only read through
  * pw_option_get: a reader either parses them or waits until they are parsed, so no thread ever sees
  * a value being reset or half-parsed.
- * Must never: abort on a bad or removed value (it warns once, naming the variable and what is
- * kept).
+ * Must never: abort on a bad, removed or unknown variable (it warns once, naming the variable and
+ * what is kept), or scan the environment anywhere but in the one parse.
  */
 #define _GNU_SOURCE
 #include "pw.h"
@@ -139,6 +140,14 @@ static const struct {
     {"PINWHEEL_DEFER", "large", "deferring copies larger than half the pool measured slower"},
 };
 
+/* PINWHEEL_* names that are not options but are set or read by pinwheel's own parts: never
+ * warned about as unknown.  The build's switches (PINWHEEL_TSAN, PINWHEEL_TESTS, ...) are CMake
+ * cache variables, never read from the environment, so an exported one is reported. */
+static const char *const not_options[] = {
+    "PINWHEEL_ROOT_PID", /* set by `pinwheel run` for the shim: the process whose summary prints */
+    "PINWHEEL_LIBRARY",  /* read by `pinwheel run`, set by the Python package */
+};
+
 /* 1 when name=s is a removed option, or a removed value (def: the default kept); warned about. */
 static int warn_removed(const char *name, const char *s, const char *def) {
   for (size_t i = 0; i < sizeof removed / sizeof removed[0]; i++) {
@@ -152,6 +161,81 @@ static int warn_removed(const char *name, const char *s, const char *def) {
     return 1;
   }
   return 0;
+}
+
+/* Edit distance between a and b, ignoring case, with a swap of two neighbours counted as one
+ * edit; names longer than NAME_MAX_CMP count as far from everything. */
+#define NAME_MAX_CMP 64
+static int name_distance(const char *a, size_t na, const char *b, size_t nb) {
+  if (na > NAME_MAX_CMP || nb > NAME_MAX_CMP) return NAME_MAX_CMP;
+  int row[3][NAME_MAX_CMP + 1]; /* rows i-2, i-1 and i of the table, by i % 3 */
+  for (size_t j = 0; j <= nb; j++)
+    row[0][j] = (int)j;
+  for (size_t i = 1; i <= na; i++) {
+    int *cur = row[i % 3], *up = row[(i - 1) % 3], *up2 = row[(i + 1) % 3];
+    cur[0] = (int)i;
+    for (size_t j = 1; j <= nb; j++) {
+      int same = toupper((unsigned char)a[i - 1]) == toupper((unsigned char)b[j - 1]);
+      int d = up[j - 1] + !same;
+      if (up[j] + 1 < d) d = up[j] + 1;
+      if (cur[j - 1] + 1 < d) d = cur[j - 1] + 1;
+      if (i > 1 && j > 1 && toupper((unsigned char)a[i - 1]) == toupper((unsigned char)b[j - 2]) &&
+          toupper((unsigned char)a[i - 2]) == toupper((unsigned char)b[j - 1]) &&
+          up2[j - 2] + 1 < d)
+        d = up2[j - 2] + 1;
+      cur[j] = d;
+    }
+  }
+  return row[na % 3][nb];
+}
+
+/* The known name closest to name[0, n) (an option, or a name pinwheel reads): within 2 edits, or
+ * one a prefix of the other past "PINWHEEL_"; NULL when none is. */
+static const char *closest_name(const char *name, size_t n) {
+  const char *best = NULL;
+  int best_d = NAME_MAX_CMP + 1;
+  size_t base = strlen("PINWHEEL_");
+  for (size_t i = 0; i < PW_OPT_COUNT + sizeof not_options / sizeof *not_options; i++) {
+    const char *k = i < PW_OPT_COUNT ? table[i].name : not_options[i - PW_OPT_COUNT];
+    size_t nk = strlen(k), shorter = n < nk ? n : nk;
+    int d = name_distance(name, n, k, nk);
+    int prefix = shorter > base && !strncasecmp(name, k, shorter);
+    if ((d <= 2 || prefix) && d < best_d) best = k, best_d = d;
+  }
+  return best;
+}
+
+/* 1 when name[0, n) is an option, a removed option or a name pinwheel reads. */
+static int known_name(const char *name, size_t n) {
+  for (int i = 0; i < PW_OPT_COUNT; i++)
+    if (strlen(table[i].name) == n && !memcmp(table[i].name, name, n)) return 1;
+  for (size_t i = 0; i < sizeof removed / sizeof *removed; i++)
+    if (strlen(removed[i].name) == n && !memcmp(removed[i].name, name, n)) return 1;
+  for (size_t i = 0; i < sizeof not_options / sizeof *not_options; i++)
+    if (strlen(not_options[i]) == n && !memcmp(not_options[i], name, n)) return 1;
+  return 0;
+}
+
+/* One warning for each PINWHEEL_* variable of the environment that pinwheel does not know (a
+ * misspelt option would otherwise be ignored without a word), naming the closest option. */
+static void warn_unknown(void) {
+  extern char **environ;
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "PINWHEEL_", 9)) continue;
+    const char *eq = strchr(*e, '=');
+    size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
+    if (known_name(*e, n)) continue;
+    int again = 0; /* the same name twice in the environment: warned once */
+    for (char **f = environ; f < e && !again; f++)
+      again = !strncmp(*f, *e, n) && ((*f)[n] == '=' || !(*f)[n]);
+    if (again) continue;
+    const char *near = closest_name(*e, n);
+    if (near)
+      pw_log(PW_LOG_WARN, "%.*s is not an option (did you mean %s?); see `pinwheel options`",
+             (int)n, *e, near);
+    else
+      pw_log(PW_LOG_WARN, "%.*s is not an option; see `pinwheel options`", (int)n, *e);
+  }
 }
 
 static long long values[PW_OPT_COUNT];
@@ -317,6 +401,7 @@ static void parse_env(void) {
     const char *s = removed[i].value ? NULL : getenv(removed[i].name);
     if (s) warn_removed(removed[i].name, s, NULL);
   }
+  warn_unknown();
 }
 
 void pw_options_init(void) {
