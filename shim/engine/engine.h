@@ -132,9 +132,8 @@ typedef struct pw_engine_config {
   size_t host_pool, device_ring, chunk;
   int threads, strict;
   int background_setup; /* allocate a device's state off the copying thread */
-  /* PINWHEEL_DEFER: H2D copies return before their copy-in (guard needed); 2: copies larger than
-   * half the pool too, reusing its chunks (no option sets it since PINWHEEL_DEFER=large was
-   * removed, measured slower; the engine's tests still run that path) */
+  /* PINWHEEL_DEFER: H2D copies return before their copy-in (guard needed); only a copy whose
+   * chunks fit in half the pinned pool, one pinned chunk each */
   int defer;
   int numa; /* PINWHEEL_NUMA: place pools and staging threads on their GPU's node */
   /* The source guard deferral relies on (guard.h's functions in libpinwheel; a test's own in the
