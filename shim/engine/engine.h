@@ -186,8 +186,7 @@ void pw_engine_device_gone(pw_engine *e, int device);
 #ifdef PW_TESTING
 /* Test hook (the test build only): the engine leaves out one dependency, so a test can prove that
  * the byte comparison catches a missing one: 1 the ring-region wait, 2 a deferred chunk's DMA's
- * wait for its copy-in (the host flag), 3 the copy thread's wait for the side stream's store
- * before it reuses a chunk. */
+ * wait for its copy-in (the host flag). */
 extern int pw_engine_test_drop_dependency;
 /* Test hook: the first ticket of a device set up from now on (0 outside the tests), so a test can
  * make the 32-bit tickets wrap within a few copies. */
