@@ -9,7 +9,6 @@
 #include <sched.h>
 #include <time.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -796,14 +795,15 @@ static const pw_guard_ops test_guard = {.available = tg_available,
  * source held at the call.  Now and then the same source is copied twice (the second overlaps a
  * guarded range: staged at once), and the source is first the destination of a D2H (pinwheel's
  * own copy-out must wait for the guard too).  Returns the mismatches. */
-static long deferred_run_in(unsigned seed, int copies, long *deferred, size_t pool, size_t max) {
+static long deferred_run(unsigned seed, int copies, long *deferred) {
+  size_t pool = 16 << 20, max = 5 << 20;
   sim_reset(seed, 1);
   sim_set_lazy(seed % 2);
   atomic_store(&mismatches, 0);
   pw_stats_reset();
   pw_engine_config cfg = small_cfg(24 << 20, pool, 1 << 20);
   cfg.threads = seed % 3 == 0 ? 3 : 1;
-  cfg.defer = pool < (16 << 20) ? 2 : 1; /* 2: PINWHEEL_DEFER=large */
+  cfg.defer = 1;
   cfg.guard = &test_guard;
   pw_engine *e = pw_engine_create(&sim_ops, &cfg);
   void *s = sim_stream_new(0);
@@ -861,17 +861,6 @@ static long deferred_run_in(unsigned seed, int copies, long *deferred, size_t po
   return atomic_load(&mismatches);
 }
 
-static long deferred_run(unsigned seed, int copies, long *deferred) {
-  return deferred_run_in(seed, copies, deferred, 16 << 20, 5 << 20);
-}
-
-/* Copies up to 8 MiB through a 4 MiB pinned pool: each reuses the few chunks half the pool
- * holds (the copy thread waits for the side stream's store after a chunk's DMA before it
- * overwrites that chunk). */
-static long deferred_reuse_run(unsigned seed, long *deferred) {
-  return deferred_run_in(seed, 12, deferred, 4 << 20, 8 << 20);
-}
-
 static void test_deferred_bytes(void **state) {
   for (unsigned seed = 1; seed <= 12; seed++) {
     long deferred;
@@ -904,182 +893,56 @@ static void test_deferred_without_flag_wait_is_caught(void **state) {
   if (total == 0) fail_msg("a DMA that does not wait for its copy-in went unnoticed");
 }
 
-static void test_deferred_reusing_chunks(void **state) {
-  for (unsigned seed = 1; seed <= 12; seed++) {
-    long deferred;
-    long bad = deferred_reuse_run(seed, &deferred);
-    if (bad) fail_msg("seed %u: %ld mismatches", seed, bad);
-    assert_true(deferred >= 12);
-  }
-}
-
 /* The 32-bit tickets wrap: a device whose tickets start 12 below 2^32 wraps within the first copy
- * or two.  The side stream's wait compares cyclically (the simulator as CUDA's GEQ), so the host
- * must too: with a plain comparison the copy thread would see the wrapped consumed value as older
- * than every ticket it waits for, or newer, and overwrite a chunk whose DMA has not run.  Every
- * device byte is checked, reusing chunks and not. */
+ * or two.  The side stream's wait compares cyclically (the simulator as CUDA's GEQ): every device
+ * byte is checked across the wrap. */
 static void test_deferred_tickets_wrap(void **state) {
   pw_engine_test_ticket_start = 0xFFFFFFF4u;
   for (unsigned seed = 1; seed <= 8; seed++) {
     long deferred;
-    long bad = deferred_reuse_run(seed, &deferred);
-    if (bad) fail_msg("seed %u, reusing chunks: %ld mismatches", seed, bad);
-    assert_true(deferred >= 12);
-    bad = deferred_run(seed, 15, &deferred);
+    long bad = deferred_run(seed, 15, &deferred);
     if (bad) fail_msg("seed %u: %ld mismatches", seed, bad);
     assert_true(deferred >= 15);
   }
   pw_engine_test_ticket_start = 0;
 }
 
-/* One H2D copy of n bytes of 0x5A from a new malloc block (*src) into new device memory (*dev)
- * on a new stream (*s) of device 0, through a 4 MiB pool with PINWHEEL_DEFER=defer and the test
- * guard; it must go through the ring.  Returns the engine. */
-static pw_engine *ring_copy(int defer, size_t n, void **s, char **dev, unsigned char **src) {
-  pw_engine_config cfg = small_cfg(24 << 20, 4 << 20, 1 << 20);
-  cfg.defer = defer;
-  cfg.guard = &test_guard;
-  pw_engine *e = pw_engine_create(&sim_ops, &cfg);
-  *s = sim_stream_new(0);
-  *dev = sim_device_alloc(0, n);
-  *src = malloc(n);
-  memset(*src, 0x5A, n);
-  pw_transfer c = {.dst = *dev, .src = *src, .n = n, .dir = PW_DIR_H2D, .stream = *s};
-  pw_describe(&sim_ops, &c);
-  assert_int_equal(pw_engine_copy(e, &c), PW_PATH_RING);
-  return e;
-}
-/* Without the copy thread's wait for the DMA of a chunk's previous tenant, the bytes are wrong;
- * and a copy larger than half the pool is not deferred (staged as before, bytes right) where
- * streams cannot store a host value, or with PINWHEEL_DEFER=1. */
-static void test_deferred_reuse_without_consumed_wait_is_caught(void **state) {
-  long total = 0, deferred;
-  pw_engine_test_drop_dependency = 3;
-  for (unsigned seed = 1; seed <= 6; seed++)
-    total += deferred_reuse_run(seed, &deferred);
-  pw_engine_test_drop_dependency = 0;
-  if (total == 0) fail_msg("a chunk overwritten before its DMA went unnoticed");
-  for (int k = 0; k < 2; k++) { /* no store from a stream; PINWHEEL_DEFER=1 */
+/* Deferred only when its chunks fit in half the pool, counted in whole chunks: a 10 MiB pool
+ * (PINWHEEL_HOST_POOL=10M) stages in chunks of 1.625 MiB (a sixth of the pool, in 64 KiB units),
+ * and half of it holds 3 of them (4.875 MiB).  A 5 MiB copy fits in half the pool by its bytes but
+ * needs 4 chunks: staged at once, not deferred (too large, counted), its bytes right though the
+ * source is overwritten as soon as the call returns.  A 4.5 MiB copy (3 chunks) is deferred. */
+static void test_deferred_only_in_whole_chunks(void **state) {
+  size_t sizes[] = {5 << 20, 9 << 19};
+  for (int k = 0; k < 2; k++) {
     sim_reset(3, 1);
-    sim_no_write_value(k == 0);
     pw_stats_reset();
     atomic_store(&mismatches, 0);
-    size_t n = 6 << 20;
-    void *s;
-    char *dev;
-    unsigned char *src;
-    pw_engine *e = ring_copy(k == 0 ? 2 : 1, n, &s, &dev, &src);
+    pw_engine_config cfg = small_cfg(24 << 20, 10 << 20, 4 << 20);
+    cfg.defer = 1;
+    cfg.guard = &test_guard;
+    pw_engine *e = pw_engine_create(&sim_ops, &cfg);
+    void *s = sim_stream_new(0);
+    size_t n = sizes[k];
+    char *dev = sim_device_alloc(0, n);
+    unsigned char *src = malloc(n);
+    for (size_t i = 0; i < n; i++)
+      src[i] = (unsigned char)(i / (1 << 20) * 37 + i % 251);
+    pw_transfer c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s};
+    pw_describe(&sim_ops, &c);
+    assert_int_equal(pw_engine_copy(e, &c), PW_PATH_RING);
     enqueue_check(s, dev, src, n);
-    memset(src, 0xEE, n);
-    sim_stream_sync(s);
+    tg_wait(src, n);      /* a deferred source: the program's write waits for the guard */
+    memset(src, 0xEE, n); /* the write right after the call returns */
+    assert_int_equal(sim_stream_sync(s), 0);
     assert_int_equal(atomic_load(&mismatches), 0);
-    assert_int_equal(pw_get(&pw_st.deferred.calls), 0);
-    assert_int_equal(pw_get(&pw_st.not_deferred[PW_ND_LARGE]), 1);
+    assert_int_equal(pw_get(&pw_st.deferred.calls), k == 0 ? 0 : 1);
+    assert_int_equal(pw_get(&pw_st.not_deferred[PW_ND_LARGE]), k == 0 ? 1 : 0);
     pw_engine_destroy(e);
+    assert_int_equal(sim_deadlocks, 0);
+    assert_int_equal(pw_get(&pw_st.internal_errors), 0);
     free(src);
   }
-  sim_no_write_value(0);
-}
-
-/* A copy that reuses its chunks, whose side stream never stores consumed: the context dies with a
- * device-side assert where the first store would run (sim_die_at_write_value(700)), or the stream
- * hangs there (-1).  The copy thread then waits for a store that never comes; a device reset
- * (how) or the engine's destruction (!how) must still return, give the job up (counted), release
- * the source's guard, and, for the error, not wait out the 2 s stall bound.  SIGALRM fails the
- * test instead of letting it hang. */
-static void on_alarm(int sig) {
-  static const char m[] = "test_engine: a test hung (SIGALRM)\n";
-  (void)sig;
-  if (write(2, m, sizeof m - 1) < 0) _exit(2);
-  _exit(1);
-}
-
-static void dead_side_stream_run(int err, int reset) {
-  sim_reset(5, 1);
-  pw_stats_reset();
-  sim_die_at_write_value(err);
-  size_t n = 12 << 20;
-  void *s;
-  char *dev;
-  unsigned char *src;
-  pw_engine *e = ring_copy(2, n, &s, &dev, &src);
-  assert_int_equal(pw_get(&pw_st.deferred.calls), 1);
-  uint64_t t0 = pw_now_ns();
-  alarm(20);
-  if (reset)
-    pw_engine_device_reset(e, 0);
-  else
-    pw_engine_destroy(e);
-  alarm(0);
-  uint64_t ms = (pw_now_ns() - t0) / 1000000;
-  if (err > 0 && ms >= 2000) fail_msg("the side stream's error was not noticed: %llu ms", ms);
-  if (err < 0 && ms < 1900) fail_msg("a stalled side stream given up after %llu ms only", ms);
-  for (int i = 0; i < 64; i++) /* the guard is released: the program's writes and free go on */
-    assert_int_equal(atomic_load(&tg[i].used), 0);
-  assert_int_equal(pw_get(&pw_st.defer_aborted), 1);
-  assert_int_equal(pw_get(&pw_st.internal_errors), 0);
-  memset(src, 0xEE, n);
-  free(src);
-  if (reset) pw_engine_destroy(e);
-  sim_die_at_write_value(0);
-  sim_reset(1, 1);
-}
-
-/* A device reset does not give up another device's side stream that is slow, not dead: device
- * 1's copy (reusing chunks, a byte pattern that differs per chunk) has its side stream held at its
- * first store for 2.5 s, longer than the 2 s stall bound, while device 0 is reset.  The reset waits
- * for it up to the bound; its copy-in must not be given up (once: the stream then moved on and
- * copied stale chunks to the device). */
-static void *resume_later(void *arg) {
-  (void)arg;
-  nanosleep(&(struct timespec){2, 500000000}, NULL);
-  sim_die_at_write_value(0);
-  return NULL;
-}
-
-static void test_reset_waits_for_slow_other_device(void **state) {
-  sim_reset(7, 2);
-  pw_stats_reset();
-  atomic_store(&mismatches, 0);
-  pw_engine_config cfg = small_cfg(24 << 20, 4 << 20, 1 << 20);
-  cfg.defer = 2;
-  cfg.guard = &test_guard;
-  pw_engine *e = pw_engine_create(&sim_ops, &cfg);
-  assert_int_equal(sim_ops.set_device(0), 0); /* device 0 set up (a copy too small to defer) */
-  void *s0 = sim_stream_new(0);
-  size_t n = 12 << 20;
-  char *dev0 = sim_device_alloc(0, 512 << 10);
-  unsigned char *src = malloc(n);
-  for (size_t i = 0; i < n; i++)
-    src[i] = (unsigned char)(i / (1 << 20) * 37 + i % 251);
-  pw_transfer c0 = {.dst = dev0, .src = src, .n = 512 << 10, .dir = PW_DIR_H2D, .stream = s0};
-  pw_describe(&sim_ops, &c0);
-  assert_true(pw_engine_copy(e, &c0) >= 0);
-  sim_stream_sync(s0);
-  sim_die_at_write_value(-1); /* side streams hold at their next store, without an error */
-  assert_int_equal(sim_ops.set_device(1), 0);
-  void *s1 = sim_stream_new(1);
-  char *dev1 = sim_device_alloc(1, n);
-  pw_transfer c1 = {.dst = dev1, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = s1};
-  pw_describe(&sim_ops, &c1);
-  assert_int_equal(pw_engine_copy(e, &c1), PW_PATH_RING);
-  assert_int_equal(pw_get(&pw_st.deferred.calls), 1);
-  enqueue_check(s1, dev1, src, n);
-  assert_int_equal(sim_ops.set_device(0), 0);
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, resume_later, NULL), 0);
-  uint64_t t0 = pw_now_ns();
-  pw_engine_device_reset(e, 0);
-  uint64_t ms = (pw_now_ns() - t0) / 1000000;
-  pthread_join(th, NULL);
-  sim_stream_sync(s1);
-  if (ms < 2000) fail_msg("the reset returned after %llu ms, before the stall bound", ms);
-  assert_int_equal(pw_get(&pw_st.defer_aborted), 0);
-  assert_int_equal(atomic_load(&mismatches), 0);
-  assert_int_equal(pw_get(&pw_st.internal_errors), 0);
-  pw_engine_destroy(e);
-  free(src);
-  sim_reset(1, 1);
 }
 
 /* A deferred H2D copy of n bytes (a byte pattern that differs per MiB) into new memory of device
@@ -1101,56 +964,11 @@ static void deferred_on(pw_engine *e, int dev, size_t n, int checked, void **s, 
   if (checked) enqueue_check(*s, *dst, *src, n);
 }
 
-static pw_engine *reuse_engine(void) {
+static pw_engine *defer_engine(void) {
   pw_engine_config cfg = small_cfg(24 << 20, 4 << 20, 1 << 20);
-  cfg.defer = 2;
+  cfg.defer = 1;
   cfg.guard = &test_guard;
   return pw_engine_create(&sim_ops, &cfg);
-}
-
-static void *resume_after_300ms(void *arg) {
-  (void)arg;
-  nanosleep(&(struct timespec){0, 300000000}, NULL);
-  sim_die_at_write_value(0);
-  return NULL;
-}
-
-/* The drain's look at a side stream of another device (side_error) switches no device: at exit the
- * setup gate is closed and set_device is refused, which must not read as the side stream's
- * failure (the copy-in that reuses its chunks was given up, its DMAs then copied stale chunks);
- * the program's thread is not marked as a setup thread; its own context (not the primary one)
- * and device come back as they were; and an error it had not read is still there.  Device 1's
- * copy reuses its chunks, its side stream held at its first store for 0.3 s; the program's thread
- * is on device 0 in a context of its own, with an error pending, when the engine drains. */
-static void test_side_probe_switches_no_device(void **state) {
-  sim_reset(11, 2);
-  pw_stats_reset();
-  atomic_store(&mismatches, 0);
-  pw_engine *e = reuse_engine();
-  size_t n = 12 << 20;
-  void *s1;
-  char *dev1;
-  unsigned char *src;
-  sim_die_at_write_value(-1);
-  deferred_on(e, 1, n, 1, &s1, &dev1, &src);
-  sim_set_device(0);
-  sim_set_context(7);
-  sim_set_pending_error(77);
-  sim_close_gate(1); /* exit has begun */
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, resume_after_300ms, NULL), 0);
-  pw_engine_destroy(e); /* the drain of exit's, with the gate closed */
-  pthread_join(th, NULL);
-  sim_close_gate(0);
-  assert_int_equal(sim_stream_sync(s1), 0);
-  assert_int_equal(pw_get(&pw_st.defer_aborted), 0);
-  assert_int_equal(atomic_load(&mismatches), 0);
-  assert_int_equal(sim_setup_thread(), 0);
-  assert_int_equal(sim_get_device(), 0);
-  assert_int_equal(sim_context(), 7);
-  assert_int_equal(sim_pending_error(), 77);
-  free(src);
-  sim_reset(1, 1);
 }
 
 /* A device reset does not clear an error the program's thread has not read (its sync of the side
@@ -1158,11 +976,11 @@ static void test_side_probe_switches_no_device(void **state) {
 static void test_reset_keeps_program_error(void **state) {
   sim_reset(12, 1);
   pw_stats_reset();
-  pw_engine *e = reuse_engine();
+  pw_engine *e = defer_engine();
   void *s;
   char *dev;
   unsigned char *src;
-  deferred_on(e, 0, 2 << 20, 0, &s, &dev, &src);
+  deferred_on(e, 0, 3 << 19, 0, &s, &dev, &src); /* 1.5 MiB: 3 chunks of 640 KiB */
   sim_set_pending_error(77);
   pw_engine_device_reset(e, 0);
   assert_int_equal(sim_pending_error(), 77);
@@ -1170,106 +988,6 @@ static void test_reset_keeps_program_error(void **state) {
   pw_engine_destroy(e);
   free(src);
   sim_reset(1, 1);
-}
-
-static int guarded(const void *p) {
-  for (int i = 0; i < 64; i++)
-    if (atomic_load(&tg[i].used) && tg[i].p == p) return 1;
-  return 0;
-}
-
-/* A reset of device 0 is not held by device 1's side stream, which stopped without an error (and
- * may wait for device 0's dying context): the copy thread is in device 1's job, which waits for
- * that stream's store; device 0's job is queued behind it.  The reset returns once the stall bound
- * passed, device 0's job's guard released (the program may write its source), and device 1's job
- * is not given up: once its stream moves on, its bytes arrive; device 0's job is then skipped by
- * the copy thread, and a new copy to device 0 is staged right. */
-static void test_reset_not_held_by_other_device(void **state) {
-  signal(SIGALRM, on_alarm);
-  sim_reset(13, 2);
-  pw_stats_reset();
-  atomic_store(&mismatches, 0);
-  pw_engine *e = reuse_engine();
-  void *s0, *s1;
-  char *dev0, *dev1;
-  unsigned char *src0, *src1;
-  sim_die_at_write_value(-1); /* side streams hold at their next store, without an error */
-  deferred_on(e, 1, 12 << 20, 1, &s1, &dev1, &src1);
-  deferred_on(e, 0, 3 << 19, 0, &s0, &dev0, &src0); /* 1.5 MiB: no chunk reused, no store */
-  assert_true(guarded(src0));
-  uint64_t t0 = pw_now_ns();
-  alarm(20);
-  pw_engine_device_reset(e, 0);
-  alarm(0);
-  uint64_t ms = (pw_now_ns() - t0) / 1000000;
-  if (ms < 1900) fail_msg("device 0's job given up after %llu ms only", ms);
-  assert_false(guarded(src0));
-  memset(src0, 0xEE, 3 << 19);
-  assert_true(guarded(src1)); /* device 1's copy-in goes on */
-  sim_die_at_write_value(0);
-  assert_int_equal(sim_stream_sync(s1), 0);
-  assert_int_equal(atomic_load(&mismatches), 0);
-  free(src0);
-  /* device 0 again, in the state its next copy sets up: staged right */
-  deferred_on(e, 0, 3 << 19, 1, &s0, &dev0, &src0);
-  assert_int_equal(sim_stream_sync(s0), 0);
-  assert_int_equal(atomic_load(&mismatches), 0);
-  pw_engine_destroy(e);                              /* the copy thread ends after the last job */
-  assert_int_equal(pw_get(&pw_st.defer_aborted), 1); /* device 0's first, skipped */
-  assert_int_equal(pw_get(&pw_st.internal_errors), 0);
-  free(src0);
-  free(src1);
-  signal(SIGALRM, SIG_DFL);
-  sim_reset(1, 1);
-}
-
-/* A drain's probe belongs to the device state it was made for: device 1 is reset (by another
- * thread) while a reset of device 0 still drains with a probe of device 1's old state pending.
- * That probe is dropped, never given to a state the device no longer has (NULL: a crash).  Both
- * devices' copies reuse their chunks, and both side streams hold at their first store: device 1's
- * reset forsakes its job at 2 s, the copy thread moves to device 0's, and device 0's reset
- * (started 1 s after) drains until about 4 s. */
-static void *reset_dev1(void *arg) {
-  pw_engine_device_reset(arg, 1);
-  return NULL;
-}
-
-static void test_reset_drops_probe_of_reset_device(void **state) {
-  signal(SIGALRM, on_alarm);
-  sim_reset(14, 2);
-  pw_stats_reset();
-  pw_engine *e = reuse_engine();
-  void *s0, *s1;
-  char *dev0, *dev1;
-  unsigned char *src0, *src1;
-  sim_die_at_write_value(-1);
-  deferred_on(e, 1, 12 << 20, 0, &s1, &dev1, &src1);
-  deferred_on(e, 0, 12 << 20, 0, &s0, &dev0, &src0);
-  alarm(30);
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, reset_dev1, e), 0);
-  nanosleep(&(struct timespec){1, 0}, NULL);
-  pw_engine_device_reset(e, 0);
-  pthread_join(th, NULL);
-  alarm(0);
-  assert_false(guarded(src0));
-  assert_false(guarded(src1));
-  assert_int_equal(pw_get(&pw_st.internal_errors), 0);
-  sim_die_at_write_value(0);
-  pw_engine_destroy(e);
-  free(src0);
-  free(src1);
-  signal(SIGALRM, SIG_DFL);
-  sim_reset(1, 1);
-}
-
-static void test_deferred_dead_side_stream(void **state) {
-  signal(SIGALRM, on_alarm);
-  for (int reset = 0; reset < 2; reset++) {
-    dead_side_stream_run(700, reset); /* cudaErrorAssert: the context's sticky error */
-    dead_side_stream_run(-1, reset);  /* no error, no progress */
-  }
-  signal(SIGALRM, SIG_DFL);
 }
 
 /* Not deferred, staged as before, the reason counted: off, below the minimum, no way for the
@@ -1451,15 +1169,9 @@ int main(void) {
       cmocka_unit_test(test_deferred_bytes),
       cmocka_unit_test(test_deferred_without_guard_is_caught),
       cmocka_unit_test(test_deferred_without_flag_wait_is_caught),
-      cmocka_unit_test(test_deferred_reusing_chunks),
       cmocka_unit_test(test_deferred_tickets_wrap),
-      cmocka_unit_test(test_deferred_reuse_without_consumed_wait_is_caught),
-      cmocka_unit_test(test_deferred_dead_side_stream),
-      cmocka_unit_test(test_reset_waits_for_slow_other_device),
-      cmocka_unit_test(test_side_probe_switches_no_device),
+      cmocka_unit_test(test_deferred_only_in_whole_chunks),
       cmocka_unit_test(test_reset_keeps_program_error),
-      cmocka_unit_test(test_reset_not_held_by_other_device),
-      cmocka_unit_test(test_reset_drops_probe_of_reset_device),
       cmocka_unit_test(test_numa_prefer_last_node),
       cmocka_unit_test(test_not_deferred_reasons),
   };

@@ -64,13 +64,6 @@ uint32_t pw_engine_test_ticket_start;
 #define TICKET_START 0u   /* a device's first ticket (the tests start near 2^32) */
 #endif
 
-/* Tickets are 32-bit and wrap: the side stream's wait (cuStreamWaitValue32, GEQ) compares them
- * cyclically, (int32_t)(*flag - value) >= 0, and so must the host.  1 when ticket a comes before
- * ticket b in that order. */
-static inline int ticket_before(uint32_t a, uint32_t b) {
-  return (int32_t)(a - b) < 0;
-}
-
 typedef struct slot {
   size_t off, len;
   void *ev;  /* the memory is free once it completed (NULL: free) */
@@ -103,17 +96,11 @@ typedef struct dev_state {
   int nall, capall;
   /* Deferral: the copy thread stores ticket t into *flag once chunk t is in pinned memory; the
    * side stream waits for it (wait_host_value).  Tickets are handed out under the lock, in the
-   * order the jobs are queued, so the stored value only grows (cyclically: ticket_before). */
+   * order the jobs are queued, so the stored value only grows (cyclically: 32-bit tickets wrap,
+   * and the side stream's wait, cuStreamWaitValue32 GEQ, compares (int32_t)(*flag - value) >= 0).
+   */
   _Atomic uint32_t *flag; /* in the pinned allocation, past the arena; NULL: no deferral */
   uint32_t ticket;        /* under the lock: the last ticket handed out */
-  /* A deferred copy larger than its pinned chunks reuses them: after the DMA of chunk t, whose
-   * chunk a later one of the job reuses, the side stream stores t here (write_host_value), and the
-   * copy thread waits for it before it overwrites the chunk.  NULL: no such copy is deferred. */
-  _Atomic uint32_t *consumed;
-  /* Set once the side stream will never store (its context died, or it made no progress while
-   * exit, a reset or destroy waited): the copy thread stops waiting for consumed (abort_copyins).
-   */
-  atomic_int abort_wait;
   /* Set by a reset of the device once its drain is over (drain_jobs): the copy thread skips the
    * device's jobs it has not begun, releasing their guards without touching the pinned pool (the
    * reset frees it). */
@@ -125,24 +112,16 @@ typedef struct dev_state {
 #define JOB_MAX 16
 #define JOB_CHUNKS 256
 #define DEFER_MIN ((size_t)1 << 20)
-#define TAIL_MAX                                                                                   \
-  ((size_t)64 << 10) /* the unguarded last page, kept for a job that reuses chunks                 \
-                      */
 typedef struct defer_job {
   dev_state *d;
   const char *src;
   size_t lo, hi; /* the guarded part of src: [lo, hi); the rest was copied in at the call */
   int guard_id;
-  unsigned nchunks;
-  /* the pinned chunks it holds: chunk k goes into the slot of k % nslots; when nslots < nchunks,
-   * chunk k >= nslots is copied in once the side stream stored ticket0 + k - nslots + 1 into
-   * consumed (the DMA of the chunk before it in that slot is done) */
-  unsigned nslots;
+  unsigned nchunks; /* each in a pinned chunk of its own (defer_chunks) */
   uint32_t ticket0; /* chunk k's ticket is ticket0 + k + 1 */
   struct {
     size_t hoff, at, len;
   } ch[JOB_CHUNKS];
-  char *tail; /* nslots < nchunks: src[hi, n), copied at the call (engine's tails[job slot]) */
 } defer_job;
 
 struct pw_engine {
@@ -161,11 +140,10 @@ struct pw_engine {
   int stop;              /* under qlock: pw_engine_destroy asks the copy thread to end */
   dev_state *running;    /* under qlock: the device of the job being copied in, NULL between */
   /* Held from a deferred copy's queueing to the last of its side-stream work: the side streams
-   * then see the jobs' work in ticket order, the copy thread's order.  A job that reuses its
-   * chunks waits for its own stores on the side stream, so no job's waits may come first. */
+   * then see the jobs' work in ticket order, the copy thread's order (a later job's wait queued
+   * first would hold an earlier job's DMAs behind it until the later copy-in is done). */
   pthread_mutex_t elock;
-  _Atomic uint64_t progress;     /* tickets the copy thread stored: drain_jobs sees it move */
-  char tails[JOB_MAX][TAIL_MAX]; /* defer_job.tail, by queue position */
+  _Atomic uint64_t progress; /* tickets the copy thread stored: drain_jobs sees it move */
 };
 
 pw_engine *pw_engine_create(const pw_ops *ops, const pw_engine_config *cfg) {
@@ -479,13 +457,6 @@ static void setup_dev(pw_engine *e, dev_state *d) {
         if (ops->wait_host_value &&
             ops->wait_host_value(s, (const uint32_t *)flag, TICKET_START) == 0) {
           d->flag = flag;
-          /* and to store one (a copy that reuses its chunks): a cache line further */
-          _Atomic uint32_t *consumed = (_Atomic uint32_t *)(void *)((char *)p + pool + 64);
-          atomic_store(consumed, TICKET_START);
-          if (ops->write_host_value(s, (uint32_t *)consumed, TICKET_START) == 0)
-            d->consumed = consumed;
-          else
-            ops->clear_error();
         } else {
           ops->clear_error();
         }
@@ -542,8 +513,8 @@ static void drain_jobs(pw_engine *e, int only, int forsake);
  * switch: the gate is closed by now, and set_device would be refused (and mark the thread).  An
  * event still pending at the end is not given back: the process is ending. */
 static int side_error(dev_state *d, void **probe);
-/* d's side stream's work done, or an error of it, or 2 s passed (DRAIN_STALL_NS): the probe event
- * still pending then, else NULL. */
+/* d's side stream's work done, or an error of it, or 2 s passed: the probe event still pending
+ * then, else NULL. */
 static void *settle_side(dev_state *d) {
   void *probe = NULL;
   for (int t = 0; t < 2000 && !side_error(d, &probe) && probe; t++)
@@ -558,9 +529,7 @@ static void settle_side_streams(pw_engine *e) {
 }
 
 /* At exit, before CUDA's own exit handlers: no setup in flight, every deferred copy-in done (its
- * DMAs wait for it; a copy-in that reuses chunks waits for the side stream's stores, so
- * drain_jobs gives up on a side stream that failed or made no progress for 2 s), and the side
- * streams' work with it. */
+ * DMAs wait for it), and the side streams' work with it. */
 static void wait_setups_at_exit(void) {
   pw_engine *e = atomic_load(&exit_engine);
   wait_setups(e, 10ull * 1000000000);
@@ -615,10 +584,8 @@ static dev_state *get_dev(pw_engine *e, const pw_ops *ops, int device, int *reas
 
 /* Something failed after part of a copy was enqueued: drain what we enqueued, stop staging on
  * this device (its arenas can no longer be trusted), and let the caller make the real call. */
-static void abort_copyins(dev_state *d, int rc);
 static int fail_device(const pw_ops *ops, dev_state *d, void *stream, int rc) {
-  int side_rc = d->side ? ops->stream_sync(d->side) : 0;
-  if (side_rc) abort_copyins(d, side_rc); /* its context is gone: it stores nothing any more */
+  if (d->side) ops->stream_sync(d->side);
   ops->stream_sync(stream);
   ops->clear_error();
   atomic_store_explicit(&d->status, DEV_FAILED, memory_order_release);
@@ -885,40 +852,16 @@ fail:
 
 /* The copy thread's work for one job: each chunk's guarded bytes into its pinned chunk, the pages
  * read released, then the chunk's ticket stored (release order, after the copy routine's store
- * fence), which lets the side stream's DMA of that chunk go.  Once the device's waits are given
- * up (abort_wait), the rest of a job that waits for the side stream is skipped: all its tickets
- * are stored and its guard released.  A job of a device a reset forsook (skip) is not begun: its
- * guard is released (if the reset has not already), and its pinned pool not touched.  No CUDA call,
- * no lock a program thread can hold, no malloc. */
-/* Until the side stream stored at least v into d->consumed: the DMA that read the chunk's slot
- * before is done.  Spins a little, then yields, then sleeps 20 us at a time (a 4 MiB DMA takes
- * about 80 us).  Returns 0, or -1 once the device's waits were given up (abort_wait: the store
- * will never come). */
-static int wait_consumed(const dev_state *d, uint32_t v) {
-  for (unsigned i = 0; ticket_before(atomic_load_explicit(d->consumed, memory_order_acquire), v);
-       i++) {
-    if (atomic_load_explicit(&d->abort_wait, memory_order_acquire)) return -1;
-    d->ops->poll();
-    if (i < 64)
-      pw_cpu_relax();
-    else if (i < 256)
-      sched_yield();
-    else
-      nanosleep(&(struct timespec){0, 20000}, NULL);
-  }
-  return 0;
-}
-
-/* Chunk p of the job into its pinned slot, by the pool: the guarded bytes from src, the kept tail
- * from the job.  Returns the batch segment, or UINT64_MAX when the pool has nothing to copy. */
+ * fence), which lets the side stream's DMA of that chunk go.  A job of a device a reset forsook
+ * (skip) is not begun, or not finished: its guard is released (if the reset has not already), and
+ * its pinned pool not touched; all its tickets are stored.  No CUDA call, no wait for the GPU, no
+ * lock a program thread can hold, no malloc. */
+/* Chunk p of the job into its pinned chunk, by the pool: the guarded bytes from src (the rest was
+ * copied at the call).  Returns the batch segment, or UINT64_MAX when the pool has nothing to copy.
+ */
 static uint64_t push_chunk(pw_batch *b, const defer_job *j, unsigned p) {
-  dev_state *d = j->d;
   size_t at = j->ch[p].at, end = at + j->ch[p].len;
-  char *to = d->pinned + j->ch[p].hoff;
-  if (j->nslots < j->nchunks && end > j->hi && j->tail) { /* the unguarded tail, kept at the call */
-    size_t t = at > j->hi ? at : j->hi;
-    memcpy(to + (t - at), j->tail + (t - j->hi), end - t);
-  }
+  char *to = j->d->pinned + j->ch[p].hoff;
   size_t a = at < j->lo ? j->lo : at, z = end > j->hi ? j->hi : end;
   return a < z ? pw_batch_push(b, to + (a - at), j->src + a, z - a, PW_PART_STREAM) : UINT64_MAX;
 }
@@ -935,19 +878,13 @@ static void run_job(pw_engine *e, defer_job *j) {
   pw_batch b;
   batch_begin(e, &b);
   uint64_t seg[JOB_CHUNKS];
-  unsigned pushed = 0, ahead = j->nslots < AHEAD ? j->nslots : AHEAD;
+  unsigned pushed = 0;
   int aborted = 0;
   for (unsigned k = 0; k < j->nchunks && !aborted; k++) {
-    /* keep a few chunks ahead in the pool, then finish the oldest; a chunk whose slot held an
-     * earlier one waits for that one's DMA (ahead <= nslots: that DMA needs only stored tickets) */
-    for (; pushed < j->nchunks && pushed < k + ahead; pushed++) {
+    /* keep a few chunks ahead in the pool, then finish the oldest */
+    for (; pushed < j->nchunks && pushed < k + AHEAD; pushed++) {
       if (atomic_load(&d->skip)) { /* a reset waits for this job to end: the pool is still there */
         aborted = 1;
-        break;
-      }
-      if (pushed >= j->nslots && DROP_DEPENDENCY != 3 &&
-          wait_consumed(d, j->ticket0 + (pushed - j->nslots) + 1)) {
-        aborted = 1; /* the side stream stores nothing any more: its DMAs never run */
         break;
       }
       seg[pushed] = push_chunk(&b, j, pushed);
@@ -994,9 +931,6 @@ static void *copier_main(void *arg) {
   return NULL;
 }
 
-/* Queue a job (FIFO), hand out its tickets and keep its tail (src[hi, n) of a job that reuses its
- * chunks); returns its position in the queue.  Without a copy thread (it could not be started)
- * the job runs here. */
 /* Start the copy thread if it is not running (qlock held); 1 when it runs. */
 static int copier_start(pw_engine *e) {
   if (!e->copier) {
@@ -1007,15 +941,9 @@ static int copier_start(pw_engine *e) {
   return e->copier > 0;
 }
 
-/* 1 when the copy thread runs (started if need be): a job that reuses its chunks needs it. */
-static int copier_ready(pw_engine *e) {
-  pthread_mutex_lock(&e->qlock);
-  int ok = copier_start(e);
-  pthread_mutex_unlock(&e->qlock);
-  return ok;
-}
-
-static uint64_t queue_job(pw_engine *e, defer_job *j, const char *tail, size_t tail_len) {
+/* Queue a job (FIFO) and hand out its tickets; returns its position in the queue.  Without a copy
+ * thread (it could not be started) the job runs here. */
+static uint64_t queue_job(pw_engine *e, defer_job *j) {
   pthread_mutex_lock(&e->qlock);
   while (e->qtail - e->qhead >= JOB_MAX) /* the copy thread moves on: only its own DMAs delay it */
     pthread_cond_wait(&e->qcv, &e->qlock);
@@ -1023,16 +951,11 @@ static uint64_t queue_job(pw_engine *e, defer_job *j, const char *tail, size_t t
   j->d->ticket += j->nchunks;
   uint64_t pos = e->qtail;
   if (copier_start(e)) {
-    j->tail = NULL;
-    if (tail) { /* the job's place in the queue is free: so is its tail buffer */
-      j->tail = e->tails[e->qtail % JOB_MAX];
-      memcpy(j->tail, tail, tail_len);
-    }
     e->jobs[e->qtail % JOB_MAX] = *j;
     e->qtail++;
     pthread_cond_broadcast(&e->qcv);
     pthread_mutex_unlock(&e->qlock);
-  } else { /* never a job that reuses its chunks (copier_ready said no) */
+  } else {
     pthread_mutex_unlock(&e->qlock);
     run_job(e, j);
   }
@@ -1046,27 +969,6 @@ static void wait_jobs(pw_engine *e, uint64_t pos) {
     pthread_cond_wait(&e->qcv, &e->qlock);
   pthread_mutex_unlock(&e->qlock);
 }
-
-/* The device's side stream will never store consumed again (error rc: its context is gone; 0: it
- * made no progress for DRAIN_STALL_NS): the copy thread gives up waiting for it, skips the rest of
- * such jobs (their bytes never arrive: the context's sticky error, or the end of the process or
- * context, says so) and releases their guards; the device stages no more. */
-static void abort_copyins(dev_state *d, int rc) {
-  atomic_store_explicit(&d->status, DEV_FAILED, memory_order_release);
-  if (!d->consumed || atomic_exchange(&d->abort_wait, 1)) return;
-  if (rc)
-    pw_log(PW_LOG_ERROR,
-           "device %d's side stream failed (CUDA error %d): deferred copy-ins that wait for it are "
-           "abandoned, and the device's copies go to CUDA unchanged",
-           d->device, rc);
-  else
-    pw_log(PW_LOG_ERROR,
-           "device %d's side stream made no progress for 2 s while pinwheel drained its deferred "
-           "copies: copy-ins that wait for it are abandoned",
-           d->device);
-}
-
-#define DRAIN_STALL_NS 2000000000ull /* settle_side_streams' bound */
 
 /* An error of d's side stream, 0 if none is known: an event recorded on it and queried (never a
  * wait), with the stream's context pushed above the calling thread's own and popped after
@@ -1090,18 +992,17 @@ static int side_error(dev_state *d, void **probe) {
   return rc;
 }
 
-/* The drain of a device reset is over: the copy thread skips the device's jobs it has not begun
- * (skip), stops waiting for its side stream in the job it is in (abort_wait), and this thread
- * waits until it is out of that job.  The guards of the device's jobs still queued are released
- * here (the program may write their sources now; the copy thread, held by another device's job,
- * may reach them much later), and, while the pool lives (pool_lives: a reset not yet made), every
- * ticket handed out is stored, so the side stream's waits run through (its DMAs copy whatever the
- * chunks hold: the memory they copy into goes with the reset); once the context is gone, nothing
- * is stored into its freed pool.  Afterwards nothing of pinwheel's touches the pinned pool. */
+/* The drain of a device reset is over: the copy thread skips the device's jobs it has not begun,
+ * and the rest of the one it is in (skip), and this thread waits until it is out of that job.  The
+ * guards of the device's jobs still queued are released here (the program may write their sources
+ * now; the copy thread, in other devices' jobs first, may reach them later), and, while the pool
+ * lives (pool_lives: a reset not yet made), every ticket handed out is stored, so the side stream's
+ * waits run through (its DMAs copy whatever the chunks hold: the memory they copy into goes with
+ * the reset); once the context is gone, nothing is stored into its freed pool.  Afterwards nothing
+ * of pinwheel's touches the pinned pool. */
 static void forsake_device(pw_engine *e, dev_state *d, int pool_lives) {
   const pw_guard_ops *g = e->cfg.guard;
   atomic_store(&d->skip, 1);
-  atomic_store(&d->abort_wait, 1);
   pthread_mutex_lock(&e->qlock);
   while (e->copier > 0 && e->running == d)
     pthread_cond_wait(&e->qcv, &e->qlock);
@@ -1117,51 +1018,30 @@ static void forsake_device(pw_engine *e, dev_state *d, int pool_lives) {
     g->release(ids[i]);
 }
 
-/* Wait for the deferred copy-ins, but never forever: a job that reuses its chunks waits for its
- * side stream's stores, and a side stream whose context died (a device-side assert) never makes
- * them.  Every millisecond the side streams are asked: an error aborts that device's waits (its
- * bytes never arrive: the context is gone).  At exit and destroy (only -1) the queue is drained
- * until empty, and after DRAIN_STALL_NS without a ticket stored every device's waits are given up.
- * A device reset (only = its device) waits only for the jobs queued before it began (later ones
- * cannot starve it), and for no more than DRAIN_STALL_NS without a ticket stored (the copy thread
- * may be held by a stalled side stream of another device, which may wait for the dying context);
- * then, with forsake, the reset device is forsaken (forsake_device); without (a quiesce: the
- * context lives on), its later jobs run as they come.  Another device's side stream is never given
- * up for a reset: it may be slow, not dead, and once it moved its DMAs would copy stale chunks.
- * This thread may call CUDA; the copy thread still never does. */
+#define DRAIN_STALL_NS 2000000000ull
+
+/* Wait for the deferred copy-ins (the copy thread waits for nothing on the GPU: only for its
+ * copies of the sources).  At exit and destroy (only -1) the queue is drained until empty.  A
+ * device reset (only = its device) waits only for the jobs queued before it began (later ones
+ * cannot starve it), and for no more than DRAIN_STALL_NS without a ticket stored; then, with
+ * forsake, the reset device is forsaken (forsake_device); without (a quiesce: the context lives
+ * on), its later jobs run as they come. */
 static void drain_jobs(pw_engine *e, int only, int forsake) {
-  struct {
-    dev_state *d; /* the state the event belongs to */
-    void *ev;
-  } probe[MAX_DEVICES] = {0};
   uint64_t seen = atomic_load(&e->progress), t0 = pw_now_ns();
   pthread_mutex_lock(&e->qlock);
   uint64_t end = e->qtail; /* a reset waits for the jobs queued before it */
   while (e->copier > 0 && e->qhead != e->qtail && (only < 0 || e->qhead < end)) {
     pthread_mutex_unlock(&e->qlock);
     uint64_t p = atomic_load(&e->progress), now = pw_now_ns();
-    int stalled = p == seen && now - t0 > DRAIN_STALL_NS;
     if (p != seen) seen = p, t0 = now;
-    if (stalled && only >= 0) {
+    if (only >= 0 && now - t0 > DRAIN_STALL_NS) {
       pthread_mutex_lock(&e->qlock);
       break;
-    }
-    for (int i = 0; i < MAX_DEVICES; i++) {
-      dev_state *d = atomic_load(&e->dev[i]);
-      if (probe[i].ev && probe[i].d != d) probe[i].ev = NULL; /* reset meanwhile: dropped */
-      if (!d || atomic_load_explicit(&d->status, memory_order_acquire) == DEV_PENDING ||
-          !d->consumed || atomic_load(&d->abort_wait))
-        continue;
-      probe[i].d = d;
-      int rc = d->side ? side_error(d, &probe[i].ev) : 0;
-      if (rc || stalled) abort_copyins(d, rc);
     }
     nanosleep(&(struct timespec){0, 1000000}, NULL);
     pthread_mutex_lock(&e->qlock);
   }
   pthread_mutex_unlock(&e->qlock);
-  for (int i = 0; i < MAX_DEVICES; i++)
-    if (probe[i].ev && probe[i].d == atomic_load(&e->dev[i])) ev_put(probe[i].d, probe[i].ev);
   dev_state *d = forsake && only >= 0 && only < MAX_DEVICES ? atomic_load(&e->dev[only]) : NULL;
   if (d) forsake_device(e, d, 1);
 }
@@ -1175,6 +1055,15 @@ static void copy_now(dev_state *d, const defer_job *j, const char *src, size_t f
   }
 }
 
+/* The pinned chunks a deferred copy of n bytes takes: one per chunk, in half the pool (the other
+ * half stays for the copies staged at once), at most JOB_CHUNKS.  0 when they do not fit: half the
+ * pool is counted in whole chunks, so a copy no larger than half the pool in bytes may still not
+ * fit (its last chunk a partial one).  defer_reason and reserve_slots both ask here. */
+static unsigned defer_chunks(const dev_state *d, size_t n, size_t chunk) {
+  size_t nchunks = (n + chunk - 1) / chunk, cap = d->host.size / 2 / chunk;
+  return nchunks <= cap && nchunks <= JOB_CHUNKS ? (unsigned)nchunks : 0;
+}
+
 /* Why this H2D copy cannot be deferred, before anything is reserved; -1 when it may be. */
 static int defer_reason(const pw_engine *e, const dev_state *d, const pw_transfer *c,
                         size_t chunk) {
@@ -1183,49 +1072,35 @@ static int defer_reason(const pw_engine *e, const dev_state *d, const pw_transfe
   if (c->n < DEFER_MIN) return PW_ND_SMALL;
   if (!d->ring) return PW_ND_NO_RING;
   if (!d->flag) return PW_ND_NO_WAIT_VALUE;
-  /* larger than half the pool, its chunks are reused: cfg.defer 2 (engine.h), and the side
-   * stream must store values */
-  if ((c->n > d->host.size / 2 &&
-       (e->cfg.defer < 2 || !d->consumed || d->host.size / 2 / chunk < 2)) ||
-      c->n > d->dring.size / 2 || (c->n + chunk - 1) / chunk > JOB_CHUNKS)
-    return PW_ND_LARGE;
+  if (!defer_chunks(d, c->n, chunk) || c->n > d->dring.size / 2) return PW_ND_LARGE;
   int g = e->cfg.guard->available();
   if (g) return PW_ND_GUARD + g;
   return -1;
 }
 
-/* The pinned chunks of a deferred copy: one slot per chunk when they fit in half the pool, else
- * as many whole chunks as half the pool holds, reused in turn (defer_job.nslots).  Fills j's
- * nchunks, nslots and ch[].  0, AGAIN (another copy's chunks were in the way while this one held
- * some), or a CUDA error; on failure nothing is held. */
+/* The pinned chunks of a deferred copy, one slot per chunk (defer_chunks: defer_reason said they
+ * fit).  Fills j's nchunks and ch[].  0, AGAIN (another copy's chunks were in the way while this
+ * one held some), or a CUDA error; on failure nothing is held. */
 static int reserve_slots(const pw_ops *ops, dev_state *d, defer_job *j, size_t n, size_t chunk,
                          unsigned *idx) {
-  unsigned nchunks = (unsigned)((n + chunk - 1) / chunk);
-  unsigned cap = (unsigned)(d->host.size / 2 / chunk);
+  unsigned nchunks = defer_chunks(d, n, chunk);
   j->nchunks = nchunks;
-  j->nslots = nchunks <= cap ? nchunks : cap;
   for (unsigned k = 0; k < nchunks; k++) {
     j->ch[k].at = (size_t)k * chunk;
     j->ch[k].len = n - j->ch[k].at < chunk ? n - j->ch[k].at : chunk;
-  }
-  for (unsigned k = 0; k < j->nslots; k++) {
-    size_t len = j->nslots < nchunks ? chunk : j->ch[k].len; /* a reused slot takes any chunk */
-    int rc = reserve(ops, d, &d->host, ARENA_HOST, len, (int)k, &j->ch[k].hoff, &idx[k]);
+    int rc = reserve(ops, d, &d->host, ARENA_HOST, j->ch[k].len, (int)k, &j->ch[k].hoff, &idx[k]);
     if (rc) {
       for (unsigned i = 0; i < k; i++)
         publish(d, &d->host, idx[i], NULL);
       return rc;
     }
   }
-  for (unsigned k = j->nslots; k < nchunks; k++)
-    j->ch[k].hoff = j->ch[k % j->nslots].hoff;
   return 0;
 }
 
 /* The side stream's work for a queued job, in ticket order (elock held): per chunk, wait for its
- * ticket, DMA it into the ring, and then either store its ticket into consumed (a later chunk
- * reuses its slot) or record an event and publish the slot behind it (pub[slot] = 1).  0, or a
- * CUDA error (what was enqueued stays). */
+ * ticket, DMA it into the ring, record an event and publish the chunk behind it (pub[k] = 1).  0,
+ * or a CUDA error (what was enqueued stays). */
 static int enqueue_job(const pw_ops *ops, dev_state *d, const defer_job *j, size_t roff,
                        const unsigned *idx, unsigned char *pub, void **last) {
   for (unsigned k = 0; k < j->nchunks; k++) {
@@ -1236,18 +1111,14 @@ static int enqueue_job(const pw_ops *ops, dev_state *d, const defer_job *j, size
         (rc = ops->copy_async(d->ring + roff + j->ch[k].at, d->pinned + j->ch[k].hoff, j->ch[k].len,
                               PW_DIR_H2D, d->side)))
       return rc;
-    if (k + j->nslots < j->nchunks) { /* chunk k + nslots goes into this slot after this DMA */
-      if ((rc = ops->write_host_value(d->side, (uint32_t *)d->consumed, t))) return rc;
-      continue;
-    }
     void *ev = ev_get(ops, d);
     if (!ev) return -1;
     if ((rc = ops->event_record(ev, d->side))) {
       ev_put(d, ev);
       return rc;
     }
-    publish(d, &d->host, idx[k % j->nslots], ev);
-    pub[k % j->nslots] = 1;
+    publish(d, &d->host, idx[k], ev);
+    pub[k] = 1;
     *last = ev;
   }
   return 0;
@@ -1274,36 +1145,25 @@ static int defer_h2d(pw_engine *e, dev_state *d, const pw_transfer *c) {
     /* AGAIN: another copy's chunks were in the way while we held ours */
     return rc == AGAIN ? 1 + PW_ND_BUSY : fail_device(ops, d, c->stream, rc);
   }
-  /* reusing chunks needs the copy thread (the job cannot run here) and a tail that fits */
-  int reuse = j.nslots < j.nchunks;
   const void *lo = src, *hi = src;
-  if (reuse && !copier_ready(e))
-    why = PW_ND_LARGE;
-  else if ((why = g->protect_inner(src, n, &j.guard_id, &lo, &hi)) != 0)
-    why += PW_ND_GUARD;
-  else if (reuse && (hi <= lo || (size_t)(src + n - (const char *)hi) > TAIL_MAX))
-    why = PW_ND_LARGE, g->release(j.guard_id);
-  else
-    why = -1;
-  if (why >= 0) {
-    for (unsigned k = 0; k < j.nslots; k++)
+  if ((why = g->protect_inner(src, n, &j.guard_id, &lo, &hi)) != 0) {
+    for (unsigned k = 0; k < j.nchunks; k++)
       publish(d, &d->host, idx[k], NULL);
     publish(d, &d->dring, ridx, NULL);
-    return 1 + why;
+    return 1 + PW_ND_GUARD + why;
   }
   j.lo = (size_t)((const char *)lo - src), j.hi = (size_t)((const char *)hi - src);
   if (j.lo >= j.hi) j.lo = j.hi = n; /* no whole page: everything is copied now */
-  /* the partial first and last pages are not guarded: their bytes are copied before we return
-   * (the last one into the job when its slot is reused: queue_job) */
+  /* the partial first and last pages are not guarded: their bytes are copied before we return */
   copy_now(d, &j, src, 0, j.lo);
-  if (!reuse) copy_now(d, &j, src, j.hi, n);
+  copy_now(d, &j, src, j.hi, n);
   if (!pw_pool_workers()) { /* the pool starts here, never on the copy thread (it would malloc) */
     pw_batch b;
     batch_begin(e, &b);
     pw_batch_end(&b);
   }
   pthread_mutex_lock(&e->elock);
-  uint64_t qpos = queue_job(e, &j, reuse ? src + j.hi : NULL, reuse ? n - j.hi : 0);
+  uint64_t qpos = queue_job(e, &j);
   void *last = NULL, *fev = NULL;
   if (!(rc = enqueue_job(ops, d, &j, roff, idx, pub, &last)) && !(fev = ev_get(ops, d))) rc = -1;
   if (!rc && ((rc = ops->stream_wait_event(c->stream, last)) ||
@@ -1316,18 +1176,12 @@ static int defer_h2d(pw_engine *e, dev_state *d, const pw_transfer *c) {
     pw_add(&pw_st.ring_pieces, 1);
     return PW_PATH_RING;
   }
-  /* Drain what was enqueued (the copy thread can store every ticket the side stream waits for:
-   * the chunks before the failure had their consumed stores enqueued), then let the copy thread
-   * past the stores that never will be (ours are the highest tickets so far), and wait for it:
-   * afterwards no DMA reads and no worker writes this copy's chunks. */
+  /* Drain what was enqueued (the copy thread stores every ticket the side stream waits for), and
+   * wait for the copy thread: afterwards no DMA reads and no worker writes this copy's chunks. */
   int r = fail_device(ops, d, c->stream, rc);
-  if (d->consumed) {
-    uint32_t end = j.ticket0 + j.nchunks;
-    if (ticket_before(atomic_load(d->consumed), end)) atomic_store(d->consumed, end);
-  }
   pthread_mutex_unlock(&e->elock);
   wait_jobs(e, qpos);
-  for (unsigned k = 0; k < j.nslots; k++)
+  for (unsigned k = 0; k < j.nchunks; k++)
     if (!pub[k]) publish(d, &d->host, idx[k], NULL);
   publish(d, &d->dring, ridx, NULL);
   return r;

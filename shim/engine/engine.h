@@ -132,9 +132,8 @@ typedef struct pw_engine_config {
   size_t host_pool, device_ring, chunk;
   int threads, strict;
   int background_setup; /* allocate a device's state off the copying thread */
-  /* PINWHEEL_DEFER: H2D copies return before their copy-in (guard needed); 2: copies larger than
-   * half the pool too, reusing its chunks (no option sets it since PINWHEEL_DEFER=large was
-   * removed, measured slower; the engine's tests still run that path) */
+  /* PINWHEEL_DEFER: H2D copies return before their copy-in (guard needed); only a copy whose
+   * chunks fit in half the pinned pool, one pinned chunk each */
   int defer;
   int numa; /* PINWHEEL_NUMA: place pools and staging threads on their GPU's node */
   /* The source guard deferral relies on (guard.h's functions in libpinwheel; a test's own in the
@@ -187,8 +186,7 @@ void pw_engine_device_gone(pw_engine *e, int device);
 #ifdef PW_TESTING
 /* Test hook (the test build only): the engine leaves out one dependency, so a test can prove that
  * the byte comparison catches a missing one: 1 the ring-region wait, 2 a deferred chunk's DMA's
- * wait for its copy-in (the host flag), 3 the copy thread's wait for the side stream's store
- * before it reuses a chunk. */
+ * wait for its copy-in (the host flag). */
 extern int pw_engine_test_drop_dependency;
 /* Test hook: the first ticket of a device set up from now on (0 outside the tests), so a test can
  * make the 32-bit tickets wrap within a few copies. */

@@ -42,9 +42,7 @@ void pw_drv_pop_context(void);
 #define op_push_context pw_drv_push_context
 #define op_pop_context pw_drv_pop_context
 #define op_wait_host_value pw_drv_wait_host_value
-#define op_write_host_value pw_drv_write_host_value
 int pw_drv_wait_host_value(void *s, const uint32_t *flag, uint32_t value);
-int pw_drv_write_host_value(void *s, uint32_t *flag, uint32_t value);
 void pw_drv_ops_fork_child(void);
 /* The program is about to release (reset 0) or reset (1) dev's primary context (drv.c's wrapper):
  * pinwheel quiesces what it runs there (a reset: drains and forgets it), then releases the

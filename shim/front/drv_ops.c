@@ -347,14 +347,6 @@ int pw_drv_wait_host_value(void *s, const uint32_t *flag, uint32_t value) {
   if (rc) return rc;
   return CALL(cuStreamWaitValue32_v2, (CUstream)s, d, value, CU_STREAM_WAIT_VALUE_GEQ);
 }
-int pw_drv_write_host_value(void *s, uint32_t *flag, uint32_t value) {
-  CUdeviceptr d = 0;
-  if (!pw_drv_resolve()) return MISSING;
-  int rc = CALL(cuMemHostGetDevicePointer_v2, &d, (void *)flag, 0);
-  if (rc) return rc;
-  return CALL(cuStreamWriteValue32_v2, (CUstream)s, d, value, CU_STREAM_WRITE_VALUE_DEFAULT);
-}
-static void op_poll(void) {}
 static void op_clear_error(void) {}
 static int op_error_pending(void) {
   return 0;

@@ -148,10 +148,9 @@ static int op_context_ok(void *s, int device) {
   return !pw_drv_state_gone(device);
 }
 
-/* alloc_range, pci_bus_id, wait_host_value, write_host_value, push_context, pop_context:
- * drv_ops.c's, through the driver in the process (drv.h names them): the runtime has no
- * counterpart, or, the bus id, needs none. */
-static void op_poll(void) {}
+/* alloc_range, pci_bus_id, wait_host_value, push_context, pop_context: drv_ops.c's, through the
+ * driver in the process (drv.h names them): the runtime has no counterpart, or, the bus id, needs
+ * none. */
 
 /* The table, one entry per member of pw_ops.def (PW_OPS_ENTRY, engine.h). */
 #define PW_OP(ret, name, params) .name = PW_OPS_ENTRY(op_##name, ret, params),

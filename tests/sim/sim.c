@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OP_COPY, OP_RECORD, OP_WAIT, OP_CALLBACK, OP_FREE, OP_WAIT_VALUE, OP_WRITE_VALUE };
+enum { OP_COPY, OP_RECORD, OP_WAIT, OP_CALLBACK, OP_FREE, OP_WAIT_VALUE };
 
 /* One cudaEventRecord: a wait captures the record current at its call, as CUDA does, so a later
  * re-record of the event (on another stream, possibly running first) cannot release it. */
@@ -31,8 +31,7 @@ typedef struct op {
   size_t n;
   token *tok;
   const uint32_t *flag; /* OP_WAIT_VALUE: runs once *flag >= value, compared cyclically as CUDA's
-                         * GEQ does: (int32_t)(*flag - value) >= 0 (a host store releases it);
-                         * OP_WRITE_VALUE: value is stored there */
+                         * GEQ does: (int32_t)(*flag - value) >= 0 (a host store releases it) */
   uint32_t value;
   void (*fn)(void *);
   void *arg;
@@ -73,9 +72,7 @@ static __thread int pending_error; /* the thread's unread error (sim_set_pending
 static int gate_closed;            /* set_device is refused, as once exit has begun */
 long sim_deadlocks, sim_pageable_dma, sim_bad_handles;
 atomic_int sim_host_waiters;
-static int no_wait_value, no_write_value;
-static int die_at_write; /* sim_die_at_write_value: the error the context dies with, -1 stall */
-static int dead;         /* the context's sticky error: nothing runs, every wait reports it */
+static int no_wait_value;
 
 static unsigned rnd(void) {
   rng ^= rng << 13;
@@ -106,8 +103,6 @@ void sim_reset(unsigned seed, int ndevices) {
   fail_host = fail_dev = 0;
   fail_copy_in = -1;
   no_wait_value = 0;
-  no_write_value = 0;
-  die_at_write = dead = 0;
   gate_closed = 0;
   sim_deadlocks = sim_pageable_dma = sim_bad_handles = 0;
   pthread_mutex_unlock(&mu);
@@ -148,8 +143,7 @@ static void push(sim_stream *s, op *o) {
 
 static int runnable(sim_stream *s) {
   op *o = s->head;
-  if (!o || s->busy || dead) return 0;
-  if (o->type == OP_WRITE_VALUE && die_at_write < 0) return 0; /* a stream that hangs there */
+  if (!o || s->busy) return 0;
   if (o->type == OP_WAIT_VALUE) /* cyclic, as cuStreamWaitValue32's GEQ: tickets wrap at 2^32 */
     return (int32_t)(atomic_load_explicit((_Atomic uint32_t *)o->flag, memory_order_acquire) -
                      o->value) >= 0;
@@ -158,10 +152,6 @@ static int runnable(sim_stream *s) {
 
 static void exec_head(sim_stream *s) {
   op *o = s->head;
-  if (o->type == OP_WRITE_VALUE && die_at_write) { /* a device-side assert: the context is gone */
-    dead = die_at_write;
-    return;
-  }
   s->head = o->next;
   if (!s->head) s->tail = NULL;
   s->queued--;
@@ -181,9 +171,6 @@ static void exec_head(sim_stream *s) {
     break;
   case OP_FREE:
     free((void *)o->src);
-    break;
-  case OP_WRITE_VALUE:
-    atomic_store_explicit((_Atomic uint32_t *)(uintptr_t)o->flag, o->value, memory_order_release);
     break;
   }
   free(o);
@@ -245,10 +232,8 @@ static uint64_t now_ns(void) {
 
 static int run_until(int (*done)(void *), void *arg) {
   uint64_t t0 = 0;
-  if (dead) return dead;
   while (!done(arg))
     if (!step()) {
-      if (dead) return dead;
       if (!t0) t0 = now_ns();
       if (host_can_move() && now_ns() - t0 < HOST_WAIT_LIMIT_NS) {
         atomic_fetch_add(&sim_host_waiters, 1);
@@ -336,7 +321,7 @@ static int op_host_device_pointer(void *p, void **dptr) {
 }
 static int op_device_sync(void) {
   sim_drain();
-  return dead;
+  return 0;
 }
 static void op_host_free(void *p) {
   (void)p; /* freed at sim_reset */
@@ -369,7 +354,7 @@ static int op_event_record(void *e, void *h) {
 static int op_event_query(void *e) {
   pthread_mutex_lock(&mu);
   some_steps();
-  int r = dead ? dead : ev_done(e) ? 0 : 1;
+  int r = ev_done(e) ? 0 : 1;
   pthread_mutex_unlock(&mu);
   return r;
 }
@@ -419,14 +404,14 @@ static int op_stream_sync(void *h) {
   pthread_mutex_unlock(&mu);
   return r;
 }
-/* A wait for, or a store of, a host value, queued on stream h (type OP_WAIT_VALUE or
- * OP_WRITE_VALUE). */
-static int push_value(void *h, int type, const uint32_t *flag, uint32_t value) {
+/* A wait for a host value, queued on stream h. */
+static int op_wait_host_value(void *h, const uint32_t *flag, uint32_t value) {
+  if (no_wait_value) return 801; /* cudaErrorNotSupported */
   pthread_mutex_lock(&mu);
   sim_stream *s = resolve(h);
   if (s) {
     op *o = calloc(1, sizeof *o);
-    o->type = type;
+    o->type = OP_WAIT_VALUE;
     o->flag = flag;
     o->value = value;
     push(s, o);
@@ -434,20 +419,6 @@ static int push_value(void *h, int type, const uint32_t *flag, uint32_t value) {
   }
   pthread_mutex_unlock(&mu);
   return s ? 0 : 400;
-}
-static int op_wait_host_value(void *h, const uint32_t *flag, uint32_t value) {
-  if (no_wait_value) return 801; /* cudaErrorNotSupported */
-  return push_value(h, OP_WAIT_VALUE, flag, value);
-}
-static int op_write_host_value(void *h, uint32_t *flag, uint32_t value) {
-  if (no_write_value) return 801; /* cudaErrorNotSupported */
-  return push_value(h, OP_WRITE_VALUE, flag, value);
-}
-/* The copy thread waits for a stream's store: run a step, as the GPU would on its own. */
-static void op_poll(void) {
-  pthread_mutex_lock(&mu);
-  step();
-  pthread_mutex_unlock(&mu);
 }
 /* Device d's PCI bus id: 0000:3B:0d.0 (a test's fake sysfs tree gives it a NUMA node). */
 static int op_pci_bus_id(int device, char *buf, int len) {
@@ -614,14 +585,6 @@ void sim_fail_copy_after(long n) {
   fail_copy_in = n;
   pthread_mutex_unlock(&mu);
 }
-void sim_no_write_value(int on) {
-  no_write_value = on;
-}
 void sim_no_wait_value(int on) {
   no_wait_value = on;
-}
-void sim_die_at_write_value(int err) {
-  pthread_mutex_lock(&mu);
-  die_at_write = err;
-  pthread_mutex_unlock(&mu);
 }

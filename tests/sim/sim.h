@@ -52,13 +52,6 @@ void sim_fail_host_alloc(int on);
 void sim_fail_device_alloc(int on);
 void sim_fail_copy_after(long n); /* the n-th copy_async from now fails (-1: never) */
 void sim_no_wait_value(int on);   /* wait_host_value reports "not supported" */
-void sim_no_write_value(int on);  /* write_host_value reports "not supported" */
-/* A device-side assert: when a stream's store of a host value (write_host_value) would run, the
- * context dies with error err instead (0: never): nothing queued runs any more, and every query
- * and sync reports err.  Enqueues still succeed (their work never runs), so a copy enqueued before
- * the death is not failed at its call: only a wait learns of it.  err -1: the stream stops at the
- * store instead, without an error (a side stream that hangs; a sync of it counts a deadlock). */
-void sim_die_at_write_value(int err);
 
 /* What went wrong inside the simulation (engine misuse), counted.  A host wait that nothing can
  * move on counts as a deadlock; while a stream waits for a host value (wait_host_value) or a
