@@ -73,17 +73,31 @@ def run(cmd, env_extra, pattern, log):
     return [float(g) for g in m.groups()], time.time() - t0
 
 
+# --deadline: the time budget of this process, from its start (0: none); ARGS is the parsed command line
+START = time.time()
+ARGS = None
+
+
 def interleave(variants, reps, pattern, log, after=None):
     """variants: [(name, cmd, env)] -> {name: [samples per group...]}; after(name, env, secs), when
-    given, is called after each run"""
+    given, is called after each run.  Under --deadline it stops after the last whole round that the
+    next would not fit behind (each round as long as the one before), so every variant has the same
+    number of samples, and sets ARGS.reps to that number: the tables say how many they hold."""
     res = {name: [] for name, _, _ in variants}
     for r in range(reps):
+        t_round = time.time()
         for name, cmd, env in variants:
             vals, secs = run(cmd, env, pattern, log)
             res[name].append(vals)
             print(f"  rep {r + 1} {name}: {vals} ({secs:.0f} s)", flush=True)
             if after:
                 after(name, env, secs)
+        left = ARGS.deadline - (time.time() - START) if ARGS and ARGS.deadline else None
+        if left is not None and r + 1 < reps and left < time.time() - t_round:
+            print(f"  stopping after {r + 1} of {reps} rounds: another would pass --deadline "
+                  f"({left:.0f} s left)", flush=True)
+            ARGS.reps = r + 1
+            break
     return res
 
 
@@ -178,6 +192,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="seconds this run may take: no round of a class is started that would not end "
+                         "in time, and the tables hold the rounds made (0: no limit)")
     ap.add_argument("--only", default="train,copy,bw,copybound,d2h,launch,jax")
     ap.add_argument("--md", default=None, help="also write the tables here (markdown)")
     ap.add_argument("--log", default="bench.log")
@@ -197,6 +214,8 @@ def main():
     ap.add_argument("--collector-threads", action="store_true",
                     help="--only collector: the copy-bound loop also with one staging thread fewer than the CPUs")
     a = ap.parse_args()
+    global ARGS
+    ARGS = a
     B = os.path.abspath(a.build)
     lib = os.path.join(B, "libpinwheel.so")
     shim = {"LD_PRELOAD": lib, "PINWHEEL_MODE": "stage"}

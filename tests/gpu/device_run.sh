@@ -7,7 +7,9 @@
 #            so a 10-minute call holds them with the build and little else); BENCH_S seconds for
 #            each benchmark class (300; 480 for loader, the DataLoader training class of about 6
 #            minutes: run it alone, ONLY=none BENCH=loader, to fit a 10-minute call)
-#   BENCH_ARGS  more arguments of bench.py (e.g. --collector-quick)
+#   BENCH_ARGS  more arguments of bench.py (e.g. --collector-quick); each class is given
+#            --deadline (its box less 20 s): it stops after the last whole round that fits,
+#            so its table is printed with the rounds made instead of being cut
 #   KINDS=0x400,0x1ff  also bench/collector_kinds.py with these masks, on a build-diag shim
 #            (-DPINWHEEL_TRACE_DIAG=ON); KINDS_S seconds for it (300); KINDS_ARGS more of its
 #            arguments (e.g. --workloads copybound,resnet,d2h --modes stage,off); its table in
@@ -71,7 +73,7 @@ for b in ${BENCH:-}; do
   box=${BENCH_S:-300}
   [ "$b" = loader ] && box=${BENCH_S:-480}
   PYTHONUNBUFFERED=1 timeout "$box" python3 bench/bench.py --build build-dev \
-    --reps "${REPS:-3}" --only "$b" ${BENCH_ARGS:-} --log "$OUT/gpu/bench_$b.log" --md "$OUT/bench_$b.md" \
+    --reps "${REPS:-3}" --deadline "$((box > 60 ? box - 20 : box))" --only "$b" ${BENCH_ARGS:-} --log "$OUT/gpu/bench_$b.log" --md "$OUT/bench_$b.md" \
     >"$OUT/gpu/bench_$b.out" 2>&1
   echo "bench $b: status $? in $((SECONDS - t1)) s"
   cat "$OUT/bench_$b.md" 2>/dev/null || tail -n 20 "$OUT/gpu/bench_$b.out"
