@@ -819,8 +819,9 @@ static int cmd_gpa_other(void) {
                          "cuMemcpyHtoAAsync",
                          "cuSignalExternalSemaphoresAsync",
                          "cuGraphicsUnmapResources",
-                         "cuMemFreeAsync"};
-  for (int i = 0; i < 7; i++) {
+                         "cuMemFreeAsync",
+                         "cuMemPoolImportPointer"};
+  for (int i = 0; i < 8; i++) {
     void *p = NULL;
     CUdriverProcAddressQueryResult st;
     CHECK(gpa2(names[i], &p, 13000, 0, &st) == CUDA_SUCCESS && p);

@@ -407,6 +407,38 @@ static int mode_elide(void) {
   return failures != 0;
 }
 
+/* A memory pool handed between processes stops elision as the other IPC calls do (argument: which
+ * call): one sync elided, then, after the call, one kept (ipc); the driver checks the summary. */
+static int mode_elide_pool_ipc(const char *which) {
+  size_t n = 2 << 20;
+  char *dev, *src = malloc(n);
+  memset(src, 3, n);
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, 0) == cudaSuccess);
+  CHECK(cudaMalloc((void **)&dev, n) == cudaSuccess);
+  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  cudaMemPool_t pool = NULL;
+  struct cudaMemPoolPtrExportData d;
+  void *p;
+  int fd;
+  if (!strcmp(which, "export_pool"))
+    cudaMemPoolExportToShareableHandle(&fd, pool, cudaMemHandleTypePosixFileDescriptor, 0);
+  else if (!strcmp(which, "import_pool"))
+    cudaMemPoolImportFromShareableHandle(&pool, &fd, cudaMemHandleTypePosixFileDescriptor, 0);
+  else if (!strcmp(which, "export_pointer"))
+    cudaMemPoolExportPointer(&d, dev);
+  else if (!strcmp(which, "import_pointer"))
+    cudaMemPoolImportPointer(&p, pool, &d);
+  else
+    return 2;
+  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  free(src);
+  printf("elide_pool_ipc done\n");
+  return failures != 0;
+}
+
 /* More of sync elision through the wrappers (FAKE_LAZY_EVENTS): the other calls that enqueue work
  * on another stream wait for an elided sync first (a copy into a symbol, between arrays, a
  * graphics unmap, an external semaphore's signal); the signal's stream syncs for real after it; a
@@ -846,6 +878,8 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "fork")) return mode_fork();
   if (!strcmp(m, "elide")) return mode_elide();
   if (!strcmp(m, "elide_more")) return mode_elide_more();
+  if (!strcmp(m, "elide_pool_ipc") && getenv("POOL_IPC"))
+    return mode_elide_pool_ipc(getenv("POOL_IPC"));
   if (!strcmp(m, "nodriver")) return mode_nodriver();
   if (!strcmp(m, "managedvar")) return mode_managedvar();
   if (!strcmp(m, "nvtx")) return mode_nvtx();

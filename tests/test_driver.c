@@ -439,6 +439,7 @@ static void test_other_entry_points_offered(void **state) {
   assert_non_null(strstr(r.out, "gpa cuSignalExternalSemaphoresAsync libpinwheel.so\n"));
   assert_non_null(strstr(r.out, "gpa cuGraphicsUnmapResources libpinwheel.so\n"));
   assert_non_null(strstr(r.out, "gpa cuMemFreeAsync libpinwheel.so\n"));
+  assert_non_null(strstr(r.out, "gpa cuMemPoolImportPointer libpinwheel.so\n"));
   assert_non_null(strstr(r.out, "gpa-old cuStreamDestroy libpinwheel.so\n"));
   assert_non_null(strstr(r.out, "gpa-old cuEventDestroy libpinwheel.so\n"));
   assert_non_null(strstr(r.out, "dlsym cuMemsetD8Async libpinwheel.so\n"));

@@ -982,6 +982,17 @@ static void test_stage_sync_elision(void **state) {
   assert_int_equal(jget(v, "sync_kept", "mapped", NULL), 1);
   assert_int_equal(jget(v, "sync_fences", NULL), 4);
   yajl_tree_free(v);
+  /* a memory pool or one of its allocations handed to or taken from another process */
+  const char *pools[] = {"export_pool", "import_pool", "export_pointer", "import_pointer"};
+  for (int i = 0; i < 4; i++) {
+    char which[64];
+    snprintf(which, sizeof which, "POOL_IPC=%s", pools[i]);
+    const char *env[] = {"FAKE_LAZY_EVENTS=1", which, NULL};
+    v = run_stage("elide_pool_ipc", env, 0);
+    assert_int_equal(jget(v, "staging", "sync_elided", NULL), 1);
+    assert_int_equal(jget(v, "sync_kept", "ipc", NULL), 1);
+    yajl_tree_free(v);
+  }
   /* a device that reaches pageable memory: a kernel might write any host memory */
   const char *hmm[] = {"FAKE_LAZY_EVENTS=1", "FAKE_PAGEABLE_ACCESS=1", NULL};
   v = run_stage("elide", hmm, 0);

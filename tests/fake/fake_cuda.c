@@ -507,6 +507,23 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *o
 CUresult cuPointerSetAttribute(const void *v, CUpointer_attribute a, CUdeviceptr p) {
   return counted(__func__);
 }
+CUresult cuMemPoolExportToShareableHandle(void *h, CUmemoryPool pool, CUmemAllocationHandleType t,
+                                          unsigned long long flags) {
+  return counted(__func__);
+}
+CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *h,
+                                            CUmemAllocationHandleType t, unsigned long long flags) {
+  *pool = NULL;
+  return counted(__func__);
+}
+CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *d, CUdeviceptr p) {
+  memset(d, 0, sizeof *d);
+  return counted(__func__);
+}
+CUresult cuMemPoolImportPointer(CUdeviceptr *p, CUmemoryPool pool, CUmemPoolPtrExportData *d) {
+  *p = 0;
+  return counted(__func__);
+}
 CUresult cuMemExportToShareableHandle(void *sh, CUmemGenericAllocationHandle h,
                                       CUmemAllocationHandleType t, unsigned long long flags) {
   return counted(__func__);
@@ -637,6 +654,11 @@ static const proc procs[] = {
     {"cuIpcOpenMemHandle", 11000, 0, (void *)cuIpcOpenMemHandle_v2, NULL},
     {"cuMemImportFromShareableHandle", 10020, 0, (void *)cuMemImportFromShareableHandle, NULL},
     {"cuPointerSetAttribute", 6000, 0, (void *)cuPointerSetAttribute, NULL},
+    {"cuMemPoolExportToShareableHandle", 11020, 0, (void *)cuMemPoolExportToShareableHandle, NULL},
+    {"cuMemPoolImportFromShareableHandle", 11020, 0, (void *)cuMemPoolImportFromShareableHandle,
+     NULL},
+    {"cuMemPoolExportPointer", 11020, 0, (void *)cuMemPoolExportPointer, NULL},
+    {"cuMemPoolImportPointer", 11020, 0, (void *)cuMemPoolImportPointer, NULL},
     {"cuMemAllocManaged", 6000, 0, (void *)cuMemAllocManaged, NULL},
     {"cuMemsetD8Async", 3020, 0, (void *)cuMemsetD8Async, NULL},
     {"cuLaunchHostFunc", 10000, 0, (void *)cuLaunchHostFunc, NULL},

@@ -543,6 +543,33 @@ cudaError_t cudaIpcOpenMemHandle(void **p, cudaIpcMemHandle_t h, unsigned flags)
   if (e == cudaSuccess) *p = NULL;
   return e;
 }
+cudaError_t cudaMemPoolExportToShareableHandle(void *sh, cudaMemPool_t pool,
+                                               enum cudaMemAllocationHandleType t,
+                                               unsigned int flags) {
+  CALL_RECORD(.count = flags);
+  (void)sh, (void)pool, (void)t;
+  return e;
+}
+cudaError_t cudaMemPoolImportFromShareableHandle(cudaMemPool_t *pool, void *sh,
+                                                 enum cudaMemAllocationHandleType t,
+                                                 unsigned int flags) {
+  CALL_RECORD(.count = flags);
+  if (e == cudaSuccess) *pool = NULL;
+  (void)sh, (void)t;
+  return e;
+}
+cudaError_t cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData *d, void *p) {
+  CALL_RECORD(.dst = p);
+  if (e == cudaSuccess) memset(d, 0, sizeof *d);
+  return e;
+}
+cudaError_t cudaMemPoolImportPointer(void **p, cudaMemPool_t pool,
+                                     struct cudaMemPoolPtrExportData *d) {
+  CALL_RECORD(.count = 0);
+  if (e == cudaSuccess) *p = NULL;
+  (void)pool, (void)d;
+  return e;
+}
 cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t *h, cudaEvent_t ev) {
   CALL_RECORD(.event = ev);
   if (e == cudaSuccess) memset(h, 0, sizeof *h);
