@@ -34,8 +34,7 @@ echo "built in $((SECONDS - t0)) s"
   nvidia-smi -L
   uname -r
   nproc
-  git log -1 --format='%h %s' 2>/dev/null || true
-} >"$OUT/machine.txt" 2>&1
+} >"$OUT/machine.txt" 2>&1 # not the commit: a copied tree's .git may be older than its files
 if [ "${ONLY:-}" != none ]; then
   t1=$SECONDS
   B=build-dev OUT="$OUT/gpu" ONLY="${ONLY:-}" timeout "${SUITE_S:-300}" bash tests/gpu/run.sh 2>&1 |
