@@ -821,7 +821,7 @@ static int cmd_gpa_other(void) {
                          "cuGraphicsUnmapResources",
                          "cuMemFreeAsync",
                          "cuMemPoolImportPointer"};
-  for (int i = 0; i < 8; i++) {
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     void *p = NULL;
     CUdriverProcAddressQueryResult st;
     CHECK(gpa2(names[i], &p, 13000, 0, &st) == CUDA_SUCCESS && p);

@@ -60,6 +60,13 @@ static int failures;
     }                                                                                              \
   } while (0)
 
+/* The elision modes' step: a staged copy into dev, then the stream's sync, which must succeed
+ * (elided or real). */
+static void copy_and_sync(void *dev, const void *src, size_t n, cudaStream_t s) {
+  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+}
+
 static void check_last(const char *name) {
   fake_call c = fake_last();
   if (strcmp(c.name, name)) {
@@ -306,8 +313,7 @@ static int mode_managedvar(void) {
   cudaMalloc((void **)&dev, n);
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  copy_and_sync(dev, src, n, s);
   free(src);
   printf("managedvar done\n");
   return failures != 0;
@@ -345,8 +351,7 @@ static int mode_elide(void) {
   dim3 g = {1, 1, 1};
   /* 1: elided; a launch on another stream waits for it first */
   cudaEventRecord(before, s);
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  copy_and_sync(dev, src, n, s);
   long waits = fake_count("cudaStreamWaitEvent");
   __cudaLaunchKernel((cudaKernel_t)mode_elide, g, g, NULL, 0, t);
   CHECK(fake_count("cudaStreamWaitEvent") == waits + f && (!f || fake_last_wait() == t));
@@ -360,8 +365,7 @@ static int mode_elide(void) {
   CHECK(cudaEventQuery(before) == cudaSuccess);
   CHECK(cudaStreamQuery(s) == cudaSuccess);
   /* 2: elided; an event recorded on another stream, a stream waiting for it: fenced first */
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  copy_and_sync(dev, src, n, s);
   waits = fake_count("cudaStreamWaitEvent");
   cudaEventRecord(e2, t);
   CHECK(fake_count("cudaStreamWaitEvent") == waits + f && (!f || fake_last_wait() == t));
@@ -373,35 +377,29 @@ static int mode_elide(void) {
   CHECK(cudaFreeAsync(pool_mem, u) == cudaSuccess);
   CHECK(fake_count("cudaStreamWaitEvent") == waits + 2 * f && (!f || fake_last_wait() == u));
   /* 3: elided, then a second sync of the same stream is real (nothing staged in between) */
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  copy_and_sync(dev, src, n, s);
   CHECK(cudaStreamSynchronize(s) == cudaSuccess);
   CHECK(cudaStreamQuery(s) == cudaSuccess);
   /* kept: a host function on the stream since its last real sync */
   static int written;
   cudaLaunchHostFunc(s, host_fn, &written);
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  copy_and_sync(dev, src, n, s);
   CHECK(written == 1);
   /* kept: the program holds pinned memory; after it is freed, elided again (4) */
   void *pinned;
   cudaHostAlloc(&pinned, 4096, 0);
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  copy_and_sync(dev, src, n, s);
   cudaFreeHost(pinned);
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  copy_and_sync(dev, src, n, s);
   /* managed memory: kept (mapped), for good */
   void *m;
   cudaMallocManaged(&m, 4096, cudaMemAttachGlobal);
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  copy_and_sync(dev, src, n, s);
   /* an IPC export: what was elided is waited for, and nothing is elided again (kept: ipc) */
   cudaIpcMemHandle_t h;
   cudaIpcGetMemHandle(&h, dev);
   CHECK(cudaStreamQuery(s) == cudaSuccess);
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  copy_and_sync(dev, src, n, s);
   free(src);
   printf("elide done\n");
   return failures != 0;
@@ -416,8 +414,7 @@ static int mode_elide_pool_ipc(const char *which) {
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, 0) == cudaSuccess);
   CHECK(cudaMalloc((void **)&dev, n) == cudaSuccess);
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  copy_and_sync(dev, src, n, s);
   cudaMemPool_t pool = NULL;
   struct cudaMemPoolPtrExportData d;
   void *p;
@@ -432,8 +429,7 @@ static int mode_elide_pool_ipc(const char *which) {
     cudaMemPoolImportPointer(&p, pool, &d);
   else
     return 2;
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  copy_and_sync(dev, src, n, s);
   free(src);
   printf("elide_pool_ipc done\n");
   return failures != 0;
@@ -458,8 +454,7 @@ static int mode_elide_more(void) {
   cudaStreamCreateWithFlags(&v, cudaStreamNonBlocking);
   static char symbol[16];
   /* 1: elided; then each call on another stream waits for it */
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  copy_and_sync(dev, src, n, s);
   long waits = fake_count("cudaStreamWaitEvent");
   CHECK(cudaMemcpyToSymbolAsync(symbol, src, 16, 0, cudaMemcpyHostToDevice, t) == cudaSuccess);
   CHECK(fake_count("cudaStreamWaitEvent") == waits + f && fake_last_wait() == t);
@@ -486,8 +481,7 @@ static int mode_elide_more(void) {
   memset(&h, 0, sizeof h);
   CHECK(cudaIpcOpenEventHandle(&ipc, h) == cudaSuccess && ipc == ev);
   cudaStreamWaitEvent(s, ipc, 0);
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  copy_and_sync(dev, src, n, s);
   /* a pool on the device: elided (2); one on the host: kept (mapped) */
   struct cudaMemPoolProps props;
   memset(&props, 0, sizeof props);
@@ -495,12 +489,10 @@ static int mode_elide_more(void) {
   props.location.type = cudaMemLocationTypeDevice;
   cudaMemPool_t pool;
   CHECK(cudaMemPoolCreate(&pool, &props) == cudaSuccess);
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  copy_and_sync(dev, src, n, s);
   props.location.type = cudaMemLocationTypeHostNuma;
   CHECK(cudaMemPoolCreate(&pool, &props) == cudaSuccess);
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  copy_and_sync(dev, src, n, s);
   free(src);
   printf("elide_more done\n");
   return failures != 0;
