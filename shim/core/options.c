@@ -189,14 +189,24 @@ static int name_distance(const char *a, size_t na, const char *b, size_t nb) {
   return row[na % 3][nb];
 }
 
+/* The names pinwheel knows, by index: the options, then the names it reads that are not options
+ * (the names a misspelling may mean), then the removed options; NULL past the end. */
+#define NOT_OPTIONS (sizeof not_options / sizeof *not_options)
+static const char *known(size_t i) {
+  if (i < PW_OPT_COUNT) return table[i].name;
+  if ((i -= PW_OPT_COUNT) < NOT_OPTIONS) return not_options[i];
+  if ((i -= NOT_OPTIONS) < sizeof removed / sizeof *removed) return removed[i].name;
+  return NULL;
+}
+
 /* The known name closest to name[0, n) (an option, or a name pinwheel reads): within 2 edits, or
  * one a prefix of the other past "PINWHEEL_"; NULL when none is. */
 static const char *closest_name(const char *name, size_t n) {
   const char *best = NULL;
   int best_d = NAME_MAX_CMP + 1;
   size_t base = strlen("PINWHEEL_");
-  for (size_t i = 0; i < PW_OPT_COUNT + sizeof not_options / sizeof *not_options; i++) {
-    const char *k = i < PW_OPT_COUNT ? table[i].name : not_options[i - PW_OPT_COUNT];
+  for (size_t i = 0; i < PW_OPT_COUNT + NOT_OPTIONS; i++) {
+    const char *k = known(i);
     size_t nk = strlen(k), shorter = n < nk ? n : nk;
     int d = name_distance(name, n, k, nk);
     int prefix = shorter > base && !strncasecmp(name, k, shorter);
@@ -207,12 +217,9 @@ static const char *closest_name(const char *name, size_t n) {
 
 /* 1 when name[0, n) is an option, a removed option or a name pinwheel reads. */
 static int known_name(const char *name, size_t n) {
-  for (int i = 0; i < PW_OPT_COUNT; i++)
-    if (strlen(table[i].name) == n && !memcmp(table[i].name, name, n)) return 1;
-  for (size_t i = 0; i < sizeof removed / sizeof *removed; i++)
-    if (strlen(removed[i].name) == n && !memcmp(removed[i].name, name, n)) return 1;
-  for (size_t i = 0; i < sizeof not_options / sizeof *not_options; i++)
-    if (strlen(not_options[i]) == n && !memcmp(not_options[i], name, n)) return 1;
+  const char *k;
+  for (size_t i = 0; (k = known(i)); i++)
+    if (strlen(k) == n && !memcmp(k, name, n)) return 1;
   return 0;
 }
 
