@@ -23,7 +23,6 @@
 enum { PW_LOG_ERROR = 0, PW_LOG_WARN = 1, PW_LOG_INFO = 2, PW_LOG_DEBUG = 3 };
 void pw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void pw_log_set_level(int level);
-void pw_log_mute_thread(void); /* this thread logs nothing from now on */
 int pw_log_level(void);
 /* Write all of buf to fd, retrying on EINTR and short writes. */
 void pw_write_all(int fd, const char *buf, size_t n); /* fd < 0: nothing */
