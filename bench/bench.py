@@ -28,9 +28,8 @@ steps; the ratio of pinwheel's throughput to pinned's (targets: ResNet-50 >= 1.0
 0.95) and the syncs pinwheel elided per step (its summary).
 
 The options docs/RESULTS.md lists "to measure" (`--only options`): naive_copy of 16 MiB (deferred),
-1 MiB and 256 KiB copies, under pinwheel with PINWHEEL_DEFER=0, PINWHEEL_STRICT=1,
-PINWHEEL_MIN_BYTES=2M (the copy not staged) and PINWHEEL_SETUP=inline, against CUDA alone and
-ideal_copy.
+1 MiB and 256 KiB copies, under pinwheel with PINWHEEL_DEFER=0, PINWHEEL_STRICT=1
+and PINWHEEL_MIN_BYTES=2M (the copy not staged), against CUDA alone and ideal_copy.
 
 Real libraries nobody here wrote, each skipped with a message when its package is missing:
     --only libs      (= cupy,numba,pin,hf,lightning)
@@ -387,8 +386,7 @@ def main():
         bw = [f"{B}/copy_bw", "256"]
         variants = [("CUDA runtime", bw, {}),
                     ("pinwheel (defaults)", bw, shim),
-                    ("pinwheel, 8 threads", bw, dict(shim, PINWHEEL_THREADS="8")),
-                    ("pinwheel, PINWHEEL_SETUP=inline", bw, dict(shim, PINWHEEL_SETUP="inline"))]
+                    ("pinwheel, 8 threads", bw, dict(shim, PINWHEEL_THREADS="8"))]
         if a.bw_variants:
             chosen = a.bw_variants.split(",")
             variants = [v for i, v in enumerate(variants) if str(i) in chosen]
@@ -416,7 +414,6 @@ def main():
                         (f"{size}: + pinwheel, PINWHEEL_STRICT=1", nc, dict(shim, PINWHEEL_STRICT="1")),
                         (f"{size}: + pinwheel, PINWHEEL_MIN_BYTES=2M (not staged)", nc,
                          dict(shim, PINWHEEL_MIN_BYTES="2M")),
-                        (f"{size}: + pinwheel, PINWHEEL_SETUP=inline", nc, dict(shim, PINWHEEL_SETUP="inline")),
                         (f"{size}: ideal_copy (hand-written)", [f"{B}/ideal_copy"] + args, {})]
             print(f"naive_copy, {size} batch:", flush=True)
             r = interleave(variants, a.reps, r"([\d.]+) ms/iter, checksum ok", log)

@@ -4,7 +4,7 @@
  * the first hooked call (pw_init: options, the real functions, the mode, the trace, the one engine
  * made with the runtime's ops and the source guard's), the fork resets and their order, and the
  * exit summary.  Fork order: prepare and parent: the trace's queue lock; child: counters, clock
- * anchor, options, setup gate, driver front end, pinned registry, copy pool, NUMA, uploads ahead,
+ * anchor, options, driver front end, pinned registry, copy pool, NUMA, uploads ahead,
  * engine (after the pool it uses), trace (last: it may log), sync elision (nothing of the
  * parent's is in flight in the child), this thread's elided stream.  The guard registers its own
  * handlers at its first protect, after CUDA's (guard.c).
@@ -56,7 +56,6 @@ static void child_after_fork(void) {
   pw_stats_reset();
   pw_ticks_anchor();
   pw_options_after_fork_child();
-  pw_setup_after_fork_child();
   pw_drv_fork_child();
   pw_pinned_after_fork_child();
   pw_pool_after_fork_child();
@@ -98,7 +97,6 @@ static void init_once(void) {
         .chunk = (size_t)pw_option_get(PW_OPT_CHUNK),
         .threads = (int)threads,
         .strict = (int)pw_option_get(PW_OPT_STRICT),
-        .background_setup = pw_option_get(PW_OPT_SETUP) == PW_SETUP_BACKGROUND,
         .defer = (int)pw_option_get(PW_OPT_DEFER),
         .numa = (int)pw_option_get(PW_OPT_NUMA),
         .guard = &guard_ops,

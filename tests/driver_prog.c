@@ -26,7 +26,9 @@
  *                    last reference goes
  *   reset WAY        cuDevicePrimaryCtxReset between two staged copies; bytes compared
  *   release-reset WAY  a release that is not the last, then a reset: staged again after it
- *   release-in-setup WAY  the only reference released while pinwheel's background setup runs
+ *   release-in-setup WAY  a thread's first copy sets pinwheel up in the primary context while
+ *                    the main thread releases its reference (the thread holds one: not the last);
+ *                    bytes compared
  *   context          a pageable copy in a context that is not the primary one
  *   release          the program releases its primary context after a staged copy, retains it
  *                    again and copies; "round N: references left R" lines
@@ -547,25 +549,55 @@ static int cmd_release_reset(void) {
   return failures != 0;
 }
 
-/* The program's first copy starts pinwheel's setup in the background (the test slows it down
- * before its first allocation), and the program releases its only reference at once, while the
- * setup is under way: the setup must end before the context goes (the fake aborts on a stream
- * created in a destroyed primary context), and nothing of it is used afterwards. */
-static int cmd_release_in_setup(void) {
+/* Another thread, holding a reference of its own, makes the first copy to the device, which sets
+ * pinwheel's state up there (the test slows the setup before its first allocation); meanwhile the
+ * main thread releases its reference, which is not the last.  The release must wait for the setup
+ * under way, then mark its state gone: the copy that made it is staged, the thread's later copies
+ * go to CUDA unchanged (other_context); bytes right.  The thread's own release, the last, then
+ * destroys the context (the fake aborts if a handle of it is used afterwards, at exit too). */
+static CUdeviceptr in_setup_dev;
+static atomic_int in_setup_released;
+static void *in_setup_copier(void *arg) {
+  (void)arg;
   size_t n = 4 << 20;
   unsigned char *src = malloc(n), *back = malloc(n);
-  CUdeviceptr dev;
-  CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS);
-  round_trip(dev, src, back, n, 13, 0); /* CUDA's copies: the setup has just begun */
+  CUcontext ref;
+  CHECK(cuDevicePrimaryCtxRetain(&ref, 0) == CUDA_SUCCESS);
+  CHECK(cuCtxSetCurrent(ref) == CUDA_SUCCESS);
+  for (size_t i = 0; i < n; i++)
+    src[i] = (unsigned char)(i * 13);
+  CHECK(F.cuMemcpyHtoD_v2(in_setup_dev, src, n) == CUDA_SUCCESS); /* sets the device up */
+  while (!atomic_load(&in_setup_released))
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  CHECK(F.cuMemcpyDtoH_v2(back, in_setup_dev, n) == CUDA_SUCCESS);
+  for (size_t i = 0; i < n; i++)
+    if (back[i] != (unsigned char)(i * 13)) {
+      CHECK(!"bytes right");
+      break;
+    }
+  round_trip(in_setup_dev, src, back, n, 13, 1);
+  CHECK(cuCtxSetCurrent(NULL) == CUDA_SUCCESS);
+  CHECK(F.cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS);
+  free(src);
+  free(back);
+  return NULL;
+}
+
+static int cmd_release_in_setup(void) {
+  CHECK(cuMemAlloc_v2(&in_setup_dev, 4 << 20) == CUDA_SUCCESS);
+  pthread_t t;
+  pthread_create(&t, NULL, in_setup_copier, NULL);
+  /* the copy is in the setup once pinwheel took its reference (the program's two, and its own),
+   * and stays there for the slowed call */
+  for (int ms = 0; ms < 5000 && fake_drv_primary_refs() < 3; ms++)
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  nanosleep(&(struct timespec){0, 100 * 1000000L}, NULL);
   CHECK(cuCtxSetCurrent(NULL) == CUDA_SUCCESS);
   CHECK(F.cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS);
   printf("released in setup: references left %d\n", fake_drv_primary_refs());
-  fflush(stdout);
-  /* the program goes on a while (exit would close the setup's gate): a setup still under way
-   * would now go on in the destroyed context */
-  nanosleep(&(struct timespec){0, 600 * 1000000L}, NULL);
-  free(src);
-  free(back);
+  atomic_store(&in_setup_released, 1);
+  pthread_join(t, NULL);
+  printf("references left %d\n", fake_drv_primary_refs());
   printf("release-in-setup %s\n", failures ? "FAILED" : "ok");
   return failures != 0;
 }

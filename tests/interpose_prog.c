@@ -15,7 +15,9 @@
  *   fork: calls, fork, calls in the child, wait.
  *   none: no CUDA call at all.
  *   reopen2 PATH: closes stderr, opens PATH as fd 2 (its data file), writes to it, uses CUDA.
- *   exit-early: one copy large enough to be staged (starting the background setup), then exit.
+ *   first T: the process's first copies: T threads, released together, each a pageable H2D copy
+ *   of its own bytes into its own device buffer (source overwritten and freed at once), then the
+ *   bytes read back (D2H) and compared.
  *   exec-traced: a traced run that fork-execs itself ("traced plain") with the same environment
  *   while its own trace is open, then uses CUDA again.
  *   wrap: copies whose size wraps the address space (must reach CUDA unchanged).
@@ -33,6 +35,8 @@
 #include <dlfcn.h>
 #include <sched.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -846,12 +850,43 @@ static int mode_exec_traced(const char *self) {
   return failures != 0;
 }
 
-static int mode_exit_early(void) {
-  static char host[1 << 20];
-  void *dev;
-  CHECK(cudaMalloc(&dev, sizeof host) == cudaSuccess);
-  CHECK(cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice) == cudaSuccess);
-  printf("exit-early done\n");
+#define FIRST_BYTES (1u << 20)
+static pthread_barrier_t first_line;
+static atomic_int first_bad;
+static void *first_main(void *arg) {
+  char *dev = arg, *src = malloc(FIRST_BYTES), *back = malloc(FIRST_BYTES);
+  unsigned char tag = (unsigned char)((uintptr_t)dev >> 20);
+  for (size_t k = 0; k < FIRST_BYTES; k++)
+    src[k] = (char)(k * 131 + tag);
+  pthread_barrier_wait(&first_line);
+  if (cudaMemcpy(dev, src, FIRST_BYTES, cudaMemcpyHostToDevice) != cudaSuccess)
+    atomic_fetch_add(&first_bad, 1);
+  memset(src, 0x5a, FIRST_BYTES); /* the caller may overwrite and free the source at once */
+  if (cudaMemcpy(back, dev, FIRST_BYTES, cudaMemcpyDeviceToHost) != cudaSuccess)
+    atomic_fetch_add(&first_bad, 1);
+  for (size_t k = 0; k < FIRST_BYTES; k++)
+    if (back[k] != (char)(k * 131 + tag)) {
+      atomic_fetch_add(&first_bad, 1);
+      break;
+    }
+  free(src);
+  free(back);
+  return NULL;
+}
+
+static int mode_first(int t) {
+  pthread_t th[64];
+  char *dev[64];
+  if (t < 1 || t > 64) return 2;
+  pthread_barrier_init(&first_line, NULL, (unsigned)t);
+  for (int i = 0; i < t; i++)
+    CHECK(cudaMalloc((void **)&dev[i], FIRST_BYTES) == cudaSuccess);
+  for (int i = 0; i < t; i++)
+    pthread_create(&th[i], NULL, first_main, dev[i]);
+  for (int i = 0; i < t; i++)
+    pthread_join(th[i], NULL);
+  failures += atomic_load(&first_bad);
+  printf("first %s\n", failures ? "FAILED" : "ok");
   return failures != 0;
 }
 
@@ -877,7 +912,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "nvtx")) return mode_nvtx();
   if (!strcmp(m, "reopen2") && argc > 2) return mode_reopen2(argv[2]);
   if (!strcmp(m, "exec-traced")) return mode_exec_traced(argv[0]);
-  if (!strcmp(m, "exit-early")) return mode_exit_early();
+  if (!strcmp(m, "first") && argc > 2) return mode_first(atoi(argv[2]));
   if (!strcmp(m, "traced")) return mode_traced(argc > 2 && !strcmp(argv[2], "profiler"));
   if (!strcmp(m, "loop") && argc > 2) return mode_loop(atoi(argv[2]), argc > 3 ? argv[3] : NULL);
   if (!strcmp(m, "exit")) { /* one CUDA call, then the given status */

@@ -41,7 +41,7 @@ for field in Upstream-Name Files Copyright License; do
 done
 v=$("$work/root/usr/bin/pinwheel" --version)
 [ "$v" = "pinwheel $version" ] || { echo "--version says '$v', expected 'pinwheel $version'"; exit 1; }
-out=$("$work/root/usr/bin/pinwheel" run --stats --mode stage -- env PINWHEEL_SETUP=inline "$prog" stage 2>&1)
+out=$("$work/root/usr/bin/pinwheel" run --stats --mode stage -- "$prog" stage 2>&1)
 grep -q "summary (pinwheel $version, mode stage)" <<<"$out" || { echo "$out"; echo "no summary from the packaged shim"; exit 1; }
 grep -qE '^ +ring +[1-9]' <<<"$out" || { echo "$out"; echo "the packaged shim staged nothing"; exit 1; }
 echo "the packaged pinwheel ($v) staged the program's copies through $lib"

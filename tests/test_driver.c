@@ -121,9 +121,7 @@ static void test_stage_bytes(void **state) {
   for (size_t w = 0; w < N_WAYS; w++) {
     for (int ring = 0; ring < 2; ring++) {
       const char *argv[] = {PW_DRV_PROG, "stage", ways[w], "expect-staged", NULL};
-      const char *env[] = {PRELOAD,
-                           "PINWHEEL_MODE=stage",
-                           "PINWHEEL_SETUP=inline",
+      const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage",
                            ring ? "PINWHEEL_DEVICE_RING=4M" : "PINWHEEL_DEVICE_RING=0",
                            "PINWHEEL_CHUNK=1M", /* the ring's minimum is 4 chunks */
                            NULL};
@@ -159,11 +157,7 @@ static int guard_missing(void) {
   static int known = -1;
   if (known >= 0) return known;
   const char *argv[] = {PW_DRV_PROG, "stage", "direct", "expect-staged", NULL};
-  const char *env[] = {PRELOAD,
-                       "PINWHEEL_MODE=stage",
-                       "PINWHEEL_SETUP=inline",
-                       "PINWHEEL_CHUNK=1M",
-                       "PINWHEEL_DEFER=1",
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_CHUNK=1M", "PINWHEEL_DEFER=1",
                        NULL};
   yajl_val v = run_summary(argv, env, "stage ok", 1);
   known = !jget(v, "deferred", "calls", NULL) && no_guard(v) > 0;
@@ -180,7 +174,6 @@ static void test_deferred(void **state) {
     const char *argv[] = {PW_DRV_PROG, "stage", "direct", "expect-staged", NULL};
     const char *env[] = {PRELOAD,
                          "PINWHEEL_MODE=stage",
-                         "PINWHEEL_SETUP=inline",
                          "PINWHEEL_CHUNK=1M",
                          "PINWHEEL_DEVICE_RING=64M",
                          defer ? "PINWHEEL_DEFER=1" : "PINWHEEL_DEFER=0",
@@ -196,12 +189,8 @@ static void test_deferred(void **state) {
   }
   /* memory another process can write is staged as before, never deferred */
   const char *argv[] = {PW_DRV_PROG, "shared", "direct", NULL};
-  const char *env[] = {PRELOAD,
-                       "PINWHEEL_MODE=stage",
-                       "PINWHEEL_SETUP=inline",
-                       "PINWHEEL_CHUNK=1M",
-                       "PINWHEEL_DEVICE_RING=64M",
-                       NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_CHUNK=1M",
+                       "PINWHEEL_DEVICE_RING=64M", NULL};
   yajl_val v = run_summary(argv, env, "shared ok", 1);
   assert_int_equal(jget(v, "deferred", "calls", NULL), 0);
   assert_int_equal(jget(v, "not_deferred", "shared_memory", NULL), 1);
@@ -232,7 +221,7 @@ static void test_host_copies(void **state) {
 /* A copy in a context that is not the device's primary one goes to the driver unchanged. */
 static void test_other_context_not_staged(void **state) {
   const char *argv[] = {PW_DRV_PROG, "context", "dlsym", NULL};
-  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_SETUP=inline", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", NULL};
   yajl_val v = run_summary(argv, env, "context ok", 0);
   assert_int_equal(jget(v, "fallbacks", "other_context", "calls", NULL), 1);
   yajl_tree_free(v);
@@ -242,13 +231,12 @@ static void test_other_context_not_staged(void **state) {
  * (no longer staged: the device's state is not used again, other_context), its pinned memory from
  * pinwheel is still answered for and unregistered at its free; the last release then destroys the
  * context, and nothing of pinwheel's touches it again (the fake aborts on a destroyed context's
- * stream), at exit neither.  Deferred, inline setup, and background setup. */
+ * stream), at exit neither. */
 static void test_release_not_last(void **state) {
   const char *argv[] = {PW_DRV_PROG, "release-kept", "direct", NULL};
-  const char *inl[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_SETUP=inline",
-                       "PINWHEEL_FILL_AHEAD=64M", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_FILL_AHEAD=64M", NULL};
   int fa = !guard_missing(); /* without the guard the allocation stays the driver's */
-  yajl_val v = run_summary(argv, inl,
+  yajl_val v = run_summary(argv, env,
                            fa ? "released once: references left 1\nflags answered by the driver: "
                                 "0\nreleased again: references left 0\nrelease-kept ok"
                               : "released again: references left 0\nrelease-kept ok",
@@ -258,23 +246,22 @@ static void test_release_not_last(void **state) {
   assert_int_equal(jget(v, "fill_ahead", "allocs", NULL), fa);
   assert_int_equal(jget(v, "staging", "device_resets", NULL), 1); /* the last release */
   yajl_tree_free(v);
-  const char *bg[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_SETUP=background", NULL};
-  v = run_summary(argv, bg, "release-kept ok", 1);
-  yajl_tree_free(v);
   (void)state;
 }
 
-/* The program releases its only reference to the primary context while pinwheel's background
- * setup there has selected the device but not yet allocated (the fake slows the call in between):
- * the release waits for the setup, then quiesces and forgets its state; without that wait the
- * setup went on in the destroyed context (the fake aborts on its side stream's creation there). */
+/* A release of the primary context that comes while another thread's first copy sets pinwheel's
+ * state up there (the fake slows the setup before its first allocation) waits for that setup, then
+ * marks the state gone: that copy staged, the thread's three later ones CUDA's (other_context),
+ * bytes right; the thread's last release destroys the context and the state is forgotten.  Without
+ * the wait the state escaped the release and the later copies were staged in it. */
 static void test_release_during_setup(void **state) {
   const char *argv[] = {PW_DRV_PROG, "release-in-setup", "direct", NULL};
-  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_SETUP=background",
-                       "FAKE_CAPTURE_MODE_DELAY_MS=300", NULL};
-  yajl_val v =
-      run_summary(argv, env, "released in setup: references left 0\nrelease-in-setup ok", 1);
-  assert_true(jget(v, "fallbacks", "setting_up", "calls", NULL) >= 1);
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "FAKE_CAPTURE_MODE_DELAY_MS=300", NULL};
+  yajl_val v = run_summary(
+      argv, env, "released in setup: references left 1\nreferences left 0\nrelease-in-setup ok", 1);
+  assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 1);
+  assert_int_equal(jget(v, "staging", "d2h", "calls", NULL), 0);
+  assert_int_equal(jget(v, "fallbacks", "other_context", "calls", NULL), 3);
   assert_int_equal(jget(v, "staging", "device_resets", NULL), 1); /* made, then forgotten */
   yajl_tree_free(v);
   (void)state;
@@ -285,7 +272,7 @@ static void test_release_during_setup(void **state) {
  * set up anew; bytes right. */
 static void test_primary_context_reset(void **state) {
   const char *argv[] = {PW_DRV_PROG, "reset", "gpa", NULL};
-  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_SETUP=inline", NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", NULL};
   /* the program's reference and pinwheel's, taken again for the second copy */
   yajl_val v = run_summary(argv, env, "references left 2\nreset ok", 1);
   assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 2);
@@ -351,16 +338,13 @@ static void test_fill_ahead_driver(void **state) {
  * reference was never released, so the program's last release could not free the context.) */
 static void test_primary_context_released(void **state) {
   const char *argv[] = {PW_DRV_PROG, "release", NULL};
-  const char *stage[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_SETUP=inline", NULL};
+  const char *stage[] = {PRELOAD, "PINWHEEL_MODE=stage", NULL};
   yajl_val v =
       run_summary(argv, stage, "round 0: references left 0\nround 1: references left 0", 1);
   assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 1);
   assert_int_equal(jget(v, "staging", "d2h", "calls", NULL), 1);
   assert_int_equal(jget(v, "fallbacks", "other_context", "calls", NULL), 2);
   assert_int_equal(jget(v, "calls", "cuDevicePrimaryCtxRelease_v2", "calls", NULL), 2);
-  yajl_tree_free(v);
-  const char *bg[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_SETUP=background", NULL};
-  v = run_summary(argv, bg, "round 0: references left 0\nround 1: references left 0", 1);
   yajl_tree_free(v);
   const char *observe[] = {PRELOAD, "PINWHEEL_MODE=observe", NULL};
   v = run_summary(argv, observe, "round 0: references left 0\nround 1: references left 0", 1);

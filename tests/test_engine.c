@@ -80,12 +80,15 @@ typedef struct worker_arg {
   long staged, fallbacks;
 } worker_arg;
 
+static pthread_barrier_t *start_line; /* set: the workers make their first copies together */
+
 static void *h2d_worker(void *p) {
   worker_arg *w = p;
   sim_set_device(w->device);
   char *dev = sim_device_alloc(w->device, w->max + 64);
   unsigned char *shadow = calloc(1, w->max + 64); /* what dev holds, in stream order */
   memset(dev, 0, w->max + 64);
+  if (start_line) pthread_barrier_wait(start_line);
   unsigned s = w->seed | 1;
   for (int i = 0; i < w->copies; i++) {
     size_t n = 1 + xs(&s) % w->max, off = xs(&s) % 64;
@@ -201,18 +204,36 @@ static void test_pool_pipeline_h2d(void **state) {
   }
 }
 
-/* Background setup: copies that come while the device's state is being allocated by the helper
- * thread go to the real call (setting_up), later ones are staged; bytes right throughout. */
-static void test_background_setup(void **state) {
+static long all_fallbacks(void) {
+  long n = 0;
+  for (int f = 0; f < PW_FB_N; f++)
+    n += (long)pw_get(&pw_st.fallbacks[f]);
+  return n;
+}
+
+/* No copy goes around a setup: the first copy to a device sets the device up on its own thread
+ * and is staged; when the first copies of eight threads to one device come at once, one sets it
+ * up and the others wait for it, all are staged, and the pool is allocated once; bytes right. */
+static void test_first_copies_staged(void **state) {
+  pw_engine_config cfg = small_cfg(96 << 10, 1 << 20, 8 << 10);
   for (unsigned seed = 1; seed <= 20; seed++) {
-    pw_stats_reset();
     long staged;
-    pw_engine_config cfg = small_cfg(96 << 10, 48 << 10, 8 << 10);
-    cfg.background_setup = 1;
-    long bad = run_h2d(seed, cfg, 2, 40, 100 << 10, 2, &staged);
+    pw_stats_reset();
+    long bad = run_h2d(seed, cfg, 1, 1, 100 << 10, 1, &staged);
     if (bad) fail_msg("seed %u: %ld mismatches", seed, bad);
-    assert_int_equal(staged + (long)pw_get(&pw_st.fallbacks[PW_FB_SETTING_UP]), 2 * 40);
-    assert_int_equal(pw_get(&pw_st.fallbacks[PW_FB_NO_STATE]), 0);
+    assert_int_equal(staged, 1);
+    assert_int_equal(all_fallbacks(), 0);
+    pw_stats_reset();
+    pthread_barrier_t line;
+    pthread_barrier_init(&line, NULL, 8);
+    start_line = &line;
+    bad = run_h2d(seed, cfg, 8, 10, 100 << 10, 1, &staged);
+    start_line = NULL;
+    pthread_barrier_destroy(&line);
+    if (bad) fail_msg("seed %u: %ld mismatches", seed, bad);
+    assert_int_equal(staged, 8 * 10);
+    assert_int_equal(all_fallbacks(), 0);
+    assert_int_equal(pw_get(&pw_st.pinned_bytes_allocated), 1 << 20);
   }
 }
 
@@ -1153,7 +1174,7 @@ int main(void) {
       cmocka_unit_test(test_threads_and_devices),
       cmocka_unit_test(test_pool_pipeline_h2d),
       cmocka_unit_test(test_d2h_pool),
-      cmocka_unit_test(test_background_setup),
+      cmocka_unit_test(test_first_copies_staged),
       cmocka_unit_test(test_dropped_dependency_is_caught),
       cmocka_unit_test(test_ring_clamped),
       cmocka_unit_test(test_back_pressure_counted),

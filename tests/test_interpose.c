@@ -179,8 +179,7 @@ static void test_trace_with_fake_cupti(void **state) {
   snprintf(tpath, sizeof tpath, "/tmp/pwtest-ftrace-stage-%d.json", (int)getpid());
   snprintf(tenv, sizeof tenv, "PINWHEEL_TRACE=%s", tpath);
   const char *argv[] = {PW_PROG, "traced", "plain", NULL};
-  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage",           "PINWHEEL_SETUP=inline",
-                       tenv,    "PINWHEEL_CUPTI=" PW_FAKE_CUPTI, NULL};
+  const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", tenv, "PINWHEEL_CUPTI=" PW_FAKE_CUPTI, NULL};
   result r = run(argv, env);
   if (r.status != 0) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
   yajl_val v = parse_file(tpath);
@@ -713,12 +712,11 @@ static void test_threads_counts_exact(void **state) {
   free_result(&r);
 }
 
-/* Run argv in stage mode (inline setup, the JSON summary to stats_path) with extra environment. */
+/* Run argv in stage mode (the JSON summary to stats_path) with extra environment. */
 static yajl_val run_staged(const char *const *argv, const char *const *extra, int expect_status) {
-  const char *env[16] = {
-      PRELOAD,   "PINWHEEL_MODE=stage",  "PINWHEEL_STATS=1", "PINWHEEL_STATS_FORMAT=json",
-      stats_env, "PINWHEEL_SETUP=inline"};
-  int n = 6;
+  const char *env[16] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_STATS=1",
+                         "PINWHEEL_STATS_FORMAT=json", stats_env};
+  int n = 5;
   for (int i = 0; extra && extra[i]; i++)
     env[n++] = extra[i];
   env[n] = NULL;
@@ -733,48 +731,71 @@ static yajl_val run_stage(const char *mode, const char *const *extra, int expect
   return run_staged(argv, extra, expect_status);
 }
 
-/* Background setup: the copies that come while the pool and ring are being allocated go to CUDA
- * unchanged (counted as setting_up), the rest are staged; the program's byte checks pass. */
-static void test_stage_background_setup(void **state) {
-  yajl_val v = run_stage("stage", NULL, 0);
-  long long inline_staged =
-      jget(v, "staging", "ring", "calls", NULL) + jget(v, "staging", "d2h", "calls", NULL);
-  assert_int_equal(jget(v, "fallbacks", "setting_up", "calls", NULL), 0);
-  yajl_tree_free(v);
-  const char *bg[] = {"PINWHEEL_SETUP=background", "FAKE_HOSTALLOC_SLEEP_MS=300", NULL};
-  v = run_stage("stage", bg, 0);
-  long long staged =
-      jget(v, "staging", "ring", "calls", NULL) + jget(v, "staging", "d2h", "calls", NULL);
-  long long waiting = jget(v, "fallbacks", "setting_up", "calls", NULL);
-  assert_true(waiting >= 1);
-  assert_int_equal(staged + waiting, inline_staged);
+/* Every fallback's calls in a summary, summed; no reason is named setting_up any more (a copy
+ * that finds its device not set up sets it up and waits). */
+static long long all_fallbacks(yajl_val v) {
+  const char *p[] = {"fallbacks", NULL};
+  yajl_val f = yajl_tree_get(v, p, yajl_t_object);
+  assert_non_null(f);
+  long long n = 0;
+  for (size_t i = 0; i < f->u.object.len; i++) {
+    assert_string_not_equal(f->u.object.keys[i], "setting_up");
+    n += jget(f->u.object.values[i], "calls", NULL);
+  }
+  return n;
+}
+
+/* The first copies of `first T` (T threads, one H2D and one D2H copy of 1 MiB each, bytes
+ * compared by the program): all staged, none a fallback, one pinned pool (8 MiB) allocated. */
+static void check_first_copies(yajl_val v, long long t) {
+  long long h2d =
+      jget(v, "staging", "ring", "calls", NULL) + jget(v, "staging", "pinned_only", "calls", NULL);
+  assert_int_equal(h2d, t);
+  assert_int_equal(jget(v, "staging", "d2h", "calls", NULL), t);
+  assert_int_equal(all_fallbacks(v), 0);
+  assert_int_equal(jget(v, "staging", "pinned_bytes", NULL), 8 << 20);
   assert_true(jget(v, "staging", "setup_ns", NULL) > 0);
+}
+
+/* The very first eligible copy of a process is staged: it sets the device up (pool, ring, side
+ * stream) on its own thread and waits, never goes to CUDA unchanged. */
+static void test_first_copy_staged(void **state) {
+  const char *argv[] = {PW_PROG, "first", "1", NULL};
+  const char *extra[] = {"PINWHEEL_HOST_POOL=8M", NULL};
+  yajl_val v = run_staged(argv, extra, 0);
+  check_first_copies(v, 1);
   yajl_tree_free(v);
 }
 
-/* Exit never waits long for a slow background setup, and no setup call runs while CUDA tears
- * down: a program that exits right after its first copy, while the pool is being pinned (300 ms)
- * and a slow ring allocation (3 s) is still to come, exits once the call in flight returns; the
- * rest of the setup is cancelled (a bug once: exit waited for the whole setup, up to 10 s, then
- * left it running inside cudaHostAlloc while CUDA tore down). */
-static void test_exit_does_not_wait_for_setup(void **state) {
-  const char *argv[] = {PW_PROG, "exit-early", NULL};
-  const char *env[] = {PRELOAD,
-                       "PINWHEEL_MODE=stage",
-                       "PINWHEEL_SETUP=background",
-                       "FAKE_HOSTALLOC_SLEEP_MS=300",
-                       "FAKE_RING_SLEEP_MS=3000",
-                       NULL};
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+/* Eight threads make their first copies to one device at once, while the pool is being pinned
+ * (slowly: 200 ms): one of them sets the device up, the others wait for it; every copy is staged
+ * with the right bytes, and the pool is allocated once. */
+static void test_first_copies_of_threads_staged(void **state) {
+  const char *argv[] = {PW_PROG, "first", "8", NULL};
+  const char *extra[] = {"PINWHEEL_HOST_POOL=8M", "FAKE_HOSTALLOC_SLEEP_MS=200", NULL};
+  yajl_val v = run_staged(argv, extra, 0);
+  check_first_copies(v, 8);
+  assert_true(jget(v, "staging", "setup_ns", NULL) >= 200000000);
+  yajl_tree_free(v);
+}
+
+/* PINWHEEL_SETUP was removed (setup is always on the first copy's thread): set, it warns once,
+ * naming it removed, and is otherwise ignored: the first copy is staged all the same. */
+static void test_setup_option_removed(void **state) {
+  const char *argv[] = {PW_PROG, "first", "1", NULL};
+  const char *env[] = {
+      PRELOAD,   "PINWHEEL_MODE=stage",   "PINWHEEL_STATS=1",          "PINWHEEL_STATS_FORMAT=json",
+      stats_env, "PINWHEEL_HOST_POOL=8M", "PINWHEEL_SETUP=background", NULL};
   result r = run(argv, env);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
   if (r.status != 0) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
-  assert_non_null(strstr(r.out, "exit-early done"));
-  if (s > 2.0) fail_msg("exit took %.2f s", s);
-  assert_string_equal(r.err, ""); /* no call after teardown, no warning about the cancelled setup */
+  yajl_val v = parse_summary(stats_path); /* first: it removes the file, the next test's */
+  const char *want = "PINWHEEL_SETUP was removed and is ignored (";
+  const char *w = strstr(r.err, want);
+  if (!w) fail_msg("no warning:\n%s", r.err);
+  if (strstr(w + 1, want)) fail_msg("twice:\n%s", r.err);
   free_result(&r);
+  check_first_copies(v, 1);
+  yajl_tree_free(v);
 }
 
 /* The staging threads' default follows the CPUs the process may use and the local ranks: under
@@ -1036,9 +1057,8 @@ static void test_staging_resumes_after_reset(void **state) {
 static void test_ring_clamped(void **state) {
   const char *argv[] = {PW_PROG, "stage", NULL};
   const char *env[] = {
-      PRELOAD,   "PINWHEEL_MODE=stage",   "PINWHEEL_STATS=1",       "PINWHEEL_STATS_FORMAT=json",
-      stats_env, "PINWHEEL_SETUP=inline", "PINWHEEL_DEVICE_RING=1", "PINWHEEL_CHUNK=1M",
-      NULL};
+      PRELOAD,   "PINWHEEL_MODE=stage",    "PINWHEEL_STATS=1",  "PINWHEEL_STATS_FORMAT=json",
+      stats_env, "PINWHEEL_DEVICE_RING=1", "PINWHEEL_CHUNK=1M", NULL};
   result r = run(argv, env);
   if (r.status != 0) fail_msg("status %d\n%s%s", r.status, r.out, r.err);
   const char *w = strstr(r.err, "PINWHEEL_DEVICE_RING=1 is below 4 staging chunks");
@@ -1156,8 +1176,9 @@ int main(void) {
       cmocka_unit_test(test_runtime_host_copies),
       cmocka_unit_test(test_fill_ahead),
       cmocka_unit_test(test_fill_ahead_hazards),
-      cmocka_unit_test(test_stage_background_setup),
-      cmocka_unit_test(test_exit_does_not_wait_for_setup),
+      cmocka_unit_test(test_first_copy_staged),
+      cmocka_unit_test(test_first_copies_of_threads_staged),
+      cmocka_unit_test(test_setup_option_removed),
       cmocka_unit_test(test_failed_query_is_query_failed),
       cmocka_unit_test(test_default_threads_follow_cpus),
       cmocka_unit_test(test_stage_sync_elision),

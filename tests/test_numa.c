@@ -218,8 +218,8 @@ static void test_placed_on_device_node(void **state) {
   pw_numa_reset();
 }
 
-/* The memory policy of the thread that set the device up (here the test's, as with
- * PINWHEEL_SETUP=inline) is what it was: default stays default, and an explicit one (numactl
+/* The memory policy of the thread that set the device up (the thread of the device's first
+ * copy, here the test's) is what it was: default stays default, and an explicit one (numactl
  * --membind) is never replaced, the pool then goes where the user's policy puts it. */
 static void test_thread_policy_kept(void **state) {
   (void)state;

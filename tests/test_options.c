@@ -119,9 +119,9 @@ static void test_environment(void **state) {
 /* A removed option, or a removed value of a kept one: one warning line naming it removed, the
  * default kept; none of them is parsed as an option; PINWHEEL_LOG=error silences them too. */
 static void test_removed_options_warn(void **state) {
-  const char *gone[] = {
-      "PINWHEEL_HELP",      "PINWHEEL_MAX_BYTES",   "PINWHEEL_D2H",         "PINWHEEL_NT_STORES",
-      "PINWHEEL_D2H_FRESH", "PINWHEEL_HOST_COPIES", "PINWHEEL_XLA_STAGING", NULL};
+  const char *gone[] = {"PINWHEEL_HELP",        "PINWHEEL_MAX_BYTES", "PINWHEEL_D2H",
+                        "PINWHEEL_NT_STORES",   "PINWHEEL_D2H_FRESH", "PINWHEEL_HOST_COPIES",
+                        "PINWHEEL_XLA_STAGING", "PINWHEEL_SETUP",     NULL};
   for (int i = 0; gone[i]; i++)
     setenv(gone[i], "0", 1);
   setenv("PINWHEEL_DEFER", "large", 1);
@@ -158,8 +158,7 @@ static void test_removed_options_warn(void **state) {
  * or a name pinwheel itself sets or reads; once per name; PINWHEEL_LOG=error silences it. */
 static void test_unknown_variables_warn(void **state) {
   /* every option, with a value it accepts: silent */
-  static const char *const values[] = {"0",    "3-4",  "stage",      "warn",
-                                       "text", "keep", "background", "none"};
+  static const char *const values[] = {"0", "3-4", "stage", "warn", "text", "keep", "none"};
   for (int i = 0; i < PW_OPT_COUNT; i++) {
     long long v;
     size_t k = 0;

@@ -103,7 +103,7 @@ echo "pinwheel report reads a torch.profiler trace and an Nsight Systems one"
 # --- pinwheel run: the package's shim in the process, staging a program on the fake runtime ---
 # shellcheck disable=SC2016 # $$ and $0 are the inner shell's
 out=$("$venv/bin/pinwheel" run --stats --mode stage -- sh -c \
-  'grep -m1 -oE "/[^ ]*/libpinwheel\.so$" /proc/$$/maps; exec env PINWHEEL_SETUP=inline "$0" stage' \
+  'grep -m1 -oE "/[^ ]*/libpinwheel\.so$" /proc/$$/maps; exec "$0" stage' \
   "$prog" 2>&1) || { echo "$out"; fail "pinwheel run --stats failed"; }
 loaded=$(head -n 1 <<<"$out")
 [ "$loaded" = "$pkg/_native/libpinwheel.so" ] ||

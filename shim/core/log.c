@@ -71,14 +71,8 @@ void pw_write_all(int fd, const char *buf, size_t n) {
   }
 }
 
-/* A thread whose work no longer matters (a setup cancelled at exit) says nothing more. */
-static __thread int muted;
-void pw_log_mute_thread(void) {
-  muted = 1;
-}
-
 void pw_log(int level, const char *fmt, ...) {
-  if (level > atomic_load(&log_level) || muted) return;
+  if (level > atomic_load(&log_level)) return;
   if (level == PW_LOG_WARN && atomic_fetch_sub(&warnings_left, 1) <= 0) return;
   static const char *const tags[] = {"error: ", "warning: ", "", "debug: "};
   char buf[1024];

@@ -35,7 +35,6 @@ static const char *const mode_choices[] = {"off", "observe", "stage", NULL};
 static const char *const log_choices[] = {"error", "warn", "info", "debug", NULL};
 static const char *const fmt_choices[] = {"text", "json", NULL};
 static const char *const sync_choices[] = {"keep", "elide", NULL};
-static const char *const setup_choices[] = {"background", "inline", NULL};
 static const char *const capture_choices[] = {"none", "cudaProfilerApi", NULL};
 
 #define KiB 1024LL
@@ -95,10 +94,6 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
          "driver) become pinwheel's, a large memcpy or memmove into one is uploaded as it is "
          "filled, and the program's cudaMemcpyAsync (or cuMemcpyHtoDAsync) of those bytes "
          "becomes a device copy; 0 = off"},
-    [PW_OPT_SETUP] = {"PINWHEEL_SETUP", T_ENUM, PW_SETUP_BACKGROUND, setup_choices,
-                      "background: a device's pinned pool and ring are allocated by a helper "
-                      "thread, and copies that come before they are ready go to CUDA unchanged; "
-                      "inline: the first staged copy allocates them and waits"},
     [PW_OPT_TRACE] = {"PINWHEEL_TRACE", T_STRING, 0, NULL,
                       "write a CUPTI trace (Chrome trace JSON, as torch.profiler writes it) of the "
                       "run to this file, in every mode (%p = pid, %r = RANK, else LOCAL_RANK, "
@@ -137,6 +132,9 @@ static const struct {
     {"PINWHEEL_D2H_FRESH", NULL, "huge pages, mapped ahead, measured fastest; always used"},
     {"PINWHEEL_HOST_COPIES", NULL, "threaded copies into pinned memory measured faster; always on"},
     {"PINWHEEL_XLA_STAGING", NULL, "pinwheel's staging of JAX's copies measured faster than XLA's"},
+    {"PINWHEEL_SETUP", NULL,
+     "a device's staging state is always set up by its first staged copy: faster than in the "
+     "background"},
     {"PINWHEEL_DEFER", "large", "deferring copies larger than half the pool measured slower"},
 };
 

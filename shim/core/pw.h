@@ -1,10 +1,10 @@
 /* pw.h — core's interface: what every part of libpinwheel may use, and what core owns.
  *
- * Owns: the log (log.c), the files pinwheel writes (files.c), the setup gate (gate.c), the options
- * (options.c), and the counters with their vocabulary and the exit summary (stats.c): memory
- * kinds, directions, staging paths, the reasons a copy was not staged or not deferred, the
- * reasons an upload ahead was given up and the hooked functions' ids (pw_hook_ids.def, generated
- * at configure time from front/hooks.def and front/drv_hooks.def: names and classes only).
+ * Owns: the log (log.c), the files pinwheel writes (files.c), the options (options.c), and the
+ * counters with their vocabulary and the exit summary (stats.c): memory kinds, directions, staging
+ * paths, the reasons a copy was not staged or not deferred, the reasons an upload ahead was given
+ * up and the hooked functions' ids (pw_hook_ids.def, generated at configure time from
+ * front/hooks.def and front/drv_hooks.def: names and classes only).
  * Must never: include a header of engine/, front/, collector/ or the top file (pinwheel.c), or
  * any CUDA header; the engine's interface is engine/engine.h, the front ends' front/front.h.
  */
@@ -23,7 +23,6 @@
 enum { PW_LOG_ERROR = 0, PW_LOG_WARN = 1, PW_LOG_INFO = 2, PW_LOG_DEBUG = 3 };
 void pw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void pw_log_set_level(int level);
-void pw_log_mute_thread(void); /* this thread logs nothing from now on */
 int pw_log_level(void);
 /* Write all of buf to fd, retrying on EINTR and short writes. */
 void pw_write_all(int fd, const char *buf, size_t n); /* fd < 0: nothing */
@@ -46,20 +45,6 @@ enum {
  * with why (n bytes) saying what was wrong. */
 int pw_open_output(const char *path, int how, char *why, size_t n);
 
-/* ---- the setup gate (gate.c) ----
- * The engine's background setup (a device's pinned pool, ring, side stream) makes CUDA calls on a
- * thread of its own, which may still be running when the program exits.  Its calls go through the
- * gate: once exit has begun, each is refused at once (the backend returns its "unloading" error),
- * and exit waits only for the one call already inside CUDA, never for the rest of the setup, so
- * no setup call runs while CUDA tears down. */
-int pw_setup_enter(void); /* 1: make the call, then pw_setup_leave(); 0: exit has begun */
-void pw_setup_leave(void);
-void pw_setup_mark_thread(void); /* this thread is a setup thread (its set_device call) */
-int pw_setup_on_thread(void);    /* 1 on a setup thread: its other calls are gated too */
-int pw_setup_busy(void);         /* 1 while a setup call is inside CUDA */
-void pw_setup_arm(void);         /* a setup thread was started: exit must close the gate */
-void pw_setup_after_fork_child(void);
-
 /* ---- options ---- */
 typedef enum pw_option_e {
   PW_OPT_MODE,         /* off | observe | stage */
@@ -77,7 +62,6 @@ typedef enum pw_option_e {
   PW_OPT_SYNC,         /* keep | elide */
   PW_OPT_FILL_AHEAD,   /* device scratch for uploads ahead of the program's copies (0 = off) */
   PW_OPT_NUMA,         /* place pinned pools and staging threads on their GPU's NUMA node */
-  PW_OPT_SETUP,        /* background | inline */
   PW_OPT_TRACE,        /* CUPTI trace destination, %p = pid, %r = rank */
   PW_OPT_CUPTI,        /* path of libcupti, when the usual search does not find it */
   /* the trace's capture window: its start (ms after the first CUDA call), its length (ms, 0 = to
@@ -92,7 +76,6 @@ typedef enum pw_option_e {
 enum { PW_MODE_OFF = 0, PW_MODE_OBSERVE = 1, PW_MODE_STAGE = 2 };
 enum { PW_FMT_TEXT = 0, PW_FMT_JSON = 1 };
 enum { PW_SYNC_KEEP = 0, PW_SYNC_ELIDE = 1 };
-enum { PW_SETUP_BACKGROUND = 0, PW_SETUP_INLINE = 1 };
 
 /* Parses the environment once (later calls return at once); warns on bad values and on options
  * that were removed.  Every reader goes through it, so whichever thread comes first parses and
@@ -143,7 +126,6 @@ enum {
   X(PENDING_ERROR, "pending_error", "a CUDA error was pending on the thread")                      \
   X(QUERY_FAILED, "query_failed", "pointer or stream query failed")                                \
   X(NO_STATE, "no_state", "engine state for the device could not be set up")                       \
-  X(SETTING_UP, "setting_up", "engine state for the device was still being allocated")             \
   X(INTERNAL, "internal_error", "an engine CUDA call failed mid-copy")                             \
   X(FORKED, "forked_child", "process is a fork of a CUDA process")
 /* Why a staged host-to-device copy was not deferred: the engine's reasons, then the guard's

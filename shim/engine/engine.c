@@ -31,7 +31,10 @@
  * BUSY ring region reserves pinned chunks only.  The owner of a BUSY slot therefore never waits for
  * the waiter.
  *
- * Lock order: init_lock, then a device's lock.
+ * Lock order: init_lock, then a device's lock.  init_lock is held across a device's setup (its
+ * CUDA allocations, about 30 ms once, on the thread of the device's first eligible copy), and a
+ * reset, quiesce or loss of a device's context takes it before it looks at the device's state, so
+ * none runs beside a setup: each waits for the one under way, then sees the state it published.
  */
 #define _GNU_SOURCE
 #include "numa.h"
@@ -76,7 +79,7 @@ typedef struct arena {
   slot q[ARENA_SLOTS];
 } arena;
 
-enum { DEV_READY = 1, DEV_PENDING = 2, DEV_FAILED = -1 };
+enum { DEV_READY = 1, DEV_FAILED = -1 };
 enum { ARENA_HOST, ARENA_RING };
 
 typedef struct pw_engine pw_engine_t;
@@ -130,7 +133,7 @@ struct pw_engine {
   pthread_mutex_t init_lock;
   dev_state *_Atomic dev[MAX_DEVICES];
   atomic_int forked;
-  pid_t pid; /* the process that created the engine (setup threads live there) */
+  pid_t pid; /* the process that created the engine (its copy thread lives there) */
   /* The deferred copies' queue: FIFO, served by one copy thread (started at the first). */
   pthread_mutex_t qlock;
   pthread_cond_t qcv; /* a job was queued, or one finished */
@@ -400,7 +403,9 @@ static void numa_after_pool(int device, int node, const void *pool) {
   pw_numa_place(node);
 }
 
-/* Allocate a device's pinned pool, ring and side stream; publishes the status last. */
+/* Allocate a device's pinned pool, ring and side stream, in the calling thread's current context
+ * (the device's, checked_reason saw to it); publishes the status last.  Runs under init_lock, on
+ * the thread of the device's first eligible copy, which waits for it (about 30 ms, once). */
 static void setup_dev(pw_engine *e, dev_state *d) {
   const pw_ops *ops = d->ops;
   int device = d->device, status = DEV_READY;
@@ -472,46 +477,15 @@ static void setup_dev(pw_engine *e, dev_state *d) {
   atomic_store_explicit(&d->status, status, memory_order_release);
 }
 
-static void *setup_thread(void *arg) {
-  dev_state *d = arg;
-  /* this thread's current device decides where the runtime allocates: never create a context
-   * on a device the program does not use */
-  if (d->ops->set_device(d->device) != 0) {
-    d->ops->clear_error();
-    pw_log(PW_LOG_WARN,
-           "cannot select device %d for staging setup; its copies go to CUDA unchanged", d->device);
-    atomic_store_explicit(&d->status, DEV_FAILED, memory_order_release);
-    return NULL;
-  }
-  setup_dev(d->engine, d);
-  return NULL;
-}
-
-/* Wait (bounded) until no setup thread of e is running.  At exit this runs before the CUDA
- * runtime's own exit handlers (it is registered after them), so no allocation is in flight while
- * the runtime tears down. */
-static void wait_setups(pw_engine *e, uint64_t limit_ns) {
-  if (!e || getpid() != e->pid) return; /* a forked child has no such thread */
-  uint64_t t0 = pw_now_ns();
-  for (int i = 0; i < MAX_DEVICES; i++) {
-    dev_state *d = atomic_load(&e->dev[i]);
-    while (d && atomic_load_explicit(&d->status, memory_order_acquire) == DEV_PENDING) {
-      if (pw_now_ns() - t0 > limit_ns) return;
-      struct timespec ts = {0, 1000000};
-      nanosleep(&ts, NULL);
-    }
-  }
-}
-
 static pw_engine *_Atomic exit_engine;
 static void drain_jobs(pw_engine *e, int only, int forsake);
 
 /* At exit, once the deferred copy-ins are done: what pinwheel queued on each device's side stream
  * finishes first (at most 2 s a device: its DMAs may wait for the program's own streams), so a
  * trace flushed after this has the records of the last copies' DMAs, and CUDA tears down no
- * stream with a deferred DMA still in flight.  The probe of side_error, which needs no device
- * switch: the gate is closed by now, and set_device would be refused (and mark the thread).  An
- * event still pending at the end is not given back: the process is ending. */
+ * stream with a deferred DMA still in flight.  The probe of side_error needs no device switch (it
+ * pushes the side stream's context and pops it after).  An event still pending at the end is not
+ * given back: the process is ending. */
 static int side_error(dev_state *d, void **probe);
 /* d's side stream's work done, or an error of it, or 2 s passed: the probe event still pending
  * then, else NULL. */
@@ -528,11 +502,10 @@ static void settle_side_streams(pw_engine *e) {
   }
 }
 
-/* At exit, before CUDA's own exit handlers: no setup in flight, every deferred copy-in done (its
- * DMAs wait for it), and the side streams' work with it. */
-static void wait_setups_at_exit(void) {
+/* At exit, before CUDA's own exit handlers (registered after them, at the first deferred copy):
+ * every deferred copy-in done (its DMAs wait for it), and the side streams' work with it. */
+static void drain_at_exit(void) {
   pw_engine *e = atomic_load(&exit_engine);
-  wait_setups(e, 10ull * 1000000000);
   if (e && getpid() == e->pid) {
     drain_jobs(e, -1, 0);
     settle_side_streams(e);
@@ -540,17 +513,13 @@ static void wait_setups_at_exit(void) {
 }
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static void register_exit(void) {
-  atexit(wait_setups_at_exit);
+  atexit(drain_at_exit);
 }
 
-/* Start the setup of a device's state in the background; 0 when the thread runs. */
-static int start_setup_thread(pw_engine *e, dev_state *d) {
-  atomic_store(&exit_engine, e);
-  pthread_once(&exit_once, register_exit);
-  return pw_spawn(setup_thread, d, 0);
-}
-
-/* The device's state when it is ready; otherwise NULL and *reason says why. */
+/* The device's state when it is ready; otherwise NULL and *reason says why.  The first call for a
+ * device sets it up on the calling thread, under init_lock (other threads' first copies to any
+ * device wait for it there), and publishes it once set up: a thread that finds it published never
+ * takes the lock. */
 static dev_state *get_dev(pw_engine *e, const pw_ops *ops, int device, int *reason) {
   *reason = PW_FB_NO_STATE;
   if (device < 0 || device >= MAX_DEVICES) return NULL;
@@ -564,22 +533,13 @@ static dev_state *get_dev(pw_engine *e, const pw_ops *ops, int device, int *reas
       d->device = device;
       d->engine = e;
       d->ops = ops;
-      if (e->cfg.background_setup) {
-        atomic_store(&d->status, DEV_PENDING);
-        atomic_store(&e->dev[device], d);
-        if (start_setup_thread(e, d) != 0) setup_dev(e, d);
-      } else {
-        setup_dev(e, d);
-        atomic_store(&e->dev[device], d);
-      }
+      setup_dev(e, d);
+      atomic_store(&e->dev[device], d);
     }
     pthread_mutex_unlock(&e->init_lock);
     if (!d) return NULL;
   }
-  int st = atomic_load_explicit(&d->status, memory_order_acquire);
-  if (st == DEV_READY) return d;
-  if (st == DEV_PENDING) *reason = PW_FB_SETTING_UP;
-  return NULL;
+  return atomic_load_explicit(&d->status, memory_order_acquire) == DEV_READY ? d : NULL;
 }
 
 /* Something failed after part of a copy was enqueued: drain what we enqueued, stop staging on
@@ -972,10 +932,10 @@ static void wait_jobs(pw_engine *e, uint64_t pos) {
 
 /* An error of d's side stream, 0 if none is known: an event recorded on it and queried (never a
  * wait), with the stream's context pushed above the calling thread's own and popped after
- * (push_context: the thread's context, primary or not, comes back as it was; no setup gate, the
- * thread is not marked as a setup thread).  *probe keeps the event between calls (NULL once it
- * completed); it is d's.  What cannot be learnt (the push, or the event's creation, failed) counts
- * as no error.  An error the calling thread had pending is left for the program to read. */
+ * (push_context: the thread's context, primary or not, comes back as it was).  *probe keeps the
+ * event between calls (NULL once it completed); it is d's.  What cannot be learnt (the push, or the
+ * event's creation, failed) counts as no error.  An error the calling thread had pending is left
+ * for the program to read. */
 static int side_error(dev_state *d, void **probe) {
   const pw_ops *ops = d->ops;
   int pending = ops->error_pending(), rc = 0;
@@ -1345,8 +1305,8 @@ static dev_state *forget_device(pw_engine *e, int device) {
 
 void pw_engine_device_reset(pw_engine *e, int device) {
   if (!e || device < 0 || device >= MAX_DEVICES || atomic_load(&e->forked)) return;
-  wait_setups(e, UINT64_MAX); /* a setup in flight would allocate into the dying context */
-  drain_jobs(e, device, 1);   /* no copy thread writes into the pinned pool the reset frees */
+  drain_jobs(e, device, 1); /* no copy thread writes into the pinned pool the reset frees */
+  /* after a setup under way (it holds init_lock), which would allocate into the dying context */
   pthread_mutex_lock(&e->init_lock);
   dev_state *d = atomic_load(&e->dev[device]);
   if (d && atomic_load_explicit(&d->status, memory_order_acquire) == DEV_READY && d->side) {
@@ -1360,7 +1320,10 @@ void pw_engine_device_reset(pw_engine *e, int device) {
 
 void pw_engine_device_quiesce(pw_engine *e, int device) {
   if (!e || device < 0 || device >= MAX_DEVICES || atomic_load(&e->forked)) return;
-  wait_setups(e, UINT64_MAX);
+  /* a setup under way (it holds init_lock) ends first, in the context that still lives: the
+   * state it made is then published and quiesced below */
+  pthread_mutex_lock(&e->init_lock);
+  pthread_mutex_unlock(&e->init_lock);
   drain_jobs(e, device, 0); /* the copy-ins queued so far are done: none writes the pool later */
   dev_state *d = atomic_load(&e->dev[device]);
   if (!d || atomic_load_explicit(&d->status, memory_order_acquire) != DEV_READY || !d->side) return;
@@ -1399,7 +1362,6 @@ void pw_engine_after_fork_child(pw_engine *e) {
 
 void pw_engine_destroy(pw_engine *e) {
   if (!e) return;
-  wait_setups(e, UINT64_MAX);
   drain_jobs(e, -1, 0);
   pthread_mutex_lock(&e->qlock);
   e->stop = 1;

@@ -131,7 +131,6 @@ typedef struct pw_engine_config {
   size_t min_bytes;
   size_t host_pool, device_ring, chunk;
   int threads, strict;
-  int background_setup; /* allocate a device's state off the copying thread */
   /* PINWHEEL_DEFER: H2D copies return before their copy-in (guard needed); only a copy whose
    * chunks fit in half the pinned pool, one pinned chunk each */
   int defer;
@@ -175,8 +174,8 @@ void pw_engine_guard_wait(pw_engine *e, const void *p, size_t n);
  * made there up first: pw_fa_device_reset, fill/fa.h.) */
 void pw_engine_device_reset(pw_engine *e, int device);
 /* The program is about to release the context the device's state lives in, which may destroy it:
- * setups end, the deferred copy-ins queued so far finish (bounded as at a reset) and the side
- * stream drains (2 s at most); the state is kept (the release may not be the last). */
+ * a setup under way ends, the deferred copy-ins queued so far finish (bounded as at a reset) and
+ * the side stream drains (2 s at most); the state is kept (the release may not be the last). */
 void pw_engine_device_quiesce(pw_engine *e, int device);
 /* The context the device's state lived in is gone (destroyed by the program's release): the
  * engine forgets the state and gives up the jobs still queued for it without a CUDA call, so

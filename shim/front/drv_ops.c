@@ -20,8 +20,9 @@
  * context surely lives, then its own reference goes, so the program's last release frees the
  * context as it would without pinwheel.  If the engine's state of the device (pinned pool, ring,
  * side stream) was made in it through this backend, the device is marked gone and nothing is
- * staged there again (context_ok, and the runtime backend's), and a setup still running there is
- * refused its next call and its call in flight is waited for.  After the program's release, if the
+ * staged there again (context_ok, and the runtime backend's); a setup under way there (on the
+ * thread of a copy) ends first, in the context that still lives (the engine's quiesce waits for
+ * it).  After the program's release, if the
  * context is no longer active it was destroyed: the engine and fill-ahead forget what they made
  * there without a CUDA call, so no handle of it is used again, at exit neither.  If it is still
  * active, everything stays valid, unused by the engine.  A reset (cuDevicePrimaryCtxReset)
@@ -41,30 +42,12 @@
 
 #define MISSING CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND
 #define CALL(fn, ...) (pw_drv.fn ? (int)pw_drv.fn(__VA_ARGS__) : (int)MISSING)
-/* The setup's calls pass the gate (pw.h): refused with "deinitialized" once exit has begun.  Those
- * made only for the setup always; the others when made on a setup thread. */
-#define GATED(always, call)                                                                        \
-  ({                                                                                               \
-    int g_ = (always) || pw_setup_on_thread(), r_ = CUDA_ERROR_DEINITIALIZED;                      \
-    if (!g_ || (!setup_gone() && pw_setup_enter())) {                                              \
-      r_ = (call);                                                                                 \
-      if (g_) pw_setup_leave();                                                                    \
-    }                                                                                              \
-    r_;                                                                                            \
-  })
 #define MAX_DEVICES 64
 
 static CUcontext primary[MAX_DEVICES]; /* retained once, held for the engine's state */
 static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int state_made[MAX_DEVICES]; /* the engine's setup began in dev's primary context */
 static atomic_int gone[MAX_DEVICES];       /* ... and the program released the context since */
-static PW_TLS int setup_device = -1;       /* a setup thread's device */
-
-static int setup_gone(void) {
-  if (setup_device < 0 || !atomic_load(&gone[setup_device])) return 0;
-  pw_log_mute_thread(); /* its refused calls would warn about a pool nobody will use */
-  return 1;
-}
 
 /* cuDevicePageableMemoryAccess of the device with this ordinal: 1, 0, or 1 when it cannot be
  * asked (in doubt a kernel may write any host memory). */
@@ -97,20 +80,15 @@ void pw_drv_primary_release(int dev, int reset) {
   } else {
     pthread_mutex_lock(&primary_lock);
     int held = primary[dev] != NULL, made = held && atomic_load(&state_made[dev]);
-    if (made) {
-      atomic_store(&gone[dev], 1); /* a setup's next call is refused; the one in flight ends */
-      struct timespec ms = {0, 1000000};
-      while (pw_setup_busy())
-        nanosleep(&ms, NULL);
-    }
+    if (made) atomic_store(&gone[dev], 1); /* no copy that comes later stages there */
     pthread_mutex_unlock(&primary_lock);
     /* The release may be the last (the context goes) or not (it lives on): nothing of pinwheel's
      * may still be running in it, and nothing it keeps may become wrong.  Without the lock: the
      * engine's copy thread may ask for the primary context. */
     if (held && !made) {
       /* a setup through this backend may be under way (it retained the context and has not
-       * allocated yet): it ends first (the quiesce waits for setups), then the state it made, if
-       * any, is marked gone and quiesced as above */
+       * allocated yet): it ends first (the quiesce waits for a setup under way), then the state
+       * it made, if any, is marked gone and quiesced as above */
       pw_engine_device_quiesce(pw_eng, dev);
       pthread_mutex_lock(&primary_lock);
       if ((made = atomic_load(&state_made[dev])) != 0) atomic_store(&gone[dev], 1);
@@ -230,27 +208,25 @@ static void note_state(void) {
   if (op_get_device(&dev) == 0 && dev >= 0 && dev < MAX_DEVICES) atomic_store(&state_made[dev], 1);
 }
 
-/* The setup thread's context: the device's primary one (context_ok retained it). */
+/* The upload thread's context (fill/fa.c): the device's primary one (context_ok retained it). */
 static int op_set_device(int device) {
-  pw_setup_mark_thread(); /* only the setup thread selects a device */
-  setup_device = device;
   CUcontext p = primary_of(device);
-  return p ? GATED(1, CALL(cuCtxSetCurrent, p)) : CUDA_ERROR_INVALID_CONTEXT;
+  return p ? CALL(cuCtxSetCurrent, p) : CUDA_ERROR_INVALID_CONTEXT;
 }
 static int op_host_alloc(void **p, size_t n) {
   note_state();
   /* mapped: deferred staging's flag in it is what the side stream waits on */
-  return GATED(1, CALL(cuMemHostAlloc, p, n, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+  return CALL(cuMemHostAlloc, p, n, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
 }
 static void op_host_free(void *p) {
-  (void)GATED(0, CALL(cuMemFreeHost, p));
+  (void)CALL(cuMemFreeHost, p);
 }
 static int op_host_register(void *p, size_t n) {
-  return GATED(1, CALL(cuMemHostRegister_v2, p, n,
-                       CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
+  return CALL(cuMemHostRegister_v2, p, n,
+              CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
 }
 static int op_host_unregister(void *p) {
-  return GATED(0, CALL(cuMemHostUnregister, p));
+  return CALL(cuMemHostUnregister, p);
 }
 static int op_host_device_pointer(void *p, void **dptr) {
   CUdeviceptr d = 0;
@@ -259,19 +235,19 @@ static int op_host_device_pointer(void *p, void **dptr) {
   return rc;
 }
 static int op_device_sync(void) {
-  return GATED(0, CALL(cuCtxSynchronize));
+  return CALL(cuCtxSynchronize);
 }
 static int op_device_alloc(void **p, size_t n) {
   CUdeviceptr d = 0;
-  int rc = GATED(1, CALL(cuMemAlloc_v2, &d, n));
+  int rc = CALL(cuMemAlloc_v2, &d, n);
   *p = (void *)(uintptr_t)d;
   return rc;
 }
 static void op_device_free(void *p) {
-  (void)GATED(0, CALL(cuMemFree_v2, (CUdeviceptr)(uintptr_t)p));
+  (void)CALL(cuMemFree_v2, (CUdeviceptr)(uintptr_t)p);
 }
 static int op_stream_create(void **s) { /* only pinwheel's side stream is made here */
-  int rc = GATED(1, CALL(cuStreamCreate, (CUstream *)s, CU_STREAM_NON_BLOCKING));
+  int rc = CALL(cuStreamCreate, (CUstream *)s, CU_STREAM_NON_BLOCKING);
   int dev;
   if (!rc && pw_trace_active() && !op_get_device(&dev)) pw_trace_side_stream(dev, *s);
   return rc;
@@ -321,12 +297,12 @@ int pw_drv_alloc_range(const void *p, void **base, size_t *size) {
 int pw_drv_pci_bus_id(int device, char *buf, int len) {
   CUdevice d;
   if (!pw_drv_resolve()) return MISSING;
-  /* asked by a device's setup, through its gate as the setup's allocations are (§9) */
-  int rc = GATED(1, CALL(cuDeviceGet, &d, device));
-  return rc ? rc : GATED(1, CALL(cuDeviceGetPCIBusId, buf, len, d));
+  /* asked by a device's setup (its NUMA node) */
+  int rc = CALL(cuDeviceGet, &d, device);
+  return rc ? rc : CALL(cuDeviceGetPCIBusId, buf, len, d);
 }
-/* The side stream's context pushed above the thread's own and popped after (pw_ops.def): not
- * gated, the thread not marked.  A runtime stream handle is the driver's CUstream. */
+/* The side stream's context pushed above the thread's own and popped after (pw_ops.def).  A runtime
+ * stream handle is the driver's CUstream. */
 int pw_drv_push_context(void *s) {
   CUcontext c = NULL;
   if (!pw_drv_resolve()) return MISSING;
@@ -354,7 +330,7 @@ static int op_error_pending(void) {
 static int op_relax_capture(int restore, int mode) {
   if (restore && mode < 0) return -1;
   CUstreamCaptureMode m = restore ? (CUstreamCaptureMode)mode : CU_STREAM_CAPTURE_MODE_RELAXED;
-  if (GATED(0, CALL(cuThreadExchangeStreamCaptureMode, &m))) return -1;
+  if (CALL(cuThreadExchangeStreamCaptureMode, &m)) return -1;
   return (int)m;
 }
 

@@ -334,7 +334,6 @@ static inline int pw_front_copy(const pw_ops *ops, int mode, pw_transfer *c, con
     /* not staged: made from an upload ahead of it, or what it may write is no longer one */
     if (path < 0 && PW_UNLIKELY(pw_fa_live()) && pw_fa_copy(c) == 0) path = PW_PATH_N;
     pw_trace_own_end(path >= 0 ? app : 0, name);
-    if (PW_UNLIKELY(path == -1 - PW_FB_SETTING_UP)) pw_setup_arm(); /* a setup runs: gate at exit */
   }
   return path;
 }
@@ -348,8 +347,7 @@ static inline void pw_front_copy_done(int mode, int ok, const pw_transfer *c, in
   pw_depth--;
   if (pw_sync_mode == PW_SYNC_ELIDE && ok && mode == PW_MODE_STAGE && c->dir == PW_DIR_H2D &&
       c->src_kind == PW_MEM_PAGEABLE && c->dst_kind == PW_MEM_DEVICE &&
-      (path >= 0 || path == -1 - PW_FB_TOO_SMALL || path == -1 - PW_FB_SETTING_UP ||
-       path == -1 - PW_FB_NO_STATE)) {
+      (path >= 0 || path == -1 - PW_FB_TOO_SMALL || path == -1 - PW_FB_NO_STATE)) {
     pw_elide_stream = c->stream;
     pw_elide_device = c->dst_dev;
   }

@@ -10,18 +10,6 @@
 
 #define MISSING cudaErrorSharedObjectSymbolNotFound
 #define CALL(fn, ...) (pw_real.fn ? (int)pw_real.fn(__VA_ARGS__) : (int)MISSING)
-/* The setup's calls pass the gate (pw.h): refused with "unloading" once exit has begun.  Those
- * made only for the setup always; the others when made on a setup thread. */
-#define GATED(always, call)                                                                        \
-  ({                                                                                               \
-    int g_ = (always) || pw_setup_on_thread(), r_ = cudaErrorCudartUnloading;                      \
-    if (!g_ || pw_setup_enter()) {                                                                 \
-      r_ = (call);                                                                                 \
-      if (g_) pw_setup_leave();                                                                    \
-    }                                                                                              \
-    r_;                                                                                            \
-  })
-
 static int op_pointer_info(const void *p, int *kind, int *device) {
   struct cudaPointerAttributes a;
   int rc = CALL(cudaPointerGetAttributes, &a, p);
@@ -59,37 +47,36 @@ static int op_stream_device(void *s, int *device) {
 static int op_get_device(int *device) {
   return CALL(cudaGetDevice, device);
 }
-static int op_set_device(int device) { /* only the setup thread selects a device */
-  pw_setup_mark_thread();
-  return GATED(1, CALL(cudaSetDevice, device));
+static int op_set_device(int device) {
+  return CALL(cudaSetDevice, device);
 }
 static int op_host_alloc(void **p, size_t n) {
   /* mapped: deferred staging's flag in it is what the side stream waits on */
-  return GATED(1, CALL(cudaHostAlloc, p, n, cudaHostAllocPortable | cudaHostAllocMapped));
+  return CALL(cudaHostAlloc, p, n, cudaHostAllocPortable | cudaHostAllocMapped);
 }
 static void op_host_free(void *p) {
-  (void)GATED(0, CALL(cudaFreeHost, p));
+  (void)CALL(cudaFreeHost, p);
 }
 static int op_host_register(void *p, size_t n) {
-  return GATED(1, CALL(cudaHostRegister, p, n, cudaHostRegisterPortable | cudaHostRegisterMapped));
+  return CALL(cudaHostRegister, p, n, cudaHostRegisterPortable | cudaHostRegisterMapped);
 }
 static int op_host_unregister(void *p) {
-  return GATED(0, CALL(cudaHostUnregister, p));
+  return CALL(cudaHostUnregister, p);
 }
 static int op_host_device_pointer(void *p, void **dptr) {
   return CALL(cudaHostGetDevicePointer, dptr, p, 0);
 }
 static int op_device_sync(void) {
-  return GATED(0, CALL(cudaDeviceSynchronize));
+  return CALL(cudaDeviceSynchronize);
 }
 static int op_device_alloc(void **p, size_t n) {
-  return GATED(1, CALL(cudaMalloc, p, n));
+  return CALL(cudaMalloc, p, n);
 }
 static void op_device_free(void *p) {
-  (void)GATED(0, CALL(cudaFree, p));
+  (void)CALL(cudaFree, p);
 }
 static int op_stream_create(void **s) { /* only pinwheel's side stream is made here */
-  int rc = GATED(1, CALL(cudaStreamCreateWithFlags, (cudaStream_t *)s, cudaStreamNonBlocking));
+  int rc = CALL(cudaStreamCreateWithFlags, (cudaStream_t *)s, cudaStreamNonBlocking);
   int dev;
   if (!rc && pw_trace_active() && pw_real.cudaGetDevice && !pw_real.cudaGetDevice(&dev))
     pw_trace_side_stream(dev, *s);
@@ -123,7 +110,7 @@ static int op_stream_sync(void *s) {
   return CALL(cudaStreamSynchronize, (cudaStream_t)s);
 }
 static void op_clear_error(void) {
-  (void)GATED(0, CALL(cudaGetLastError));
+  (void)CALL(cudaGetLastError);
 }
 static int op_error_pending(void) {
   return CALL(cudaPeekAtLastError) != cudaSuccess;
@@ -134,7 +121,7 @@ static int op_relax_capture(int restore, int mode) {
   if (restore && mode < 0) return -1;
   enum cudaStreamCaptureMode m =
       restore ? (enum cudaStreamCaptureMode)mode : cudaStreamCaptureModeRelaxed;
-  if (GATED(0, CALL(cudaThreadExchangeStreamCaptureMode, &m))) {
+  if (CALL(cudaThreadExchangeStreamCaptureMode, &m)) {
     op_clear_error();
     return -1;
   }

@@ -4,9 +4,8 @@
  * copies at once (every "device" is host memory, so any stream order is trivially respected),
  * classifies pointers from its own allocation table, and records each call so the test program
  * can check that the arguments arrived intact and the status came back unchanged.
- * FAKE_HOSTALLOC_SLEEP_MS and FAKE_RING_SLEEP_MS make cudaHostAlloc and a cudaMalloc of 64 MiB or
- * more slow; a call made after the fake's exit teardown (registered at its first call, as CUDA's
- * is) says so on stderr.
+ * FAKE_HOSTALLOC_SLEEP_MS makes cudaHostAlloc slow; a call made after the fake's exit teardown
+ * (registered at its first call, as CUDA's is) says so on stderr.
  */
 #define _GNU_SOURCE
 #include "fake_api.h"
@@ -389,10 +388,6 @@ cudaError_t cudaMalloc(void **p, size_t n) {
   FAKE_ENTER();
   if (getenv("FAKE_NO_DRIVER") || getenv("FAKE_OLD_DRIVER"))
     return last_error = cudaErrorInsufficientDriver;
-  if (n >= (64u << 20)) { /* a ring */
-    nap("FAKE_RING_SLEEP_MS");
-    FAKE_ENTER();
-  }
   const char *lim = getenv("FAKE_MALLOC_FAIL_ABOVE");
   if (lim && n > strtoull(lim, NULL, 0)) return last_error = cudaErrorMemoryAllocation;
   if (!(*p = aligned_alloc(256, (n + 255) & ~(size_t)255))) return cudaErrorMemoryAllocation;

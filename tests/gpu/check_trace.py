@@ -34,9 +34,9 @@ if missing:
 if mode in ("off", "observe"):
     ok = len(h2d_pageable) >= want and not ours and not staged_calls
 else:
-    # copies that came while the pool was set up in the background go to CUDA unchanged (how many
-    # depends on the machine): every copy is staged or one of those, and none comes after staging
-    # began (the small ones below PINWHEEL_MIN_BYTES always go to CUDA)
+    # every large copy is staged (the first one sets the pool up and waits for it); one that went
+    # to CUDA unchanged all the same must come before staging began, never after (the small ones
+    # below PINWHEEL_MIN_BYTES always go to CUDA)
     first = min((e["ts"] for e in ev if e.get("args", {}).get("pinwheel_staged")), default=None)
     large = [e for e in h2d_pageable if e.get("args", {}).get("bytes", 0) >= 65536]
     late = [e for e in large if first is not None and e["ts"] > first]

@@ -117,9 +117,9 @@ t torch_losses_identical bash -c "
 
 # (c2) sync elision (the default): a cudaStreamSynchronize right after a staged copy returns early,
 # and a correct program must not see it.  elide_check's subtests under the shim, one process each,
-# 5 rounds, the pool set up inline (every copy staged), their summaries checked: those whose syncs
-# may elide (the copy's destination read at once from another stream, another thread, cuBLAS, the
-# legacy stream; the runtime's and driver's queries) fail unless some sync was elided (else they
+# 5 rounds (every copy staged), their summaries checked: those whose syncs may elide (the copy's
+# destination read at once from another stream, another thread, cuBLAS, the legacy stream; the
+# runtime's and driver's queries) fail unless some sync was elided (else they
 # tested nothing); those whose syncs must be kept (a pinned D2H copy, a kernel writing mapped
 # memory, a host function queued before the sync, a wait for an event that may have got a
 # destroyed one's handle; any sync after an IPC export) fail on any
@@ -130,7 +130,7 @@ elide_case() { # elide_case SUBTEST CHECK-ARGS...
   local n=$1
   shift
   t elide_$n bash -c "$helpers; rm -f $OUT/elide_$n.json
-    stage env PINWHEEL_SETUP=inline PINWHEEL_STATS_FORMAT=json PINWHEEL_STATS_FILE=$OUT/elide_$n.json \
+    stage env PINWHEEL_STATS_FORMAT=json PINWHEEL_STATS_FILE=$OUT/elide_$n.json \
       $B/elide_check $n 5 && python3 tests/gpu/check_elide.py $OUT/elide_$n.json --rounds 5 $*"
 }
 for n in other_stream other_thread cublas legacy queries; do elide_case $n --elided; done
@@ -142,7 +142,7 @@ elide_case event_reuse --kept host_write
 t elide_check_reference $B/elide_check all 3
 t elide_check_all_default bash -c "$helpers; staged $B/elide_check all 3"
 t elide_check_all_keep bash -c "$helpers; rm -f $OUT/elide_keep.json
-  stage env PINWHEEL_SYNC=keep PINWHEEL_SETUP=inline PINWHEEL_STATS_FORMAT=json \
+  stage env PINWHEEL_SYNC=keep PINWHEEL_STATS_FORMAT=json \
     PINWHEEL_STATS_FILE=$OUT/elide_keep.json $B/elide_check all 3 &&
   python3 tests/gpu/check_elide.py $OUT/elide_keep.json --none"
 # PyTorch: blocking x.to('cuda') right after a long matmul chain, the result read at once on a
@@ -165,10 +165,10 @@ for m in off stage; do
   t torch_profiler_$m env PINWHEEL_MODE=$m LD_PRELOAD="$LIB" python3 tests/gpu/torch_profiler.py
 done
 # the handoff: pinwheel traces until the program's torch.profiler registers, then its file is
-# complete and the profiler works (twice); the pool set up at the first copy, so that the copies
-# before the handoff are staged
+# complete and the profiler works (twice); the copies before the handoff are staged (the first
+# copy sets the pool up)
 t torch_profiler_handoff bash -c "
-  PINWHEEL_SETUP=inline $B/pinwheel run --mode stage --trace $OUT/trace_handoff.json -- python3 tests/gpu/torch_profiler.py \
+  $B/pinwheel run --mode stage --trace $OUT/trace_handoff.json -- python3 tests/gpu/torch_profiler.py \
     >$OUT/handoff.out 2>&1; rc=\$?; cat $OUT/handoff.out; [ \$rc = 0 ] &&
   grep -q 'starts its own CUPTI profiler' $OUT/handoff.out &&
   python3 tests/gpu/check_trace.py $OUT/trace_handoff.json stage 5"
@@ -178,12 +178,12 @@ t torch_profiler_handoff bash -c "
 for f in after first; do
   arg=$([ $f = first ] && echo enable-first)
   t cupti_client_handoff_$f bash -c "
-    PINWHEEL_SETUP=inline $B/pinwheel run --mode stage --trace $OUT/trace_client_$f.json -- \
+    $B/pinwheel run --mode stage --trace $OUT/trace_client_$f.json -- \
       $B/cupti_client $arg >$OUT/client_$f.out 2>&1; rc=\$?
     cat $OUT/client_$f.out; [ \$rc = 0 ] && grep -q 'starts its own CUPTI profiler' $OUT/client_$f.out &&
     python3 tests/gpu/check_trace.py $OUT/trace_client_$f.json stage 3"
 done
-t cupti_client_untraced env PINWHEEL_SETUP=inline bash -c "$helpers; staged $B/cupti_client"
+t cupti_client_untraced bash -c "$helpers; staged $B/cupti_client"
 t torch_dataloader_fork staged python3 tests/gpu/torch_dataloader.py
 t launcher bash -c "LD_LIBRARY_PATH=$B/extra:\${LD_LIBRARY_PATH:-} $B/pinwheel run --stats -- $B/naive_copy 16 5 1 2>&1 | tee /dev/stderr | grep -q 'staged copies'"
 
@@ -223,13 +223,12 @@ done
 # a driver-API program that releases its primary context (freed: pinwheel holds no reference of
 # its own then) and copies under a context from cuCtxCreate (left to CUDA: other_context), bytes
 # compared by the program
-t ctx_release env PINWHEEL_SETUP=inline \
-  bash -c "$helpers; staged $B/ctx_release 64 | tee /dev/stderr | grep -q 'other_context'"
+t ctx_release bash -c "$helpers; staged $B/ctx_release 64 | tee /dev/stderr | grep -q 'other_context'"
 
 # cudaDeviceReset mid-run: every byte right, and the copies after the reset staged again
-# (inline setup, so every eligible copy is staged: 8 before and 8 after; the summary counts 1 reset)
+# (every eligible copy is staged: 8 before and 8 after; the summary counts 1 reset)
 t reset_resumes bash -c "
-  env PINWHEEL_SETUP=inline PINWHEEL_STATS_FORMAT=json PINWHEEL_STATS_FILE=$OUT/reset.json \\
+  env PINWHEEL_STATS_FORMAT=json PINWHEEL_STATS_FILE=$OUT/reset.json \\
     PINWHEEL_MODE=stage PINWHEEL_STATS=1 LD_PRELOAD=$LIB $B/reset_copy 64 8 &&
   python3 -c \"
 import json, sys

@@ -67,9 +67,7 @@ static __thread int cur_dev;
 /* The thread's current context: 0 the primary one of cur_dev, else one of the thread's own (a test
  * names it); push_context stacks the ones it replaced. */
 static __thread int cur_ctx, npushed, pushed_dev[8], pushed_ctx[8];
-static __thread int setup_thread;  /* set_device marks the thread, as the real ops do */
 static __thread int pending_error; /* the thread's unread error (sim_set_pending_error) */
-static int gate_closed;            /* set_device is refused, as once exit has begun */
 long sim_deadlocks, sim_pageable_dma, sim_bad_handles;
 atomic_int sim_host_waiters;
 static int no_wait_value;
@@ -103,10 +101,9 @@ void sim_reset(unsigned seed, int ndevices) {
   fail_host = fail_dev = 0;
   fail_copy_in = -1;
   no_wait_value = 0;
-  gate_closed = 0;
   sim_deadlocks = sim_pageable_dma = sim_bad_handles = 0;
   pthread_mutex_unlock(&mu);
-  cur_dev = cur_ctx = npushed = setup_thread = pending_error = 0;
+  cur_dev = cur_ctx = npushed = pending_error = 0;
 }
 
 static sim_stream *resolve(void *h) {
@@ -445,11 +442,8 @@ static int op_relax_capture(int restore, int mode) {
   return 0;
 }
 
-/* As the real ops: only a setup thread selects a device, through the setup gate (refused with
- * error 4, "unloading", once it is closed), and the thread is marked as a setup thread. */
+/* The thread's current device, its primary context current (the upload thread's, fill/fa.c). */
 static int op_set_device(int device) {
-  setup_thread = 1;
-  if (__atomic_load_n(&gate_closed, __ATOMIC_SEQ_CST)) return 4;
   cur_dev = device;
   cur_ctx = 0;
   return 0;
@@ -523,17 +517,11 @@ int sim_context(void) {
 int sim_get_device(void) {
   return cur_dev;
 }
-int sim_setup_thread(void) {
-  return setup_thread;
-}
 void sim_set_pending_error(int err) {
   pending_error = err;
 }
 int sim_pending_error(void) {
   return pending_error;
-}
-void sim_close_gate(int on) {
-  __atomic_store_n(&gate_closed, on, __ATOMIC_SEQ_CST);
 }
 
 void sim_enqueue_callback(void *h, void (*fn)(void *), void *arg) {

@@ -25,11 +25,6 @@ int sim_get_device(void);
  * push_context / pop_context put back exactly the context the thread had. */
 void sim_set_context(int ctx);
 int sim_context(void);
-/* The setup gate of the real ops (pw.h): once closed (exit has begun), set_device is refused with
- * error 4 ("unloading").  set_device marks the calling thread as a setup thread, open or closed:
- * sim_setup_thread() says whether this thread was. */
-void sim_close_gate(int on);
-int sim_setup_thread(void);
 /* An error this thread has not read yet (the runtime's last error): error_pending reports it,
  * clear_error forgets it.  sim_pending_error() is what is left of it. */
 void sim_set_pending_error(int err);
