@@ -401,12 +401,13 @@ def main():
                 f"{med(v, 4):.1f}"] for n, v in r.items()])
 
     if "options" in only:  # the options docs/RESULTS.md lists "to measure"
-        # naive_copy with copies pinwheel defers (16 MiB: under half the 48 MiB pool) and with copies
-        # near PINWHEEL_MIN_BYTES (256 KiB, 1 MiB); each size against CUDA alone and the hand-written
-        # pinned copy, interleaved
+        # naive_copy with copies pinwheel defers (16 MiB: under half the 48 MiB pool), once with a
+        # busy host (1 ms of its own work after each launch, the kernel 0.5 ms: what a copy returned
+        # early gives), and with copies near PINWHEEL_MIN_BYTES (256 KiB, 1 MiB); each against CUDA
+        # alone and the hand-written pinned copy, interleaved
         rows = []
-        for size, iters, kms in (("16", "200", "1"), ("1", "400", "0.2"), ("256K", "400", "0.1")):
-            args = [size, iters, kms]
+        for size, args in (("16", ["16", "200", "1"]), ("16, host 1 ms", ["16", "200", "0.5", "1"]),
+                           ("1", ["1", "400", "0.2"]), ("256K", ["256K", "400", "0.1"])):
             nc = [f"{B}/naive_copy"] + args
             variants = [(f"{size}: naive_copy", nc, {}),
                         (f"{size}: + pinwheel", nc, shim),
