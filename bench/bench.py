@@ -315,12 +315,20 @@ def main():
             if not js:
                 return "", ""
             el = statistics.median(j.get("staging", {}).get("sync_elided", 0) for j in js) / (warm + iters)
-            kept = []
+            kept, why = [], {}  # why: each reason's counts, one a process
             for j in js:
                 k = j.get("staging", {}).get("sync_kept", j.get("sync_kept"))
                 if isinstance(k, dict):
-                    kept.append(sum(v.get("calls", 0) if isinstance(v, dict) else v for v in k.values()))
-            return f"{el:.2f}", (f"{statistics.median(kept) / (warm + iters):.2f}" if kept else "n/a")
+                    n = {r: v.get("calls", 0) if isinstance(v, dict) else v for r, v in k.items()}
+                    kept.append(sum(n.values()))
+                    for r, c in n.items():
+                        why.setdefault(r, []).append(c)
+            if not kept:
+                return f"{el:.2f}", "n/a"
+            steps = warm + iters  # each reason's median a step, the largest first: what keeps syncs
+            parts = sorted(((statistics.median(c) / steps, r) for r, c in why.items()), reverse=True)
+            reasons = ", ".join(f"{r} {v:.2f}" for v, r in parts if v >= 0.005)
+            return f"{el:.2f}", f"{statistics.median(kept) / steps:.2f}" + (f" ({reasons})" if reasons else "")
 
         t0 = time.time()
         r = interleave(variants, a.reps, r"([\d.]+) ms/iter, [\d.]+ images/s, final loss ([-\d.e+naif]+)", log,
