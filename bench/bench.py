@@ -409,7 +409,7 @@ def main():
               [[n, f"{med(v, 0):.1f}", f"{med(v, 1):.1f}", f"{med(v, 2):.1f}", f"{med(v, 3):.1f}",
                 f"{med(v, 4):.1f}"] for n, v in r.items()])
 
-    if "options" in only:  # the options docs/RESULTS.md lists "to measure"
+    if "options" in only:  # the options docs/RESULTS.md decides by measurement
         # naive_copy with copies pinwheel defers (16 MiB: under half the 48 MiB pool), once with a
         # busy host (1 ms of its own work after each launch, the kernel 0.5 ms: what a copy returned
         # early gives), and with copies near PINWHEEL_MIN_BYTES (256 KiB, 1 MiB); each against CUDA
@@ -427,7 +427,7 @@ def main():
                             else "(not staged)"), nc,
                          dict(shim, PINWHEEL_MIN_BYTES="2M")),
                         (f"{size}: ideal_copy (hand-written)", [f"{B}/ideal_copy"] + args, {})]
-            print(f"naive_copy, {size} batch:", flush=True)
+            print(f"naive_copy {' '.join(args)} (MiB, iterations, kernel ms, host ms):", flush=True)
             r = interleave(variants, a.reps, r"([\d.]+) ms/iter, checksum ok", log)
             base = med(r[f"{size}: naive_copy"])
             rows += [[n, f"{med(v):.3f}", f"{base / med(v):.3f} x"] for n, v in r.items()]

@@ -50,8 +50,8 @@ static int check_pageable(const an_report *r, char *m, size_t n) {
   if (r->npw) /* a run under pinwheel: say what it left, not to use it */
     snprintf(m, n,
              "pinwheel left %" PRIu64 " %s from or to pageable host memory (%.1f MiB) "
-             "unstaged; %s %s (smaller than PINWHEEL_MIN_BYTES, made while its setup ran, or "
-             "not eligible: the summary's 'not staged' line says which)",
+             "unstaged; %s %s (smaller than PINWHEEL_MIN_BYTES or not eligible: the summary's "
+             "'not staged' line says which)",
              pg, cp, (double)pgb / 1048576.0, pg == 1 ? "it" : "they", host);
   else
     snprintf(m, n,
@@ -344,7 +344,7 @@ static void answer(an_report *r) {
     if (r->npw)
       snprintf(a->todo, sizeof a->todo,
                "see why pinwheel left %" PRIu64 " pageable %s unstaged (its summary's 'not "
-               "staged' line: too small, made during its setup, or not eligible)",
+               "staged' line: too small or not eligible)",
                pg, cp);
     else
       snprintf(a->todo, sizeof a->todo,
