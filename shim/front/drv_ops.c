@@ -42,6 +42,7 @@
 
 #define MISSING CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND
 #define CALL(fn, ...) (pw_drv.fn ? (int)pw_drv.fn(__VA_ARGS__) : (int)MISSING)
+_Static_assert(CUDA_ERROR_DEINITIALIZED == PW_OPS_ERR_UNLOADING, "the engine's teardown code");
 #define MAX_DEVICES 64
 
 static CUcontext primary[MAX_DEVICES]; /* retained once, held for the engine's state */
