@@ -56,7 +56,8 @@ static int fake_enter(const char *name) { /* 1: torn down */
     if (fake_enter(__func__)) return last_error = cudaErrorCudartUnloading;                        \
   } while (0)
 
-/* FAKE_..._SLEEP_MS: pinning a large pool, or allocating a large ring, takes a while. */
+/* FAKE_HOSTALLOC_SLEEP_MS (nap's one variable): cudaHostAlloc sleeps this long, as pinning a large
+ * pool takes a while. */
 static void nap(const char *var) {
   const char *ms = getenv(var);
   if (!ms) return;
