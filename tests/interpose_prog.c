@@ -15,8 +15,10 @@
  *   fork: calls, fork, calls in the child, wait.
  *   none: no CUDA call at all.
  *   reopen2 PATH: closes stderr, opens PATH as fd 2 (its data file), writes to it, uses CUDA.
- *   first T: the process's first copies: T threads, released together, each a pageable H2D copy
- *   of its own bytes into its own device buffer (source overwritten and freed at once), then the
+ *   atexitcopy: an exit handler registered before the first CUDA call (so it runs after CUDA's
+ *   teardown) makes the process's first eligible copy, a pageable 1 MiB H2D copy; prints its
+ * status. first T: the process's first copies: T threads, released together, each a pageable H2D
+ * copy of its own bytes into its own device buffer (source overwritten and freed at once), then the
  *   bytes read back (D2H) and compared.
  *   exec-traced: a traced run that fork-execs itself ("traced plain") with the same environment
  *   while its own trace is open, then uses CUDA again.
@@ -890,6 +892,26 @@ static int mode_first(int t) {
   return failures != 0;
 }
 
+/* atexitcopy: handlers run newest first, and CUDA (the fake too) registers its teardown at its
+ * first call, after this one: exit_copy runs once CUDA is gone, pinwheel's own handlers before. */
+static void *exit_dst;
+static void exit_copy(void) {
+  size_t n = 1 << 20;
+  char *src = malloc(n);
+  if (!src) return;
+  memset(src, 7, n);
+  cudaError_t rc = cudaMemcpy(exit_dst, src, n, cudaMemcpyHostToDevice);
+  free(src);
+  printf("exit copy: status %d\n", (int)rc);
+  fflush(stdout);
+}
+static int mode_atexit_copy(void) {
+  atexit(exit_copy);
+  if (cudaMalloc(&exit_dst, 1 << 20) != cudaSuccess) return 1; /* the first CUDA call */
+  printf("atexitcopy: exiting\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "none";
   if (!strcmp(m, "calls")) return mode_calls();
@@ -913,6 +935,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "reopen2") && argc > 2) return mode_reopen2(argv[2]);
   if (!strcmp(m, "exec-traced")) return mode_exec_traced(argv[0]);
   if (!strcmp(m, "first") && argc > 2) return mode_first(atoi(argv[2]));
+  if (!strcmp(m, "atexitcopy")) return mode_atexit_copy();
   if (!strcmp(m, "traced")) return mode_traced(argc > 2 && !strcmp(argv[2], "profiler"));
   if (!strcmp(m, "loop") && argc > 2) return mode_loop(atoi(argv[2]), argc > 3 ? argv[3] : NULL);
   if (!strcmp(m, "exit")) { /* one CUDA call, then the given status */

@@ -81,6 +81,7 @@ typedef struct worker_arg {
 } worker_arg;
 
 static pthread_barrier_t *start_line; /* set: the workers make their first copies together */
+static int setup_delay_ms; /* run_h2d's pool allocation takes this long (sim_reset clears it) */
 
 static void *h2d_worker(void *p) {
   worker_arg *w = p;
@@ -120,6 +121,7 @@ static void *h2d_worker(void *p) {
 static long run_h2d(unsigned seed, pw_engine_config cfg, int threads, int copies, size_t max,
                     int devices, long *staged) {
   sim_reset(seed, devices);
+  sim_set_host_alloc_delay_ms(setup_delay_ms);
   atomic_store(&mismatches, 0);
   pw_engine *e = pw_engine_create(&sim_ops, &cfg);
   pthread_t th[16];
@@ -213,7 +215,9 @@ static long all_fallbacks(void) {
 
 /* No copy goes around a setup: the first copy to a device sets the device up on its own thread
  * and is staged; when the first copies of eight threads to one device come at once, one sets it
- * up and the others wait for it, all are staged, and the pool is allocated once; bytes right. */
+ * up and the others wait for it, all are staged, and the pool is allocated once; bytes right.
+ * The pool's allocation takes 50 ms there, so the other seven meet the setup in progress: a
+ * get_dev that gave up on a busy setup (trylock) would send their copies to CUDA unchanged. */
 static void test_first_copies_staged(void **state) {
   pw_engine_config cfg = small_cfg(96 << 10, 1 << 20, 8 << 10);
   for (unsigned seed = 1; seed <= 20; seed++) {
@@ -227,7 +231,9 @@ static void test_first_copies_staged(void **state) {
     pthread_barrier_t line;
     pthread_barrier_init(&line, NULL, 8);
     start_line = &line;
+    setup_delay_ms = 50;
     bad = run_h2d(seed, cfg, 8, 10, 100 << 10, 1, &staged);
+    setup_delay_ms = 0;
     start_line = NULL;
     pthread_barrier_destroy(&line);
     if (bad) fail_msg("seed %u: %ld mismatches", seed, bad);

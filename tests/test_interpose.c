@@ -779,6 +779,31 @@ static void test_first_copies_of_threads_staged(void **state) {
   yajl_tree_free(v);
 }
 
+/* The process's first eligible copy made at exit, after CUDA's teardown: a program's exit handler
+ * registered before its first CUDA call runs after CUDA's (handlers run newest first; CUDA, and the
+ * fake, registers its teardown at its first call), and pinwheel's own ran before both.  Here the
+ * copy's checks pass (the fake's queries still answer), so the copy sets the device up, and the
+ * pool's allocation answers cudaErrorCudartUnloading: pinwheel says so at INFO, not as a warning,
+ * and the copy goes to CUDA, which answers it with the same error.  The process exits 0, and at the
+ * default log level pinwheel prints nothing.  (Real CUDA may already refuse one of the checks'
+ * queries there: the copy then falls back as query_failed, also without a word.) */
+static void test_first_copy_at_exit(void **state) {
+  const char *argv[] = {PW_PROG, "atexitcopy", NULL};
+  for (int info = 0; info < 2; info++) {
+    const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", "PINWHEEL_HOST_POOL=8M",
+                         info ? "PINWHEEL_LOG=info" : NULL, NULL};
+    result r = run(argv, env);
+    if (r.status != 0 || !strstr(r.out, "exit copy: status 4\n")) /* cudaErrorCudartUnloading */
+      fail_msg("status %d\n%s%s", r.status, r.out, r.err);
+    if (!info && strstr(r.err, "pinwheel["))
+      fail_msg("pinwheel printed at the default level:\n%s", r.err);
+    if (info && (strstr(r.err, "warning: ") || strstr(r.err, "error: ") ||
+                 !strstr(r.err, "staging memory (CUDA error 4: CUDA is shutting down)")))
+      fail_msg("not the setup's INFO line alone:\n%s", r.err);
+    free_result(&r);
+  }
+}
+
 /* PINWHEEL_SETUP was removed (setup is always on the first copy's thread): set, it warns once,
  * naming it removed, and is otherwise ignored: the first copy is staged all the same. */
 static void test_setup_option_removed(void **state) {
@@ -1177,6 +1202,7 @@ int main(void) {
       cmocka_unit_test(test_fill_ahead),
       cmocka_unit_test(test_fill_ahead_hazards),
       cmocka_unit_test(test_first_copy_staged),
+      cmocka_unit_test(test_first_copy_at_exit),
       cmocka_unit_test(test_first_copies_of_threads_staged),
       cmocka_unit_test(test_setup_option_removed),
       cmocka_unit_test(test_failed_query_is_query_failed),

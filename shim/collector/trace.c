@@ -61,6 +61,9 @@ static struct {
   CUptiResult (*timestamp)(uint64_t *);
   CUptiResult (*runtime_api)(CUpti_CallbackId, uint8_t); /* optional: per-call record switches */
   CUptiResult (*driver_api)(CUpti_CallbackId, uint8_t);
+  /* the driver's, found at trace start when libcuda is loaded by then (else NULL: see
+   * pw_trace_side_stream) */
+  CUresult (*ctx_current)(CUcontext *);
 } cu;
 
 typedef struct qbuf {
@@ -711,6 +714,11 @@ static int bind_cupti(void *h) {
   SYM(runtime_api, "cuptiActivityEnableRuntimeApi");
   SYM(driver_api, "cuptiActivityEnableDriverApi");
 #undef SYM
+  /* looked up here, not where it is used: pw_trace_side_stream runs under the engine's setup lock,
+   * where no dlopen may come (a first copy from a library constructor, which holds the loader's
+   * lock, may be waiting for that lock).  The handle stays open: the pointer lives in it. */
+  void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (drv) *(void **)&cu.ctx_current = dlsym(drv, "cuCtxGetCurrent");
   if (!cu.enable || !cu.register_callbacks || !cu.flush_all || !cu.next_record) {
     pw_log(PW_LOG_WARN, "cannot trace: the CUPTI found lacks its activity API; untraced");
     return -1;
@@ -1065,13 +1073,12 @@ int pw_trace_active(void) {
 void pw_trace_side_stream(int dev, void *stream) {
   uint32_t id;
   if (!pw_trace_active() || !cu.stream_id) return;
-  /* the stream's context: the calling thread's current one (it just created the stream) */
+  /* Runs under the engine's setup lock (setup_dev): no dlopen or dlsym here, the driver's call was
+   * found at trace start.  The stream's context: the calling thread's current one (it just created
+   * the stream); NULL when the driver was not loaded at trace start, which CUPTI takes as "do not
+   * check the stream's context" (cupti_activity.h: "typically this parameter should be null"). */
   CUcontext ctx = NULL;
-  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  CUresult (*get_ctx)(CUcontext *) = NULL;
-  if (lib) *(void **)&get_ctx = dlsym(lib, "cuCtxGetCurrent");
-  if (get_ctx) get_ctx(&ctx);
-  if (lib) dlclose(lib);
+  if (cu.ctx_current) cu.ctx_current(&ctx);
   if (cu.stream_id(ctx, (CUstream)stream, 0, &id) != CUPTI_SUCCESS) return;
   pthread_mutex_lock(&qlock);
   if (tw->nside < 16) tw->side[tw->nside++] = (pw_trace_writer_lane){(uint32_t)dev, id};

@@ -426,10 +426,12 @@ static void setup_dev(pw_engine *e, dev_state *d) {
   if (prefer) pw_numa_unprefer();
   if (rc != 0 || !p) {
     ops->clear_error();
-    pw_log(PW_LOG_WARN,
-           "cannot allocate %zu MiB of pinned staging memory (CUDA error %d); copies to device "
+    /* a first copy made at exit, after CUDA's own exit handlers tore it down: nothing is wrong
+     * with the program, and its copy goes to CUDA, which answers it as it answers any call then */
+    pw_log(rc == PW_OPS_ERR_UNLOADING ? PW_LOG_INFO : PW_LOG_WARN,
+           "cannot allocate %zu MiB of pinned staging memory (CUDA error %d%s); copies to device "
            "%d go to CUDA unchanged",
-           pool >> 20, rc, device);
+           pool >> 20, rc, rc == PW_OPS_ERR_UNLOADING ? ": CUDA is shutting down" : "", device);
     status = DEV_FAILED;
   } else {
     d->pinned = p;

@@ -23,6 +23,10 @@ typedef struct pw_ops {
  * `#define PW_OP(ret, name, params) .name = PW_OPS_ENTRY(op_##name, ret, params),` then
  * `const pw_ops its_ops = {` `#include "pw_ops.def"` `};`. */
 #define PW_OPS_ENTRY(fn, ret, params) _Generic((fn), ret(*) params : (fn))
+/* What an op returns once CUDA is being torn down at exit (its exit handlers ran): the runtime's
+ * cudaErrorCudartUnloading and the driver's CUDA_ERROR_DEINITIALIZED, both 4 (each real backend
+ * checks it where it builds). */
+#define PW_OPS_ERR_UNLOADING 4
 
 /* The first cap-1 bytes of a small file (sysfs, cgroup), NUL-terminated: 0, or -1. */
 int pw_read_small(const char *path, char *buf, size_t cap);

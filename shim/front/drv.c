@@ -130,6 +130,10 @@ int pw_drv_resolve(void) {
   return resolve_from(NULL);
 }
 
+int pw_drv_resolved(void) {
+  return atomic_load_explicit(&resolved, memory_order_acquire);
+}
+
 /* ---- the wrappers ---- */
 
 #define PW_DRV_HOOK(name, class, params, args, stream, dir, base, version, pt)                     \

@@ -30,6 +30,10 @@ CUresult pw_drv_missing(const char *name);
 
 /* Fill pw_drv from the libcuda in the process (idempotent, thread-safe); 1 when it is filled. */
 int pw_drv_resolve(void);
+/* 1 once pw_drv is filled; never looks (no dlopen): for the ops a device's setup calls, under the
+ * engine's setup lock, after the copy's checks resolved it (alloc_range, or the driver front's
+ * own calls). */
+int pw_drv_resolved(void);
 /* drv_ops.c: the engine's ops only the driver has, for both backends (0 or a CUresult). */
 int pw_drv_alloc_range(const void *p, void **base, size_t *size);
 int pw_drv_pci_bus_id(int device, char *buf, int len);

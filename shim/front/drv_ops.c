@@ -42,6 +42,7 @@
 
 #define MISSING CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND
 #define CALL(fn, ...) (pw_drv.fn ? (int)pw_drv.fn(__VA_ARGS__) : (int)MISSING)
+_Static_assert(CUDA_ERROR_DEINITIALIZED == PW_OPS_ERR_UNLOADING, "the engine's teardown code");
 #define MAX_DEVICES 64
 
 static CUcontext primary[MAX_DEVICES]; /* retained once, held for the engine's state */
@@ -296,8 +297,8 @@ int pw_drv_alloc_range(const void *p, void **base, size_t *size) {
 }
 int pw_drv_pci_bus_id(int device, char *buf, int len) {
   CUdevice d;
-  if (!pw_drv_resolve()) return MISSING;
-  /* asked by a device's setup (its NUMA node) */
+  /* asked by a device's setup (its NUMA node), under the engine's setup lock: no lookup here */
+  if (!pw_drv_resolved()) return MISSING;
   int rc = CALL(cuDeviceGet, &d, device);
   return rc ? rc : CALL(cuDeviceGetPCIBusId, buf, len, d);
 }
@@ -318,7 +319,7 @@ void pw_drv_pop_context(void) {
  * per-thread defaults are the same values in both APIs). */
 int pw_drv_wait_host_value(void *s, const uint32_t *flag, uint32_t value) {
   CUdeviceptr d = 0;
-  if (!pw_drv_resolve()) return MISSING;
+  if (!pw_drv_resolved()) return MISSING; /* asked by a device's setup, as the bus id is */
   int rc = CALL(cuMemHostGetDevicePointer_v2, &d, (void *)flag, 0);
   if (rc) return rc;
   return CALL(cuStreamWaitValue32_v2, (CUstream)s, d, value, CU_STREAM_WAIT_VALUE_GEQ);

@@ -10,6 +10,7 @@
 
 #define MISSING cudaErrorSharedObjectSymbolNotFound
 #define CALL(fn, ...) (pw_real.fn ? (int)pw_real.fn(__VA_ARGS__) : (int)MISSING)
+_Static_assert(cudaErrorCudartUnloading == PW_OPS_ERR_UNLOADING, "the engine's teardown code");
 static int op_pointer_info(const void *p, int *kind, int *device) {
   struct cudaPointerAttributes a;
   int rc = CALL(cudaPointerGetAttributes, &a, p);

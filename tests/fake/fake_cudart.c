@@ -5,7 +5,8 @@
  * classifies pointers from its own allocation table, and records each call so the test program
  * can check that the arguments arrived intact and the status came back unchanged.
  * FAKE_HOSTALLOC_SLEEP_MS makes cudaHostAlloc slow; a call made after the fake's exit teardown
- * (registered at its first call, as CUDA's is) says so on stderr.
+ * (registered at its first call, as CUDA's is) says so on stderr and fails as CUDA's calls then do
+ * (cudaErrorCudartUnloading).
  */
 #define _GNU_SOURCE
 #include "fake_api.h"
@@ -30,7 +31,10 @@
 #include "hooks.def"
 
 /* Like CUDA, the fake registers its teardown with atexit at its first call; a call that comes
- * after it (or a call in flight across it) is what pinwheel must never make, and says so. */
+ * after it (or a call in flight across it) is what pinwheel must never make, and says so.  Such a
+ * call (the program's own too, from an exit handler registered before CUDA's) fails with
+ * cudaErrorCudartUnloading, as CUDA's do; the queries that do not enter (pointer attributes, the
+ * device, a stream's capture status and device, the last error) still answer. */
 static atomic_int torn_down;
 static pthread_once_t teardown_once = PTHREAD_ONCE_INIT;
 static void teardown(void) {
@@ -39,16 +43,21 @@ static void teardown(void) {
 static void register_teardown(void) {
   atexit(teardown);
 }
-static void fake_enter(const char *name) {
+static int fake_enter(const char *name) { /* 1: torn down */
   pthread_once(&teardown_once, register_teardown);
-  if (!atomic_load(&torn_down)) return;
+  if (!atomic_load(&torn_down)) return 0;
   char b[160];
   int n = snprintf(b, sizeof b, "fake cudart: %s runs after CUDA's teardown\n", name);
-  if (write(2, b, (size_t)n) < 0) return;
+  if (write(2, b, (size_t)n) < 0) return 1;
+  return 1;
 }
-#define FAKE_ENTER() fake_enter(__func__)
+#define FAKE_ENTER()                                                                               \
+  do {                                                                                             \
+    if (fake_enter(__func__)) return last_error = cudaErrorCudartUnloading;                        \
+  } while (0)
 
-/* FAKE_..._SLEEP_MS: pinning a large pool, or allocating a large ring, takes a while. */
+/* FAKE_HOSTALLOC_SLEEP_MS (nap's one variable): cudaHostAlloc sleeps this long, as pinning a large
+ * pool takes a while. */
 static void nap(const char *var) {
   const char *ms = getenv(var);
   if (!ms) return;
@@ -93,7 +102,7 @@ static void report_to_cupti(const fake_call *c) {
 
 /* Record a call; returns the error to report (one injected by fake_fail_next, else success). */
 static cudaError_t record(const fake_call *c) {
-  fake_enter(c->name);
+  if (fake_enter(c->name)) return last_error = cudaErrorCudartUnloading;
   pthread_mutex_lock(&fake_mu);
   last = *c;
   cudaError_t e = (cudaError_t)fake_count_call(c->name);

@@ -62,6 +62,7 @@ static sim_stream builtin[8][2]; /* per device: legacy, per-thread */
 static region regions[MAX_REGIONS];
 static int nregions, ndev;
 static int fail_host, fail_dev;
+static atomic_int host_alloc_delay_ms;
 static long fail_copy_in = -1;
 static __thread int cur_dev;
 /* The thread's current context: 0 the primary one of cur_dev, else one of the thread's own (a test
@@ -99,6 +100,7 @@ void sim_reset(unsigned seed, int ndevices) {
   nregions = 0;
   ndev = ndevices;
   fail_host = fail_dev = 0;
+  atomic_store(&host_alloc_delay_ms, 0);
   fail_copy_in = -1;
   no_wait_value = 0;
   sim_deadlocks = sim_pageable_dma = sim_bad_handles = 0;
@@ -282,6 +284,8 @@ static int op_get_device(int *d) {
   return *d = cur_dev, 0;
 }
 static int op_host_alloc(void **p, size_t n) {
+  int ms = atomic_load(&host_alloc_delay_ms);
+  if (ms) nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000000L}, NULL);
   pthread_mutex_lock(&mu);
   *p = fail_host ? NULL : add_region(n, PW_MEM_PINNED, -1);
   pthread_mutex_unlock(&mu);
@@ -561,6 +565,9 @@ void sim_set_capturing(void *h, int on) {
   pthread_mutex_lock(&mu);
   resolve(h)->capturing = on;
   pthread_mutex_unlock(&mu);
+}
+void sim_set_host_alloc_delay_ms(int ms) {
+  atomic_store(&host_alloc_delay_ms, ms);
 }
 void sim_fail_host_alloc(int on) {
   fail_host = on;

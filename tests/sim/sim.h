@@ -44,6 +44,9 @@ void sim_set_lazy(int on);
 /* Fault injection. */
 void sim_set_capturing(void *stream, int on);
 void sim_fail_host_alloc(int on);
+/* Each host_alloc (a device's pool) takes ms milliseconds first, as pinning a large pool does: the
+ * first copies of other threads meet a setup in progress.  0 (sim_reset's) : at once. */
+void sim_set_host_alloc_delay_ms(int ms);
 void sim_fail_device_alloc(int on);
 void sim_fail_copy_after(long n); /* the n-th copy_async from now fails (-1: never) */
 void sim_no_wait_value(int on);   /* wait_host_value reports "not supported" */
