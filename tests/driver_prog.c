@@ -78,6 +78,7 @@ cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsign
 #include "fake/fake_api.h"
 #include "pjrt_abi.h"
 #include "fake/fake_cuda_api.h"
+#include "gpa_other.h"
 #undef cuGetProcAddress
 #undef cuMemcpyHtoD
 
@@ -845,19 +846,11 @@ static int cmd_gpa_other(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   CUresult (*gpa2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
   *(void **)&gpa2 = dlsym(h, "cuGetProcAddress_v2");
-  const char *names[] = {"cuMemsetD8Async",
-                         "cuLaunchHostFunc",
-                         "cuGraphLaunch",
-                         "cuMemcpyHtoAAsync",
-                         "cuSignalExternalSemaphoresAsync",
-                         "cuGraphicsUnmapResources",
-                         "cuMemFreeAsync",
-                         "cuMemPoolImportPointer"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+  for (size_t i = 0; i < sizeof gpa_other_names / sizeof *gpa_other_names; i++) {
     void *p = NULL;
     CUdriverProcAddressQueryResult st;
-    CHECK(gpa2(names[i], &p, 13000, 0, &st) == CUDA_SUCCESS && p);
-    printf("gpa %s %s\n", names[i], object_of(p));
+    CHECK(gpa2(gpa_other_names[i], &p, 13000, 0, &st) == CUDA_SUCCESS && p);
+    printf("gpa %s %s\n", gpa_other_names[i], object_of(p));
   }
   /* the CUDA < 4.0 ABIs of a stream's and an event's destruction (drv_hooks.def's) */
   const char *old[] = {"cuStreamDestroy", "cuEventDestroy"};

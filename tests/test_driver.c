@@ -10,6 +10,7 @@
 
 #include "helpers.h"
 #include "summary.h"
+#include "gpa_other.h"
 
 #define PRELOAD "LD_PRELOAD=" PW_SHIM
 
@@ -416,17 +417,9 @@ static void test_other_entry_points_offered(void **state) {
   const char *argv[] = {PW_DRV_PROG, "gpa-other", NULL};
   const char *env[] = {PRELOAD, NULL};
   result r = run_ok(argv, env, "gpa cuMemFreeAsync");
-  const char *names[] = {"cuMemsetD8Async",
-                         "cuLaunchHostFunc",
-                         "cuGraphLaunch",
-                         "cuMemcpyHtoAAsync",
-                         "cuSignalExternalSemaphoresAsync",
-                         "cuGraphicsUnmapResources",
-                         "cuMemFreeAsync",
-                         "cuMemPoolImportPointer"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+  for (size_t i = 0; i < sizeof gpa_other_names / sizeof *gpa_other_names; i++) {
     char line[96];
-    snprintf(line, sizeof line, "gpa %s libpinwheel.so\n", names[i]);
+    snprintf(line, sizeof line, "gpa %s libpinwheel.so\n", gpa_other_names[i]);
     assert_non_null(strstr(r.out, line));
   }
   assert_non_null(strstr(r.out, "gpa-old cuStreamDestroy libpinwheel.so\n"));
