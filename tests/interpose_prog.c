@@ -308,6 +308,52 @@ static int mode_reset(void) {
 static void host_fn(void *p) {
   *(int *)p = 1;
 }
+/* cuDNN (the fake libcudnn.so.9): the pinned memory cudnnCreate allocates, the handle's error
+ * storage, keeps no sync; what cudnnQueryRuntimeError reads through the shim is as after a real
+ * sync, though the storage, read past the shim right after the elided sync, is not written yet.
+ * The driver (test_interpose) checks the summary: 1 elided, then 1 kept (mapped: the program's own
+ * pinned memory). */
+typedef struct handle cudnn_handle;
+int cudnnCreate(cudnn_handle **h);
+int cudnnSetStream(cudnn_handle *h, cudaStream_t s);
+int cudnnDestroy(cudnn_handle *h);
+int cudnnQueryRuntimeError(cudnn_handle *h, int *rstatus, int mode, void *tag);
+int fake_cudnn_kernel(cudnn_handle *h);
+static int mode_elide_cudnn(void) {
+  const char *opt = getenv("PINWHEEL_SYNC");
+  int elides = !opt || strcmp(opt, "keep");
+  size_t n = 2 << 20;
+  char *dev, *src = malloc(n);
+  memset(src, 7, n);
+  cudaMalloc((void **)&dev, n);
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudnn_handle *h;
+  CHECK(cudnnCreate(&h) == 0);
+  cudnnSetStream(h, s);
+  CHECK(fake_cudnn_kernel(h) == 0);
+  copy_and_sync(dev, src, n, s);
+  /* the fake's own function, past the shim: the storage is written once the kernel is done */
+  void *lib = dlopen("libcudnn.so.9", RTLD_LAZY | RTLD_NOLOAD);
+  int (*direct)(cudnn_handle *, int *, int, void *) =
+      lib ? dlsym(lib, "cudnnQueryRuntimeError") : NULL;
+  int raw = -1, st = -1;
+  CHECK(direct && direct(h, &raw, 0, NULL) == 0);
+  CHECK(raw == (elides ? 0 : 2000)); /* elided: the kernel is not done yet */
+  CHECK(cudnnQueryRuntimeError(h, &st, 0, NULL) == 0);
+  CHECK(st == 2000); /* through the shim: as after a real sync */
+  if (lib) dlclose(lib);
+  cudnnDestroy(h);
+  /* the program's own pinned memory keeps the sync */
+  void *pinned;
+  cudaHostAlloc(&pinned, 4096, 0);
+  copy_and_sync(dev, src, n, s);
+  cudaFreeHost(pinned);
+  free(src);
+  printf("elide_cudnn done\n");
+  return failures != 0;
+}
+
 /* A program with a __managed__ variable (registered as its CUDA code loads): a copy and its sync,
  * which must be real (a kernel may have written the variable the host reads next). */
 void __cudaRegisterManagedVar(void **, void **, char *, const char *, int, size_t, int, int);
@@ -927,6 +973,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "fork")) return mode_fork();
   if (!strcmp(m, "elide")) return mode_elide();
   if (!strcmp(m, "elide_more")) return mode_elide_more();
+  if (!strcmp(m, "elide_cudnn")) return mode_elide_cudnn();
   if (!strcmp(m, "elide_pool_ipc") && getenv("POOL_IPC"))
     return mode_elide_pool_ipc(getenv("POOL_IPC"));
   if (!strcmp(m, "nodriver")) return mode_nodriver();

@@ -1039,6 +1039,15 @@ static void test_stage_sync_elision(void **state) {
     assert_int_equal(jget(v, "sync_kept", "ipc", NULL), 1);
     yajl_tree_free(v);
   }
+  /* cuDNN's error storage keeps no sync; what cudnnQueryRuntimeError reads is as after one */
+  v = run_stage("elide_cudnn", lazy, 0);
+  assert_int_equal(jget(v, "staging", "sync_elided", NULL), 1);
+  assert_int_equal(jget(v, "sync_kept", "mapped", NULL), 1);
+  assert_true(jget(v, "sync_settled", NULL) >= 1);
+  yajl_tree_free(v);
+  v = run_stage("elide_cudnn", keep, 0);
+  assert_int_equal(jget(v, "staging", "sync_elided", NULL), 0);
+  yajl_tree_free(v);
   /* a device that reaches pageable memory: a kernel might write any host memory */
   const char *hmm[] = {"FAKE_LAZY_EVENTS=1", "FAKE_PAGEABLE_ACCESS=1", NULL};
   v = run_stage("elide", hmm, 0);

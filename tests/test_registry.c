@@ -27,6 +27,11 @@ int pw_sync_mode;
 pw_engine *pw_eng;
 PW_TLS int pw_depth;
 PW_TLS void *pw_elide_stream;
+/* cudnn.c's answer: whether this thread is inside cudnnCreate */
+static int in_cudnn_create;
+int pw_cudnn_creating(void) {
+  return in_cudnn_create;
+}
 
 #define WRITERS 2
 #define COPY (2u << 20) /* above PW_HOSTCOPY_MIN: the handler's memcpy asks the registry */
@@ -115,9 +120,38 @@ static void test_contains(void **state) {
   assert_false(pw_pinned_contains(b, 10));
 }
 
+/* Pinned memory made inside cudnnCreate (each handle's error storage) is found like any other, but
+ * does not count as the program's for sync elision (pw_pinned_any); the program's does, alone or
+ * beside it, until freed, whichever is freed first. */
+static void test_cudnn_storage_not_the_programs(void **state) {
+  (void)state;
+  static char flag[4096], app[4096];
+  assert_false(pw_pinned_any());
+  in_cudnn_create = 1;
+  pw_pinned_add(flag, 4);
+  in_cudnn_create = 0;
+  assert_true(pw_pinned_contains(flag, 4));
+  assert_false(pw_pinned_any());
+  pw_pinned_add(app, sizeof app);
+  assert_true(pw_pinned_any());
+  pw_pinned_remove(flag); /* the handle destroyed first: the program's still counts */
+  assert_true(pw_pinned_any());
+  in_cudnn_create = 1; /* a handle made again, then the program's region freed */
+  pw_pinned_add(flag, 4);
+  in_cudnn_create = 0;
+  pw_pinned_remove(app);
+  assert_false(pw_pinned_any());
+  pw_pinned_add(app, sizeof app); /* the slot app had, reused outside cudnnCreate: counted */
+  assert_true(pw_pinned_any());
+  pw_pinned_remove(app);
+  pw_pinned_remove(flag);
+  assert_false(pw_pinned_any());
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_contains),
+      cmocka_unit_test(test_cudnn_storage_not_the_programs),
       cmocka_unit_test(test_signal_handler_copies_while_registering),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

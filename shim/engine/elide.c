@@ -529,6 +529,13 @@ void pw_elide_settle_stream(const pw_ops *ops, void *s) {
   unlock(ops, cm);
 }
 
+void pw_elide_settle_all(const pw_ops *ops) {
+  if (!atomic_load_explicit(&pw_elide_live, memory_order_acquire) || DROP(3)) return;
+  int cm = lock(ops);
+  settle_after(0);
+  unlock(ops, cm);
+}
+
 void pw_elide_stop(const pw_ops *ops) {
   if (DROP(4)) return;
   int cm = lock(ops);

@@ -55,6 +55,9 @@ void pw_elide_waits(const pw_ops *ops, void *s, void *e);
  * event e (its elided syncs after e's record are waited for), a query of stream s. */
 void pw_elide_settle_event(const pw_ops *ops, void *e);
 void pw_elide_settle_stream(const pw_ops *ops, void *s);
+/* Before a question about host memory some elided sync's work may write (cuDNN's error storage):
+ * every elided sync in flight is waited for. */
+void pw_elide_settle_all(const pw_ops *ops);
 /* Memory or an event leaves the process (an IPC export): every elided sync is waited for and no
  * sync is elided any more. */
 void pw_elide_stop(const pw_ops *ops);

@@ -67,12 +67,14 @@
 typedef struct region {
   atomic_uint seq;
   _Atomic uintptr_t start, end; /* start 0: a free slot */
+  atomic_int cudnn;             /* made inside cudnnCreate (written under write_lock only) */
 } region;
 
 static region regions[MAX_REGIONS];
 static atomic_int used;        /* slots [0, used) have ever held a region */
 static atomic_int any_region;  /* regions recorded now; the memcpy fast path reads only this */
 static atomic_int lost_region; /* a region that did not fit the table: pinned memory is held */
+static atomic_int app_regions; /* regions recorded now that are not cuDNN's error storage */
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Sequentially consistent throughout (no separate fences, which ThreadSanitizer cannot follow):
@@ -92,8 +94,11 @@ void pw_pinned_add(const void *p, size_t n) {
   while (i < u && atomic_load_explicit(&regions[i].start, memory_order_relaxed))
     i++;
   if (i < MAX_REGIONS) {
+    int cudnn = pw_cudnn_creating();
+    atomic_store_explicit(&regions[i].cudnn, cudnn, memory_order_relaxed);
     slot_set(&regions[i], (uintptr_t)p, (uintptr_t)p + n);
     if (i == u) atomic_store_explicit(&used, u + 1, memory_order_release);
+    if (!cudnn) atomic_fetch_add_explicit(&app_regions, 1, memory_order_release);
     atomic_fetch_add_explicit(&any_region, 1, memory_order_release);
   } else {
     atomic_store_explicit(&lost_region, 1, memory_order_release); /* not recorded: held for good */
@@ -101,9 +106,12 @@ void pw_pinned_add(const void *p, size_t n) {
   pthread_mutex_unlock(&write_lock);
 }
 
-/* Sync elision asks: while any is held, a kernel may write host memory. */
+/* Sync elision asks: while any is held, a kernel may write host memory the program reads.  Not
+ * counted: what cudnnCreate allocates, each handle's error storage, which cuDNN's kernels write
+ * and the program reads only through cudnnQueryRuntimeError (cudnn.c waits for every elided sync
+ * before it). */
 int pw_pinned_any(void) {
-  return atomic_load_explicit(&any_region, memory_order_acquire) > 0 ||
+  return atomic_load_explicit(&app_regions, memory_order_acquire) > 0 ||
          atomic_load_explicit(&lost_region, memory_order_acquire);
 }
 
@@ -114,6 +122,8 @@ void pw_pinned_remove(const void *p) {
   for (int i = 0; i < u; i++)
     if (atomic_load_explicit(&regions[i].start, memory_order_relaxed) == (uintptr_t)p) {
       slot_set(&regions[i], 0, 0);
+      if (!atomic_load_explicit(&regions[i].cudnn, memory_order_relaxed))
+        atomic_fetch_sub_explicit(&app_regions, 1, memory_order_release);
       atomic_fetch_sub_explicit(&any_region, 1, memory_order_release);
       break;
     }

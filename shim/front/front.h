@@ -60,7 +60,10 @@ int pw_drv_pageable_access(int ordinal);
 void pw_pinned_add(const void *p, size_t n);
 void pw_pinned_remove(const void *p);
 int pw_pinned_contains(const void *p, size_t n);
-int pw_pinned_any(void); /* 1 while the program holds any pinned host memory */
+int pw_pinned_any(void); /* 1 while the program holds pinned host memory (cuDNN's aside) */
+/* 1 while this thread is inside cudnnCreate (cudnn.c): the pinned memory recorded meanwhile is
+ * the handle's error storage, which pw_pinned_any leaves out. */
+int pw_cudnn_creating(void);
 void pw_pinned_after_fork_child(void);
 
 /* ---- pjrt.c: JAX's CUDA plugin ---- */

@@ -31,6 +31,8 @@ void fake_set_capturing(cudaStream_t s, int on);
  */
 cudaStream_t fake_last_wait(void);
 int fake_event_pending(cudaEvent_t e);
+/* Whether an event recorded on s is still pending (FAKE_LAZY_EVENTS): its work not waited for. */
+int fake_stream_pending(cudaStream_t s);
 /* dlsym on libcuda.so.1 (when loaded) from inside the runtime, as libcudart takes its entry points.
  */
 void *fake_cudart_driver_entry(const char *name);

@@ -250,6 +250,9 @@ cudaStream_t fake_last_wait(void) {
   pthread_mutex_unlock(&fake_mu);
   return s;
 }
+int fake_stream_pending(cudaStream_t s) {
+  return stream_pending(s);
+}
 int fake_event_pending(cudaEvent_t e) {
   pthread_mutex_lock(&fake_mu);
   int p = ((fake_event *)e)->pending;

@@ -6,6 +6,7 @@
                                                          syncs by reason, at least N (default 1) of
                                                          these reasons (any one of them)
     check_elide.py SUMMARY --none                        none elided (PINWHEEL_SYNC=keep)
+    ... --never REASON[,REASON]                          also: no sync kept for these reasons
 
 Every form also fails when no host-to-device copy was staged (elision would then prove nothing).
 The summary's "sync_kept" ({reason: count}) is read where it is found (in "staging" or at the top);
@@ -60,6 +61,7 @@ def main():
     g.add_argument("--kept", nargs="?", const="", default=None, metavar="REASONS")
     g.add_argument("--none", action="store_true")
     ap.add_argument("--min", type=int, default=1)
+    ap.add_argument("--never", default="", metavar="REASONS")
     ap.add_argument("--rounds", type=int, default=0, help="the syncs that could be elided (printed)")
     a = ap.parse_args()
     s = load(a.summary)
@@ -91,6 +93,13 @@ def main():
             n = sum(kept.get(r, 0) for r in reasons) if reasons else ksum
             if n < a.min:
                 fail(f"{n} syncs kept for {'/'.join(reasons) or 'any reason'}, expected at least {a.min}")
+    never = [r for r in a.never.split(",") if r]
+    if never:
+        if kept is None:
+            fail(f"--never {a.never}: the summary counts no kept syncs by reason")
+        n = sum(kept.get(r, 0) for r in never)
+        if n:
+            fail(f"{n} syncs kept for {'/'.join(never)}, expected none")
     print("ok")
 
 

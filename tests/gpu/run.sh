@@ -102,7 +102,9 @@ t copybound_bytes staged python3 samples/train_copybound.py --iters 10
 t infer_d2h staged python3 samples/infer_d2h.py --iters 10
 
 # (c) PyTorch: identical losses with and without the shim (deterministic algorithms): the default
-# (which elides syncs, and must have: its summary is checked), PINWHEEL_SYNC=keep, PINWHEEL_DEFER=0
+# (which elides syncs, and must have: its summary is checked), PINWHEEL_SYNC=keep, PINWHEEL_DEFER=0.
+# ResNet-50 uses cuDNN, whose handles hold pinned memory (their error storage): that keeps no
+# sync (shim/front/cudnn.c), so none may be kept for reason mapped
 losses() { python3 samples/train_naive.py --deterministic --batch 32 --size 96 --iters 20 --warmup 0 "$@" | grep '^losses'; }
 t torch_losses_identical bash -c "
   $(declare -f losses)
@@ -113,7 +115,7 @@ t torch_losses_identical bash -c "
   d=\$(PINWHEEL_MODE=stage PINWHEEL_DEFER=0 PINWHEEL_MIN_BYTES=1 LD_PRELOAD=$LIB losses) &&
   echo \"without:   \$a\"; echo \"default:   \$b\"; echo \"sync keep: \$c\"; echo \"no defer:  \$d\";
   [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ] && [ \"\$a\" = \"\$c\" ] && [ \"\$a\" = \"\$d\" ] &&
-  python3 tests/gpu/check_elide.py $OUT/losses_default.json --elided"
+  python3 tests/gpu/check_elide.py $OUT/losses_default.json --elided --never mapped"
 
 # (c2) sync elision (the default): a cudaStreamSynchronize right after a staged copy returns early,
 # and a correct program must not see it.  elide_check's subtests under the shim, one process each,

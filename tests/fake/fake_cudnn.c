@@ -1,0 +1,54 @@
+/* fake_cudnn.c — a fake libcudnn.so.9 for interpose_prog: what sync elision relies on of cuDNN.
+ * cudnnCreate allocates the handle's error storage (4 bytes of pinned memory, as cuDNN 9 does,
+ * here through the runtime); fake_cudnn_kernel queues a "kernel" on the handle's stream that
+ * reports an error into it; cudnnQueryRuntimeError reads it: written only once the stream's work
+ * is done, which with FAKE_LAZY_EVENTS means waited for (fake_stream_pending). */
+#include <stdlib.h>
+
+#include "fake_api.h"
+
+enum { SUCCESS = 0, NOT_INITIALIZED = 1001, KERNEL_ERROR = 2000 };
+typedef struct handle {
+  int *storage;
+  cudaStream_t stream;
+  int queued; /* a kernel that writes the storage was queued */
+} handle;
+int fake_cudnn_kernel(handle *h);
+
+int cudnnCreate(handle **h) {
+  handle *x = calloc(1, sizeof *x);
+  if (!x || cudaHostAlloc((void **)&x->storage, 4, 0) != cudaSuccess) {
+    free(x);
+    return NOT_INITIALIZED;
+  }
+  *x->storage = SUCCESS;
+  *h = x;
+  return SUCCESS;
+}
+
+int cudnnSetStream(handle *h, cudaStream_t s) {
+  h->stream = s;
+  return SUCCESS;
+}
+
+int cudnnDestroy(handle *h) {
+  cudaFreeHost(h->storage);
+  free(h);
+  return SUCCESS;
+}
+
+/* A kernel of the handle's stream that will find an error (a launch the fake runtime sees). */
+int fake_cudnn_kernel(handle *h) {
+  dim3 g = {1, 1, 1};
+  h->queued = 1;
+  return cudaLaunchKernel((const void *)fake_cudnn_kernel, g, g, NULL, 0, h->stream) ? 1 : 0;
+}
+
+/* CUDNN_ERRQUERY_RAWCODE: the storage as it is now, the kernel done or not. */
+int cudnnQueryRuntimeError(handle *h, int *rstatus, int mode, void *tag) {
+  (void)mode;
+  (void)tag;
+  if (h->queued && !fake_stream_pending(h->stream)) *h->storage = KERNEL_ERROR;
+  *rstatus = *h->storage;
+  return SUCCESS;
+}
