@@ -91,6 +91,7 @@ typedef struct an_call {
   uint8_t api;
   uint8_t staged; /* a program's call pinwheel staged, written by its collector */
   uint8_t pw;     /* a call pinwheel itself made while staging (args.pinwheel): not the program's */
+  uint8_t cudnn;  /* made inside cudnnCreate (args.pinwheel_cudnn): cuDNN's error storage */
 } an_call;
 
 /* A step: a CPU range (ProfilerStep#N, or an NVTX / user annotation chosen by --step-range; or,

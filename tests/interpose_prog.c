@@ -566,7 +566,8 @@ static int mode_fork(void) {
 
 /* A traced run (the test sets PINWHEEL_TRACE and PINWHEEL_CUPTI to the fake CUPTI): CUDA
  * calls, a forked child that never uses CUDA, and with "profiler" the program's own CUPTI client
- * starting in the middle, as torch.profiler does. */
+ * starting in the middle, as torch.profiler does; with "cudnn" a cuDNN handle made and destroyed
+ * (the fake CUPTI marks its last record with the last correlation pushed: cudnnCreate's). */
 static int prof_buffers, prof_driver_calls;
 static CUptiResult (*prof_next)(uint8_t *, size_t, CUpti_Activity **);
 static void CUPTIAPI prof_req(uint8_t **b, size_t *s, size_t *m) {
@@ -592,12 +593,17 @@ static int idle_threads(void) {
   return n;
 }
 
-static int mode_traced(int profiler) {
+static int mode_traced(int profiler, int cudnn) {
   void *dev;
   static char host[1 << 20]; /* large enough to be staged in stage mode */
   CHECK(cudaMalloc(&dev, sizeof host) == cudaSuccess);
   CHECK(cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice) == cudaSuccess);
   printf("idle threads %d\n", idle_threads());
+  if (cudnn) {
+    cudnn_handle *h;
+    CHECK(cudnnCreate(&h) == 0);
+    cudnnDestroy(h);
+  }
   pid_t p = fork();
   if (p == 0) _exit(0);
   int st = 0;
@@ -983,7 +989,9 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "exec-traced")) return mode_exec_traced(argv[0]);
   if (!strcmp(m, "first") && argc > 2) return mode_first(atoi(argv[2]));
   if (!strcmp(m, "atexitcopy")) return mode_atexit_copy();
-  if (!strcmp(m, "traced")) return mode_traced(argc > 2 && !strcmp(argv[2], "profiler"));
+  if (!strcmp(m, "traced"))
+    return mode_traced(argc > 2 && !strcmp(argv[2], "profiler"),
+                       argc > 2 && !strcmp(argv[2], "cudnn"));
   if (!strcmp(m, "loop") && argc > 2) return mode_loop(atoi(argv[2]), argc > 3 ? argv[3] : NULL);
   if (!strcmp(m, "exit")) { /* one CUDA call, then the given status */
     char b[8] = {0};

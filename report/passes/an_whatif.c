@@ -83,13 +83,15 @@ static int64_t rate_ns(uint64_t bytes, double gbps) { /* bytes / (GB/s) = ns */
 
 /* Whether pinwheel's default would keep the syncs after staged copies real: the trace shows the
  * program allocating or registering pinned or managed memory, or launching host functions (a
- * name matches with or without a version suffix). */
+ * name matches with or without a version suffix).  Not the program's: pinwheel's own calls, and
+ * what cudnnCreate allocates (the handle's error storage keeps no sync; the collector marks it). */
 static int keeps_syncs(const an_trace *t) {
   static const char *const k[] = {
       "cudaHostAlloc",      "cudaMallocHost",        "cudaHostRegister", "cudaMallocManaged",
       "cudaLaunchHostFunc", "cudaStreamAddCallback", "cuMemHostAlloc",   "cuMemAllocHost",
       "cuMemHostRegister",  "cuMemAllocManaged",     "cuLaunchHostFunc", "cuStreamAddCallback"};
   for (size_t i = 0; i < t->ncalls; i++) {
+    if (t->calls[i].pw || t->calls[i].cudnn) continue;
     const char *n = an_name(t, t->calls[i].name);
     if (!n || n[0] != 'c') continue;
     for (size_t j = 0; j < sizeof k / sizeof k[0]; j++) {

@@ -22,7 +22,7 @@
 
 enum { C_OTHER, C_KERNEL, C_MEMCPY, C_MEMSET, C_RUNTIME, C_ANNOT, C_CPUOP };
 enum { K_NONE, K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ARGS, K_TRACE_EVENTS };
-enum { A_NONE, A_DEVICE, A_STREAM, A_CORR, A_BYTES, A_PW, A_STAGED };
+enum { A_NONE, A_DEVICE, A_STREAM, A_CORR, A_BYTES, A_PW, A_STAGED, A_CUDNN };
 
 typedef struct ev {
   char ph;
@@ -30,7 +30,7 @@ typedef struct ev {
   char name[4097];
   size_t name_len;
   int64_t pid, tid, ts, dur, device, stream, corr, bytes;
-  int pw, staged;
+  int pw, staged, cudnn;
   int has_ts, has_dur, has_device, has_stream, has_corr;
 } ev;
 
@@ -94,6 +94,7 @@ static int cb_map_key(void *ctx, const unsigned char *k, size_t n) {
               : is(k, n, "bytes")           ? A_BYTES
               : is(k, n, "pinwheel")        ? A_PW
               : is(k, n, "pinwheel_staged") ? A_STAGED
+              : is(k, n, "pinwheel_cudnn")  ? A_CUDNN
                                             : A_NONE;
   } else if (s->depth == 1 && !s->top_is_array) {
     s->key = is(k, n, "traceEvents") ? K_TRACE_EVENTS : K_NONE;
@@ -181,6 +182,9 @@ static int cb_number(void *ctx, const char *v, size_t n) {
     case A_STAGED:
       s->e.staged = x != 0;
       break;
+    case A_CUDNN:
+      s->e.cudnn = x != 0;
+      break;
     }
   }
   return 1;
@@ -246,7 +250,8 @@ static int finish_event(st *s) {
                  .name = an_intern(t, e->name, e->name_len),
                  .api = an_api_of(e->name, e->name_len),
                  .staged = (uint8_t)e->staged,
-                 .pw = (uint8_t)e->pw};
+                 .pw = (uint8_t)e->pw,
+                 .cudnn = (uint8_t)e->cudnn};
     rc = an_add_call(t, &c);
   } else if (e->cat == C_ANNOT || e->cat == C_CPUOP) {
     /* a CPU operator is its thread's own work (the what-if's host part) */

@@ -135,8 +135,9 @@ static void host_calls(FILE *f, const an_trace *t, int *first) {
     an_json_string(f, c->name ? an_name(t, c->name) : an_api_name[c->api]);
     fprintf(f, ",\"pid\":%d,\"tid\":%d,", AN_HOST_PID, c->tid);
     ts_dur(f, c->s, c->e);
-    fprintf(f, ",\"args\":{\"correlation\":%lld%s%s}}", (long long)c->corr,
-            c->staged ? ",\"pinwheel_staged\":1" : "", c->pw ? ",\"pinwheel\":1" : "");
+    fprintf(f, ",\"args\":{\"correlation\":%lld%s%s%s}}", (long long)c->corr,
+            c->staged ? ",\"pinwheel_staged\":1" : "", c->pw ? ",\"pinwheel\":1" : "",
+            c->cudnn ? ",\"pinwheel_cudnn\":1" : "");
     if (c->corr >= 0) { /* the flow's start, when some operation carries this correlation */
       fprintf(f,
               ",\n{\"ph\":\"s\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":%lld,\"pid\":%d,"

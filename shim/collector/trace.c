@@ -43,6 +43,7 @@
 
 #define BUF_SIZE (8u << 20)
 #define OWN_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1
+#define CUDNN_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2 /* calls made inside cudnnCreate */
 
 /* The CUPTI functions used, resolved with dlsym. */
 static struct {
@@ -97,7 +98,7 @@ typedef struct cmap {
   uint64_t *val;
   size_t cap, n;
 } cmap;
-static cmap own, seen;
+static cmap own, seen, cudnn_made; /* cudnn_made: calls made inside cudnnCreate */
 static __thread int own_depth;
 static __thread uint64_t own_app, own_t0;
 static _Atomic uint64_t next_app = 1ull << 40; /* above every CUPTI correlation id (32 bits) */
@@ -142,6 +143,10 @@ static void cmap_put(cmap *m, uint32_t k, uint64_t v) {
 static int is_own(pw_trace_writer *w, uint32_t corr) {
   (void)w;
   return cmap_get(&own, corr) != 0;
+}
+static int is_cudnn(pw_trace_writer *w, uint32_t corr) {
+  (void)w;
+  return cmap_get(&cudnn_made, corr) != 0;
 }
 static uint64_t app_of(pw_trace_writer *w, uint32_t corr) {
   (void)w;
@@ -428,6 +433,7 @@ static void convert(qbuf *q) {
     if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
       const CUpti_ActivityExternalCorrelation *x = (const void *)rec;
       if (x->externalKind == OWN_KIND) cmap_put(&own, x->correlationId, x->externalId);
+      if (x->externalKind == CUDNN_KIND) cmap_put(&cudnn_made, x->correlationId, 1);
     }
   rec = NULL;
   while (cu.next_record(q->buf, q->valid, &rec) == CUPTI_SUCCESS) {
@@ -957,6 +963,7 @@ void pw_trace_start(void) {
   tw->api_name = api_name;
   tw->demangle = pw_trace_demangle;
   tw->is_pinwheel_corr = is_own;
+  tw->is_cudnn_corr = is_cudnn;
   tw->app_corr = app_of;
   CUptiResult r = enable_activities(0);
   if (r != CUPTI_SUCCESS) {
@@ -1083,6 +1090,16 @@ void pw_trace_side_stream(int dev, void *stream) {
   pthread_mutex_lock(&qlock);
   if (tw->nside < 16) tw->side[tw->nside++] = (pw_trace_writer_lane){(uint32_t)dev, id};
   pthread_mutex_unlock(&qlock);
+}
+
+int pw_trace_cudnn_begin(void) {
+  if (!pw_trace_active() || !cu.push_ext) return 0;
+  return cu.push_ext(CUDNN_KIND, 1) == CUPTI_SUCCESS;
+}
+
+void pw_trace_cudnn_end(int pushed) {
+  uint64_t id;
+  if (pushed && cu.pop_ext) cu.pop_ext(CUDNN_KIND, &id);
 }
 
 uint64_t pw_trace_own_begin(void) {

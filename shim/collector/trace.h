@@ -29,6 +29,8 @@ typedef struct pw_trace_writer {
   char *(*demangle)(struct pw_trace_writer *w, const char *name);
   /* whether pinwheel itself made the call with this correlation id (its args get "pinwheel":1) */
   int (*is_pinwheel_corr)(struct pw_trace_writer *w, uint32_t corr);
+  /* whether the call was made inside cudnnCreate (its args get "pinwheel_cudnn":1) */
+  int (*is_cudnn_corr)(struct pw_trace_writer *w, uint32_t corr);
   /* the program's call a pinwheel operation was issued for (a staged copy): its correlation id
    * in the trace, or 0.  GPU operations then carry that id, so they join the program's call. */
   uint64_t (*app_corr)(struct pw_trace_writer *w, uint32_t corr);
@@ -85,6 +87,10 @@ void pw_trace_side_stream(int dev, void *stream);
  * tracing), and end writes the call with the shim's timing. */
 uint64_t pw_trace_own_begin(void);
 void pw_trace_own_end(uint64_t app, const char *name);
+/* Mark the calls made inside cudnnCreate (front/cudnn.c), so the report does not take the pinned
+ * memory it allocates for the program's: begin returns whether it marked, end takes that. */
+int pw_trace_cudnn_begin(void);
+void pw_trace_cudnn_end(int pushed);
 /* CUPTI's clock now (its records' time base), 0 when not tracing. */
 uint64_t pw_trace_now(void);
 

@@ -356,6 +356,7 @@ static void record_api(pw_trace_writer *w, const CUpti_Activity *rec) {
   PUTS(w, ",\"cbid\":");
   put_u64(w, a->cbid);
   if (w->is_pinwheel_corr && w->is_pinwheel_corr(w, a->correlationId)) PUTS(w, ",\"pinwheel\":1");
+  if (w->is_cudnn_corr && w->is_cudnn_corr(w, a->correlationId)) PUTS(w, ",\"pinwheel_cudnn\":1");
   PUTS(w, "}}");
   note_thread(w, a->threadId);
 }

@@ -8,12 +8,14 @@
  * with cuMemHostAlloc), the handle's remote error storage, which cuDNN's kernels write and the
  * program reads only through cudnnQueryRuntimeError; it never learns its address.  Counted as the
  * program's pinned memory, it kept every sync of every program that uses cuDNN (reason mapped).
- * Waiting in cudnnQueryRuntimeError keeps what that call reads as after a real sync.
+ * Waiting in cudnnQueryRuntimeError keeps what that call reads as after a real sync.  In a trace,
+ * the calls cudnnCreate makes are marked (args.pinwheel_cudnn), for the report's what-if.
  */
 #define _GNU_SOURCE
 #include "front.h"
 #include "drv.h"
 #include "real.h"
+#include "trace.h"
 
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -62,7 +64,9 @@ PW_EXPORT cudnn_status cudnnCreate(void **handle) {
     atomic_store_explicit(&real_create, f, memory_order_release);
   }
   creating++;
+  int marked = pw_trace_cudnn_begin(); /* in a trace, its calls say they are cuDNN's */
   cudnn_status r = f(handle);
+  pw_trace_cudnn_end(marked);
   creating--;
   return r;
 }
