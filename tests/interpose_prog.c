@@ -309,16 +309,18 @@ static void host_fn(void *p) {
   *(int *)p = 1;
 }
 /* cuDNN (the fake libcudnn.so.9): the pinned memory cudnnCreate allocates, the handle's error
- * storage, keeps no sync; what cudnnQueryRuntimeError reads through the shim is as after a real
- * sync, though the storage, read past the shim right after the elided sync, is not written yet.
- * The driver (test_interpose) checks the summary: 1 elided, then 1 kept (mapped: the program's own
- * pinned memory). */
+ * storage, keeps no sync; what cudnnQueryRuntimeError reads through the shim (the exported
+ * wrapper, the one dlsym on cuDNN's handle hands out; in each mode) is as after a real sync, though
+ * the storage, read past the shim right after the elided sync, is not written yet.  The driver
+ * (test_interpose) checks the summary: 3 elided, then 1 kept (mapped: the program's own pinned
+ * memory). */
 typedef struct handle cudnn_handle;
 int cudnnCreate(cudnn_handle **h);
 int cudnnSetStream(cudnn_handle *h, cudaStream_t s);
 int cudnnDestroy(cudnn_handle *h);
 int cudnnQueryRuntimeError(cudnn_handle *h, int *rstatus, int mode, void *tag);
 int fake_cudnn_kernel(cudnn_handle *h);
+int fake_cudnn_peek(cudnn_handle *h);
 static int mode_elide_cudnn(void) {
   const char *opt = getenv("PINWHEEL_SYNC");
   int elides = !opt || strcmp(opt, "keep");
@@ -331,17 +333,31 @@ static int mode_elide_cudnn(void) {
   cudnn_handle *h;
   CHECK(cudnnCreate(&h) == 0);
   cudnnSetStream(h, s);
+  void *lib = dlopen("libcudnn.so.9", RTLD_LAZY | RTLD_NOLOAD);
+  int (*by_dlsym)(cudnn_handle *, int *, int, void *) =
+      lib ? dlsym(lib, "cudnnQueryRuntimeError") : NULL;
+  CHECK(by_dlsym != NULL);
+  for (int how = 0; how < 2; how++) { /* through the exported wrapper, then the dlsym'd one */
+    int st = -1;
+    CHECK(fake_cudnn_kernel(h) == 0);
+    copy_and_sync(dev, src, n, s);
+    CHECK(fake_cudnn_peek(h) == (elides ? 0 : 2000)); /* elided: the kernel is not done yet */
+    CHECK((how ? by_dlsym : cudnnQueryRuntimeError)(h, &st, 0, NULL) == 0);
+    CHECK(st == 2000); /* as after a real sync */
+  }
+  /* BLOCKING: cuDNN syncs the handle's stream itself, right after this thread's staged copy */
+  int st = -1;
+  CHECK(fake_cudnn_kernel(h) == 0);
+  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
+  CHECK(cudnnQueryRuntimeError(h, &st, 2, NULL) == 0);
+  CHECK(st == 2000);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  /* NONBLOCKING after an elided sync: the stream answers done */
+  st = -1;
   CHECK(fake_cudnn_kernel(h) == 0);
   copy_and_sync(dev, src, n, s);
-  /* the fake's own function, past the shim: the storage is written once the kernel is done */
-  void *lib = dlopen("libcudnn.so.9", RTLD_LAZY | RTLD_NOLOAD);
-  int (*direct)(cudnn_handle *, int *, int, void *) =
-      lib ? dlsym(lib, "cudnnQueryRuntimeError") : NULL;
-  int raw = -1, st = -1;
-  CHECK(direct && direct(h, &raw, 0, NULL) == 0);
-  CHECK(raw == (elides ? 0 : 2000)); /* elided: the kernel is not done yet */
-  CHECK(cudnnQueryRuntimeError(h, &st, 0, NULL) == 0);
-  CHECK(st == 2000); /* through the shim: as after a real sync */
+  CHECK(cudnnQueryRuntimeError(h, &st, 1, NULL) == 0);
+  CHECK(st == 2000);
   if (lib) dlclose(lib);
   cudnnDestroy(h);
   /* the program's own pinned memory keeps the sync */

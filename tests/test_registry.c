@@ -120,9 +120,10 @@ static void test_contains(void **state) {
   assert_false(pw_pinned_contains(b, 10));
 }
 
-/* Pinned memory made inside cudnnCreate (each handle's error storage) is found like any other, but
- * does not count as the program's for sync elision (pw_pinned_any); the program's does, alone or
- * beside it, until freed, whichever is freed first. */
+/* Pinned memory made inside cudnnCreate (each handle's error storage, a few bytes) is found like
+ * any other, but does not count as the program's for sync elision (pw_pinned_any); the program's
+ * does, alone or beside it, until freed, whichever is freed first; so does a region of more than
+ * 256 bytes made inside cudnnCreate. */
 static void test_cudnn_storage_not_the_programs(void **state) {
   (void)state;
   static char flag[4096], app[4096];
@@ -145,6 +146,12 @@ static void test_cudnn_storage_not_the_programs(void **state) {
   assert_true(pw_pinned_any());
   pw_pinned_remove(app);
   pw_pinned_remove(flag);
+  assert_false(pw_pinned_any());
+  in_cudnn_create = 1; /* a larger region made on that thread meanwhile is not the storage */
+  pw_pinned_add(app, sizeof app);
+  in_cudnn_create = 0;
+  assert_true(pw_pinned_any());
+  pw_pinned_remove(app);
   assert_false(pw_pinned_any());
 }
 

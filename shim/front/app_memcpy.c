@@ -87,21 +87,26 @@ static void slot_set(region *r, uintptr_t start, uintptr_t end) {
   atomic_fetch_add(&r->seq, 1); /* even: stable */
 }
 
+/* The largest region made inside cudnnCreate taken for cuDNN's error storage (4 bytes in cuDNN 9):
+ * anything larger made on that thread meanwhile (a callback of the program's, another version's
+ * buffer) counts as the program's. */
+#define CUDNN_STORAGE_MAX 256
+
 void pw_pinned_add(const void *p, size_t n) {
   if (!p || !n || (uintptr_t)p + n < (uintptr_t)p) return;
+  int cudnn = n <= CUDNN_STORAGE_MAX && pw_cudnn_creating();
   pthread_mutex_lock(&write_lock);
   int u = atomic_load_explicit(&used, memory_order_relaxed), i = 0;
   while (i < u && atomic_load_explicit(&regions[i].start, memory_order_relaxed))
     i++;
   if (i < MAX_REGIONS) {
-    int cudnn = pw_cudnn_creating();
     atomic_store_explicit(&regions[i].cudnn, cudnn, memory_order_relaxed);
     slot_set(&regions[i], (uintptr_t)p, (uintptr_t)p + n);
     if (i == u) atomic_store_explicit(&used, u + 1, memory_order_release);
     if (!cudnn) atomic_fetch_add_explicit(&app_regions, 1, memory_order_release);
     atomic_fetch_add_explicit(&any_region, 1, memory_order_release);
-  } else {
-    atomic_store_explicit(&lost_region, 1, memory_order_release); /* not recorded: held for good */
+  } else if (!cudnn) { /* not recorded: held for good (cuDNN's storage need not be) */
+    atomic_store_explicit(&lost_region, 1, memory_order_release);
   }
   pthread_mutex_unlock(&write_lock);
 }

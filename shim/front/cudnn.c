@@ -1,15 +1,15 @@
 /* cudnn.c — cuDNN's per-handle error storage: pinned memory that keeps no sync.
  *
- * Owns: the wrappers of cudnnCreate (the pinned memory recorded while it runs is marked cuDNN's,
- * app_memcpy.c) and cudnnQueryRuntimeError (every elided sync in flight is waited for first).
+ * Owns: the wrappers of cudnnCreate (the small pinned regions recorded on its thread while it
+ * runs are cuDNN's, app_memcpy.c) and cudnnQueryRuntimeError (every elided sync in flight is
+ * waited for first, and none is elided inside it); the two handed out by dlsym on a handle too.
  * Must never: change either call's arguments or status, print unless asked (errors aside), or
  * make a CUDA call other than sync elision's waits.
  * Why: cudnnCreate allocates a few bytes of pinned host memory for each handle (cuDNN 9: 4 bytes
  * with cuMemHostAlloc), the handle's remote error storage, which cuDNN's kernels write and the
  * program reads only through cudnnQueryRuntimeError; it never learns its address.  Counted as the
  * program's pinned memory, it kept every sync of every program that uses cuDNN (reason mapped).
- * Waiting in cudnnQueryRuntimeError keeps what that call reads as after a real sync.  In a trace,
- * the calls cudnnCreate makes are marked (args.pinwheel_cudnn), for the report's what-if.
+ * In a trace, the calls cudnnCreate makes are marked (args.pinwheel_cudnn), for the what-if.
  */
 #define _GNU_SOURCE
 #include "front.h"
@@ -18,51 +18,92 @@
 #include "trace.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 
-typedef int cudnn_status;                         /* cudnnStatus_t: an enum, passed as an int */
-enum { CUDNN_NOT_INITIALIZED = 1001 };            /* cuDNN 9's CUDNN_STATUS_NOT_INITIALIZED */
+typedef int cudnn_status; /* cudnnStatus_t: an enum, passed as an int */
+/* Returned only when no cuDNN defines the function the program called (then it could not have
+ * been called without the shim either): cuDNN 9's CUDNN_STATUS_NOT_INITIALIZED (cuDNN 8's is 1;
+ * either way not success). */
+enum { CUDNN_NOT_INITIALIZED = 1001 };
 typedef cudnn_status (*create_fn)(void **handle); /* cudnnCreate(cudnnHandle_t *) */
 typedef cudnn_status (*query_fn)(void *handle, cudnn_status *rstatus, int mode, void *tag);
 
-static __thread int creating;
+static PW_TLS int creating;
 int pw_cudnn_creating(void) {
   return creating > 0;
 }
 
-/* The real definition of name: after this library in the global scope; else in the scope of the
- * library that called (a library loaded with RTLD_LOCAL that links cuDNN); else cuDNN by name. */
-static void *real_of(const char *name, void *self, const void *caller) {
-  void *p = dlsym(RTLD_NEXT, name);
+/* The definition the caller would have reached without the shim: in the scope of the object that
+ * called (its own dependencies: a library loaded with RTLD_LOCAL that links cuDNN); else what
+ * dlsym on a handle answered (offer); else after this library in the global scope; else cuDNN by
+ * name.  NULL when none is found. */
+static void *lookup(const char *name, void *self, const void *caller, void *offer) {
+  pw_dlsym_fn real_dlsym = pw_dlsym_resolve(); /* glibc's: never the shim's own wrapper */
+  if (!real_dlsym) return NULL;
+  void *p = NULL;
   Dl_info di;
-  if (!p && caller && dladdr(caller, &di) && di.dli_fname) {
+  if (caller && dladdr(caller, &di) && di.dli_fname) {
     void *h = dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
     if (h) {
-      p = dlsym(h, name);
+      p = real_dlsym(h, name);
       dlclose(h);
     }
   }
+  if (!p || p == self) p = offer;
+  if (!p || p == self) p = real_dlsym(RTLD_NEXT, name);
   static const char *const libs[] = {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"};
   for (unsigned i = 0; (!p || p == self) && i < sizeof libs / sizeof *libs; i++) {
     void *h = dlopen(libs[i], RTLD_LAZY | RTLD_NOLOAD);
-    p = h ? dlsym(h, name) : NULL;
+    p = h ? real_dlsym(h, name) : NULL;
     if (h) dlclose(h);
   }
-  if (p == self) p = NULL;
-  if (!p) pw_log(PW_LOG_ERROR, "%s was called but no cuDNN defines it", name);
-  return p;
+  return p == self ? NULL : p;
 }
 
-static _Atomic(create_fn) real_create;
-static _Atomic(query_fn) real_query;
+/* The real function for this caller, remembered per calling object (a process may hold two
+ * cuDNNs, each linked by its own module); past the table's size, looked up at each call.  What
+ * dlsym on a handle answered (pw_cudnn_offer) is remembered for the callers it was handed to. */
+#define CALLERS 8
+typedef struct real_fn {
+  const void *base; /* the calling object's load address (dladdr's dli_fbase) */
+  void *fn;
+} real_fn;
+static real_fn reals[2][CALLERS];
+static pthread_mutex_t reals_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(void *) offered[2]; /* what dlsym(handle) answered, for its callers */
+
+static void *real_for(int which, const char *name, void *self, const void *caller) {
+  Dl_info di;
+  const void *base = caller && dladdr(caller, &di) ? di.dli_fbase : NULL;
+  void *f = NULL;
+  pthread_mutex_lock(&reals_mu);
+  int i = 0;
+  for (; i < CALLERS && reals[which][i].base; i++)
+    if (reals[which][i].base == base) {
+      f = reals[which][i].fn;
+      break;
+    }
+  pthread_mutex_unlock(&reals_mu);
+  if (f) return f;
+  f = lookup(name, self, caller, atomic_load_explicit(&offered[which], memory_order_acquire));
+  if (!f) {
+    pw_log(PW_LOG_ERROR, "%s was called but no cuDNN defines it", name);
+    return NULL;
+  }
+  pthread_mutex_lock(&reals_mu);
+  for (i = 0; i < CALLERS && reals[which][i].base && reals[which][i].base != base; i++) {
+  }
+  if (i < CALLERS && base) reals[which][i] = (real_fn){base, f};
+  pthread_mutex_unlock(&reals_mu);
+  return f;
+}
 
 PW_EXPORT cudnn_status cudnnCreate(void **handle) {
-  create_fn f = atomic_load_explicit(&real_create, memory_order_acquire);
-  if (!f) {
-    f = (create_fn)real_of("cudnnCreate", (void *)cudnnCreate, __builtin_return_address(0));
-    if (!f) return CUDNN_NOT_INITIALIZED;
-    atomic_store_explicit(&real_create, f, memory_order_release);
-  }
+  create_fn f =
+      (create_fn)real_for(0, "cudnnCreate", (void *)cudnnCreate, __builtin_return_address(0));
+  if (!f) return CUDNN_NOT_INITIALIZED;
   creating++;
   int marked = pw_trace_cudnn_begin(); /* in a trace, its calls say they are cuDNN's */
   cudnn_status r = f(handle);
@@ -73,14 +114,23 @@ PW_EXPORT cudnn_status cudnnCreate(void **handle) {
 
 PW_EXPORT cudnn_status cudnnQueryRuntimeError(void *handle, cudnn_status *rstatus, int mode,
                                               void *tag) {
-  query_fn f = atomic_load_explicit(&real_query, memory_order_acquire);
-  if (!f) {
-    f = (query_fn)real_of("cudnnQueryRuntimeError", (void *)cudnnQueryRuntimeError,
-                          __builtin_return_address(0));
-    if (!f) return CUDNN_NOT_INITIALIZED;
-    atomic_store_explicit(&real_query, f, memory_order_release);
-  }
+  query_fn f = (query_fn)real_for(1, "cudnnQueryRuntimeError", (void *)cudnnQueryRuntimeError,
+                                  __builtin_return_address(0));
+  if (!f) return CUDNN_NOT_INITIALIZED;
   /* nothing elided in flight: one load (pw_elide_live), as for every other question */
   if (!pw_depth) pw_elide_settle_all(pw_real.cudaEventSynchronize ? &pw_real_ops : &pw_drv_ops);
+  /* CUDNN_ERRQUERY_BLOCKING syncs the handle's stream before it reads the storage: that sync must
+   * not be taken for one right after this thread's staged copy */
+  pw_elide_stream = NULL;
   return f(handle, rstatus, mode, tag);
+}
+
+/* dlsym on a handle asked for one of the two (TensorFlow's and XLA's cuDNN stubs look cuDNN up
+ * so): the wrapper, the real function p remembered for callers without cuDNN in their scope. */
+void *pw_cudnn_offer(const char *name, void *p) {
+  int which = !strcmp(name, "cudnnCreate") ? 0 : !strcmp(name, "cudnnQueryRuntimeError") ? 1 : -1;
+  if (which < 0 || !p) return p;
+  void *expected = NULL;
+  atomic_compare_exchange_strong(&offered[which], &expected, p);
+  return which ? (void *)cudnnQueryRuntimeError : (void *)cudnnCreate;
 }

@@ -44,7 +44,6 @@ pw_drv_table pw_drv;
 
 /* ---- glibc's dlsym ---- */
 
-typedef void *(*pw_dlsym_fn)(void *, const char *);
 /* read by the assembly below: hidden, so it is reached PC-relative */
 __attribute__((visibility("hidden"))) pw_dlsym_fn pw_real_dlsym_ptr;
 
@@ -391,6 +390,8 @@ static int listed_name(const char *name) {
 __attribute__((visibility("hidden"), noinline)) void *pw_dlsym_handle(void *h, const char *name) {
   void *p = real_dlsym(h, name);
   if (p && name && name[0] == 'G' && !strcmp(name, "GetPjrtApi")) return pw_pjrt_offer(p);
+  if (p && name && name[0] == 'c' && name[1] == 'u' && name[2] == 'd')
+    return pw_cudnn_offer(name, p);
   if (!p || !name || name[0] != 'c' || name[1] != 'u' || !listed_name(name)) return p;
   return pw_drv_offer(p, __builtin_return_address(0));
 }

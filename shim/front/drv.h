@@ -34,6 +34,9 @@ int pw_drv_resolve(void);
  * engine's setup lock, after the copy's checks resolved it (alloc_range, or the driver front's
  * own calls). */
 int pw_drv_resolved(void);
+/* glibc's dlsym (never the shim's exported wrapper), or NULL: for the shim's own lookups. */
+typedef void *(*pw_dlsym_fn)(void *, const char *);
+pw_dlsym_fn pw_dlsym_resolve(void);
 /* drv_ops.c: the engine's ops only the driver has, for both backends (0 or a CUresult). */
 int pw_drv_alloc_range(const void *p, void **base, size_t *size);
 int pw_drv_pci_bus_id(int device, char *buf, int len);

@@ -69,6 +69,9 @@ void pw_pinned_after_fork_child(void);
 /* ---- pjrt.c: JAX's CUDA plugin ---- */
 /* What dlsym answers for a library's GetPjrtApi at p: a wrapper for the CUDA plugin's, else p. */
 void *pw_pjrt_offer(void *p);
+/* cudnn.c: what dlsym on a handle answers for name at p: the wrapper for cudnnCreate and
+ * cudnnQueryRuntimeError (p remembered as the real one), else p. */
+void *pw_cudnn_offer(const char *name, void *p);
 
 /* The mode in force for this call: PW_MODE_OFF when the call must go straight through (init not
  * possible yet, or the shim's own call on this thread). */

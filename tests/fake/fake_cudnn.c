@@ -1,13 +1,16 @@
 /* fake_cudnn.c — a fake libcudnn.so.9 for interpose_prog: what sync elision relies on of cuDNN.
  * cudnnCreate allocates the handle's error storage (4 bytes of pinned memory, as cuDNN 9 does,
  * here through the runtime); fake_cudnn_kernel queues a "kernel" on the handle's stream that
- * reports an error into it; cudnnQueryRuntimeError reads it: written only once the stream's work
- * is done, which with FAKE_LAZY_EVENTS means waited for (fake_stream_pending). */
+ * reports an error into it; cudnnQueryRuntimeError reads it (RAWCODE as it is; NONBLOCKING once
+ * the stream answers done; BLOCKING after a sync of the stream): written only once the stream's
+ * work is done, which with FAKE_LAZY_EVENTS means waited for (fake_stream_pending).
+ * fake_cudnn_peek reads it as RAWCODE does, for the test, past the shim. */
 #include <stdlib.h>
 
 #include "fake_api.h"
 
 enum { SUCCESS = 0, NOT_INITIALIZED = 1001, KERNEL_ERROR = 2000 };
+enum { RAWCODE = 0, NONBLOCKING = 1, BLOCKING = 2 }; /* cudnnErrQueryMode_t */
 typedef struct handle {
   int *storage;
   cudaStream_t stream;
@@ -40,15 +43,20 @@ int cudnnDestroy(handle *h) {
 /* A kernel of the handle's stream that will find an error (a launch the fake runtime sees). */
 int fake_cudnn_kernel(handle *h) {
   dim3 g = {1, 1, 1};
+  *h->storage = SUCCESS; /* the error this kernel finds is not reported yet */
   h->queued = 1;
   return cudaLaunchKernel((const void *)fake_cudnn_kernel, g, g, NULL, 0, h->stream) ? 1 : 0;
 }
 
-/* CUDNN_ERRQUERY_RAWCODE: the storage as it is now, the kernel done or not. */
-int cudnnQueryRuntimeError(handle *h, int *rstatus, int mode, void *tag) {
-  (void)mode;
-  (void)tag;
+int fake_cudnn_peek(handle *h) {
   if (h->queued && !fake_stream_pending(h->stream)) *h->storage = KERNEL_ERROR;
-  *rstatus = *h->storage;
+  return *h->storage;
+}
+
+int cudnnQueryRuntimeError(handle *h, int *rstatus, int mode, void *tag) {
+  (void)tag;
+  if (mode == BLOCKING && cudaStreamSynchronize(h->stream) != cudaSuccess) return NOT_INITIALIZED;
+  if (mode == NONBLOCKING && cudaStreamQuery(h->stream) != cudaSuccess) return SUCCESS;
+  *rstatus = fake_cudnn_peek(h);
   return SUCCESS;
 }
