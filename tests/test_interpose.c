@@ -1065,6 +1065,13 @@ static void test_stage_sync_elision(void **state) {
   v = run_stage("elide_cudnn", keep, 0);
   assert_int_equal(jget(v, "staging", "sync_elided", NULL), 0);
   yajl_tree_free(v);
+  /* cuDNN linked only by a library the program opened with RTLD_LOCAL: the shim's wrappers find
+   * it there (the program's calls work), and its storage keeps no sync */
+  const char *local[] = {PW_CUDNN_LOCAL_PROG, PW_CUDNN_LOCAL, NULL};
+  v = run_staged(local, lazy, 0);
+  assert_int_equal(jget(v, "staging", "sync_elided", NULL), 1);
+  assert_int_equal(jget(v, "sync_kept", "mapped", NULL), 0);
+  yajl_tree_free(v);
   /* a device that reaches pageable memory: a kernel might write any host memory */
   const char *hmm[] = {"FAKE_LAZY_EVENTS=1", "FAKE_PAGEABLE_ACCESS=1", NULL};
   v = run_stage("elide", hmm, 0);
