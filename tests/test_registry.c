@@ -28,9 +28,12 @@ pw_engine *pw_eng;
 PW_TLS int pw_depth;
 PW_TLS void *pw_elide_stream;
 /* cudnn.c's answer: whether this thread is inside cudnnCreate */
-static int in_cudnn_create;
+static int in_cudnn_create, query_unwrapped;
 int pw_cudnn_creating(void) {
   return in_cudnn_create;
+}
+int pw_cudnn_query_unwrapped(void) {
+  return query_unwrapped;
 }
 
 #define WRITERS 2
@@ -123,7 +126,8 @@ static void test_contains(void **state) {
 /* Pinned memory made inside cudnnCreate (each handle's error storage, a few bytes) is found like
  * any other, but does not count as the program's for sync elision (pw_pinned_any); the program's
  * does, alone or beside it, until freed, whichever is freed first; so does a region of more than
- * 256 bytes made inside cudnnCreate. */
+ * 256 bytes made inside cudnnCreate, and the storage itself once the query may be called past the
+ * shim's wrapper. */
 static void test_cudnn_storage_not_the_programs(void **state) {
   (void)state;
   static char flag[4096], app[4096];
@@ -153,6 +157,15 @@ static void test_cudnn_storage_not_the_programs(void **state) {
   assert_true(pw_pinned_any());
   pw_pinned_remove(app);
   assert_false(pw_pinned_any());
+  in_cudnn_create = 1; /* the query reachable past the wrapper: the storage is the program's */
+  pw_pinned_add(flag, 4);
+  in_cudnn_create = 0;
+  assert_false(pw_pinned_any());
+  query_unwrapped = 1;
+  assert_true(pw_pinned_any());
+  pw_pinned_remove(flag);
+  assert_false(pw_pinned_any());
+  query_unwrapped = 0;
 }
 
 int main(void) {

@@ -114,9 +114,10 @@ void pw_pinned_add(const void *p, size_t n) {
 /* Sync elision asks: while any is held, a kernel may write host memory the program reads.  Not
  * counted: what cudnnCreate allocates, each handle's error storage, which cuDNN's kernels write
  * and the program reads only through cudnnQueryRuntimeError (cudnn.c waits for every elided sync
- * before it). */
+ * before it), unless the program may call that past the wrapper. */
 int pw_pinned_any(void) {
   return atomic_load_explicit(&app_regions, memory_order_acquire) > 0 ||
+         (pw_cudnn_query_unwrapped() && atomic_load_explicit(&any_region, memory_order_acquire)) ||
          atomic_load_explicit(&lost_region, memory_order_acquire);
 }
 

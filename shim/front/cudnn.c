@@ -2,7 +2,8 @@
  *
  * Owns: the wrappers of cudnnCreate (the small pinned regions recorded on its thread while it
  * runs are cuDNN's, app_memcpy.c) and cudnnQueryRuntimeError (every elided sync in flight is
- * waited for first, and none is elided inside it); the two handed out by dlsym on a handle too.
+ * waited for first, and none is elided inside it); once the query is looked up with dlsym on a
+ * handle outside it (a caller the wrapper cannot see), cuDNN's regions are the program's again.
  * Must never: change either call's arguments or status, print unless asked (errors aside), or
  * make a CUDA call other than sync elision's waits.
  * Why: cudnnCreate allocates a few bytes of pinned host memory for each handle (cuDNN 9: 4 bytes
@@ -36,10 +37,9 @@ int pw_cudnn_creating(void) {
 }
 
 /* The definition the caller would have reached without the shim: in the scope of the object that
- * called (its own dependencies: a library loaded with RTLD_LOCAL that links cuDNN); else what
- * dlsym on a handle answered (offer); else after this library in the global scope; else cuDNN by
- * name.  NULL when none is found. */
-static void *lookup(const char *name, void *self, const void *caller, void *offer) {
+ * called (its own dependencies: a library loaded with RTLD_LOCAL that links cuDNN); else after
+ * this library in the global scope; else cuDNN by name.  NULL when none is found. */
+static void *lookup(const char *name, void *self, const void *caller) {
   pw_dlsym_fn real_dlsym = pw_dlsym_resolve(); /* glibc's: never the shim's own wrapper */
   if (!real_dlsym) return NULL;
   void *p = NULL;
@@ -51,7 +51,6 @@ static void *lookup(const char *name, void *self, const void *caller, void *offe
       dlclose(h);
     }
   }
-  if (!p || p == self) p = offer;
   if (!p || p == self) p = real_dlsym(RTLD_NEXT, name);
   static const char *const libs[] = {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"};
   for (unsigned i = 0; (!p || p == self) && i < sizeof libs / sizeof *libs; i++) {
@@ -62,45 +61,46 @@ static void *lookup(const char *name, void *self, const void *caller, void *offe
   return p == self ? NULL : p;
 }
 
-/* The real function for this caller, remembered per calling object (a process may hold two
- * cuDNNs, each linked by its own module); past the table's size, looked up at each call.  What
- * dlsym on a handle answered (pw_cudnn_offer) is remembered for the callers it was handed to. */
-#define CALLERS 8
+/* The real function for each calling object, by its load address (a process may hold two cuDNNs,
+ * each linked by its own module); past the table's size, looked up at each call. */
+#define CALLERS 16
 typedef struct real_fn {
-  const void *base; /* the calling object's load address (dladdr's dli_fbase) */
+  const void *base; /* dladdr's dli_fbase; NULL: a free entry */
   void *fn;
 } real_fn;
 static real_fn reals[2][CALLERS];
 static pthread_mutex_t reals_mu = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic(void *) offered[2]; /* what dlsym(handle) answered, for its callers */
 
 static void *real_for(int which, const char *name, void *self, const void *caller) {
   Dl_info di;
   const void *base = caller && dladdr(caller, &di) ? di.dli_fbase : NULL;
   void *f = NULL;
-  pthread_mutex_lock(&reals_mu);
   int i = 0;
-  for (; i < CALLERS && reals[which][i].base; i++)
+  pthread_mutex_lock(&reals_mu);
+  for (; base && i < CALLERS && reals[which][i].base; i++)
     if (reals[which][i].base == base) {
       f = reals[which][i].fn;
       break;
     }
   pthread_mutex_unlock(&reals_mu);
   if (f) return f;
-  f = lookup(name, self, caller, atomic_load_explicit(&offered[which], memory_order_acquire));
+  f = lookup(name, self, caller);
   if (!f) {
     pw_log(PW_LOG_ERROR, "%s was called but no cuDNN defines it", name);
     return NULL;
   }
   pthread_mutex_lock(&reals_mu);
-  for (i = 0; i < CALLERS && reals[which][i].base && reals[which][i].base != base; i++) {
-  }
-  if (i < CALLERS && base) reals[which][i] = (real_fn){base, f};
+  for (i = 0; base && i < CALLERS; i++)
+    if (!reals[which][i].base || reals[which][i].base == base) {
+      reals[which][i] = (real_fn){base, f};
+      break;
+    }
   pthread_mutex_unlock(&reals_mu);
   return f;
 }
 
 PW_EXPORT cudnn_status cudnnCreate(void **handle) {
+  (void)pw_enter(); /* the library started, so a trace that is asked for records what follows */
   create_fn f =
       (create_fn)real_for(0, "cudnnCreate", (void *)cudnnCreate, __builtin_return_address(0));
   if (!f) return CUDNN_NOT_INITIALIZED;
@@ -112,6 +112,9 @@ PW_EXPORT cudnn_status cudnnCreate(void **handle) {
   return r;
 }
 
+static PW_TLS int querying;
+static atomic_int unwrapped; /* cudnnQueryRuntimeError was looked up past the wrapper */
+
 PW_EXPORT cudnn_status cudnnQueryRuntimeError(void *handle, cudnn_status *rstatus, int mode,
                                               void *tag) {
   query_fn f = (query_fn)real_for(1, "cudnnQueryRuntimeError", (void *)cudnnQueryRuntimeError,
@@ -122,15 +125,17 @@ PW_EXPORT cudnn_status cudnnQueryRuntimeError(void *handle, cudnn_status *rstatu
   /* CUDNN_ERRQUERY_BLOCKING syncs the handle's stream before it reads the storage: that sync must
    * not be taken for one right after this thread's staged copy */
   pw_elide_stream = NULL;
-  return f(handle, rstatus, mode, tag);
+  querying++; /* cuDNN 9's libcudnn.so.9 looks its graph library's function up now */
+  cudnn_status r = f(handle, rstatus, mode, tag);
+  querying--;
+  return r;
 }
 
-/* dlsym on a handle asked for one of the two (TensorFlow's and XLA's cuDNN stubs look cuDNN up
- * so): the wrapper, the real function p remembered for callers without cuDNN in their scope. */
-void *pw_cudnn_offer(const char *name, void *p) {
-  int which = !strcmp(name, "cudnnCreate") ? 0 : !strcmp(name, "cudnnQueryRuntimeError") ? 1 : -1;
-  if (which < 0 || !p) return p;
-  void *expected = NULL;
-  atomic_compare_exchange_strong(&offered[which], &expected, p);
-  return which ? (void *)cudnnQueryRuntimeError : (void *)cudnnCreate;
+void pw_cudnn_dlsym(const char *name) {
+  if (!querying && !strcmp(name, "cudnnQueryRuntimeError"))
+    atomic_store_explicit(&unwrapped, 1, memory_order_release);
+}
+
+int pw_cudnn_query_unwrapped(void) {
+  return atomic_load_explicit(&unwrapped, memory_order_acquire);
 }

@@ -69,9 +69,11 @@ void pw_pinned_after_fork_child(void);
 /* ---- pjrt.c: JAX's CUDA plugin ---- */
 /* What dlsym answers for a library's GetPjrtApi at p: a wrapper for the CUDA plugin's, else p. */
 void *pw_pjrt_offer(void *p);
-/* cudnn.c: what dlsym on a handle answers for name at p: the wrapper for cudnnCreate and
- * cudnnQueryRuntimeError (p remembered as the real one), else p. */
-void *pw_cudnn_offer(const char *name, void *p);
+/* cudnn.c: dlsym on a handle found name.  cudnnQueryRuntimeError found so outside the wrapper
+ * (which cuDNN 9's dispatcher does inside it) may be called past it: from then on,
+ * pw_cudnn_query_unwrapped() is 1 and cuDNN's error storage counts as the program's. */
+void pw_cudnn_dlsym(const char *name);
+int pw_cudnn_query_unwrapped(void);
 
 /* The mode in force for this call: PW_MODE_OFF when the call must go straight through (init not
  * possible yet, or the shim's own call on this thread). */
