@@ -25,6 +25,10 @@ static uint32_t corr = 100;
  * flush says that its call and copy were made under it, as CUPTI would */
 static uint64_t pushed;
 static CUpti_ExternalCorrelationKind pushed_kind;
+/* ids pushed and not yet popped, per kind (fake_cupti_ext_depth): a push left open would mark
+ * every later call of its thread */
+static int ext_depth[CUPTI_EXTERNAL_CORRELATION_KIND_SIZE];
+static pthread_mutex_t calls_mu = PTHREAD_MUTEX_INITIALIZER;
 /* an NVTX module handed to this CUPTI (cuptiNvtxInitialize2): the next flush has one range of it */
 static void *nvtx_table;
 
@@ -83,6 +87,14 @@ CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
   return set_kind(kind, 0);
 }
 
+__attribute__((visibility("default"))) int fake_cupti_ext_depth(int kind);
+int fake_cupti_ext_depth(int kind) {
+  pthread_mutex_lock(&calls_mu);
+  int d = kind >= 0 && kind < CUPTI_EXTERNAL_CORRELATION_KIND_SIZE ? ext_depth[kind] : -1;
+  pthread_mutex_unlock(&calls_mu);
+  return d;
+}
+
 int fake_cupti_enabled_kinds(void) {
   int n = 0;
   for (size_t i = 0; i < sizeof kind_on; i++)
@@ -124,7 +136,6 @@ static uint64_t now(void) {
 #define MAX_CALLS 4096
 static uint8_t calls[MAX_CALLS][2][SLOT];
 static int ncalls;
-static pthread_mutex_t calls_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t gpu_clock;
 static const void *funcs[64], *streams[64];
 static char names[64][32];
@@ -321,14 +332,18 @@ CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const ch
 CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind k, uint64_t id) {
   pthread_mutex_lock(&calls_mu); /* staging threads push at once */
   pushed = id, pushed_kind = k;
+  if (k >= 0 && k < CUPTI_EXTERNAL_CORRELATION_KIND_SIZE) ext_depth[k]++;
   pthread_mutex_unlock(&calls_mu);
   return CUPTI_SUCCESS;
 }
 
 CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind k, uint64_t *id) {
-  (void)k;
+  pthread_mutex_lock(&calls_mu);
+  int ok = k >= 0 && k < CUPTI_EXTERNAL_CORRELATION_KIND_SIZE && ext_depth[k] > 0;
+  if (ok) ext_depth[k]--;
+  pthread_mutex_unlock(&calls_mu);
   *id = 0;
-  return CUPTI_SUCCESS;
+  return ok ? CUPTI_SUCCESS : CUPTI_ERROR_QUEUE_EMPTY;
 }
 
 CUptiResult cuptiGetTimestamp(uint64_t *ts) {
