@@ -310,11 +310,12 @@ static void host_fn(void *p) {
 }
 /* cuDNN (the fake cuDNN 9: a dispatcher over a graph library): the pinned memory cudnnCreate
  * allocates, the handle's error storage, keeps no sync; what cudnnQueryRuntimeError reads through
- * the shim (in each mode) is as after a real sync, though the storage, read past the shim right
- * after the elided sync, is not written yet.  Once the program looks the query up with dlsym, so
- * that it can call it past the shim, the storage keeps syncs.  The driver (test_interpose) checks
- * the summary: 2 elided, then 2 kept (mapped: the storage then, the program's own pinned memory).
- */
+ * the shim (the exported wrapper; the wrapper dlsym hands out, looked up after the sync; in each
+ * mode) is as after a real sync, though the storage, read past the shim right after the elided
+ * sync, is not written yet.  With "many", the query is looked up in five libraries, one more than
+ * the shim has wrappers for: from then on the storage keeps syncs, and what was elided before is
+ * waited for at once.  The driver (test_interpose) checks the summary: 3 elided, 1 kept (mapped:
+ * the program's own pinned memory); with many, 1 elided, 2 kept (mapped). */
 typedef struct handle cudnn_handle;
 int cudnnCreate(cudnn_handle **h);
 int cudnnSetStream(cudnn_handle *h, cudaStream_t s);
@@ -322,7 +323,14 @@ int cudnnDestroy(cudnn_handle *h);
 int cudnnQueryRuntimeError(cudnn_handle *h, int *rstatus, int mode, void *tag);
 int fake_cudnn_kernel(cudnn_handle *h);
 int fake_cudnn_peek(cudnn_handle *h);
-static int mode_elide_cudnn(void) {
+typedef int (*cudnn_query_fn)(cudnn_handle *, int *, int, void *);
+static cudnn_query_fn query_of(const char *lib) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", PW_FAKE_CUDNN_DIR, lib);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL); /* kept open: the query may be called */
+  return h ? (cudnn_query_fn)dlsym(h, "cudnnQueryRuntimeError") : NULL;
+}
+static int mode_elide_cudnn(int many) {
   const char *opt = getenv("PINWHEEL_SYNC");
   int elides = !opt || strcmp(opt, "keep");
   size_t n = 2 << 20;
@@ -335,34 +343,42 @@ static int mode_elide_cudnn(void) {
   CHECK(cudnnCreate(&h) == 0);
   cudnnSetStream(h, s);
   int st = -1;
-  CHECK(fake_cudnn_kernel(h) == 0);
-  copy_and_sync(dev, src, n, s);
-  CHECK(fake_cudnn_peek(h) == (elides ? 0 : 2000)); /* elided: the kernel is not done yet */
-  CHECK(cudnnQueryRuntimeError(h, &st, 0, NULL) == 0);
-  CHECK(st == 2000); /* as after a real sync */
-  /* BLOCKING: cuDNN syncs the handle's stream itself, right after this thread's staged copy */
-  st = -1;
-  CHECK(fake_cudnn_kernel(h) == 0);
-  cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
-  CHECK(cudnnQueryRuntimeError(h, &st, 2, NULL) == 0);
-  CHECK(st == 2000);
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
-  /* NONBLOCKING after an elided sync: the stream answers done */
-  st = -1;
-  CHECK(fake_cudnn_kernel(h) == 0);
-  copy_and_sync(dev, src, n, s);
-  CHECK(cudnnQueryRuntimeError(h, &st, 1, NULL) == 0);
-  CHECK(st == 2000);
-  /* the query looked up with dlsym on cuDNN's handle: callable past the shim, so the storage keeps
-   * the sync, which is real (read past the shim, it is written) */
-  void *lib = dlopen("libcudnn.so.9", RTLD_LAZY | RTLD_NOLOAD);
-  int (*by_dlsym)(cudnn_handle *, int *, int, void *) =
-      lib ? dlsym(lib, "cudnnQueryRuntimeError") : NULL;
-  CHECK(by_dlsym != NULL);
-  CHECK(fake_cudnn_kernel(h) == 0);
-  copy_and_sync(dev, src, n, s);
-  CHECK(fake_cudnn_peek(h) == 2000);
-  if (lib) dlclose(lib);
+  if (many) {
+    CHECK(fake_cudnn_kernel(h) == 0);
+    copy_and_sync(dev, src, n, s);
+    static const char *const libs[] = {"libcudnn_graph.so.9", "libcudnn.so.9", "libcudnnx.so.9",
+                                       "libcudnny.so.9", "libcudnnz.so.9"};
+    for (int i = 0; i < 5; i++)
+      CHECK(query_of(libs[i]) != NULL);
+    CHECK(fake_cudnn_peek(h) == 2000); /* the fifth: the elided sync waited for */
+    CHECK(fake_cudnn_kernel(h) == 0);
+    copy_and_sync(dev, src, n, s); /* kept: the storage is the program's now */
+    CHECK(fake_cudnn_peek(h) == 2000);
+  }
+  for (int how = 0; how < 2 && !many; how++) { /* the exported wrapper, then the dlsym'd one */
+    st = -1;
+    CHECK(fake_cudnn_kernel(h) == 0);
+    copy_and_sync(dev, src, n, s);
+    CHECK(fake_cudnn_peek(h) == (elides ? 0 : 2000)); /* elided: the kernel is not done yet */
+    cudnn_query_fn q = how ? query_of("libcudnn.so.9") : cudnnQueryRuntimeError;
+    CHECK(q && q(h, &st, 0, NULL) == 0);
+    CHECK(st == 2000); /* as after a real sync */
+  }
+  if (!many) {
+    /* BLOCKING: cuDNN syncs the handle's stream itself, right after this thread's staged copy */
+    st = -1;
+    CHECK(fake_cudnn_kernel(h) == 0);
+    cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s);
+    CHECK(cudnnQueryRuntimeError(h, &st, 2, NULL) == 0);
+    CHECK(st == 2000);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    /* NONBLOCKING after an elided sync: the stream answers done */
+    st = -1;
+    CHECK(fake_cudnn_kernel(h) == 0);
+    copy_and_sync(dev, src, n, s);
+    CHECK(cudnnQueryRuntimeError(h, &st, 1, NULL) == 0);
+    CHECK(st == 2000);
+  }
   cudnnDestroy(h);
   /* the program's own pinned memory keeps the sync */
   void *pinned;
@@ -1004,7 +1020,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "fork")) return mode_fork();
   if (!strcmp(m, "elide")) return mode_elide();
   if (!strcmp(m, "elide_more")) return mode_elide_more();
-  if (!strcmp(m, "elide_cudnn")) return mode_elide_cudnn();
+  if (!strcmp(m, "elide_cudnn")) return mode_elide_cudnn(argc > 2 && !strcmp(argv[2], "many"));
   if (!strcmp(m, "elide_pool_ipc") && getenv("POOL_IPC"))
     return mode_elide_pool_ipc(getenv("POOL_IPC"));
   if (!strcmp(m, "nodriver")) return mode_nodriver();

@@ -2,8 +2,8 @@
  *
  * Owns: the wrappers of cudnnCreate (the small pinned regions recorded on its thread while it
  * runs are cuDNN's, app_memcpy.c) and cudnnQueryRuntimeError (every elided sync in flight is
- * waited for first, and none is elided inside it); once the query is looked up with dlsym on a
- * handle outside it (a caller the wrapper cannot see), cuDNN's regions are the program's again.
+ * waited for first, and none is elided inside it), the latter also for each query dlsym on a
+ * handle finds (cuDNN 9's dispatcher reaches its graph library's so).
  * Must never: change either call's arguments or status, print unless asked (errors aside), or
  * make a CUDA call other than sync elision's waits.
  * Why: cudnnCreate allocates a few bytes of pinned host memory for each handle (cuDNN 9: 4 bytes
@@ -74,6 +74,8 @@ static pthread_mutex_t reals_mu = PTHREAD_MUTEX_INITIALIZER;
 static void *real_for(int which, const char *name, void *self, const void *caller) {
   Dl_info di;
   const void *base = caller && dladdr(caller, &di) ? di.dli_fbase : NULL;
+  if (base && dladdr(self, &di) && di.dli_fbase == base)
+    base = NULL; /* reached by a tail call from the shim's own call: the caller is unknown */
   void *f = NULL;
   int i = 0;
   pthread_mutex_lock(&reals_mu);
@@ -83,7 +85,9 @@ static void *real_for(int which, const char *name, void *self, const void *calle
       break;
     }
   pthread_mutex_unlock(&reals_mu);
-  if (f) return f;
+  /* still the function it was (its library not closed since, another loaded there) */
+  if (f && dladdr(f, &di) && di.dli_saddr == f && di.dli_sname && !strcmp(di.dli_sname, name))
+    return f;
   f = lookup(name, self, caller);
   if (!f) {
     pw_log(PW_LOG_ERROR, "%s was called but no cuDNN defines it", name);
@@ -112,28 +116,64 @@ PW_EXPORT cudnn_status cudnnCreate(void **handle) {
   return r;
 }
 
-static PW_TLS int querying;
-static atomic_int unwrapped; /* cudnnQueryRuntimeError was looked up past the wrapper */
+static atomic_int unwrapped; /* a query pinwheel could not wrap was handed out */
+
+/* Before the real query: every elided sync waited for; none elided inside it (BLOCKING syncs the
+ * handle's stream before it reads the storage: not one right after this thread's staged copy). */
+static void before_query(void) {
+  /* nothing elided in flight: one load (pw_elide_live), as for every other question */
+  if (!pw_depth) pw_elide_settle_all(pw_real.cudaEventSynchronize ? &pw_real_ops : &pw_drv_ops);
+  pw_elide_stream = NULL;
+}
 
 PW_EXPORT cudnn_status cudnnQueryRuntimeError(void *handle, cudnn_status *rstatus, int mode,
                                               void *tag) {
   query_fn f = (query_fn)real_for(1, "cudnnQueryRuntimeError", (void *)cudnnQueryRuntimeError,
                                   __builtin_return_address(0));
   if (!f) return CUDNN_NOT_INITIALIZED;
-  /* nothing elided in flight: one load (pw_elide_live), as for every other question */
-  if (!pw_depth) pw_elide_settle_all(pw_real.cudaEventSynchronize ? &pw_real_ops : &pw_drv_ops);
-  /* CUDNN_ERRQUERY_BLOCKING syncs the handle's stream before it reads the storage: that sync must
-   * not be taken for one right after this thread's staged copy */
-  pw_elide_stream = NULL;
-  querying++; /* cuDNN 9's libcudnn.so.9 looks its graph library's function up now */
-  cudnn_status r = f(handle, rstatus, mode, tag);
-  querying--;
-  return r;
+  before_query();
+  return f(handle, rstatus, mode, tag);
 }
 
-void pw_cudnn_dlsym(const char *name) {
-  if (!querying && !strcmp(name, "cudnnQueryRuntimeError"))
-    atomic_store_explicit(&unwrapped, 1, memory_order_release);
+/* The queries dlsym on a handle found (cuDNN 9's dispatcher finds its graph library's so, stubs
+ * the dispatcher's), each behind a wrapper of its own that calls it directly: no lookup, so none
+ * can lead back to a wrapper.  More than there are wrappers: the later ones are handed out as they
+ * are, and cuDNN's storage is the program's again from then on. */
+#define QUERIES 4
+static _Atomic(query_fn) queries[QUERIES];
+#define QUERY_WRAPPER(i)                                                                           \
+  static cudnn_status query_##i(void *h, cudnn_status *rstatus, int mode, void *tag) {             \
+    before_query();                                                                                \
+    return atomic_load_explicit(&queries[i], memory_order_acquire)(h, rstatus, mode, tag);         \
+  }
+QUERY_WRAPPER(0)
+QUERY_WRAPPER(1)
+QUERY_WRAPPER(2)
+QUERY_WRAPPER(3)
+static const query_fn query_wrappers[QUERIES] = {query_0, query_1, query_2, query_3};
+static pthread_mutex_t queries_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void *pw_cudnn_dlsym(const char *name, void *p) {
+  if (!p || strcmp(name, "cudnnQueryRuntimeError") || p == (void *)cudnnQueryRuntimeError) return p;
+  query_fn q = (query_fn)p;
+  for (int i = 0; i < QUERIES; i++)
+    if ((void *)query_wrappers[i] == p) return p;
+  pthread_mutex_lock(&queries_mu);
+  int i = 0;
+  for (; i < QUERIES; i++) {
+    query_fn have = atomic_load_explicit(&queries[i], memory_order_relaxed);
+    if (have == q) break;
+    if (!have) {
+      atomic_store_explicit(&queries[i], q, memory_order_release);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&queries_mu);
+  if (i < QUERIES) return (void *)query_wrappers[i];
+  /* a query the program may call past the shim: cuDNN's storage is its own again, and what was
+   * elided before is waited for now, as a query would */
+  if (!atomic_exchange_explicit(&unwrapped, 1, memory_order_acq_rel)) before_query();
+  return p;
 }
 
 int pw_cudnn_query_unwrapped(void) {

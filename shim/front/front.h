@@ -69,10 +69,10 @@ void pw_pinned_after_fork_child(void);
 /* ---- pjrt.c: JAX's CUDA plugin ---- */
 /* What dlsym answers for a library's GetPjrtApi at p: a wrapper for the CUDA plugin's, else p. */
 void *pw_pjrt_offer(void *p);
-/* cudnn.c: dlsym on a handle found name.  cudnnQueryRuntimeError found so outside the wrapper
- * (which cuDNN 9's dispatcher does inside it) may be called past it: from then on,
- * pw_cudnn_query_unwrapped() is 1 and cuDNN's error storage counts as the program's. */
-void pw_cudnn_dlsym(const char *name);
+/* cudnn.c: what dlsym on a handle answers for name found at p: for cudnnQueryRuntimeError, a
+ * wrapper that waits for the elided syncs and calls p; p when none is left, and from then on
+ * pw_cudnn_query_unwrapped() is 1 (cuDNN's error storage counts as the program's); else p. */
+void *pw_cudnn_dlsym(const char *name, void *p);
 int pw_cudnn_query_unwrapped(void);
 
 /* The mode in force for this call: PW_MODE_OFF when the call must go straight through (init not
