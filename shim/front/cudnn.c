@@ -37,24 +37,21 @@ int pw_cudnn_creating(void) {
 }
 
 /* The definition the caller would have reached without the shim: in the scope of the object that
- * called (its own dependencies: a library loaded with RTLD_LOCAL that links cuDNN); else after
- * this library in the global scope; else cuDNN by name.  NULL when none is found. */
-static void *lookup(const char *name, void *self, const void *caller) {
+ * called, the file caller_file (its own dependencies: a library loaded with RTLD_LOCAL that links
+ * cuDNN); else after this library in the global scope; else cuDNN by name.  NULL when none. */
+static void *lookup(const char *name, void *self, const char *caller_file) {
   pw_dlsym_fn real_dlsym = pw_dlsym_resolve(); /* glibc's: never the shim's own wrapper */
   if (!real_dlsym) return NULL;
   void *p = NULL;
-  Dl_info di;
-  if (caller && dladdr(caller, &di) && di.dli_fname) {
-    void *h = dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-    if (h) {
-      p = real_dlsym(h, name);
-      dlclose(h);
-    }
+  void *h = caller_file ? dlopen(caller_file, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+  if (h) {
+    p = real_dlsym(h, name);
+    dlclose(h);
   }
   if (!p || p == self) p = real_dlsym(RTLD_NEXT, name);
   static const char *const libs[] = {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"};
   for (unsigned i = 0; (!p || p == self) && i < sizeof libs / sizeof *libs; i++) {
-    void *h = dlopen(libs[i], RTLD_LAZY | RTLD_NOLOAD);
+    h = dlopen(libs[i], RTLD_LAZY | RTLD_NOLOAD);
     p = h ? real_dlsym(h, name) : NULL;
     if (h) dlclose(h);
   }
@@ -71,10 +68,23 @@ typedef struct real_fn {
 static real_fn reals[2][CALLERS];
 static pthread_mutex_t reals_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void *real_for(int which, const char *name, void *self, const void *caller) {
+/* This library's load address, asked once. */
+static const void *own_base(void) {
+  static _Atomic(const void *) base;
+  const void *b = atomic_load_explicit(&base, memory_order_acquire);
   Dl_info di;
-  const void *base = caller && dladdr(caller, &di) ? di.dli_fbase : NULL;
-  if (base && dladdr(self, &di) && di.dli_fbase == base)
+  if (!b && dladdr((void *)pw_cudnn_creating, &di)) {
+    b = di.dli_fbase;
+    atomic_store_explicit(&base, b, memory_order_release);
+  }
+  return b;
+}
+
+static void *real_for(int which, const char *name, void *self, const void *caller) {
+  Dl_info at; /* the calling object, asked once */
+  int known = caller && dladdr(caller, &at);
+  const void *base = known ? at.dli_fbase : NULL;
+  if (base && base == own_base())
     base = NULL; /* reached by a tail call from the shim's own call: the caller is unknown */
   void *f = NULL;
   int i = 0;
@@ -86,9 +96,10 @@ static void *real_for(int which, const char *name, void *self, const void *calle
     }
   pthread_mutex_unlock(&reals_mu);
   /* still the function it was (its library not closed since, another loaded there) */
-  if (f && dladdr(f, &di) && di.dli_saddr == f && di.dli_sname && !strcmp(di.dli_sname, name))
+  Dl_info fi;
+  if (f && dladdr(f, &fi) && fi.dli_saddr == f && fi.dli_sname && !strcmp(fi.dli_sname, name))
     return f;
-  f = lookup(name, self, caller);
+  f = lookup(name, self, known ? at.dli_fname : NULL);
   if (!f) {
     pw_log(PW_LOG_ERROR, "%s was called but no cuDNN defines it", name);
     return NULL;
