@@ -4,8 +4,8 @@
  * class from 1 byte to 64 MiB, with unaligned heads and tails on both sides, bytes compared and
  * the guard bytes around the destination checked; the pool's batches with many segments and
  * threads (parts that meet at unaligned thread boundaries), each segment checked the moment its
- * wait returns while later ones are still being copied; the pool after fork; the default thread
- * count's parts. */
+ * wait returns while later ones are still being copied; the workers' keep-awake window; the pool
+ * after fork; the default thread count's parts. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -218,6 +219,27 @@ static void test_pool_lanes(void **state) {
   free(dst);
 }
 
+/* The workers' sleep: after their 200 us of spinning, unless a keep-awake reaches past now; a
+ * keep-awake is capped at 2 ms and never shortens a later one. */
+static void test_keep_awake_window(void **state) {
+  struct timespec ms3 = {0, 3000000};
+  nanosleep(&ms3, NULL); /* any earlier keep-awake is over */
+  uint64_t now = pw_now_ns();
+  assert_false(pw_pool_may_sleep(now, now - 100000)); /* still spinning */
+  assert_true(pw_pool_may_sleep(now, now - 300000));  /* spun enough, nothing asked */
+  pw_pool_keep_awake(1000000);
+  now = pw_now_ns();
+  assert_false(pw_pool_may_sleep(now, now - 300000));
+  assert_false(pw_pool_may_sleep(now + 900000, now - 300000));
+  assert_true(pw_pool_may_sleep(now + 1000000, now - 300000));
+  pw_pool_keep_awake(50000000); /* capped */
+  now = pw_now_ns();
+  assert_false(pw_pool_may_sleep(now + 1900000, now - 300000));
+  assert_true(pw_pool_may_sleep(now + 2000000, now - 300000));
+  pw_pool_keep_awake(10); /* a shorter one later leaves the longer one */
+  assert_false(pw_pool_may_sleep(now + 1900000, now - 300000));
+}
+
 /* Prefaulting an untouched mapping: the bytes land, and the mapping was untouched before. */
 static void test_prefault_fresh_destination(void **state) {
   size_t n = 8u << 20;
@@ -377,6 +399,7 @@ int main(void) {
       cmocka_unit_test(test_small_segments_after_a_large_one),
       cmocka_unit_test(test_pool_two_submitters),
       cmocka_unit_test(test_pool_lanes),
+      cmocka_unit_test(test_keep_awake_window),
       cmocka_unit_test(test_prefault_fresh_destination),
       cmocka_unit_test(test_fresh_dest_ignores_header_page),
       cmocka_unit_test(test_map_parts_and_help),

@@ -206,6 +206,35 @@ static void test_pool_pipeline_h2d(void **state) {
   }
 }
 
+/* A copy the pool's workers staged asks them to stay awake while its last DMAs run (their cores'
+ * lines are read several times slower once they sleep); a copy the caller staged alone asks
+ * nothing. */
+static void test_h2d_keeps_workers_awake(void **state) {
+  for (int threads = 1; threads <= 4; threads += 3) {
+    struct timespec ms3 = {0, 3000000};
+    nanosleep(&ms3, NULL); /* any earlier keep-awake is over */
+    sim_reset(7, 1);
+    pw_engine_config cfg = small_cfg(8 << 20, 6 << 20, 1 << 20);
+    cfg.threads = threads;
+    pw_engine *e = pw_engine_create(&sim_ops, &cfg);
+    size_t n = 4u << 20;
+    char *dev = sim_device_alloc(0, n);
+    unsigned char *src = malloc(n);
+    memset(src, 0x5A, n);
+    pw_transfer c = {.dst = dev, .src = src, .n = n, .dir = PW_DIR_H2D, .stream = NULL};
+    assert_int_equal(pw_describe(&sim_ops, &c), 0);
+    assert_true(pw_engine_copy(e, &c) >= 0);
+    uint64_t now = pw_now_ns();
+    /* idle since long ago: only a keep-awake keeps a worker up */
+    assert_int_equal(pw_pool_may_sleep(now, 0), threads == 1);
+    sim_stream_sync(NULL);
+    assert_int_equal(dev[n - 1], 0x5A);
+    sim_drain();
+    pw_engine_destroy(e);
+    free(src);
+  }
+}
+
 static long all_fallbacks(void) {
   long n = 0;
   for (int f = 0; f < PW_FB_N; f++)
@@ -1178,6 +1207,7 @@ int main(void) {
       cmocka_unit_test(test_copies_larger_than_ring_and_pool),
       cmocka_unit_test(test_pinned_only_path),
       cmocka_unit_test(test_threads_and_devices),
+      cmocka_unit_test(test_h2d_keeps_workers_awake),
       cmocka_unit_test(test_pool_pipeline_h2d),
       cmocka_unit_test(test_d2h_pool),
       cmocka_unit_test(test_first_copies_staged),

@@ -649,6 +649,16 @@ static int pipeline_h2d(pw_engine *e, const pw_ops *ops, dev_state *d, pw_batch 
   return rc;
 }
 
+/* A staged H2D copy is over once its last chunk is in pinned memory; up to a pool of its chunks
+ * are still to be DMA'd.  If the pool's workers copied them, they stay awake for about as long
+ * as those DMAs take (bytes at 24 GB/s, pw_pool_keep_awake): DMAs of lines written by cores that
+ * went to sleep ran up to 8 x slower (a 256 MiB copy-bound loop: 6.44 ms a step with the
+ * workers asleep, 5.52 with them awake, 0.757 x and 0.884 x a prefetcher, docs/RESULTS.md). */
+static void keep_workers_awake(const dev_state *d, const pw_batch *b, size_t n) {
+  if (b->helpers <= 0) return;
+  pw_pool_keep_awake((n < d->host.size ? n : d->host.size) / 24); /* 24 bytes a ns */
+}
+
 static int stage_h2d_ring(pw_engine *e, dev_state *d, const pw_transfer *c) {
   const pw_ops *ops = c->ops;
   size_t piece_max = d->dring.size / 2;
@@ -685,7 +695,10 @@ static int stage_h2d_ring(pw_engine *e, dev_state *d, const pw_transfer *c) {
     pos += plen;
   }
   batch_end(&b, t0);
-  if (!rc) return PW_PATH_RING;
+  if (!rc) {
+    keep_workers_awake(d, &b, c->n);
+    return PW_PATH_RING;
+  }
   int r = fail_device(ops, d, c->stream, rc);
   abandon_pipe(d, &pp);
   if (held) publish(d, &d->dring, ridx, NULL);
@@ -700,7 +713,10 @@ static int stage_h2d_pinned(pw_engine *e, dev_state *d, const pw_transfer *c) {
   batch_begin(e, &b);
   int rc = pipeline_h2d(e, c->ops, d, &b, &pp, c->dst, c->src, c->n, c->stream, &last);
   batch_end(&b, t0);
-  if (!rc) return PW_PATH_PINNED;
+  if (!rc) {
+    keep_workers_awake(d, &b, c->n);
+    return PW_PATH_PINNED;
+  }
   int r = fail_device(c->ops, d, c->stream, rc);
   abandon_pipe(d, &pp);
   return r;

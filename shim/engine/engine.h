@@ -108,6 +108,12 @@ void pw_batch_end(pw_batch *b); /* waits for everything pushed */
 /* One copy with the pool (push + wait). */
 void pw_pool_memcpy(void *dst, const void *src, size_t n, int threads, int stream_stores);
 int pw_pool_workers(void);
+/* The workers spin (never sleep) for ns more, at most 2 ms: the pinned lines they wrote stay
+ * fast for the DMAs that read them after the copy returns (pool.c says why). */
+void pw_pool_keep_awake(uint64_t ns);
+/* 1 when a worker idle since idle_since may sleep at now (it spun 200 us, and no keep-awake
+ * reaches past now); the workers ask it, the tests too. */
+int pw_pool_may_sleep(uint64_t now, uint64_t idle_since);
 /* on: the batches' thread count is the default (pw_default_threads), not the user's; while the
  * staging threads are placed on a NUMA node a batch then uses at most pw_numa_share() threads,
  * the caller included (numa.h).  Kept across fork, like the options it comes from. */
