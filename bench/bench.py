@@ -360,6 +360,7 @@ def main():
         variants = [
             ("naive_copy", [f"{B}/naive_copy"] + args, {}),
             ("naive_copy + pinwheel", [f"{B}/naive_copy"] + args, shim),
+            ("naive_copy + pinwheel, PINWHEEL_SYNC=keep", [f"{B}/naive_copy"] + args, keep),
             ("naive_copy + pinwheel, PINWHEEL_DEFER=0", [f"{B}/naive_copy"] + args, nodefer),
             ("naive_copy + pinwheel, PINWHEEL_HOST_POOL=512M", [f"{B}/naive_copy"] + args, bigpool),
             ("naive_copy, static runtime", [f"{B}/naive_copy_static"] + args, {}),
@@ -383,6 +384,7 @@ def main():
               [[n, f"{med(v, 0):.1f}", f"{med(v, 1):.1f}"] for n, v in r.items()])
         jc = [py, "samples/jax_copybound.py", "--iters", "20"]
         variants = [("JAX, numpy batches", jc, {}), ("JAX, numpy batches + pinwheel", jc, shim),
+                    ("JAX, numpy batches + pinwheel, PINWHEEL_SYNC=keep", jc, keep),
                     ("JAX, batches already on the GPU (limit)", jc + ["--data", "device"], {})]
         print("JAX copy-bound loop (256 MiB float32 batch per step, small MLP):", flush=True)
         r = interleave(variants, a.reps, r"([\d.]+) ms/iter", log)
@@ -457,6 +459,7 @@ def main():
         inf = [py, "samples/infer_d2h.py", "--iters", "30"]
         variants = [("naive (.cpu())", inf + ["--mode", "naive"], {}),
                     ("naive + pinwheel", inf + ["--mode", "naive"], shim),
+                    ("naive + pinwheel, PINWHEEL_SYNC=keep", inf + ["--mode", "naive"], keep),
                     ("pinned buffers + non_blocking + events", inf + ["--mode", "pinned"], {}),
                     ("output stays on GPU (limit)", inf + ["--mode", "resident"], {})]
         print("D2H-heavy inference (128 MiB float32 output per step):", flush=True)
@@ -471,7 +474,8 @@ def main():
         variants = [("no shim", cmd, {}),
                     ("off", cmd, {"LD_PRELOAD": lib, "PINWHEEL_MODE": "off"}),
                     ("observe", cmd, {"LD_PRELOAD": lib, "PINWHEEL_MODE": "observe"}),
-                    ("stage", cmd, {"LD_PRELOAD": lib, "PINWHEEL_MODE": "stage"})]
+                    ("stage", cmd, {"LD_PRELOAD": lib, "PINWHEEL_MODE": "stage"}),
+                    ("stage, PINWHEEL_SYNC=keep", cmd, keep)]
         print("hook overhead, 200k empty launches:", flush=True)
         r = interleave(variants, a.reps, r"([\d.]+) ns/launch", log)
         base = med(r["no shim"])
