@@ -651,9 +651,10 @@ static int pipeline_h2d(pw_engine *e, const pw_ops *ops, dev_state *d, pw_batch 
 
 /* A staged H2D copy is over once its last chunk is in pinned memory; up to a pool of its chunks
  * are still to be DMA'd.  If the pool's workers copied them, they stay awake for about as long
- * as those DMAs take (bytes at 24 GB/s, pw_pool_keep_awake): DMAs of lines written by cores that
- * went to sleep ran up to 8 x slower (a 256 MiB copy-bound loop: 6.44 ms a step with the
- * workers asleep, 5.52 with them awake, 0.757 x and 0.884 x a prefetcher, docs/RESULTS.md). */
+ * as those DMAs take (pw_pool_keep_awake; the bytes at 24 GB/s, at most 2 ms): DMAs of lines
+ * written by cores that went to sleep can run several times slower (measured:
+ * docs/RESULTS.md, "The copy-bound loop's last DMAs").  The price: the workers spin, taking CPUs.
+ */
 static void keep_workers_awake(const dev_state *d, const pw_batch *b, size_t n) {
   if (b->helpers <= 0) return;
   pw_pool_keep_awake((n < d->host.size ? n : d->host.size) / 24); /* 24 bytes a ns */

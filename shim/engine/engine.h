@@ -114,6 +114,9 @@ void pw_pool_keep_awake(uint64_t ns);
 /* 1 when a worker idle since idle_since may sleep at now (it spun 200 us, and no keep-awake
  * reaches past now); the workers ask it, the tests too. */
 int pw_pool_may_sleep(uint64_t now, uint64_t idle_since);
+unsigned long pw_pool_sleeps(void); /* times a worker went to sleep, for the tests */
+/* keep-awakes asked so far, and the latest one's length (capped), for the tests */
+unsigned long pw_pool_awake_asked(uint64_t *last_ns);
 /* on: the batches' thread count is the default (pw_default_threads), not the user's; while the
  * staging threads are placed on a NUMA node a batch then uses at most pw_numa_share() threads,
  * the caller included (numa.h).  Kept across fork, like the options it comes from. */

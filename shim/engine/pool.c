@@ -146,13 +146,22 @@ static int work_one(unsigned *next) {
 /* Until when (pw_now_ns) a worker that finds no part keeps spinning instead of sleeping. */
 static _Atomic uint64_t awake_until;
 
-/* The DMA engine reads pinned lines the workers just wrote several times slower once those
- * workers' cores sleep (a 256 MiB staged copy's last 4 MiB chunks: 0.6-0.7 ms each against 0.08
- * while the workers ran, on a 16-core KVM guest), so after an H2D copy's last chunk is in, the
- * engine keeps them awake about as long as the DMAs still to run take.  Several callers: the
- * latest end wins. */
+/* The DMA engine may read pinned lines the workers just wrote several times slower once those
+ * workers' cores sleep (docs/RESULTS.md, "The copy-bound loop's last DMAs"), so after an H2D
+ * copy's last chunk is in, the engine keeps them awake about as long as the DMAs still to run
+ * take.  Several callers: the latest end wins.  A worker already asleep is not woken. */
+static atomic_ulong awake_asks;     /* keep-awakes asked, and the latest one's ns (capped): */
+static _Atomic uint64_t awake_last; /* pw_pool_awake_asked, for the tests */
+
+unsigned long pw_pool_awake_asked(uint64_t *last_ns) {
+  if (last_ns) *last_ns = atomic_load(&awake_last);
+  return atomic_load(&awake_asks);
+}
+
 void pw_pool_keep_awake(uint64_t ns) {
   if (ns > AWAKE_MAX_NS) ns = AWAKE_MAX_NS;
+  atomic_store_explicit(&awake_last, ns, memory_order_relaxed);
+  atomic_fetch_add_explicit(&awake_asks, 1, memory_order_relaxed);
   uint64_t until = pw_now_ns() + ns;
   uint64_t cur = atomic_load_explicit(&awake_until, memory_order_relaxed);
   while (cur < until && !atomic_compare_exchange_weak_explicit(
@@ -161,8 +170,15 @@ void pw_pool_keep_awake(uint64_t ns) {
 }
 
 int pw_pool_may_sleep(uint64_t now, uint64_t idle_since) {
-  return now - idle_since >= SPIN_NS &&
-         now >= atomic_load_explicit(&awake_until, memory_order_relaxed);
+  uint64_t until = atomic_load_explicit(&awake_until, memory_order_relaxed);
+  /* a window far more than AWAKE_MAX_NS ahead is over: the clock went back (a restored process) */
+  return now - idle_since >= SPIN_NS && (now >= until || until - now > 2 * AWAKE_MAX_NS);
+}
+
+static atomic_ulong sleeps; /* times a worker went to sleep (pw_pool_sleeps, for the tests) */
+
+unsigned long pw_pool_sleeps(void) {
+  return atomic_load(&sleeps);
 }
 
 static void *worker(void *arg) {
@@ -184,6 +200,7 @@ static void *worker(void *arg) {
     }
     if (found) continue;
     pthread_mutex_lock(&wake_lock);
+    atomic_fetch_add(&sleeps, 1);
     atomic_fetch_add(&sleepers, 1);
     /* sleepers is raised before `published` is read again, and the caller publishes before it
      * reads sleepers (both sequentially consistent): one of the two sees the other. */
@@ -407,5 +424,6 @@ void pw_pool_after_fork_child(void) {
   pthread_cond_init(&wake_cv, NULL);
   atomic_store(&workers, 0);
   atomic_store(&sleepers, 0);
+  atomic_store(&awake_until, 0);
   atomic_store(&start_tried, 0);
 }
