@@ -390,8 +390,7 @@ static int listed_name(const char *name) {
 __attribute__((visibility("hidden"), noinline)) void *pw_dlsym_handle(void *h, const char *name) {
   void *p = real_dlsym(h, name);
   if (p && name && name[0] == 'G' && !strcmp(name, "GetPjrtApi")) return pw_pjrt_offer(p);
-  if (p && name && name[0] == 'c' && name[1] == 'u' && name[2] == 'd')
-    return pw_cudnn_dlsym(name, p);
+  if (p && name && !strncmp(name, "cudnn", 5)) return pw_cudnn_dlsym(name, p);
   if (!p || !name || name[0] != 'c' || name[1] != 'u' || !listed_name(name)) return p;
   return pw_drv_offer(p, __builtin_return_address(0));
 }
