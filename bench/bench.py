@@ -20,11 +20,13 @@ from the staging copies, whose slowest thread sets each copy's end.
 Sync elision is pinwheel's default (PINWHEEL_SYNC=elide): the "+ pinwheel" variants elide, and the
 PINWHEEL_SYNC=keep variants show what the syncs kept cost.
 
-Training from a DataLoader (`--only loader`, about 6 minutes): samples/train_loader.py, batches of
+Training from a DataLoader (`--only loader`, about 8 minutes): samples/train_loader.py, batches of
 256 224x224 float32 images (147 MiB) made by worker processes, ResNet-18 with 6 and with 10 workers
 and ResNet-50 with 10: naive, naive under pinwheel (the default), naive under pinwheel with
 PINWHEEL_SYNC=keep, and the hand-written pin_memory=True + non_blocking, each a process of 10 + 30
-steps; the ratio of pinwheel's throughput to pinned's (targets: ResNet-50 >= 1.0, ResNet-18 >=
+steps, and two bounds: the DataLoader alone (the rate its workers deliver batches at, no GPU work:
+a variant that runs at it is loader-bound, and its ratio decides nothing) and the data already on
+the GPU (no DataLoader); the ratio of pinwheel's throughput to pinned's (targets: ResNet-50 >= 1.0, ResNet-18 >=
 0.95) and the syncs pinwheel elided per step (its summary).
 
 The options docs/RESULTS.md decides by measurement (`--only options`): naive_copy of 16 MiB
@@ -70,7 +72,7 @@ def run(cmd, env_extra, pattern, log):
     if p.returncode != 0 or not m:
         envs = " ".join(f"{k}={v}" for k, v in env_extra.items())
         raise SystemExit(f"benchmark run failed ({p.returncode}): {envs} {' '.join(cmd)}\n{out[-3000:]}")
-    return [float(g) for g in m.groups()], time.time() - t0
+    return [float("nan") if g is None else float(g) for g in m.groups()], time.time() - t0
 
 
 # --deadline: the time budget of this process, from its start (0: none); ARGS is the parsed command line
@@ -282,17 +284,19 @@ def main():
         kinds = [("naive", "naive", {}),
                  ("naive + pinwheel", "naive", dict(shim, **stats)),
                  ("naive + pinwheel, PINWHEEL_SYNC=keep", "naive", dict(keep, **stats)),
-                 ("pinned (pin_memory=True, non_blocking)", "pinned", {})]
+                 ("pinned (pin_memory=True, non_blocking)", "pinned", {}),
+                 ("the DataLoader alone (no GPU work)", "loader", {}),
+                 ("data already on the GPU (no DataLoader)", "gpu", {})]
         if a.loader_quick:
             kinds = kinds[1:]
         variants = []
         for title, model, workers, _ in configs:
             cmd = [py, "samples/train_loader.py", "--model", model, "--workers", str(workers),
-                   "--iters", str(iters), "--warmup", str(warm)]
+                   "--iters", str(iters), "--warmup", str(warm), "--channels-last"]
             for kname, mode, env in kinds:
                 variants.append((f"{title}: {kname}", cmd + ["--mode", mode], env))
         # a process: start-up, the workers' first batches, cuDNN's autotuning, then the steps
-        est = a.reps * sum(13 if "ResNet-50" in n else 9 for n, _, _ in variants)
+        est = a.reps * sum(4 if "alone" in n else 13 if "ResNet-50" in n else 9 for n, _, _ in variants)
         print(f"DataLoader training, batch 256 of 224x224 float32 (147 MiB), {len(variants)} variants x "
               f"{a.reps} reps, about {est / 60:.1f} minutes:", flush=True)
         summaries = {}
@@ -331,8 +335,8 @@ def main():
             return f"{el:.2f}", f"{statistics.median(kept) / steps:.2f}" + (f" ({reasons})" if reasons else "")
 
         t0 = time.time()
-        r = interleave(variants, a.reps, r"([\d.]+) ms/iter, [\d.]+ images/s, final loss ([-\d.e+naif]+)", log,
-                       after)
+        r = interleave(variants, a.reps, r"([\d.]+) ms/iter, [\d.]+ images/s(?:, final loss ([-\d.e+naif]+))?",
+                       log, after)
         shutil.rmtree(tdir, ignore_errors=True)
         rows = []
         for title, _, _, target in configs:
@@ -347,8 +351,9 @@ def main():
                     goal = f">= {target:.2f}: " + ("ok" if pinned / v >= target else "BELOW")
                     print(f"  {title}: pinwheel (default) / pinned throughput {pinned / v:.3f} "
                           f"(target {target:.2f}), {el} syncs elided per step", flush=True)
+                loss = statistics.median(s[1] for s in r[n])
                 rows.append([title, kname, f"{v:.2f}", f"{naive / v:.3f} x", f"{pinned / v:.3f} x", el, kept,
-                             f"{statistics.median(s[1] for s in r[n]):.4f}", goal])
+                             "-" if loss != loss else f"{loss:.4f}", goal])
         table("Training from a DataLoader (samples/train_loader.py: batch 256 of 224x224 float32 made by worker "
               "processes, bf16 autocast, %d + %d steps a process), median of %d interleaved processes (%.1f "
               "minutes in all)" % (warm, iters, a.reps, (time.time() - t0) / 60),
