@@ -72,7 +72,7 @@ def run(cmd, env_extra, pattern, log):
     if p.returncode != 0 or not m:
         envs = " ".join(f"{k}={v}" for k, v in env_extra.items())
         raise SystemExit(f"benchmark run failed ({p.returncode}): {envs} {' '.join(cmd)}\n{out[-3000:]}")
-    return [float("nan") if g is None else float(g) for g in m.groups()], time.time() - t0
+    return [None if g is None else float(g) for g in m.groups()], time.time() - t0
 
 
 # --deadline: the time budget of this process, from its start (0: none); ARGS is the parsed command line
@@ -290,11 +290,21 @@ def main():
         if a.loader_quick:
             kinds = kinds[1:]
         variants = []
+
+        def vname(title, model, workers, kname):  # a bound depends on the workers or the model alone
+            if kname.startswith("the DataLoader alone"):
+                return f"{workers} workers: {kname}"
+            if kname.startswith("data already"):
+                return f"{model}: {kname}"
+            return f"{title}: {kname}"
+
         for title, model, workers, _ in configs:
             cmd = [py, "samples/train_loader.py", "--model", model, "--workers", str(workers),
                    "--iters", str(iters), "--warmup", str(warm), "--channels-last"]
             for kname, mode, env in kinds:
-                variants.append((f"{title}: {kname}", cmd + ["--mode", mode], env))
+                n = vname(title, model, workers, kname)
+                if all(n != v[0] for v in variants):
+                    variants.append((n, cmd + ["--mode", mode], env))
         # a process: start-up, the workers' first batches, cuDNN's autotuning, then the steps
         est = a.reps * sum(4 if "alone" in n else 13 if "ResNet-50" in n else 9 for n, _, _ in variants)
         print(f"DataLoader training, batch 256 of 224x224 float32 (147 MiB), {len(variants)} variants x "
@@ -339,11 +349,11 @@ def main():
                        log, after)
         shutil.rmtree(tdir, ignore_errors=True)
         rows = []
-        for title, _, _, target in configs:
+        for title, model, workers, target in configs:
             pinned = med(r[f"{title}: pinned (pin_memory=True, non_blocking)"])
             naive = med(r[f"{title}: naive"]) if f"{title}: naive" in r else float("nan")
             for kname, _, _ in kinds:
-                n = f"{title}: {kname}"
+                n = vname(title, model, workers, kname)
                 v = med(r[n])
                 el, kept = per_step(n)
                 goal = ""
@@ -351,9 +361,10 @@ def main():
                     goal = f">= {target:.2f}: " + ("ok" if pinned / v >= target else "BELOW")
                     print(f"  {title}: pinwheel (default) / pinned throughput {pinned / v:.3f} "
                           f"(target {target:.2f}), {el} syncs elided per step", flush=True)
-                loss = statistics.median(s[1] for s in r[n])
+                losses = [s[1] for s in r[n] if s[1] is not None]  # none: a variant that trains nothing
+                loss = f"{statistics.median(losses):.4f}" if losses else "-"
                 rows.append([title, kname, f"{v:.2f}", f"{naive / v:.3f} x", f"{pinned / v:.3f} x", el, kept,
-                             "-" if loss != loss else f"{loss:.4f}", goal])
+                             loss, goal])
         table("Training from a DataLoader (samples/train_loader.py: batch 256 of 224x224 float32 made by worker "
               "processes, bf16 autocast, %d + %d steps a process), median of %d interleaved processes (%.1f "
               "minutes in all)" % (warm, iters, a.reps, (time.time() - t0) / 60),

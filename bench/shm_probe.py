@@ -1,7 +1,9 @@
 """What a DataLoader batch in shared memory costs the process that receives it, step by step.
 
-A child process makes --mib MiB batches in shared memory (torch's share_memory_, as a DataLoader
-worker's collate does) and sends them through a torch.multiprocessing queue.  For each batch the
+A child process makes --mib MiB batches in shared memory (torch's share_memory_; a DataLoader
+worker's collate writes straight into new shared storage) and sends them through a
+torch.multiprocessing queue, one at a time: it makes the next only when the receiver has timed
+the last, so nothing else runs while the receiver is timed.  For each batch the
 receiver times: the first copy out of it into a buffer it has touched before (each source page
 faulted in, then copied), a second copy of the same batch (the pages mapped: the copy alone),
 and dropping the batch (munmap and, the last reference gone, freeing the shared pages).  With
@@ -22,8 +24,11 @@ import torch.multiprocessing as mp
 MADV_POPULATE_READ = 22
 
 
-def producer(q, done, n, mib):
+def producer(q, go, done, n, mib):
+    torch.set_num_threads(1)
     for i in range(n):
+        go.wait()  # the receiver is done timing the previous batch
+        go.clear()
         x = torch.empty(mib * 2**18, dtype=torch.float32)
         x.fill_(float(i))
         x.share_memory_()
@@ -51,13 +56,14 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     ctx = mp.get_context("fork")
-    q, done = ctx.Queue(2), ctx.Event()
-    p = ctx.Process(target=producer, args=(q, done, a.batches, a.mib))
+    q, go, done = ctx.Queue(2), ctx.Event(), ctx.Event()
+    p = ctx.Process(target=producer, args=(q, go, done, a.batches, a.mib))
     p.start()
     dst = torch.empty(a.mib * 2**18, dtype=torch.float32)
     dst.fill_(0)
     rows = {"plain": [], "populated": []}
     i = 0
+    go.set()
     while (x := q.get()) is not None:
         kind = "populated" if a.populate and i % 2 else "plain"
         t0 = time.perf_counter()
@@ -72,6 +78,7 @@ def main():
             raise SystemExit(f"shm_probe: batch {i} read {dst[-1].item()}")
         del x
         t4 = time.perf_counter()
+        go.set()
         if i >= 2:  # the first two warm up the allocator and the queue
             rows[kind].append(((t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t4 - t3) * 1e3))
         i += 1

@@ -75,9 +75,9 @@ def main():
 
     pinned = args.mode == "pinned"
     if args.mode == "gpu":
-        b = [data[i] for i in range(args.batch)]
-        xg = torch.stack([x for x, _ in b]).cuda().contiguous(memory_format=fmt)
-        yg = torch.tensor([y for _, y in b]).cuda()
+        samples = [data[i] for i in range(args.batch)]
+        xg = torch.stack([x for x, _ in samples]).cuda().contiguous(memory_format=fmt)
+        yg = torch.tensor([y for _, y in samples]).cuda()
         batches = ((xg, yg) for _ in range(steps))
     else:
         batches = iter(DataLoader(data, batch_size=args.batch, shuffle=False, drop_last=True,
@@ -85,6 +85,7 @@ def main():
                                   pin_memory=pinned))
     t0 = None
     loss = None
+    timed = 0  # steps after the warm-up
     tw = tc_ = ts = tf = 0.0  # the main thread's time: waiting, copying, launching, freeing
     clock = time.perf_counter
     for i in range(steps):
@@ -99,6 +100,7 @@ def main():
         except StopIteration:
             break
         b = clock()
+        timed += i >= args.warmup
         if args.mode == "loader":
             del xc, yc
             tw, tf = tw + b - a, tf + clock() - b
@@ -114,14 +116,15 @@ def main():
         tw, tc_, ts, tf = tw + b - a, tc_ + c - b, ts + d - c, tf + clock() - d
     if args.mode != "loader":
         torch.cuda.synchronize()
-    if t0 is None:
+    if t0 is None or not timed:
         raise SystemExit("train_loader: fewer batches than --warmup")
-    ms = (clock() - t0) * 1e3 / args.iters
+    ms = (clock() - t0) * 1e3 / timed
     final = "" if loss is None else f", final loss {loss.float().item():.4f}"
-    print(f"train_loader({args.model}, {args.mode}, {args.workers} workers): batch {args.batch}: "
+    source = "no DataLoader" if args.mode == "gpu" else f"{args.workers} workers"
+    print(f"train_loader({args.model}, {args.mode}, {source}): batch {args.batch}: "
           f"{ms:.2f} ms/iter, {args.batch * 1e3 / ms:.1f} images/s{final}", flush=True)
     if args.breakdown:
-        n = args.iters / 1e3
+        n = timed / 1e3
         print(f"train_loader: main thread ms/step: waiting for the batch {tw / n:.2f}, copies {tc_ / n:.2f}, "
               f"launching the step {ts / n:.2f}, dropping the CPU batch {tf / n:.2f}", flush=True)
 

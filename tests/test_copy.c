@@ -251,10 +251,12 @@ static void test_keep_awake_window(void **state) {
 static int worker_slept(int window, unsigned char *dst, const unsigned char *src, size_t n) {
   uint64_t t0 = pw_now_ns();
   if (window) pw_pool_keep_awake(2000000);
+  unsigned long asked = pw_pool_awake_asked(NULL);
   pw_batch b;
   pw_batch_begin(&b, 3, 0);
   pw_batch_wait(&b, pw_batch_push(&b, dst, src, n, 0));
   pw_batch_end(&b);
+  assert_int_equal(pw_pool_awake_asked(NULL), asked); /* a plain batch asks for no window */
   unsigned long s0 = pw_pool_sleeps();
   uint64_t t1 = pw_now_ns();
   struct timespec us50 = {0, 50000};

@@ -5,7 +5,7 @@
 #   OUT=out ONLY='^torture_|^torch_' BENCH='copybound copy' REPS=3 bash tests/gpu/device_run.sh
 #   SUITE_S  seconds for the tests (default 300; all 72 took 543 s on the single-GPU H200 machine,
 #            so a 10-minute call holds them with the build and little else); BENCH_S seconds for
-#            each benchmark class (300; 480 for loader, the DataLoader training class of about 6
+#            each benchmark class (300; 560 for loader, the DataLoader training class of about 8
 #            minutes: run it alone, ONLY=none BENCH=loader, to fit a 10-minute call)
 #   BENCH_ARGS  more arguments of bench.py (e.g. --collector-quick); each class is given
 #            --deadline (its box less 20 s): it stops after the last whole round that fits,
@@ -70,7 +70,7 @@ fi
 for b in ${BENCH:-}; do
   t1=$SECONDS
   box=${BENCH_S:-300}
-  [ "$b" = loader ] && box=${BENCH_S:-480}
+  [ "$b" = loader ] && box=${BENCH_S:-560}
   PYTHONUNBUFFERED=1 timeout "$box" python3 bench/bench.py --build build-dev \
     --reps "${REPS:-3}" --deadline "$((box > 60 ? box - 20 : box))" --only "$b" ${BENCH_ARGS:-} --log "$OUT/gpu/bench_$b.log" --md "$OUT/bench_$b.md" \
     >"$OUT/gpu/bench_$b.out" 2>&1
