@@ -289,21 +289,21 @@ def main():
                  ("data already on the GPU (no DataLoader)", "gpu", {})]
         if a.loader_quick:
             kinds = kinds[1:]
-        variants = []
+        # a bound depends on the workers alone (loader) or the model alone (gpu): run once for each
+        scope = {"loader": lambda title, model, workers: f"{workers} workers",
+                 "gpu": lambda title, model, workers: model}
 
-        def vname(title, model, workers, kname):  # a bound depends on the workers or the model alone
-            if kname.startswith("the DataLoader alone"):
-                return f"{workers} workers: {kname}"
-            if kname.startswith("data already"):
-                return f"{model}: {kname}"
-            return f"{title}: {kname}"
+        def vname(title, model, workers, kname, mode):
+            return f"{scope.get(mode, lambda *c: c[0])(title, model, workers)}: {kname}"
 
+        variants, named = [], set()
         for title, model, workers, _ in configs:
             cmd = [py, "samples/train_loader.py", "--model", model, "--workers", str(workers),
                    "--iters", str(iters), "--warmup", str(warm), "--channels-last"]
             for kname, mode, env in kinds:
-                n = vname(title, model, workers, kname)
-                if all(n != v[0] for v in variants):
+                n = vname(title, model, workers, kname, mode)
+                if n not in named:
+                    named.add(n)
                     variants.append((n, cmd + ["--mode", mode], env))
         # a process: start-up, the workers' first batches, cuDNN's autotuning, then the steps
         est = a.reps * sum(4 if "alone" in n else 13 if "ResNet-50" in n else 9 for n, _, _ in variants)
@@ -352,8 +352,8 @@ def main():
         for title, model, workers, target in configs:
             pinned = med(r[f"{title}: pinned (pin_memory=True, non_blocking)"])
             naive = med(r[f"{title}: naive"]) if f"{title}: naive" in r else float("nan")
-            for kname, _, _ in kinds:
-                n = vname(title, model, workers, kname)
+            for kname, mode, _ in kinds:
+                n = vname(title, model, workers, kname, mode)
                 v = med(r[n])
                 el, kept = per_step(n)
                 goal = ""
