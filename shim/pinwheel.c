@@ -21,6 +21,7 @@
 #include "numa.h"
 #include "real.h"
 #include "trace.h"
+#include "unmap.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -59,6 +60,7 @@ static void child_after_fork(void) {
   pw_drv_fork_child();
   pw_pinned_after_fork_child();
   pw_pool_after_fork_child();
+  pw_unmap_after_fork_child();
   pw_numa_after_fork_child();
   pw_fa_after_fork_child();
   pw_engine_after_fork_child(pw_eng);
@@ -105,6 +107,7 @@ static void init_once(void) {
     if (pw_eng)
       pw_fa_configure((size_t)pw_option_get(PW_OPT_FILL_AHEAD), cfg.chunk, (int)threads,
                       &guard_ops);
+    if (pw_eng) pw_unmap_start(); /* a DataLoader's batches dropped off the training thread */
     if (!pw_eng) {
       pw_log(PW_LOG_ERROR, "cannot allocate the staging engine; observing only");
       pw_mode = PW_MODE_OBSERVE;

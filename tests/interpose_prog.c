@@ -11,6 +11,8 @@
  *   PINWHEEL_FILL_AHEAD, something that may change the buffer between fill and copy in some.
  *   capture: an H2D copy on a capturing stream (must reach CUDA unchanged).
  *   managedvar: a __managed__ variable registered, then a staged copy and its sync.
+ *   shmunmap: 32 MiB memfd mappings unmapped before CUDA is used, after, and after a copy of one:
+ *   each range unmapped at return, the file's bytes kept.
  *   nodriver: a cudaMalloc that fails where CUDA is unusable (FAKE_NO_DRIVER), then exit 1.
  *   fork: calls, fork, calls in the child, wait.
  *   none: no CUDA call at all.
@@ -35,6 +37,7 @@
 #include <cupti.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <sched.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -404,6 +407,48 @@ static int mode_managedvar(void) {
   copy_and_sync(dev, src, n, s);
   free(src);
   printf("managedvar done\n");
+  return failures != 0;
+}
+
+/* A shared mapping of a new 32 MiB memfd, every page written (its index), or NULL. */
+static char *shm_batch(int *fd) {
+  size_t n = 32 << 20;
+  *fd = memfd_create("pw-interpose-batch", MFD_CLOEXEC);
+  if (*fd < 0 || ftruncate(*fd, (off_t)n)) return NULL;
+  char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  if (p == MAP_FAILED) return NULL;
+  for (size_t i = 0; i < n; i += 4096)
+    p[i] = (char)(i >> 12);
+  return p;
+}
+
+/* munmap of a batch: 0 and the range unmapped at return (msync: ENOMEM), the file intact. */
+static void unmap_batch(char *p, int fd) {
+  size_t n = 32 << 20;
+  char b = 0;
+  CHECK(munmap(p, n) == 0);
+  CHECK(msync(p, 4096, MS_ASYNC) == -1 && errno == ENOMEM); /* nothing maps the range */
+  CHECK(pread(fd, &b, 1, 77 << 12) == 1 && b == 77);        /* the file kept its bytes */
+  close(fd);
+}
+
+static int mode_shmunmap(void) {
+  int fd;
+  char *p = shm_batch(&fd); /* before CUDA: pinwheel does nothing yet */
+  if (!p) return 2;
+  unmap_batch(p, fd);
+  char *dev, *priv = calloc(1, 1 << 20);
+  cudaMalloc((void **)&dev, 32 << 20);
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  copy_and_sync(dev, priv, 1 << 20, s); /* CUDA in use */
+  free(priv);
+  if (!(p = shm_batch(&fd))) return 2;
+  unmap_batch(p, fd);
+  if (!(p = shm_batch(&fd))) return 2;
+  copy_and_sync(dev, p, 32 << 20, s); /* staged: shared memory is copied in before the return */
+  unmap_batch(p, fd);
+  printf("shmunmap done\n");
   return failures != 0;
 }
 
@@ -1025,6 +1070,7 @@ int main(int argc, char **argv) {
     return mode_elide_pool_ipc(getenv("POOL_IPC"));
   if (!strcmp(m, "nodriver")) return mode_nodriver();
   if (!strcmp(m, "managedvar")) return mode_managedvar();
+  if (!strcmp(m, "shmunmap")) return mode_shmunmap();
   if (!strcmp(m, "nvtx")) return mode_nvtx();
   if (!strcmp(m, "reopen2") && argc > 2) return mode_reopen2(argv[2]);
   if (!strcmp(m, "exec-traced")) return mode_exec_traced(argv[0]);

@@ -1036,6 +1036,15 @@ static void test_stage_sync_elision(void **state) {
   assert_int_equal(jget(v, "staging", "sync_elided", NULL), 0);
   assert_int_equal(jget(v, "sync_kept", "mapped", NULL), 1);
   yajl_tree_free(v);
+  /* a shared-memory batch's unmap: moved off the thread once CUDA is in use (not before), the
+   * program's range unmapped at return either way (the program checks) */
+  v = run_stage("shmunmap", NULL, 0);
+  assert_int_equal(jget(v, "staging", "shm_unmaps_deferred", NULL), 2);
+  yajl_tree_free(v);
+  const char *observe[] = {"PINWHEEL_MODE=observe", NULL};
+  v = run_stage("shmunmap", observe, 0);
+  assert_int_equal(jget(v, "staging", "shm_unmaps_deferred", NULL), 0);
+  yajl_tree_free(v);
   /* copies into symbols and arrays, graphics unmaps, semaphore signals are fenced; a signal keeps
    * its stream's sync real, as does a wait for an event that got a destroyed event's handle; a
    * pool on the host is memory kernels write and the host reads */

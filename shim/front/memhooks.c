@@ -4,7 +4,8 @@
  * SHM_REMAP.  Each waits until no guarded range (guard.c) overlaps what it touches, then calls the
  * real function; write-protection alone cannot stop these, since they replace pages instead of
  * writing them.  free is hooked because glibc unmaps a large block with an internal munmap that
- * no interposer sees.
+ * no interposer sees.  munmap of a whole shared-memory mapping of 16 MiB or more (a
+ * DataLoader's batch) first asks unmap.c to move it away and unmap it on pinwheel's thread.
  *
  * Owns: the exported memory functions above.
  * Must never: change a call's arguments, result or errno; allocate; take a lock.
@@ -31,6 +32,7 @@
 #define _GNU_SOURCE
 #include "guard.h"
 #include "guard_hooks.h"
+#include "unmap.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -317,6 +319,10 @@ EXPORT void *reallocarray(void *p, size_t m, size_t n) {
 
 EXPORT int munmap(void *a, size_t n) {
   if (guarding()) pw_guard_hook_wait(a, n);
+  if (n >= PW_UNMAP_MIN && pw_unmap_defer(a, n)) { /* moved away: unmapped off this thread */
+    pw_guard_maps_changed();
+    return 0;
+  }
   REAL(munmap_fn, real_munmap, "munmap")
   int r = f_ ? f_(a, n) : (int)syscall(SYS_munmap, a, n);
   pw_guard_maps_changed();

@@ -1,0 +1,35 @@
+/* unmap.h — a large shared-memory mapping released off the calling thread.
+ *
+ * A DataLoader's batch reaches the main process as a mapping of a shared-memory file; dropping it
+ * unmaps every page the copy faulted in and frees the file's pages (about 15 ms for 147 MiB,
+ * docs/RESULTS.md), on the thread that runs the training loop.  munmap (front/memhooks.c) asks
+ * pw_unmap_defer first: the mapping is moved out of the program's range at once (mremap), so the
+ * range is unmapped when munmap returns, as the program expects, and a thread of pinwheel's unmaps
+ * the moved mapping.  Only the memory is freed later, by at most UNMAP_QUEUE mappings.
+ * Must never: take a lock or allocate in pw_unmap_defer (munmap may run in a signal handler);
+ * move anything but a whole shared mapping of a /dev/shm file or a memfd; change munmap's result.
+ */
+#ifndef PW_UNMAP_H
+#define PW_UNMAP_H
+
+#include <stddef.h>
+
+/* Start the releasing thread (stage mode, at the first CUDA call).  Until then, and in a forked
+ * child until it starts its own, pw_unmap_defer declines everything. */
+void pw_unmap_start(void);
+
+/* munmap(a, n) of the program: 1 when [a, a+n) was one whole shared-memory mapping (at least
+ * PW_UNMAP_MIN bytes) and is now unmapped, its pages queued for the releasing thread; 0 when the
+ * caller must unmap it itself.  errno is left as it was. */
+int pw_unmap_defer(void *a, size_t n);
+#define PW_UNMAP_MIN ((size_t)16 << 20)
+
+/* In a forked child: the mappings still queued (copies of the parent's) are unmapped here, and
+ * nothing more is deferred (the thread did not follow the fork). */
+void pw_unmap_after_fork_child(void);
+
+/* Tests: wait until nothing is queued; hold or let go the releasing thread. */
+void pw_unmap_drain(void);
+void pw_unmap_test_hold(int hold);
+
+#endif
