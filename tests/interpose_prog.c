@@ -11,8 +11,8 @@
  *   PINWHEEL_FILL_AHEAD, something that may change the buffer between fill and copy in some.
  *   capture: an H2D copy on a capturing stream (must reach CUDA unchanged).
  *   managedvar: a __managed__ variable registered, then a staged copy and its sync.
- *   shmunmap: 32 MiB memfd mappings unmapped before CUDA is used, after, and after a copy of one:
- *   each range unmapped at return, the file's bytes kept.
+ *   shmunmap: 32 MiB mappings of /dev/shm files unmapped before CUDA is used, after, and after a
+ *   copy of one: each range unmapped at return, the file's bytes kept.
  *   nodriver: a cudaMalloc that fails where CUDA is unusable (FAKE_NO_DRIVER), then exit 1.
  *   fork: calls, fork, calls in the child, wait.
  *   none: no CUDA call at all.
@@ -410,11 +410,16 @@ static int mode_managedvar(void) {
   return failures != 0;
 }
 
-/* A shared mapping of a new 32 MiB memfd, every page written (its index), or NULL. */
+/* A shared mapping of a new 32 MiB /dev/shm file (unlinked, as PyTorch's), every page written
+ * (its index), or NULL. */
 static char *shm_batch(int *fd) {
   size_t n = 32 << 20;
-  *fd = memfd_create("pw-interpose-batch", MFD_CLOEXEC);
-  if (*fd < 0 || ftruncate(*fd, (off_t)n)) return NULL;
+  char path[64];
+  snprintf(path, sizeof path, "/pw-interpose-%d", (int)getpid());
+  *fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (*fd < 0) return NULL;
+  shm_unlink(path);
+  if (ftruncate(*fd, (off_t)n)) return NULL;
   char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
   if (p == MAP_FAILED) return NULL;
   for (size_t i = 0; i < n; i += 4096)

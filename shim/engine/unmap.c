@@ -2,17 +2,21 @@
  *
  * Owns: the queue of moved mappings and the thread that unmaps them.
  * Must never: take a lock or allocate in pw_unmap_defer; call the program's (hooked) mmap family;
- * leave the program's range mapped when it reports 1.
+ * leave the program's range mapped when it reports 1; unmap a range it does not own.
  */
 
 /* pw_unmap_defer: PROCMAP_QUERY (Linux 6.11+; older kernels: nothing is deferred) tells whether
- * [a, a+n) is exactly one shared mapping of a /dev/shm file or a memfd.  A slot of the queue is
- * claimed (CAS), a PROT_NONE range of n + 2 MiB reserved, and the mapping moved into it with
- * mremap(MREMAP_FIXED) at the same offset modulo 2 MiB (whole page tables move, not each entry);
- * the reservation's ends are unmapped and the slot published.  A failure anywhere gives the slot
- * back and the caller unmaps as usual.  The thread sleeps on a futex word and unmaps what is
- * published.  At most UNMAP_QUEUE mappings, of at most UNMAP_BYTES in all, wait at once: beyond
- * that munmap frees on the calling thread, as without pinwheel. */
+ * [a, a+n) is exactly one shared mapping of a file of the /dev/shm file system (its device, and a
+ * name under /dev/shm/: POSIX shared memory, what PyTorch's DataLoader uses; not memfds, whose
+ * seals a mapping left alive would refuse).  A slot of the queue is claimed (CAS), a PROT_NONE
+ * range of n + 2 MiB reserved, and the mapping moved into it with mremap(MREMAP_FIXED) at the same
+ * offset modulo 2 MiB (whole page tables move, not each entry); the reservation's ends are
+ * unmapped and the slot published.  A failure gives the slot back and the caller unmaps as usual.
+ * The thread sleeps on a futex word and unmaps what is published (READY -> RELEASING -> FREE).
+ * At most UNMAP_QUEUE mappings wait at once, and only while /dev/shm keeps four times what waits
+ * free: a held batch must not make another process's allocation of shared memory fail.  What the
+ * program can see: the file's pages are freed (and the memory cgroup uncharged) up to one unmap
+ * later; a userfaultfd monitor of the range sees a remap, not an unmap. */
 #define _GNU_SOURCE
 #include "unmap.h"
 
@@ -28,11 +32,13 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #define UNMAP_QUEUE 4
-#define UNMAP_BYTES ((size_t)2 << 30)
 #define ALIGN ((uintptr_t)2 << 20)
 
 struct pw_procmap_q { /* PROCMAP_QUERY's argument (linux/fs.h, Linux 6.11) */
@@ -44,7 +50,7 @@ struct pw_procmap_q { /* PROCMAP_QUERY's argument (linux/fs.h, Linux 6.11) */
 #define PROCMAP_QUERY_IOC _IOWR('f', 17, struct pw_procmap_q)
 #define PROCMAP_SHARED 0x08
 
-enum { FREE, CLAIMED, READY };
+enum { FREE, CLAIMED, READY, RELEASING };
 static struct {
   _Atomic int state;
   void *at;
@@ -52,30 +58,28 @@ static struct {
 } q[UNMAP_QUEUE];
 static _Atomic size_t queued_bytes;
 static _Atomic int started, hold, unsupported; /* started: 1 running, 2 starting */
-static size_t page = 4096;
+static size_t page = 4096;                     /* set before started is 1 (release) */
+static unsigned shm_major, shm_minor;          /* /dev/shm's device */
 static _Atomic uint32_t wake; /* futex word: bumped when a slot is published or hold changes */
 
 static long sys_futex(_Atomic uint32_t *w, int op, uint32_t v) {
   return syscall(SYS_futex, (uint32_t *)w, op, v, NULL, NULL, 0);
 }
 
-static void *raw_mmap(size_t n) {
-  return (void *)syscall(SYS_mmap, NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                         -1, 0);
+static void *raw_mmap(void *at, size_t n, int fixed) {
+  return (void *)syscall(
+      SYS_mmap, at, n, PROT_NONE,
+      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (fixed ? MAP_FIXED_NOREPLACE : 0), -1, 0);
 }
 static void raw_munmap(void *a, size_t n) {
   if (n) syscall(SYS_munmap, a, n);
 }
 
-static int shm_name(const char *s) {
-  return !strncmp(s, "/dev/shm/", 9) || !strncmp(s, "/memfd:", 7);
-}
-
-/* [a, a+n) is exactly one shared mapping of a shared-memory file. */
+/* [a, a+n) is exactly one shared mapping of a file on /dev/shm. */
 static int whole_shm_mapping(uintptr_t a, size_t n) {
   int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
-  char name[256];
+  char name[288]; /* a 255-byte name, "/dev/shm/" and " (deleted)" */
   struct pw_procmap_q m = {.size = sizeof m,
                            .query_addr = a,
                            .vma_name_size = sizeof name,
@@ -89,38 +93,46 @@ static int whole_shm_mapping(uintptr_t a, size_t n) {
   if (m.vma_name_size == 0) return 0;
   name[sizeof name - 1] = 0;
   return m.vma_start == a && m.vma_end == a + n && (m.vma_flags & PROCMAP_SHARED) &&
-         m.dev_major == 0 && shm_name(name);
+         m.dev_major == shm_major && m.dev_minor == shm_minor && !strncmp(name, "/dev/shm/", 9);
 }
 
-static void release(int i) {
-  raw_munmap(q[i].at, q[i].len);
-  atomic_fetch_sub(&queued_bytes, q[i].len);
-  atomic_store_explicit(&q[i].state, FREE, memory_order_release);
+/* /dev/shm keeps at least four times what would wait, with n more, free. */
+static int room_for(size_t n) {
+  struct statfs f;
+  if (syscall(SYS_statfs, "/dev/shm", &f)) return 0;
+  return (uint64_t)f.f_bavail * (uint64_t)f.f_bsize >= 4 * (uint64_t)n;
 }
 
 int pw_unmap_defer(void *addr, size_t len) {
-  uintptr_t a = (uintptr_t)addr;
-  size_t n = (len + page - 1) & ~(page - 1);
-  if (len < PW_UNMAP_MIN || (a & (page - 1)) ||
-      atomic_load_explicit(&started, memory_order_relaxed) != 1 ||
+  if (len < PW_UNMAP_MIN || atomic_load_explicit(&started, memory_order_acquire) != 1 ||
       atomic_load_explicit(&unsupported, memory_order_relaxed))
     return 0;
+  uintptr_t a = (uintptr_t)addr;
+  size_t n = (len + page - 1) & ~(page - 1);
+  if (a & (page - 1)) return 0;
   int saved = errno, slot = -1;
   for (int i = 0; i < UNMAP_QUEUE && slot < 0; i++) {
     int want = FREE;
     if (atomic_compare_exchange_strong(&q[i].state, &want, CLAIMED)) slot = i;
   }
   if (slot < 0) goto out;
-  if (atomic_fetch_add(&queued_bytes, n) + n > UNMAP_BYTES || !whole_shm_mapping(a, n)) goto give;
-  char *base = raw_mmap(n + ALIGN);
+  size_t waiting = atomic_fetch_add(&queued_bytes, n) + n;
+  if (!whole_shm_mapping(a, n) || !room_for(waiting)) goto give;
+  char *base = raw_mmap(NULL, n + ALIGN, 0);
   if (base == MAP_FAILED) goto give;
   char *to = base + (((a & (ALIGN - 1)) - ((uintptr_t)base & (ALIGN - 1))) & (ALIGN - 1));
-  if ((void *)syscall(SYS_mremap, addr, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, to) != to) {
-    raw_munmap(base, n + ALIGN);
-    goto give;
-  }
   raw_munmap(base, (size_t)(to - base));
   raw_munmap(to + n, (size_t)(base + n + ALIGN - (to + n)));
+  if ((void *)syscall(SYS_mremap, addr, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, to) != to) {
+    /* The kernel may have unmapped [to, to+n) before failing, and another thread may map there
+     * since: only a range this thread maps again is known to be its own. */
+    char *r = raw_mmap(to, n, 1);
+    if (r == to)
+      raw_munmap(to, n);
+    else if (r != MAP_FAILED)
+      raw_munmap(r, n); /* a kernel that ignored the flag: not at `to` */
+    goto give;          /* EEXIST: still the reservation or another's; left (address space only) */
+  }
   q[slot].at = to;
   q[slot].len = n;
   atomic_store_explicit(&q[slot].state, READY, memory_order_release);
@@ -137,17 +149,24 @@ out:
   return 0;
 }
 
+static void release(int i) {
+  raw_munmap(q[i].at, q[i].len);
+  atomic_fetch_sub(&queued_bytes, q[i].len);
+  atomic_store_explicit(&q[i].state, FREE, memory_order_release);
+}
+
 static void *reaper(void *arg) {
   (void)arg;
   for (;;) {
     uint32_t w = atomic_load(&wake);
     int did = 0;
-    if (!atomic_load(&hold))
-      for (int i = 0; i < UNMAP_QUEUE; i++)
-        if (atomic_load_explicit(&q[i].state, memory_order_acquire) == READY) {
-          release(i);
-          did = 1;
-        }
+    for (int i = 0; i < UNMAP_QUEUE && !atomic_load(&hold); i++) {
+      int want = READY;
+      if (atomic_compare_exchange_strong(&q[i].state, &want, RELEASING)) {
+        release(i);
+        did = 1;
+      }
+    }
     if (!did) sys_futex(&wake, FUTEX_WAIT_PRIVATE, w);
   }
   return NULL;
@@ -158,6 +177,12 @@ void pw_unmap_start(void) {
   if (!atomic_compare_exchange_strong(&started, &no, 2)) return;
   long ps = sysconf(_SC_PAGESIZE);
   if (ps > 0) page = (size_t)ps;
+  struct stat st;
+  if (stat("/dev/shm", &st)) { /* no /dev/shm: nothing to defer */
+    atomic_store(&started, 0);
+    return;
+  }
+  shm_major = major(st.st_dev), shm_minor = minor(st.st_dev);
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes none of the program's signals */
@@ -168,19 +193,25 @@ void pw_unmap_start(void) {
   pthread_attr_destroy(&at);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (ok) pthread_setname_np(t, "pw-unmap");
-  atomic_store(&started, ok);
+  atomic_store_explicit(&started, ok, memory_order_release);
 }
 
+/* A READY slot's mapping is the child's copy: unmapped.  A RELEASING one was being unmapped by the
+ * parent's thread; the child unmaps it only if the same shared mapping is still there.  A CLAIMED
+ * one (another thread was moving a mapping) is left: its mapping stays for the child's life. */
 void pw_unmap_after_fork_child(void) {
   atomic_store(&started, 0);
   atomic_store(&hold, 0);
   for (int i = 0; i < UNMAP_QUEUE; i++) {
-    if (atomic_load(&q[i].state) == READY) release(i);
-    atomic_store(&q[i].state, FREE); /* one another thread was moving: left mapped in the child */
+    int s = atomic_load(&q[i].state);
+    if (s == READY || (s == RELEASING && whole_shm_mapping((uintptr_t)q[i].at, q[i].len)))
+      raw_munmap(q[i].at, q[i].len);
+    atomic_store(&q[i].state, FREE);
   }
   atomic_store(&queued_bytes, 0);
 }
 
+#ifdef PW_TESTING
 void pw_unmap_drain(void) {
   if (atomic_load(&started) != 1) return;
   for (;;) {
@@ -197,3 +228,4 @@ void pw_unmap_test_hold(int h) {
   atomic_fetch_add(&wake, 1);
   sys_futex(&wake, FUTEX_WAKE_PRIVATE, 1);
 }
+#endif

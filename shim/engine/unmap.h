@@ -7,7 +7,7 @@
  * range is unmapped when munmap returns, as the program expects, and a thread of pinwheel's unmaps
  * the moved mapping.  Only the memory is freed later, by at most UNMAP_QUEUE mappings.
  * Must never: take a lock or allocate in pw_unmap_defer (munmap may run in a signal handler);
- * move anything but a whole shared mapping of a /dev/shm file or a memfd; change munmap's result.
+ * move anything but a whole shared mapping of a /dev/shm file; change munmap's result or errno.
  */
 #ifndef PW_UNMAP_H
 #define PW_UNMAP_H
@@ -28,8 +28,10 @@ int pw_unmap_defer(void *a, size_t n);
  * nothing more is deferred (the thread did not follow the fork). */
 void pw_unmap_after_fork_child(void);
 
+#ifdef PW_TESTING
 /* Tests: wait until nothing is queued; hold or let go the releasing thread. */
 void pw_unmap_drain(void);
 void pw_unmap_test_hold(int hold);
+#endif
 
 #endif
