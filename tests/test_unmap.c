@@ -202,6 +202,34 @@ static void test_queue_full(void **state) {
     close(fd[i]);
 }
 
+/* /dev/shm must keep four times what waits, the new mapping included, free: a held batch must not
+ * make another process's shared-memory allocation fail. */
+static void test_room_in_dev_shm(void **state) {
+  (void)state;
+  if (!have) skip();
+  int fd[3];
+  char *p[3];
+  for (int i = 0; i < 3; i++)
+    p[i] = shm_map("room", 16 * MIB, &fd[i]);
+  pw_unmap_test_hold(1);
+  pw_unmap_test_free(4 * 16 * MIB - 1); /* short of 4 x 16 MiB by a byte */
+  declined(p[0], 16 * MIB);
+  pw_unmap_test_free(4 * 16 * MIB);
+  assert_int_equal(pw_unmap_defer(p[0], 16 * MIB), 1);
+  declined(p[1], 16 * MIB); /* 16 MiB waits: a second needs 4 x 32 MiB */
+  pw_unmap_test_free(4 * 32 * MIB);
+  assert_int_equal(pw_unmap_defer(p[1], 16 * MIB), 1);
+  pw_unmap_test_hold(0);
+  pw_unmap_drain();
+  pw_unmap_test_free(4 * 16 * MIB); /* nothing waits any more: room for one again */
+  assert_int_equal(pw_unmap_defer(p[2], 16 * MIB), 1);
+  pw_unmap_drain();
+  pw_unmap_test_free(0);
+  assert_int_equal(maps_with("-room"), 0);
+  for (int i = 0; i < 3; i++)
+    close(fd[i]);
+}
+
 static void test_fork_child_unmaps_queued(void **state) {
   (void)state;
   if (!have) skip();
@@ -234,6 +262,7 @@ int main(void) {
       cmocka_unit_test(test_shared_mapping_moved_and_unmapped),
       cmocka_unit_test(test_declined),
       cmocka_unit_test(test_queue_full),
+      cmocka_unit_test(test_room_in_dev_shm),
       cmocka_unit_test(test_fork_child_unmaps_queued),
   };
   return cmocka_run_group_tests(tests, setup, NULL);

@@ -96,11 +96,19 @@ static int whole_shm_mapping(uintptr_t a, size_t n) {
          m.dev_major == shm_major && m.dev_minor == shm_minor && !strncmp(name, "/dev/shm/", 9);
 }
 
+#ifdef PW_TESTING
+static _Atomic uint64_t test_free; /* pw_unmap_test_free: /dev/shm's free bytes, 0 = the real */
+#endif
+
 /* /dev/shm keeps at least four times what would wait, with n more, free. */
 static int room_for(size_t n) {
   struct statfs f;
   if (syscall(SYS_statfs, "/dev/shm", &f)) return 0;
-  return (uint64_t)f.f_bavail * (uint64_t)f.f_bsize >= 4 * (uint64_t)n;
+  uint64_t free_bytes = (uint64_t)f.f_bavail * (uint64_t)f.f_bsize;
+#ifdef PW_TESTING
+  if (atomic_load(&test_free)) free_bytes = atomic_load(&test_free);
+#endif
+  return free_bytes >= 4 * (uint64_t)n;
 }
 
 int pw_unmap_defer(void *addr, size_t len) {
@@ -221,6 +229,10 @@ void pw_unmap_drain(void) {
     if (!busy) return;
     usleep(1000);
   }
+}
+
+void pw_unmap_test_free(uint64_t bytes) {
+  atomic_store(&test_free, bytes);
 }
 
 void pw_unmap_test_hold(int h) {

@@ -13,6 +13,7 @@
 #define PW_UNMAP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Start the releasing thread (stage mode, at the first CUDA call).  Until then, and in a forked
  * child until it starts its own, pw_unmap_defer declines everything. */
@@ -29,9 +30,11 @@ int pw_unmap_defer(void *a, size_t n);
 void pw_unmap_after_fork_child(void);
 
 #ifdef PW_TESTING
-/* Tests: wait until nothing is queued; hold or let go the releasing thread. */
+/* Tests: wait until nothing is queued; hold or let go the releasing thread; take /dev/shm's free
+ * bytes to be `bytes` (0: what statfs says). */
 void pw_unmap_drain(void);
 void pw_unmap_test_hold(int hold);
+void pw_unmap_test_free(uint64_t bytes);
 #endif
 
 #endif
