@@ -1,9 +1,10 @@
 /* test_unmap.c — a shared-memory mapping's unmap moved off the calling thread
  * (shim/engine/unmap.c): the program's range is unmapped when the call returns, the bytes were the
  * file's until then, the moved mapping is gone once the thread ran; what is not one whole mapping
- * of a /dev/shm file, or finds the queue full, is left to the caller with errno untouched; a forked
- * child unmaps what is still queued.  Skipped where the kernel lacks PROCMAP_QUERY or /dev/shm
- * lacks room. */
+ * of a /dev/shm file, finds the queue full or /dev/shm short of 4 x what waits, is left to the
+ * caller with errno untouched; a forked child unmaps what is still queued, but not another batch
+ * placed where a slot being released was; a failed move ends deferral.  Skipped where the kernel
+ * lacks PROCMAP_QUERY or /dev/shm lacks room. */
 #define _GNU_SOURCE
 #include "pw.h"
 #include "unmap.h"
@@ -257,6 +258,82 @@ static void test_fork_child_unmaps_queued(void **state) {
   close(fd);
 }
 
+/* A fork while the thread was unmapping a slot (RELEASING): the child unmaps its copy of the
+ * mapping if it is still there, but not another batch the kernel placed where the slot's was. */
+static int child_after_fork(const char *name, int expect_mapped) {
+  pid_t c = fork();
+  if (c == 0) {
+    pw_unmap_after_fork_child();
+    _exit(maps_with(name) == expect_mapped ? 0 : 1);
+  }
+  int st;
+  return c > 0 && waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static void test_fork_while_releasing(void **state) {
+  (void)state;
+  if (!have) skip();
+  int fd, fd2;
+  size_t n = 16 * MIB;
+  pw_unmap_test_hold(1);
+  /* the thread took the slot and had not unmapped it yet: the child's copy is unmapped */
+  char *p = shm_map("rel-same", n, &fd);
+  assert_int_equal(pw_unmap_defer(p, n), 1);
+  char *at = pw_unmap_test_begin_release(0);
+  assert_non_null(at);
+  assert_true(child_after_fork("-rel-same", 0));
+  assert_int_equal(maps_with("-rel-same"), 1); /* the parent's is the parent's */
+  munmap(at, n);
+  pw_unmap_test_end_release();
+  close(fd);
+  /* the thread had unmapped it, and another batch of the same size took its place */
+  p = shm_map("rel-gone", n, &fd);
+  assert_int_equal(pw_unmap_defer(p, n), 1);
+  at = pw_unmap_test_begin_release(1);
+  assert_non_null(at);
+  assert_int_equal(maps_with("-rel-gone"), 0);
+  char path[128];
+  snprintf(path, sizeof path, "/pwtest-%d-rel-other", (int)getpid());
+  fd2 = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  assert_true(fd2 >= 0);
+  shm_unlink(path);
+  assert_int_equal(ftruncate(fd2, (off_t)n), 0);
+  char *other = mmap(at, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd2, 0);
+  assert_ptr_equal(other, at);
+  assert_true(child_after_fork("-rel-other", 1)); /* the child keeps the other batch */
+  pw_unmap_test_end_release();
+  pw_unmap_test_hold(0);
+  munmap(other, n);
+  close(fd);
+  close(fd2);
+}
+
+/* A move that fails (a sealed mapping: munmap and mremap both refuse it) leaves the program's
+ * munmap its own answer and stops deferral for the process (run last). */
+static void test_failed_move_stops_deferral(void **state) {
+  (void)state;
+  if (!have) skip();
+  int fd;
+  size_t n = 16 * MIB;
+  char *p = shm_map("sealed", n, &fd);
+  if (syscall(462 /* mseal, Linux 6.10 */, p, n, 0UL)) {
+    munmap(p, n);
+    close(fd);
+    skip();
+  }
+  errno = 77;
+  assert_int_equal(pw_unmap_defer(p, n), 0);
+  assert_int_equal(errno, 77);
+  assert_true(mapped(p));
+  assert_int_equal(pw_unmap_test_stopped(), 1);
+  close(fd);
+  int fd2;
+  char *q = shm_map("after", n, &fd2);
+  declined(q, n); /* nothing more is deferred */
+  munmap(q, n);
+  close(fd2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shared_mapping_moved_and_unmapped),
@@ -264,6 +341,8 @@ int main(void) {
       cmocka_unit_test(test_queue_full),
       cmocka_unit_test(test_room_in_dev_shm),
       cmocka_unit_test(test_fork_child_unmaps_queued),
+      cmocka_unit_test(test_fork_while_releasing),
+      cmocka_unit_test(test_failed_move_stops_deferral), /* last: deferral ends here */
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

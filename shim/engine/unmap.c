@@ -11,12 +11,14 @@
  * seals a mapping left alive would refuse).  A slot of the queue is claimed (CAS), a PROT_NONE
  * range of n + 2 MiB reserved, and the mapping moved into it with mremap(MREMAP_FIXED) at the same
  * offset modulo 2 MiB (whole page tables move, not each entry); the reservation's ends are
- * unmapped and the slot published.  A failure gives the slot back and the caller unmaps as usual.
+ * unmapped and the slot published.  A failure gives the slot back and the caller unmaps as usual
+ * (a failed move also ends deferral for the process).
  * The thread sleeps on a futex word and unmaps what is published (READY -> RELEASING -> FREE).
  * At most UNMAP_QUEUE mappings wait at once, and only while /dev/shm keeps four times what waits
  * free: a held batch must not make another process's allocation of shared memory fail.  What the
- * program can see: the file's pages are freed (and the memory cgroup uncharged) up to one unmap
- * later; a userfaultfd monitor of the range sees a remap, not an unmap. */
+ * program can see: the file's pages are freed (and the memory cgroup uncharged) when the thread
+ * gets to them, the moved mappings count in its address space until then; a userfaultfd monitor
+ * of the range sees a remap, not an unmap. */
 #define _GNU_SOURCE
 #include "unmap.h"
 
@@ -55,6 +57,7 @@ static struct {
   _Atomic int state;
   void *at;
   size_t len;
+  uint64_t ino, off; /* the file's inode and the mapping's offset in it */
 } q[UNMAP_QUEUE];
 static _Atomic size_t queued_bytes;
 static _Atomic int started, hold, unsupported; /* started: 1 running, 2 starting */
@@ -75,8 +78,9 @@ static void raw_munmap(void *a, size_t n) {
   if (n) syscall(SYS_munmap, a, n);
 }
 
-/* [a, a+n) is exactly one shared mapping of a file on /dev/shm. */
-static int whole_shm_mapping(uintptr_t a, size_t n) {
+/* [a, a+n) is exactly one shared mapping of a file on /dev/shm: 1, its inode and offset in *ino and
+ * *off. */
+static int whole_shm_mapping(uintptr_t a, size_t n, uint64_t *ino, uint64_t *off) {
   int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char name[288]; /* a 255-byte name, "/dev/shm/" and " (deleted)" */
@@ -92,6 +96,7 @@ static int whole_shm_mapping(uintptr_t a, size_t n) {
   }
   if (m.vma_name_size == 0) return 0;
   name[sizeof name - 1] = 0;
+  *ino = m.inode, *off = m.vma_offset;
   return m.vma_start == a && m.vma_end == a + n && (m.vma_flags & PROCMAP_SHARED) &&
          m.dev_major == shm_major && m.dev_minor == shm_minor && !strncmp(name, "/dev/shm/", 9);
 }
@@ -125,7 +130,8 @@ int pw_unmap_defer(void *addr, size_t len) {
   }
   if (slot < 0) goto out;
   size_t waiting = atomic_fetch_add(&queued_bytes, n) + n;
-  if (!whole_shm_mapping(a, n) || !room_for(waiting)) goto give;
+  uint64_t ino, off;
+  if (!whole_shm_mapping(a, n, &ino, &off) || !room_for(waiting)) goto give;
   char *base = raw_mmap(NULL, n + ALIGN, 0);
   if (base == MAP_FAILED) goto give;
   char *to = base + (((a & (ALIGN - 1)) - ((uintptr_t)base & (ALIGN - 1))) & (ALIGN - 1));
@@ -133,7 +139,9 @@ int pw_unmap_defer(void *addr, size_t len) {
   raw_munmap(to + n, (size_t)(base + n + ALIGN - (to + n)));
   if ((void *)syscall(SYS_mremap, addr, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, to) != to) {
     /* The kernel may have unmapped [to, to+n) before failing, and another thread may map there
-     * since: only a range this thread maps again is known to be its own. */
+     * since: only a range this thread maps again is known to be its own.  A reservation left in
+     * place costs address space only; deferral stops for the process, so at most one is left. */
+    atomic_store(&unsupported, 1);
     char *r = raw_mmap(to, n, 1);
     if (r == to)
       raw_munmap(to, n);
@@ -143,6 +151,7 @@ int pw_unmap_defer(void *addr, size_t len) {
   }
   q[slot].at = to;
   q[slot].len = n;
+  q[slot].ino = ino, q[slot].off = off;
   atomic_store_explicit(&q[slot].state, READY, memory_order_release);
   pw_add(&pw_st.shm_unmaps_deferred, 1);
   atomic_fetch_add(&wake, 1);
@@ -205,14 +214,18 @@ void pw_unmap_start(void) {
 }
 
 /* A READY slot's mapping is the child's copy: unmapped.  A RELEASING one was being unmapped by the
- * parent's thread; the child unmaps it only if the same shared mapping is still there.  A CLAIMED
- * one (another thread was moving a mapping) is left: its mapping stays for the child's life. */
+ * parent's thread; the child unmaps it only if the same mapping (the same file, inode and offset,
+ * and extent) is still there: not another batch the kernel placed where it was.  A CLAIMED one
+ * (another thread was moving a mapping) is left: its mapping stays for the child's life. */
 void pw_unmap_after_fork_child(void) {
   atomic_store(&started, 0);
   atomic_store(&hold, 0);
   for (int i = 0; i < UNMAP_QUEUE; i++) {
     int s = atomic_load(&q[i].state);
-    if (s == READY || (s == RELEASING && whole_shm_mapping((uintptr_t)q[i].at, q[i].len)))
+    uint64_t ino, off;
+    if (s == READY ||
+        (s == RELEASING && whole_shm_mapping((uintptr_t)q[i].at, q[i].len, &ino, &off) &&
+         ino == q[i].ino && off == q[i].off))
       raw_munmap(q[i].at, q[i].len);
     atomic_store(&q[i].state, FREE);
   }
@@ -229,6 +242,29 @@ void pw_unmap_drain(void) {
     if (!busy) return;
     usleep(1000);
   }
+}
+
+void *pw_unmap_test_begin_release(int unmap_now) {
+  for (int i = 0; i < UNMAP_QUEUE; i++) {
+    int want = READY;
+    if (atomic_compare_exchange_strong(&q[i].state, &want, RELEASING)) {
+      if (unmap_now) raw_munmap(q[i].at, q[i].len);
+      return q[i].at;
+    }
+  }
+  return NULL;
+}
+
+void pw_unmap_test_end_release(void) {
+  for (int i = 0; i < UNMAP_QUEUE; i++)
+    if (atomic_load(&q[i].state) == RELEASING) {
+      atomic_fetch_sub(&queued_bytes, q[i].len);
+      atomic_store(&q[i].state, FREE);
+    }
+}
+
+int pw_unmap_test_stopped(void) {
+  return atomic_load(&unsupported);
 }
 
 void pw_unmap_test_free(uint64_t bytes) {

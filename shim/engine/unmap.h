@@ -35,6 +35,12 @@ void pw_unmap_after_fork_child(void);
 void pw_unmap_drain(void);
 void pw_unmap_test_hold(int hold);
 void pw_unmap_test_free(uint64_t bytes);
+/* Tests: the thread's first step on the first READY slot (RELEASING, and its range unmapped if
+ * unmap_now), its address returned; then the last step (the slots RELEASING made FREE, the range
+ * left as it is); 1 once deferral stopped for the process. */
+void *pw_unmap_test_begin_release(int unmap_now);
+void pw_unmap_test_end_release(void);
+int pw_unmap_test_stopped(void);
 #endif
 
 #endif
