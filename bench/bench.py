@@ -24,10 +24,11 @@ Training from a DataLoader (`--only loader`, about 8 minutes): samples/train_loa
 256 224x224 float32 images (147 MiB) made by worker processes, ResNet-18 with 6 and with 10 workers
 and ResNet-50 with 10: naive, naive under pinwheel (the default), naive under pinwheel with
 PINWHEEL_SYNC=keep, and the hand-written pin_memory=True + non_blocking, each a process of 10 + 30
-steps, and two bounds: the DataLoader alone (the rate its workers deliver batches at, no GPU work:
-a variant that runs at it is loader-bound, and its ratio decides nothing) and the data already on
-the GPU (no DataLoader); the ratio of pinwheel's throughput to pinned's (targets: ResNet-50 >= 1.0, ResNet-18 >=
-0.95) and the syncs pinwheel elided per step (its summary).
+steps, and two bounds: the DataLoader alone (the rate its workers deliver batches at, no GPU work,
+without pinwheel, so its main thread drops each batch itself: a variant near it is loader-bound)
+and the data already on the GPU (no DataLoader); the ratio of pinwheel's throughput to pinned's
+(targets: ResNet-50 >= 1.0, ResNet-18 >= 0.95), the syncs pinwheel elided per step and the batches
+whose unmap it took off the training thread, with those it left there and why (its summary).
 
 The options docs/RESULTS.md decides by measurement (`--only options`): naive_copy of 16 MiB
 (deferred), of 16 MiB with 1 ms of host work a step, of 1 MiB and of 256 KiB, under pinwheel with
@@ -344,6 +345,20 @@ def main():
             reasons = ", ".join(f"{r} {v:.2f}" for v, r in parts if v >= 0.005)
             return f"{el:.2f}", f"{statistics.median(kept) / steps:.2f}" + (f" ({reasons})" if reasons else "")
 
+        def drops(name):  # batches whose unmap left the training thread, and those left to it, a process
+            js = summaries.get(name)
+            if not js:
+                return ""
+            st = [j.get("staging", {}) for j in js]
+            moved = statistics.median(x.get("shm_unmaps_deferred", 0) for x in st)
+            left = {}
+            for x in st:
+                for k, v in (x.get("shm_unmaps_left") or {}).items():
+                    left.setdefault(k, []).append(v)
+            why = ", ".join(f"{k.replace('_', ' ')} {statistics.median(v):g}" for k, v in left.items()
+                            if statistics.median(v))
+            return f"{moved:g}" + (f" ({why})" if why else "")
+
         t0 = time.time()
         r = interleave(variants, a.reps, r"([\d.]+) ms/iter, [\d.]+ images/s(?:, final loss ([-\d.e+naif]+))?",
                        log, after)
@@ -364,12 +379,14 @@ def main():
                 losses = [s[1] for s in r[n] if s[1] is not None]  # none: a variant that trains nothing
                 loss = f"{statistics.median(losses):.4f}" if losses else "-"
                 rows.append([title, kname, f"{v:.2f}", f"{naive / v:.3f} x", f"{pinned / v:.3f} x", el, kept,
-                             loss, goal])
+                             drops(n), loss, goal])
         table("Training from a DataLoader (samples/train_loader.py: batch 256 of 224x224 float32 made by worker "
               "processes, bf16 autocast, %d + %d steps a process), median of %d interleaved processes (%.1f "
               "minutes in all)" % (warm, iters, a.reps, (time.time() - t0) / 60),
               ["model, workers", "variant", "ms/iter", "throughput vs naive", "throughput vs pinned",
-               "syncs elided per step", "syncs kept per step", "final loss (median)", "target (vs pinned)"], rows)
+               "syncs elided per step", "syncs kept per step",
+               "batches unmapped off the thread, a process (left to it)", "final loss (median)",
+               "target (vs pinned)"], rows)
 
     if "copy" in only:
         args = ["64", "40", "6"]

@@ -261,13 +261,15 @@ typedef struct pw_stats {
   _Atomic uint64_t sync_fences;          /* streams made to wait for an elided sync */
   _Atomic uint64_t sync_settled;         /* waits for an elided sync before a question */
   _Atomic uint64_t pinned_bytes_allocated, ring_bytes_allocated;
-  _Atomic uint64_t internal_errors;      /* broken engine invariants: must stay 0 */
-  _Atomic uint64_t setup_ns;             /* allocating pinned pools, rings, side streams */
-  _Atomic uint64_t d2h_fresh;            /* D2H copies into untouched destinations, prefaulted */
-  _Atomic uint64_t d2h_advised;          /* of those, advised for huge pages */
-  _Atomic uint64_t d2h_mapped_ahead;     /* of those, mapped while the GPU work before them ran */
-  _Atomic uint64_t shm_unmaps_deferred;  /* /dev/shm mappings unmapped off the caller (unmap.c) */
-  _Atomic uint64_t threads;              /* staging threads configured (caller included) */
+  _Atomic uint64_t internal_errors;     /* broken engine invariants: must stay 0 */
+  _Atomic uint64_t setup_ns;            /* allocating pinned pools, rings, side streams */
+  _Atomic uint64_t d2h_fresh;           /* D2H copies into untouched destinations, prefaulted */
+  _Atomic uint64_t d2h_advised;         /* of those, advised for huge pages */
+  _Atomic uint64_t d2h_mapped_ahead;    /* of those, mapped while the GPU work before them ran */
+  _Atomic uint64_t shm_unmaps_deferred; /* /dev/shm mappings unmapped off the caller (unmap.c) */
+  _Atomic uint64_t
+      shm_unmaps_left[3];   /* ones left to the caller: queue full, no room, move failed */
+  _Atomic uint64_t threads; /* staging threads configured (caller included) */
   _Atomic uint64_t xla_unstaged_clients; /* XLA CUDA clients created without XLA's staging */
   pw_counter3 host_copies[2]; /* the program's memcpy into [0] / out of [1] its pinned memory */
   pw_counter3 deferred;       /* H2D copies that returned before their copy-in (ns: host blocked) */

@@ -318,9 +318,15 @@ static void text_staging(buf_t *b) {
   bprintf(b, "  pinned staging %s, device ring %s\n",
           human_bytes(pw_get(&pw_st.pinned_bytes_allocated), h1, sizeof h1),
           human_bytes(pw_get(&pw_st.ring_bytes_allocated), h2, sizeof h2));
-  if (pw_get(&pw_st.shm_unmaps_deferred))
-    bprintf(b, "  shared-memory batches unmapped off the calling thread: %llu\n",
-            (unsigned long long)pw_get(&pw_st.shm_unmaps_deferred));
+  uint64_t left[3];
+  for (int i = 0; i < 3; i++)
+    left[i] = pw_get(&pw_st.shm_unmaps_left[i]);
+  if (pw_get(&pw_st.shm_unmaps_deferred) || left[0] || left[1] || left[2])
+    bprintf(b,
+            "  shared-memory batches unmapped off the calling thread: %llu (left to it: queue "
+            "full %llu, no room in /dev/shm %llu, move failed %llu)\n",
+            (unsigned long long)pw_get(&pw_st.shm_unmaps_deferred), (unsigned long long)left[0],
+            (unsigned long long)left[1], (unsigned long long)left[2]);
   text_elision(b);
   text_numa(b);
   text_fill_ahead(b);
@@ -470,7 +476,8 @@ static void write_json(buf_t *b) {
           "\"pinned_bytes\":%llu,\"ring_bytes\":%llu,\"internal_errors\":%llu,"
           "\"threads\":%llu,\"copy_routine\":\"%s\",\"setup_ns\":%llu,\"d2h_fresh\":%llu,\"d2h_"
           "advised\":%llu,\"d2h_mapped_ahead\":%llu,\"xla_unstaged_clients\":%llu,\"device_"
-          "resets\":%llu,\"pool_parts\":%llu,\"pool_busy\":%llu,\"shm_unmaps_deferred\":%llu},"
+          "resets\":%llu,\"pool_parts\":%llu,\"pool_busy\":%llu,\"shm_unmaps_deferred\":%llu,"
+          "\"shm_unmaps_left\":{\"queue_full\":%llu,\"no_room\":%llu,\"move_failed\":%llu}},"
           "\"fallbacks\":{",
           (unsigned long long)pw_get(&pw_st.staging_memcpy_ns),
           (unsigned long long)pw_get(&pw_st.wait_space_ns),
@@ -489,7 +496,10 @@ static void write_json(buf_t *b) {
           (unsigned long long)pw_get(&pw_st.device_resets),
           (unsigned long long)pw_get(&pw_st.pool_parts),
           (unsigned long long)pw_get(&pw_st.pool_busy),
-          (unsigned long long)pw_get(&pw_st.shm_unmaps_deferred));
+          (unsigned long long)pw_get(&pw_st.shm_unmaps_deferred),
+          (unsigned long long)pw_get(&pw_st.shm_unmaps_left[0]),
+          (unsigned long long)pw_get(&pw_st.shm_unmaps_left[1]),
+          (unsigned long long)pw_get(&pw_st.shm_unmaps_left[2]));
   for (int f = 0; f < PW_FB_N; f++)
     bprintf(b, "%s\"%s\":{\"calls\":%llu,\"bytes\":%llu}", f ? "," : "", pw_fallback_names[f],
             (unsigned long long)pw_get(&pw_st.fallbacks[f]),

@@ -128,10 +128,17 @@ int pw_unmap_defer(void *addr, size_t len) {
     int want = FREE;
     if (atomic_compare_exchange_strong(&q[i].state, &want, CLAIMED)) slot = i;
   }
-  if (slot < 0) goto out;
-  size_t waiting = atomic_fetch_add(&queued_bytes, n) + n;
   uint64_t ino, off;
-  if (!whole_shm_mapping(a, n, &ino, &off) || !room_for(waiting)) goto give;
+  if (slot < 0) { /* counted when it is a batch the queue would have taken */
+    if (whole_shm_mapping(a, n, &ino, &off)) pw_add(&pw_st.shm_unmaps_left[0], 1);
+    goto out;
+  }
+  size_t waiting = atomic_fetch_add(&queued_bytes, n) + n;
+  if (!whole_shm_mapping(a, n, &ino, &off)) goto give;
+  if (!room_for(waiting)) {
+    pw_add(&pw_st.shm_unmaps_left[1], 1);
+    goto give;
+  }
   char *base = raw_mmap(NULL, n + ALIGN, 0);
   if (base == MAP_FAILED) goto give;
   char *to = base + (((a & (ALIGN - 1)) - ((uintptr_t)base & (ALIGN - 1))) & (ALIGN - 1));
@@ -142,6 +149,7 @@ int pw_unmap_defer(void *addr, size_t len) {
      * since: only a range this thread maps again is known to be its own.  A reservation left in
      * place costs address space only; deferral stops for the process, so at most one is left. */
     atomic_store(&unsupported, 1);
+    pw_add(&pw_st.shm_unmaps_left[2], 1);
     char *r = raw_mmap(to, n, 1);
     if (r == to)
       raw_munmap(to, n);
