@@ -47,9 +47,11 @@ static const pw_guard_ops guard_ops = {.available = pw_guard_available,
 /* ---- init, fork ---- */
 
 static void before_fork(void) {
+  pw_unmap_before_fork(); /* first: it may wait for a release, with no lock of ours held */
   pw_trace_fork_prepare();
 }
 static void parent_after_fork(void) {
+  pw_unmap_after_fork_parent();
   pw_trace_fork_parent();
 }
 static void child_after_fork(void) {

@@ -1057,6 +1057,9 @@ static void test_stage_sync_elision(void **state) {
    * PROCMAP_QUERY or a /dev/shm without room defers nothing */
   v = run_stage("shmunmap", NULL, 0);
   assert_int_equal(jget(v, "staging", "shm_unmaps_deferred", NULL), shm_unmap_usable() ? 2 : 0);
+  assert_int_equal(jget(v, "staging", "shm_unmaps_left", "queue_full", NULL), 0);
+  assert_int_equal(jget(v, "staging", "shm_unmaps_left", "no_room", NULL), 0);
+  assert_int_equal(jget(v, "staging", "shm_unmaps_left", "move_failed", NULL), 0);
   yajl_tree_free(v);
   const char *observe[] = {"PINWHEEL_MODE=observe", NULL};
   v = run_stage("shmunmap", observe, 0);

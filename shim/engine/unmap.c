@@ -38,6 +38,7 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #define UNMAP_QUEUE 4
@@ -57,10 +58,10 @@ static struct {
   _Atomic int state;
   void *at;
   size_t len;
-  uint64_t ino, off; /* the file's inode and the mapping's offset in it */
 } q[UNMAP_QUEUE];
 static _Atomic size_t queued_bytes;
 static _Atomic int started, hold, unsupported; /* started: 1 running, 2 starting */
+static _Atomic int forking;                    /* forks under way: the thread starts no release */
 static size_t page = 4096;                     /* set before started is 1 (release) */
 static unsigned shm_major, shm_minor;          /* /dev/shm's device */
 static _Atomic uint32_t wake; /* futex word: bumped when a slot is published or hold changes */
@@ -78,9 +79,8 @@ static void raw_munmap(void *a, size_t n) {
   if (n) syscall(SYS_munmap, a, n);
 }
 
-/* [a, a+n) is exactly one shared mapping of a file on /dev/shm: 1, its inode and offset in *ino and
- * *off. */
-static int whole_shm_mapping(uintptr_t a, size_t n, uint64_t *ino, uint64_t *off) {
+/* [a, a+n) is exactly one shared mapping of a file on /dev/shm. */
+static int whole_shm_mapping(uintptr_t a, size_t n) {
   int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char name[288]; /* a 255-byte name, "/dev/shm/" and " (deleted)" */
@@ -96,7 +96,6 @@ static int whole_shm_mapping(uintptr_t a, size_t n, uint64_t *ino, uint64_t *off
   }
   if (m.vma_name_size == 0) return 0;
   name[sizeof name - 1] = 0;
-  *ino = m.inode, *off = m.vma_offset;
   return m.vma_start == a && m.vma_end == a + n && (m.vma_flags & PROCMAP_SHARED) &&
          m.dev_major == shm_major && m.dev_minor == shm_minor && !strncmp(name, "/dev/shm/", 9);
 }
@@ -128,26 +127,29 @@ int pw_unmap_defer(void *addr, size_t len) {
     int want = FREE;
     if (atomic_compare_exchange_strong(&q[i].state, &want, CLAIMED)) slot = i;
   }
-  uint64_t ino, off;
   if (slot < 0) { /* counted when it is a batch the queue would have taken */
-    if (whole_shm_mapping(a, n, &ino, &off)) pw_add(&pw_st.shm_unmaps_left[0], 1);
+    if (whole_shm_mapping(a, n)) pw_add(&pw_st.shm_unmaps_left[0], 1);
     goto out;
   }
   size_t waiting = atomic_fetch_add(&queued_bytes, n) + n;
-  if (!whole_shm_mapping(a, n, &ino, &off)) goto give;
+  if (!whole_shm_mapping(a, n)) goto give;
   if (!room_for(waiting)) {
     pw_add(&pw_st.shm_unmaps_left[1], 1);
     goto give;
   }
   char *base = raw_mmap(NULL, n + ALIGN, 0);
-  if (base == MAP_FAILED) goto give;
+  if (base == MAP_FAILED) {
+    pw_add(&pw_st.shm_unmaps_left[2], 1);
+    goto give;
+  }
   char *to = base + (((a & (ALIGN - 1)) - ((uintptr_t)base & (ALIGN - 1))) & (ALIGN - 1));
   raw_munmap(base, (size_t)(to - base));
   raw_munmap(to + n, (size_t)(base + n + ALIGN - (to + n)));
   if ((void *)syscall(SYS_mremap, addr, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, to) != to) {
     /* The kernel may have unmapped [to, to+n) before failing, and another thread may map there
      * since: only a range this thread maps again is known to be its own.  A reservation left in
-     * place costs address space only; deferral stops for the process, so at most one is left. */
+     * place costs address space only; deferral stops for the process, so few are left (one per
+     * caller that got this far). */
     atomic_store(&unsupported, 1);
     pw_add(&pw_st.shm_unmaps_left[2], 1);
     char *r = raw_mmap(to, n, 1);
@@ -159,7 +161,6 @@ int pw_unmap_defer(void *addr, size_t len) {
   }
   q[slot].at = to;
   q[slot].len = n;
-  q[slot].ino = ino, q[slot].off = off;
   atomic_store_explicit(&q[slot].state, READY, memory_order_release);
   pw_add(&pw_st.shm_unmaps_deferred, 1);
   atomic_fetch_add(&wake, 1);
@@ -188,6 +189,12 @@ static void *reaper(void *arg) {
     for (int i = 0; i < UNMAP_QUEUE && !atomic_load(&hold); i++) {
       int want = READY;
       if (atomic_compare_exchange_strong(&q[i].state, &want, RELEASING)) {
+        /* RELEASING is stored before forking is read, and a fork's prepare raises forking before
+         * it reads the states (all sequentially consistent): a fork sees the slot, or we see it */
+        if (atomic_load(&forking)) {
+          atomic_store(&q[i].state, READY);
+          break;
+        }
         release(i);
         did = 1;
       }
@@ -221,20 +228,37 @@ void pw_unmap_start(void) {
   atomic_store_explicit(&started, ok, memory_order_release);
 }
 
-/* A READY slot's mapping is the child's copy: unmapped.  A RELEASING one was being unmapped by the
- * parent's thread; the child unmaps it only if the same mapping (the same file, inode and offset,
- * and extent) is still there: not another batch the kernel placed where it was.  A CLAIMED one
- * (another thread was moving a mapping) is left: its mapping stays for the child's life. */
+/* A fork waits until no slot is being released (the thread starts no release meanwhile), so the
+ * child never finds a range the thread may have unmapped and another thread mapped again; at most
+ * 2 s, then the child leaves such a slot alone. */
+void pw_unmap_before_fork(void) {
+  atomic_fetch_add(&forking, 1);
+  for (int tries = 0; tries < 2000; tries++) {
+    int busy = 0;
+    for (int i = 0; i < UNMAP_QUEUE; i++)
+      busy |= atomic_load(&q[i].state) == RELEASING;
+    if (!busy) return;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+}
+
+void pw_unmap_after_fork_parent(void) {
+  atomic_fetch_sub(&forking, 1);
+  atomic_fetch_add(&wake, 1);
+  sys_futex(&wake, FUTEX_WAKE_PRIVATE, 1);
+}
+
+/* A READY slot's mapping is the child's copy: unmapped.  A RELEASING one (a fork that waited 2 s
+ * in vain) or a CLAIMED one (another thread was moving a mapping) is left: its mapping, if the
+ * child has it, stays for the child's life; never a range that may be another's. */
 void pw_unmap_after_fork_child(void) {
   atomic_store(&started, 0);
   atomic_store(&hold, 0);
+  atomic_store(&forking, 0);
   for (int i = 0; i < UNMAP_QUEUE; i++) {
     int s = atomic_load(&q[i].state);
-    uint64_t ino, off;
-    if (s == READY ||
-        (s == RELEASING && whole_shm_mapping((uintptr_t)q[i].at, q[i].len, &ino, &off) &&
-         ino == q[i].ino && off == q[i].off))
-      raw_munmap(q[i].at, q[i].len);
+    if (s == READY) raw_munmap(q[i].at, q[i].len);
     atomic_store(&q[i].state, FREE);
   }
   atomic_store(&queued_bytes, 0);

@@ -25,6 +25,10 @@ void pw_unmap_start(void);
 int pw_unmap_defer(void *a, size_t n);
 #define PW_UNMAP_MIN ((size_t)16 << 20)
 
+/* fork's prepare: wait (at most 2 s) until the thread is releasing no mapping, and let it start
+ * none until the parent's or the child's handler; the parent's lets it go on. */
+void pw_unmap_before_fork(void);
+void pw_unmap_after_fork_parent(void);
 /* In a forked child: the mappings still queued (copies of the parent's) are unmapped here, and
  * nothing more is deferred (the thread did not follow the fork). */
 void pw_unmap_after_fork_child(void);
