@@ -3,7 +3,8 @@
     torch_dataloader.py [--batch 16] [--size 128] [--samples 256]
 
 Batches of --batch samples of 3 x --size x --size float32 arrive in shared memory; each is copied
-to the GPU, compared with the CPU batch byte for byte, then dropped.  With batches of 16 MiB or
+to the GPU, compared with the CPU batch byte for byte (and its last sample with the one its index
+names), then dropped.  With batches of 16 MiB or
 more (e.g. --batch 64 --size 256: 48 MiB) the drop's unmap is what pinwheel moves off the thread.
 """
 import argparse
