@@ -245,6 +245,7 @@ void pw_unmap_before_fork(void) {
 
 void pw_unmap_after_fork_parent(void) {
   atomic_fetch_sub(&forking, 1);
+  if (atomic_load(&started) != 1) return; /* no thread: no system call (a process without CUDA) */
   atomic_fetch_add(&wake, 1);
   sys_futex(&wake, FUTEX_WAKE_PRIVATE, 1);
 }
