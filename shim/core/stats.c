@@ -423,6 +423,51 @@ static void json_fill_ahead(buf_t *b) {
   bprintf(b, "}},");
 }
 
+/* The "staging" object: the paths' counters, the program's copies to and from its pinned memory,
+ * the engine's times and sizes, the unmapper's counts. */
+static void json_staging(buf_t *b) {
+  bprintf(b, "\"staging\":{");
+  for (int p = 0; p < PW_PATH_N; p++) {
+    bprintf(b, "\"%s\":{", path_names[p]);
+    json_counter(b, &pw_st.staged[p]);
+    bprintf(b, "},");
+  }
+  bprintf(b, "\"host_copies_into_pinned\":{");
+  json_counter(b, &pw_st.host_copies[0]);
+  bprintf(b, "},\"host_copies_out_of_pinned\":{");
+  json_counter(b, &pw_st.host_copies[1]);
+  bprintf(b, "},");
+  bprintf(b,
+          "\"memcpy_ns\":%llu,\"wait_space_ns\":%llu,\"wait_space_events\":%llu,"
+          "\"wait_lock_ns\":%llu,\"ring_pieces\":%llu,\"sync_elided\":%llu,"
+          "\"pinned_bytes\":%llu,\"ring_bytes\":%llu,\"internal_errors\":%llu,"
+          "\"threads\":%llu,\"copy_routine\":\"%s\",\"setup_ns\":%llu,\"d2h_fresh\":%llu,\"d2h_"
+          "advised\":%llu,\"d2h_mapped_ahead\":%llu,\"xla_unstaged_clients\":%llu,\"device_"
+          "resets\":%llu,\"pool_parts\":%llu,\"pool_busy\":%llu,\"shm_unmaps_deferred\":%llu,"
+          "\"shm_unmaps_left\":{\"queue_full\":%llu,\"no_room\":%llu,\"move_failed\":%llu}},",
+          (unsigned long long)pw_get(&pw_st.staging_memcpy_ns),
+          (unsigned long long)pw_get(&pw_st.wait_space_ns),
+          (unsigned long long)pw_get(&pw_st.wait_space_events),
+          (unsigned long long)pw_get(&pw_st.wait_lock_ns),
+          (unsigned long long)pw_get(&pw_st.ring_pieces),
+          (unsigned long long)pw_get(&pw_st.sync_elided),
+          (unsigned long long)pw_get(&pw_st.pinned_bytes_allocated),
+          (unsigned long long)pw_get(&pw_st.ring_bytes_allocated),
+          (unsigned long long)pw_get(&pw_st.internal_errors),
+          (unsigned long long)pw_get(&pw_st.threads), copy_routine(),
+          (unsigned long long)pw_get(&pw_st.setup_ns), (unsigned long long)pw_get(&pw_st.d2h_fresh),
+          (unsigned long long)pw_get(&pw_st.d2h_advised),
+          (unsigned long long)pw_get(&pw_st.d2h_mapped_ahead),
+          (unsigned long long)pw_get(&pw_st.xla_unstaged_clients),
+          (unsigned long long)pw_get(&pw_st.device_resets),
+          (unsigned long long)pw_get(&pw_st.pool_parts),
+          (unsigned long long)pw_get(&pw_st.pool_busy),
+          (unsigned long long)pw_get(&pw_st.shm_unmaps_deferred),
+          (unsigned long long)pw_get(&pw_st.shm_unmaps_left[0]),
+          (unsigned long long)pw_get(&pw_st.shm_unmaps_left[1]),
+          (unsigned long long)pw_get(&pw_st.shm_unmaps_left[2]));
+}
+
 static void write_json(buf_t *b) {
   bprintf(b, "{\"schema\":\"pinwheel-stats/1\",\"version\":\"%s\",\"pid\":%d,\"mode\":\"%s\",",
           PW_VERSION, (int)getpid(), mode_name());
@@ -459,47 +504,9 @@ static void write_json(buf_t *b) {
   bprintf(b, "],\"syncs\":{\"calls\":%llu,\"host_ns\":%llu,\"longest_ns\":%llu},",
           (unsigned long long)sync_calls, (unsigned long long)sync_ns,
           (unsigned long long)pw_get(&pw_st.sync_longest_ns));
-  bprintf(b, "\"launches\":%llu,\"staging\":{", (unsigned long long)launches);
-  for (int p = 0; p < PW_PATH_N; p++) {
-    bprintf(b, "\"%s\":{", path_names[p]);
-    json_counter(b, &pw_st.staged[p]);
-    bprintf(b, "},");
-  }
-  bprintf(b, "\"host_copies_into_pinned\":{");
-  json_counter(b, &pw_st.host_copies[0]);
-  bprintf(b, "},\"host_copies_out_of_pinned\":{");
-  json_counter(b, &pw_st.host_copies[1]);
-  bprintf(b, "},");
-  bprintf(b,
-          "\"memcpy_ns\":%llu,\"wait_space_ns\":%llu,\"wait_space_events\":%llu,"
-          "\"wait_lock_ns\":%llu,\"ring_pieces\":%llu,\"sync_elided\":%llu,"
-          "\"pinned_bytes\":%llu,\"ring_bytes\":%llu,\"internal_errors\":%llu,"
-          "\"threads\":%llu,\"copy_routine\":\"%s\",\"setup_ns\":%llu,\"d2h_fresh\":%llu,\"d2h_"
-          "advised\":%llu,\"d2h_mapped_ahead\":%llu,\"xla_unstaged_clients\":%llu,\"device_"
-          "resets\":%llu,\"pool_parts\":%llu,\"pool_busy\":%llu,\"shm_unmaps_deferred\":%llu,"
-          "\"shm_unmaps_left\":{\"queue_full\":%llu,\"no_room\":%llu,\"move_failed\":%llu}},"
-          "\"fallbacks\":{",
-          (unsigned long long)pw_get(&pw_st.staging_memcpy_ns),
-          (unsigned long long)pw_get(&pw_st.wait_space_ns),
-          (unsigned long long)pw_get(&pw_st.wait_space_events),
-          (unsigned long long)pw_get(&pw_st.wait_lock_ns),
-          (unsigned long long)pw_get(&pw_st.ring_pieces),
-          (unsigned long long)pw_get(&pw_st.sync_elided),
-          (unsigned long long)pw_get(&pw_st.pinned_bytes_allocated),
-          (unsigned long long)pw_get(&pw_st.ring_bytes_allocated),
-          (unsigned long long)pw_get(&pw_st.internal_errors),
-          (unsigned long long)pw_get(&pw_st.threads), copy_routine(),
-          (unsigned long long)pw_get(&pw_st.setup_ns), (unsigned long long)pw_get(&pw_st.d2h_fresh),
-          (unsigned long long)pw_get(&pw_st.d2h_advised),
-          (unsigned long long)pw_get(&pw_st.d2h_mapped_ahead),
-          (unsigned long long)pw_get(&pw_st.xla_unstaged_clients),
-          (unsigned long long)pw_get(&pw_st.device_resets),
-          (unsigned long long)pw_get(&pw_st.pool_parts),
-          (unsigned long long)pw_get(&pw_st.pool_busy),
-          (unsigned long long)pw_get(&pw_st.shm_unmaps_deferred),
-          (unsigned long long)pw_get(&pw_st.shm_unmaps_left[0]),
-          (unsigned long long)pw_get(&pw_st.shm_unmaps_left[1]),
-          (unsigned long long)pw_get(&pw_st.shm_unmaps_left[2]));
+  bprintf(b, "\"launches\":%llu,", (unsigned long long)launches);
+  json_staging(b);
+  bprintf(b, "\"fallbacks\":{");
   for (int f = 0; f < PW_FB_N; f++)
     bprintf(b, "%s\"%s\":{\"calls\":%llu,\"bytes\":%llu}", f ? "," : "", pw_fallback_names[f],
             (unsigned long long)pw_get(&pw_st.fallbacks[f]),

@@ -129,6 +129,7 @@
 #include "pw.h"
 #include "guard.h"
 #include "guard_hooks.h"
+#include "procmap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -161,19 +162,6 @@
 #ifndef MADV_NOHUGEPAGE
 #define MADV_NOHUGEPAGE 15
 #endif
-
-/* PROCMAP_QUERY (Linux 6.11, linux/fs.h): one mapping by address, without reading the whole file.
- */
-struct pw_procmap_query {
-  uint64_t size, query_flags, query_addr, vma_start, vma_end, vma_flags, vma_page_size, vma_offset,
-      inode;
-  uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
-  uint64_t vma_name_addr, build_id_addr;
-};
-#define PW_PROCMAP_QUERY _IOWR('f', 17, struct pw_procmap_query)
-#define PW_PROCMAP_READABLE 0x01
-#define PW_PROCMAP_SHARED 0x08
-#define PW_PROCMAP_COVERING_OR_NEXT 0x10
 
 #define NSLOTS 64  /* guarded ranges at once (the used mask is one 64-bit word) */
 #define MAXSEGS 16 /* mappings one guarded range may span */
@@ -555,14 +543,9 @@ static int anon_name(const char *n) {
 /* PROCMAP_QUERY: the mapping holding addr.  0, -ENOENT (none: a hole), or another -errno. */
 static int query_vma(int fd, uintptr_t addr, uint64_t flags, vma *v) {
   char name[256];
-  struct pw_procmap_query q = {.size = sizeof q,
-                               .query_flags = flags,
-                               .query_addr = addr,
-                               .vma_name_size = sizeof name,
-                               .vma_name_addr = (uintptr_t)name};
-  if (ioctl(fd, PW_PROCMAP_QUERY, &q)) return -errno;
-  if (q.vma_name_size == 0) name[0] = 0;
-  name[sizeof name - 1] = 0;
+  struct pw_procmap_query q;
+  int r = pw_procmap_query(fd, addr, flags, &q, name, sizeof name);
+  if (r) return r;
   v->s = (uintptr_t)q.vma_start;
   v->e = (uintptr_t)q.vma_end;
   v->ok = (q.vma_flags & PW_PROCMAP_READABLE) && !(q.vma_flags & PW_PROCMAP_SHARED) &&

@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include "unmap.h"
 
+#include "procmap.h"
 #include "pw.h"
 
 #include <errno.h>
@@ -43,15 +44,6 @@
 
 #define UNMAP_QUEUE 4
 #define ALIGN ((uintptr_t)2 << 20)
-
-struct pw_procmap_q { /* PROCMAP_QUERY's argument (linux/fs.h, Linux 6.11) */
-  uint64_t size, query_flags, query_addr, vma_start, vma_end, vma_flags, vma_page_size, vma_offset,
-      inode;
-  uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
-  uint64_t vma_name_addr, build_id_addr;
-};
-#define PROCMAP_QUERY_IOC _IOWR('f', 17, struct pw_procmap_q)
-#define PROCMAP_SHARED 0x08
 
 enum { FREE, CLAIMED, READY, RELEASING };
 static struct {
@@ -84,19 +76,14 @@ static int whole_shm_mapping(uintptr_t a, size_t n) {
   int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char name[288]; /* a 255-byte name, "/dev/shm/" and " (deleted)" */
-  struct pw_procmap_q m = {.size = sizeof m,
-                           .query_addr = a,
-                           .vma_name_size = sizeof name,
-                           .vma_name_addr = (uintptr_t)name};
-  int r = (int)syscall(SYS_ioctl, fd, PROCMAP_QUERY_IOC, &m), err = errno;
+  struct pw_procmap_query m;
+  int r = pw_procmap_query(fd, a, 0, &m, name, sizeof name);
   syscall(SYS_close, fd);
   if (r) {
-    if (err == ENOTTY || err == EINVAL) atomic_store(&unsupported, 1);
+    if (r == -ENOTTY || r == -EINVAL) atomic_store(&unsupported, 1);
     return 0;
   }
-  if (m.vma_name_size == 0) return 0;
-  name[sizeof name - 1] = 0;
-  return m.vma_start == a && m.vma_end == a + n && (m.vma_flags & PROCMAP_SHARED) &&
+  return m.vma_start == a && m.vma_end == a + n && (m.vma_flags & PW_PROCMAP_SHARED) &&
          m.dev_major == shm_major && m.dev_minor == shm_minor && !strncmp(name, "/dev/shm/", 9);
 }
 
