@@ -203,6 +203,8 @@ def main():
     ap.add_argument("--log", default="bench.log")
     ap.add_argument("--train-iters", type=int, default=30)
     ap.add_argument("--train-short", action="store_true", help="leave out the data-on-GPU + sync variant")
+    ap.add_argument("--copybound-short", action="store_true",
+                    help="leave out the copy-bound loop's PINWHEEL_DEFER=0 variants")
     ap.add_argument("--loader-configs", default="resnet18:6,resnet18:10,resnet50:10",
                     help="--only loader: MODEL:WORKERS, comma-separated")
     ap.add_argument("--loader-quick", action="store_true",
@@ -481,6 +483,8 @@ def main():
                      cb + ["--mode", "waited"], {}),
                     ("prefetcher (pre-pinned, side stream)", cb + ["--mode", "prefetch"], {}),
                     ("data on GPU (limit)", cb + ["--mode", "resident"], {})]
+        if a.copybound_short:
+            variants = [v for v in variants if "PINWHEEL_DEFER=0" not in v[0]]
         print("copy-bound training loop (256 MiB float32 batch, small MLP):", flush=True)
         r = interleave(variants, a.reps, r"([\d.]+) ms/step, loss [-\d.]+, bytes ok", log)
         base, pref = med(r["naive"]), med(r["prefetcher (pre-pinned, side stream)"])
