@@ -5,9 +5,12 @@
  *   pool     the pool's 48 MiB, DMA'd after the threads filled it and went to sleep for 10 ms;
  * each on one stream or on two (chunks alternating: a second copy engine, if the driver gives
  * one), the stage threads spinning or sleeping between chunks.  Each variant runs once a round,
- * rounds interleaved; prints GB/s a round and the medians; bytes compared once per variant.
+ * rounds interleaved; prints GB/s a round and the medians; bytes compared once per variant (its
+ * first round, after the device buffer and the pool were overwritten).  The pool variant times
+ * 12 DMAs, so their fixed costs weigh more there.
  *   nvcc -O2 -o dma_probe bench/dma_probe.cu -lpthread
- *   ./dma_probe [rounds 5] [threads: the CPUs less one] [MiB 256] [pool MiB 48] [chunk MiB 4] */
+ *   ./dma_probe [rounds 5] [threads, the caller's included: the CPUs, at most 16] [MiB 256] [pool
+ * MiB 48] [chunk MiB 4] */
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -134,6 +137,10 @@ static double pool_after_sleep(int nstreams) {
 
 static int check(const char *what, size_t bytes) {
   char *back = (char *)malloc(bytes);
+  if (!back) {
+    fprintf(stderr, "dma_probe: out of memory\n");
+    exit(1);
+  }
   CK(cudaMemcpy(back, dst, bytes, cudaMemcpyDeviceToHost));
   int ok = memcmp(back, src, bytes) == 0;
   free(back);
@@ -148,16 +155,26 @@ static int cmp(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 5;
-  NT = argc > 2 ? atoi(argv[2]) : (int)sysconf(_SC_NPROCESSORS_ONLN) - 1;
-  TOTAL = (size_t)(argc > 3 ? atol(argv[3]) : 256) << 20;
-  POOL = (size_t)(argc > 4 ? atol(argv[4]) : 48) << 20;
-  CHUNK = (size_t)(argc > 5 ? atol(argv[5]) : 4) << 20;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  NT = argc > 2 ? atoi(argv[2])
+                : (int)(ncpu < 1    ? 1
+                        : ncpu > 16 ? 16
+                                    : ncpu); /* pinwheel's default */
+  long mib[3] = {argc > 3 ? atol(argv[3]) : 256, argc > 4 ? atol(argv[4]) : 48,
+                 argc > 5 ? atol(argv[5]) : 4};
+  for (int i = 0; i < 3; i++)
+    if (mib[i] < 1 || mib[i] > 65536) mib[i] = 0; /* refused below */
+  TOTAL = (size_t)mib[0] << 20, POOL = (size_t)mib[1] << 20, CHUNK = (size_t)mib[2] << 20;
   if (rounds < 1 || rounds > 64 || NT < 1 || NT > 256 || CHUNK == 0 || POOL < CHUNK ||
       POOL / CHUNK > 64 || TOTAL < POOL || TOTAL % CHUNK || POOL % CHUNK) {
     fprintf(stderr, "dma_probe: bad arguments (rounds 1-64, threads 1-256, pool 1-64 chunks)\n");
     return 2;
   }
   src = (char *)malloc(TOTAL);
+  if (!src) {
+    fprintf(stderr, "dma_probe: out of memory\n");
+    return 1;
+  }
   for (size_t i = 0; i < TOTAL; i += 8)
     *(unsigned long long *)(src + i) = i * 0x9E3779B97F4A7C15ull;
   CK(cudaHostAlloc((void **)&pinned_src, TOTAL, cudaHostAllocDefault));
@@ -169,7 +186,10 @@ int main(int argc, char **argv) {
     CK(cudaStreamCreateWithFlags(&st[i], cudaStreamNonBlocking));
   pthread_t th[256];
   for (int i = 1; i < NT; i++)
-    pthread_create(&th[i], NULL, worker, (void *)(long)i);
+    if (pthread_create(&th[i], NULL, worker, (void *)(long)i)) {
+      fprintf(stderr, "dma_probe: cannot start thread %d\n", i);
+      return 1;
+    }
   int ce = 0;
   CK(cudaDeviceGetAttribute(&ce, cudaDevAttrAsyncEngineCount, 0));
   printf("dma_probe: %zu MiB in %zu MiB chunks, pool %zu MiB, %d stage threads, %d copy engines\n",
@@ -189,7 +209,12 @@ int main(int argc, char **argv) {
   for (int k = 0; k < rounds; k++) {
     for (int v = 0; v < V; v++) {
       int ns = 1 + (v & 1);
-      W.spin = v == 2 || v == 3;
+      __atomic_store_n(&W.spin, v == 2 || v == 3, __ATOMIC_RELEASE);
+      if (k == 0) { /* the byte check reads only what this variant wrote */
+        CK(cudaMemset(dst, 0xA5, TOTAL));
+        memset(pool, 0x5A, POOL);
+        CK(cudaDeviceSynchronize());
+      }
       if (v < 2)
         r[v][k] = dma(pinned_src, TOTAL, ns);
       else if (v < 6)
