@@ -1,17 +1,21 @@
 /* dma_probe.cu — where a staged copy's DMA loses speed.  256 MiB host-to-device in 4 MiB chunks:
  *   cold     from pinned memory written long before (what a prefetcher's DMA reads);
  *   stage    through a 48 MiB pinned pool that threads fill chunk by chunk from pageable memory
- *            while the earlier chunks' DMAs run (pinwheel's staging, without pinwheel);
- *   pool     the pool's 48 MiB, DMA'd after the threads filled it and went to sleep for 10 ms;
- * each on one stream or on two (chunks alternating: a second copy engine, if the driver gives
- * one), the stage threads spinning or sleeping between chunks.  Each variant runs once a round,
- * rounds interleaved; prints GB/s a round and the medians; bytes compared once per variant (its
- * first round, after the device buffer and the pool were overwritten).  The pool variant times
- * 12 DMAs, so their fixed costs weigh more there.
+ *            while the earlier chunks' DMAs run (pinwheel's staging, without pinwheel): the
+ *            threads spinning or sleeping between chunks, or spinning with each line they wrote
+ *            written back (clwb, else clflushopt: no line left modified in a core's cache);
+ *   pool     the pool's 48 MiB (12 DMAs: their fixed costs weigh more), DMA'd after the threads
+ *            filled it and went to sleep for 10 ms;
+ * each on one stream or two (chunks alternating: a second copy engine, if the driver gives one).
+ * Rounds interleaved; GB/s a round and the medians; bytes compared in each variant's first round.
+ *
  *   nvcc -O2 -o dma_probe bench/dma_probe.cu -lpthread
- *   ./dma_probe [rounds 5] [threads, the caller's included: the CPUs, at most 16] [MiB 256] [pool
- * MiB 48] [chunk MiB 4] */
+ *   ./dma_probe [rounds 5] [threads incl. the caller: CPUs, <= 16] [MiB 256] [pool 48] [chunk 4]
+ */
 #include <cuda_runtime.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +51,7 @@ static struct {
   long gen;
   int done;
   size_t off, slot;
-  int spin, stop;
+  int spin, stop, flush;
 } W = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
@@ -57,9 +61,36 @@ static void relax(void) {
 #endif
 }
 
+/* 1: clwb, 2: clflushopt, 0: neither (the write-back variants are then not run) */
+static int flush_kind(void) {
+#if defined(__x86_64__)
+  unsigned a, b, c, d;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) return b >> 24 & 1 ? 1 : b >> 23 & 1 ? 2 : 0;
+#endif
+  return 0;
+}
+
+static void write_back(char *p, size_t n, int kind) {
+#if defined(__x86_64__)
+  for (size_t i = 0; i < n; i += 64) {
+    if (kind == 1)
+      __asm__ volatile(".byte 0x66, 0x0f, 0xae, 0x30" ::"a"(p + i) : "memory"); /* clwb (%rax) */
+    else
+      __asm__ volatile(".byte 0x66, 0x0f, 0xae, 0x38" ::"a"(p + i) : "memory"); /* clflushopt */
+  }
+  __asm__ volatile("sfence" ::: "memory");
+#else
+  (void)p, (void)n, (void)kind;
+#endif
+}
+
 static void slice(int id, size_t off, size_t slot) {
   size_t part = (CHUNK / NT + 4095) & ~(size_t)4095, a = (size_t)id * part;
-  if (a < CHUNK) memcpy(pool + slot + a, src + off + a, a + part > CHUNK ? CHUNK - a : part);
+  if (a >= CHUNK) return;
+  size_t n = a + part > CHUNK ? CHUNK - a : part;
+  memcpy(pool + slot + a, src + off + a, n);
+  int f = LOAD(W.flush);
+  if (f) write_back(pool + slot + a, n, f);
 }
 
 static void *worker(void *arg) {
@@ -194,22 +225,31 @@ int main(int argc, char **argv) {
   CK(cudaDeviceGetAttribute(&ce, cudaDevAttrAsyncEngineCount, 0));
   printf("dma_probe: %zu MiB in %zu MiB chunks, pool %zu MiB, %d stage threads, %d copy engines\n",
          TOTAL >> 20, CHUNK >> 20, POOL >> 20, NT, ce);
-  enum { V = 8 };
-  const char *name[V] = {"cold, 1 stream",
-                         "cold, 2 streams",
-                         "stage spin, 1 stream",
-                         "stage spin, 2 streams",
-                         "stage sleep, 1 stream",
-                         "stage sleep, 2 streams",
-                         "pool after sleep, 1 stream",
-                         "pool after sleep, 2 streams"};
+  int fk = flush_kind();
+  enum { V = 10 };
+  const char *name[V] = {
+      "cold, 1 stream",
+      "cold, 2 streams",
+      "stage spin, 1 stream",
+      "stage spin, 2 streams",
+      "stage sleep, 1 stream",
+      "stage sleep, 2 streams",
+      "pool after sleep, 1 stream",
+      "pool after sleep, 2 streams",
+      fk == 2 ? "stage spin, clflushopt, 1 stream" : "stage spin, clwb, 1 stream",
+      fk == 2 ? "stage spin, clflushopt, 2 streams" : "stage spin, clwb, 2 streams"};
   double r[V][64];
   int bad = 0;
   dma(pinned_src, TOTAL, 1); /* warm-up: the DMA path and the device pages */
   for (int k = 0; k < rounds; k++) {
     for (int v = 0; v < V; v++) {
       int ns = 1 + (v & 1);
-      __atomic_store_n(&W.spin, v == 2 || v == 3, __ATOMIC_RELEASE);
+      if (v >= 8 && !fk) {
+        r[v][k] = 0; /* this CPU has neither instruction */
+        continue;
+      }
+      __atomic_store_n(&W.spin, v == 2 || v == 3 || v >= 8, __ATOMIC_RELEASE);
+      __atomic_store_n(&W.flush, v >= 8 ? fk : 0, __ATOMIC_RELEASE);
       if (k == 0) { /* the byte check reads only what this variant wrote */
         CK(cudaMemset(dst, 0xA5, TOTAL));
         memset(pool, 0x5A, POOL);
@@ -217,11 +257,11 @@ int main(int argc, char **argv) {
       }
       if (v < 2)
         r[v][k] = dma(pinned_src, TOTAL, ns);
-      else if (v < 6)
+      else if (v < 6 || v >= 8)
         r[v][k] = stage(ns);
       else
         r[v][k] = pool_after_sleep(ns);
-      if (k == 0) bad |= !check(name[v], v < 6 ? TOTAL : POOL);
+      if (k == 0) bad |= !check(name[v], v < 6 || v >= 8 ? TOTAL : POOL);
       printf("round %d: %-28s %6.1f GB/s\n", k + 1, name[v], r[v][k]);
     }
   }
