@@ -16,6 +16,8 @@
 #            OUT/kinds.md
 #   CUPTI_COST=1 also bench/cupti_cost.py (CUPTI's cost per CUDA call, kind by kind), its table
 #            in OUT/cupti_cost.md (CUPTI_COST_S seconds, 180 by default)
+#   DMA_PROBE=1 also bench/dma_probe.cu (where a staged copy's DMA loses speed, without pinwheel),
+#            built with nvcc, 5 rounds; its output in OUT/dma_probe.log
 #   RECORD=1 also the recordings of tests/gpu/record.sh, into OUT/rec.tgz (after the tests;
 #            RECORD_S seconds, 240 by default: cut short, what was recorded is packed anyway)
 # The analyzer and the CPU tests are not built (the GPU machine need not have their libraries).
@@ -40,6 +42,13 @@ if [ "${ONLY:-}" != none ]; then
   B=build-dev OUT="$OUT/gpu" ONLY="${ONLY:-}" timeout "${SUITE_S:-300}" bash tests/gpu/run.sh 2>&1 |
     tee "$OUT/suite.log"
   echo "tests took $((SECONDS - t1)) s"
+fi
+if [ "${DMA_PROBE:-0}" = 1 ]; then
+  if nvcc -O2 -o build-dev/dma_probe bench/dma_probe.cu -lpthread >"$OUT/dma_probe.log" 2>&1; then
+    timeout 120 build-dev/dma_probe 5 2>&1 | tee -a "$OUT/dma_probe.log"
+  else
+    tail -n 20 "$OUT/dma_probe.log"
+  fi
 fi
 if [ "${RECORD:-0}" = 1 ]; then
   t1=$SECONDS
