@@ -12,7 +12,7 @@
  *   nvcc -O2 -o dma_probe bench/dma_probe.cu -lpthread
  *   ./dma_probe [rounds 5] [threads incl. the caller: CPUs, <= 16] [MiB 256] [pool 48] [chunk 4]
  */
-#include <cuda_runtime.h>
+#include "../samples/common.cuh" /* CK, now_ms */
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
@@ -23,25 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));           \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
-
 static size_t TOTAL, POOL, CHUNK;
 static int NT;
 static char *src, *pinned_src, *pool, *dst;
 static cudaStream_t st[2];
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* The stage threads: generation `gen` posts a chunk (source offset, pool slot); each thread
  * copies its slice and counts itself done.  Between chunks a thread spins or sleeps on `cv`. */
@@ -132,7 +117,7 @@ static double stage(int nstreams) {
   cudaEvent_t ev[64];
   for (size_t i = 0; i < slots; i++)
     CK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
-  double t0 = now();
+  double t0 = now_ms();
   for (size_t k = 0; k < n; k++) {
     size_t s = k % slots;
     if (k >= slots) CK(cudaEventSynchronize(ev[s])); /* the slot's last DMA is done */
@@ -143,20 +128,20 @@ static double stage(int nstreams) {
   }
   for (int i = 0; i < nstreams; i++)
     CK(cudaStreamSynchronize(st[i]));
-  double t = now() - t0;
+  double t = (now_ms() - t0) / 1e3;
   for (size_t i = 0; i < slots; i++)
     CK(cudaEventDestroy(ev[i]));
   return TOTAL / t / 1e9;
 }
 
 static double dma(const char *from, size_t bytes, int nstreams) {
-  double t0 = now();
+  double t0 = now_ms();
   for (size_t k = 0; k < bytes / CHUNK; k++)
     CK(cudaMemcpyAsync(dst + k * CHUNK, from + k * CHUNK, CHUNK, cudaMemcpyHostToDevice,
                        st[k % nstreams]));
   for (int i = 0; i < nstreams; i++)
     CK(cudaStreamSynchronize(st[i]));
-  return bytes / (now() - t0) / 1e9;
+  return bytes / ((now_ms() - t0) / 1e3) / 1e9;
 }
 
 static double pool_after_sleep(int nstreams) {
