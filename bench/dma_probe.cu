@@ -4,14 +4,16 @@
  *   stage  through a 48 MiB pinned pool that threads fill chunk by chunk from pageable memory
  *          while the earlier chunks' DMAs run (pinwheel's staging): the threads spinning or
  *          sleeping between chunks; spinning with each line they wrote demoted to the shared
- *          cache (cldemote) or written back (clwb, else clflushopt);
+ *          cache (cldemote), written back (clwb) or flushed (clflushopt), where the CPU has it;
  *   pool   the pool's 48 MiB DMA'd 10 ms after the threads filled it, while they sleep or spin;
- *          filled with its lines demoted; pushed out of the cores' own caches (each thread then
- *          writes 4 MiB of its own); flushed to memory (clflushopt, else clflush).
+ *          filled with its lines demoted; pushed out of the writers' L2 (each thread then writes
+ *          2 MiB of its own: threads are not pinned, so mostly, not surely); flushed (clflush).
  * Two rates a variant: GB/s from the first DMA queued to the last one done, and the DMA engine's
- * own rate (bytes over the sum of each DMA's span between timing events): equal where the DMAs
- * are the limit, the second higher where the host could not keep them fed.
- * Rounds interleaved, medians; bytes compared in each variant's first round.
+ * rate (bytes over the sum of each DMA's span between timing events): equal where the DMAs are
+ * the limit, the second higher where the host could not keep them fed.  A DMA queued on an idle
+ * stream has its span start at the queueing, so the engine's rate is a lower bound there.
+ * Rounds interleaved, medians (the upper middle for an even count); bytes compared in each
+ * variant's first round.
  *
  *   nvcc -O2 -o dma_probe bench/dma_probe.cu -lpthread
  *   ./dma_probe [rounds 5] [threads incl. the caller: CPUs, <= 16] [MiB 256] [pool 48] [chunk 4]
@@ -27,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SCRATCH ((size_t)4 << 20) /* what a thread writes to push the pool out of its caches */
+#define SCRATCH ((size_t)2 << 20) /* what a thread writes to push the pool out of its L2 */
 
 static size_t TOTAL, POOL, CHUNK;
 static int NT;
@@ -37,17 +39,19 @@ static cudaStream_t st;
 /* What a thread does to each line of its slice after writing it. */
 enum { LINE_NONE, LINE_CLWB, LINE_CLFLUSHOPT, LINE_CLFLUSH, LINE_CLDEMOTE };
 
-/* The stage threads: generation `gen` posts a chunk (source offset, pool slot) or, with
- * `evict`, a write of each thread's own scratch; each thread does its part and counts itself
- * done.  Between generations a thread spins or sleeps on `cv`. */
+/* The stage threads: generation `gen` posts a chunk (source offset, pool slot) or a task
+ * (`task`: each thread writes its own scratch, or nothing); each thread does its part and counts
+ * itself done.  Between generations a thread spins or sleeps on `cv`, as `spin` was when it
+ * finished its last one. */
 static struct {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   long gen;
   int done;
   size_t off, slot;
-  int spin, stop, line, evict;
-} W = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+  int spin, stop, line, task;
+} W = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+enum { TASK_CHUNK, TASK_EVICT, TASK_NONE };
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
@@ -88,10 +92,9 @@ static void line_op(char *p, size_t n, int op) {
 }
 
 static void part(int id) {
-  if (LOAD(W.evict)) {
-    memset(scratch + (size_t)id * SCRATCH, id + 1, SCRATCH);
-    return;
-  }
+  int task = LOAD(W.task);
+  if (task == TASK_EVICT) memset(scratch + (size_t)id * SCRATCH, id + 1, SCRATCH);
+  if (task != TASK_CHUNK) return;
   size_t each = (CHUNK / NT + 4095) & ~(size_t)4095, a = (size_t)id * each;
   if (a >= CHUNK) return;
   size_t n = a + each > CHUNK ? CHUNK - a : each;
@@ -122,9 +125,9 @@ static void *worker(void *arg) {
 }
 
 /* One generation done by all threads (the caller is thread 0). */
-static void post(size_t off, size_t slot, int evict) {
+static void post(size_t off, size_t slot, int task) {
   W.off = off, W.slot = slot;
-  STORE(W.evict, evict);
+  STORE(W.task, task);
   __atomic_store_n(&W.done, 0, __ATOMIC_RELAXED);
   pthread_mutex_lock(&W.mu);
   __atomic_add_fetch(&W.gen, 1, __ATOMIC_SEQ_CST);
@@ -144,10 +147,10 @@ static struct {
 
 static void dma_begin(void) {
   D.n = 0;
-  D.t0 = now_ms();
 }
 
 static void dma(char *to, const char *from) {
+  if (D.n == 0) D.t0 = now_ms();
   CK(cudaEventRecord(D.a[D.n], st));
   CK(cudaMemcpyAsync(to, from, CHUNK, cudaMemcpyHostToDevice, st));
   CK(cudaEventRecord(D.b[D.n], st));
@@ -173,7 +176,7 @@ static void stage(double *wall, double *engine) {
   for (size_t k = 0; k < n; k++) {
     size_t s = k % slots;
     if (k >= slots) CK(cudaEventSynchronize(D.b[k - slots])); /* the slot's last DMA is done */
-    post(k * CHUNK, s * CHUNK, 0);
+    post(k * CHUNK, s * CHUNK, TASK_CHUNK);
     dma(dst + k * CHUNK, pool + s * CHUNK);
   }
   dma_end(wall, engine);
@@ -189,8 +192,8 @@ static void cold(double *wall, double *engine) {
 /* The pool filled, treated, left 10 ms (the caller spinning when the threads do), then DMA'd. */
 static void pool_dma(int evict, double *wall, double *engine) {
   for (size_t s = 0; s < POOL; s += CHUNK)
-    post(s, s, 0);
-  if (evict) post(0, 0, 1);
+    post(s, s, TASK_CHUNK);
+  if (evict) post(0, 0, TASK_EVICT);
   double t = now_ms();
   if (LOAD(W.spin))
     while (now_ms() - t < 10)
@@ -226,7 +229,7 @@ static const struct variant {
   const char *name;
   int what, spin, line, evict;
 } VAR[] = {
-    {"cold pinned memory", COLD, 1, LINE_NONE, 0},
+    {"cold pinned memory", COLD, 0, LINE_NONE, 0},
     {"stage, threads spinning", STAGE, 1, LINE_NONE, 0},
     {"stage, threads sleeping", STAGE, 0, LINE_NONE, 0},
     {"stage, spinning, cldemote", STAGE, 1, LINE_CLDEMOTE, 0},
@@ -245,6 +248,7 @@ static int run(const struct variant *x, double *wall, double *engine) {
   if (!has_line_op(x->line)) return 0;
   STORE(W.spin, x->spin);
   STORE(W.line, x->line);
+  post(0, 0, TASK_NONE); /* every thread has seen `spin` before the measurement */
   if (x->what == COLD)
     cold(wall, engine);
   else if (x->what == STAGE)
@@ -306,7 +310,6 @@ int main(int argc, char **argv) {
   static double wall[V][64], engine[V][64];
   int bad = 0, ran[V];
   double w, e;
-  STORE(W.spin, 1);
   cold(&w, &e); /* warm-up: the DMA path and the device pages */
   for (int k = 0; k < rounds; k++)
     for (int v = 0; v < V; v++) {
