@@ -138,8 +138,9 @@ static void test_declined(void **state) {
   (void)state;
   if (!have) skip();
   size_t n = 32 * MIB;
-  uint64_t left = pw_get(&pw_st.shm_unmaps_left[0]) + pw_get(&pw_st.shm_unmaps_left[1]) +
-                  pw_get(&pw_st.shm_unmaps_left[2]);
+  uint64_t left = pw_get(&pw_st.shm_unmaps_left[PW_UNMAP_QUEUE_FULL]) +
+                  pw_get(&pw_st.shm_unmaps_left[PW_UNMAP_NO_ROOM]) +
+                  pw_get(&pw_st.shm_unmaps_left[PW_UNMAP_MOVE_FAILED]);
   /* private anonymous memory */
   char *a = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   assert_true(a != MAP_FAILED);
@@ -182,8 +183,9 @@ static void test_declined(void **state) {
   munmap(p, n);
   close(fd);
   /* none of these is a batch the queue was short of: nothing counted as left to the caller */
-  assert_int_equal(pw_get(&pw_st.shm_unmaps_left[0]) + pw_get(&pw_st.shm_unmaps_left[1]) +
-                       pw_get(&pw_st.shm_unmaps_left[2]),
+  assert_int_equal(pw_get(&pw_st.shm_unmaps_left[PW_UNMAP_QUEUE_FULL]) +
+                       pw_get(&pw_st.shm_unmaps_left[PW_UNMAP_NO_ROOM]) +
+                       pw_get(&pw_st.shm_unmaps_left[PW_UNMAP_MOVE_FAILED]),
                    left);
 }
 
@@ -193,7 +195,7 @@ static void test_queue_full(void **state) {
   enum { N = 6 };
   int fd[N], taken = 0;
   char *p[N];
-  uint64_t full = pw_get(&pw_st.shm_unmaps_left[0]);
+  uint64_t full = pw_get(&pw_st.shm_unmaps_left[PW_UNMAP_QUEUE_FULL]);
   pw_unmap_test_hold(1);
   for (int i = 0; i < N; i++) {
     p[i] = shm_map(i ? "full" : "full0", 16 * MIB, &fd[i]);
@@ -204,13 +206,14 @@ static void test_queue_full(void **state) {
     }
     taken += t;
   }
-  assert_int_equal(taken, 4);                                        /* the queue holds four */
-  assert_int_equal(pw_get(&pw_st.shm_unmaps_left[0]), full + N - 4); /* the others counted */
+  assert_int_equal(taken, 4); /* the queue holds four */
+  assert_int_equal(pw_get(&pw_st.shm_unmaps_left[PW_UNMAP_QUEUE_FULL]),
+                   full + N - 4); /* the others counted */
   char *anon = mmap(NULL, 16 * MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   assert_true(anon != MAP_FAILED);
   declined(anon, 16 * MIB); /* not a batch: not counted, even with the queue full */
   munmap(anon, 16 * MIB);
-  assert_int_equal(pw_get(&pw_st.shm_unmaps_left[0]), full + N - 4);
+  assert_int_equal(pw_get(&pw_st.shm_unmaps_left[PW_UNMAP_QUEUE_FULL]), full + N - 4);
   assert_int_equal(maps_with("-full"), 4);
   pw_unmap_test_hold(0);
   pw_unmap_drain();
@@ -228,11 +231,11 @@ static void test_room_in_dev_shm(void **state) {
   char *p[3];
   for (int i = 0; i < 3; i++)
     p[i] = shm_map("room", 16 * MIB, &fd[i]);
-  uint64_t no_room = pw_get(&pw_st.shm_unmaps_left[1]);
+  uint64_t no_room = pw_get(&pw_st.shm_unmaps_left[PW_UNMAP_NO_ROOM]);
   pw_unmap_test_hold(1);
   pw_unmap_test_free(4 * 16 * MIB - 1); /* short of 4 x 16 MiB by a byte */
   declined(p[0], 16 * MIB);
-  assert_int_equal(pw_get(&pw_st.shm_unmaps_left[1]), no_room + 1);
+  assert_int_equal(pw_get(&pw_st.shm_unmaps_left[PW_UNMAP_NO_ROOM]), no_room + 1);
   pw_unmap_test_free(4 * 16 * MIB);
   assert_int_equal(pw_unmap_defer(p[0], 16 * MIB), 1);
   declined(p[1], 16 * MIB); /* 16 MiB waits: a second needs 4 x 32 MiB */
@@ -384,7 +387,7 @@ static void test_failed_move_stops_deferral(void **state) {
   assert_int_equal(errno, 77);
   assert_true(mapped(p));
   assert_int_equal(pw_unmap_test_stopped(), 1);
-  assert_int_equal(pw_get(&pw_st.shm_unmaps_left[2]), 1);
+  assert_int_equal(pw_get(&pw_st.shm_unmaps_left[PW_UNMAP_MOVE_FAILED]), 1);
   close(fd);
   int fd2;
   char *q = shm_map("after", n, &fd2);

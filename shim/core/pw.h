@@ -242,6 +242,9 @@ enum {
 
 #define PW_NUMA_DEVICES 16
 #define PW_FA_REASONS_MAX 16
+/* why a /dev/shm unmap was left to the calling thread (engine/unmap.c) */
+enum { PW_UNMAP_QUEUE_FULL, PW_UNMAP_NO_ROOM, PW_UNMAP_MOVE_FAILED, PW_UNMAP_LEFT_N };
+
 typedef struct pw_stats {
   _Atomic uint64_t hook_calls[PW_HOOK_COUNT];
   _Atomic uint64_t hook_ns[PW_HOOK_COUNT];
@@ -267,9 +270,8 @@ typedef struct pw_stats {
   _Atomic uint64_t d2h_advised;         /* of those, advised for huge pages */
   _Atomic uint64_t d2h_mapped_ahead;    /* of those, mapped while the GPU work before them ran */
   _Atomic uint64_t shm_unmaps_deferred; /* /dev/shm mappings unmapped off the caller (unmap.c) */
-  _Atomic uint64_t
-      shm_unmaps_left[3];   /* ones left to the caller: queue full, no room, move failed */
-  _Atomic uint64_t threads; /* staging threads configured (caller included) */
+  _Atomic uint64_t shm_unmaps_left[PW_UNMAP_LEFT_N]; /* ones left to the caller, by reason */
+  _Atomic uint64_t threads;              /* staging threads configured (caller included) */
   _Atomic uint64_t xla_unstaged_clients; /* XLA CUDA clients created without XLA's staging */
   pw_counter3 host_copies[2]; /* the program's memcpy into [0] / out of [1] its pinned memory */
   pw_counter3 deferred;       /* H2D copies that returned before their copy-in (ns: host blocked) */

@@ -318,15 +318,18 @@ static void text_staging(buf_t *b) {
   bprintf(b, "  pinned staging %s, device ring %s\n",
           human_bytes(pw_get(&pw_st.pinned_bytes_allocated), h1, sizeof h1),
           human_bytes(pw_get(&pw_st.ring_bytes_allocated), h2, sizeof h2));
-  uint64_t left[3];
-  for (int i = 0; i < 3; i++)
+  uint64_t left[PW_UNMAP_LEFT_N];
+  for (int i = 0; i < PW_UNMAP_LEFT_N; i++)
     left[i] = pw_get(&pw_st.shm_unmaps_left[i]);
-  if (pw_get(&pw_st.shm_unmaps_deferred) || left[0] || left[1] || left[2])
+  if (pw_get(&pw_st.shm_unmaps_deferred) || left[PW_UNMAP_QUEUE_FULL] || left[PW_UNMAP_NO_ROOM] ||
+      left[PW_UNMAP_MOVE_FAILED])
     bprintf(b,
             "  shared-memory batches unmapped off the calling thread: %llu (left to it: queue "
             "full %llu, no room in /dev/shm %llu, move failed %llu)\n",
-            (unsigned long long)pw_get(&pw_st.shm_unmaps_deferred), (unsigned long long)left[0],
-            (unsigned long long)left[1], (unsigned long long)left[2]);
+            (unsigned long long)pw_get(&pw_st.shm_unmaps_deferred),
+            (unsigned long long)left[PW_UNMAP_QUEUE_FULL],
+            (unsigned long long)left[PW_UNMAP_NO_ROOM],
+            (unsigned long long)left[PW_UNMAP_MOVE_FAILED]);
   text_elision(b);
   text_numa(b);
   text_fill_ahead(b);
@@ -423,6 +426,17 @@ static void json_fill_ahead(buf_t *b) {
   bprintf(b, "}},");
 }
 
+typedef struct {
+  const char *key;
+  _Atomic uint64_t *v;
+} json_scalar;
+
+/* "key":value,... of n counters, no comma after the last */
+static void json_scalars(buf_t *b, const json_scalar *t, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    bprintf(b, "%s\"%s\":%llu", i ? "," : "", t[i].key, (unsigned long long)pw_get(t[i].v));
+}
+
 /* The "staging" object: the paths' counters, the program's copies to and from its pinned memory,
  * the engine's times and sizes, the unmapper's counts. */
 static void json_staging(buf_t *b) {
@@ -437,35 +451,40 @@ static void json_staging(buf_t *b) {
   bprintf(b, "},\"host_copies_out_of_pinned\":{");
   json_counter(b, &pw_st.host_copies[1]);
   bprintf(b, "},");
-  bprintf(b,
-          "\"memcpy_ns\":%llu,\"wait_space_ns\":%llu,\"wait_space_events\":%llu,"
-          "\"wait_lock_ns\":%llu,\"ring_pieces\":%llu,\"sync_elided\":%llu,"
-          "\"pinned_bytes\":%llu,\"ring_bytes\":%llu,\"internal_errors\":%llu,"
-          "\"threads\":%llu,\"copy_routine\":\"%s\",\"setup_ns\":%llu,\"d2h_fresh\":%llu,\"d2h_"
-          "advised\":%llu,\"d2h_mapped_ahead\":%llu,\"xla_unstaged_clients\":%llu,\"device_"
-          "resets\":%llu,\"pool_parts\":%llu,\"pool_busy\":%llu,\"shm_unmaps_deferred\":%llu,"
-          "\"shm_unmaps_left\":{\"queue_full\":%llu,\"no_room\":%llu,\"move_failed\":%llu}},",
-          (unsigned long long)pw_get(&pw_st.staging_memcpy_ns),
-          (unsigned long long)pw_get(&pw_st.wait_space_ns),
-          (unsigned long long)pw_get(&pw_st.wait_space_events),
-          (unsigned long long)pw_get(&pw_st.wait_lock_ns),
-          (unsigned long long)pw_get(&pw_st.ring_pieces),
-          (unsigned long long)pw_get(&pw_st.sync_elided),
-          (unsigned long long)pw_get(&pw_st.pinned_bytes_allocated),
-          (unsigned long long)pw_get(&pw_st.ring_bytes_allocated),
-          (unsigned long long)pw_get(&pw_st.internal_errors),
-          (unsigned long long)pw_get(&pw_st.threads), copy_routine(),
-          (unsigned long long)pw_get(&pw_st.setup_ns), (unsigned long long)pw_get(&pw_st.d2h_fresh),
-          (unsigned long long)pw_get(&pw_st.d2h_advised),
-          (unsigned long long)pw_get(&pw_st.d2h_mapped_ahead),
-          (unsigned long long)pw_get(&pw_st.xla_unstaged_clients),
-          (unsigned long long)pw_get(&pw_st.device_resets),
-          (unsigned long long)pw_get(&pw_st.pool_parts),
-          (unsigned long long)pw_get(&pw_st.pool_busy),
-          (unsigned long long)pw_get(&pw_st.shm_unmaps_deferred),
-          (unsigned long long)pw_get(&pw_st.shm_unmaps_left[0]),
-          (unsigned long long)pw_get(&pw_st.shm_unmaps_left[1]),
-          (unsigned long long)pw_get(&pw_st.shm_unmaps_left[2]));
+  static const json_scalar before[] = {
+      {"memcpy_ns", &pw_st.staging_memcpy_ns},
+      {"wait_space_ns", &pw_st.wait_space_ns},
+      {"wait_space_events", &pw_st.wait_space_events},
+      {"wait_lock_ns", &pw_st.wait_lock_ns},
+      {"ring_pieces", &pw_st.ring_pieces},
+      {"sync_elided", &pw_st.sync_elided},
+      {"pinned_bytes", &pw_st.pinned_bytes_allocated},
+      {"ring_bytes", &pw_st.ring_bytes_allocated},
+      {"internal_errors", &pw_st.internal_errors},
+      {"threads", &pw_st.threads},
+  };
+  static const json_scalar after[] = {
+      {"setup_ns", &pw_st.setup_ns},
+      {"d2h_fresh", &pw_st.d2h_fresh},
+      {"d2h_advised", &pw_st.d2h_advised},
+      {"d2h_mapped_ahead", &pw_st.d2h_mapped_ahead},
+      {"xla_unstaged_clients", &pw_st.xla_unstaged_clients},
+      {"device_resets", &pw_st.device_resets},
+      {"pool_parts", &pw_st.pool_parts},
+      {"pool_busy", &pw_st.pool_busy},
+      {"shm_unmaps_deferred", &pw_st.shm_unmaps_deferred},
+  };
+  static const json_scalar left[PW_UNMAP_LEFT_N] = {
+      {"queue_full", &pw_st.shm_unmaps_left[PW_UNMAP_QUEUE_FULL]},
+      {"no_room", &pw_st.shm_unmaps_left[PW_UNMAP_NO_ROOM]},
+      {"move_failed", &pw_st.shm_unmaps_left[PW_UNMAP_MOVE_FAILED]},
+  };
+  json_scalars(b, before, sizeof before / sizeof before[0]);
+  bprintf(b, ",\"copy_routine\":\"%s\",", copy_routine());
+  json_scalars(b, after, sizeof after / sizeof after[0]);
+  bprintf(b, ",\"shm_unmaps_left\":{");
+  json_scalars(b, left, PW_UNMAP_LEFT_N);
+  bprintf(b, "}},");
 }
 
 static void write_json(buf_t *b) {

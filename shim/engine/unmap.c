@@ -115,18 +115,18 @@ int pw_unmap_defer(void *addr, size_t len) {
     if (atomic_compare_exchange_strong(&q[i].state, &want, CLAIMED)) slot = i;
   }
   if (slot < 0) { /* counted when it is a batch the queue would have taken */
-    if (whole_shm_mapping(a, n)) pw_add(&pw_st.shm_unmaps_left[0], 1);
+    if (whole_shm_mapping(a, n)) pw_add(&pw_st.shm_unmaps_left[PW_UNMAP_QUEUE_FULL], 1);
     goto out;
   }
   size_t waiting = atomic_fetch_add(&queued_bytes, n) + n;
   if (!whole_shm_mapping(a, n)) goto give;
   if (!room_for(waiting)) {
-    pw_add(&pw_st.shm_unmaps_left[1], 1);
+    pw_add(&pw_st.shm_unmaps_left[PW_UNMAP_NO_ROOM], 1);
     goto give;
   }
   char *base = raw_mmap(NULL, n + ALIGN, 0);
   if (base == MAP_FAILED) {
-    pw_add(&pw_st.shm_unmaps_left[2], 1);
+    pw_add(&pw_st.shm_unmaps_left[PW_UNMAP_MOVE_FAILED], 1);
     goto give;
   }
   char *to = base + (((a & (ALIGN - 1)) - ((uintptr_t)base & (ALIGN - 1))) & (ALIGN - 1));
@@ -138,7 +138,7 @@ int pw_unmap_defer(void *addr, size_t len) {
      * place costs address space only; deferral stops for the process, so few are left (one per
      * caller that got this far). */
     atomic_store(&unsupported, 1);
-    pw_add(&pw_st.shm_unmaps_left[2], 1);
+    pw_add(&pw_st.shm_unmaps_left[PW_UNMAP_MOVE_FAILED], 1);
     char *r = raw_mmap(to, n, 1);
     if (r == to)
       raw_munmap(to, n);
