@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""How fast do a staged copy's chunk DMAs run while the staging threads still copy, and after?
+
+    python3 bench/chunk_rates.py TRACE.json[.gz] [--bytes 4194304] [--gap-us 300]
+
+For a trace of a program under pinwheel (Kineto's layout, as pinwheel's collector and
+torch.profiler write it): the host-to-device copies of exactly --bytes (pinwheel's staging
+chunks), grouped into staged copies (a new group after an idle gap of more than --gap-us), and for
+each group the last call that queued one of its DMAs (joined by args.correlation).  A chunk's DMA
+that began before that call ran while the threads were still copying the source into pinned
+memory; one that began after it ran with the threads done.  Prints the median DMA time and rate
+of each kind (the first two chunks of a group left out: their DMA began on an idle engine), so
+the cost of the threads' copying to the DMA engine can be read off a real run.
+"""
+import argparse
+import gzip
+import json
+import statistics
+import sys
+
+
+def load(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt") as f:
+            doc = json.load(f)
+    except (OSError, ValueError, EOFError) as e:
+        sys.exit(f"chunk_rates: {path}: cannot read a JSON trace: {e}")
+    ev = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if not isinstance(ev, list):
+        sys.exit(f"chunk_rates: {path}: no traceEvents list")
+    return [e for e in ev if isinstance(e, dict)]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("trace")
+    p.add_argument("--bytes", type=int, default=4 << 20, help="the staging chunk's size (4 MiB)")
+    p.add_argument("--gap-us", type=float, default=300.0, help="idle time that ends a staged copy")
+    a = p.parse_args()
+    ev = load(a.trace)
+    calls = {e["args"]["correlation"]: e for e in ev
+             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    dmas = sorted((e for e in ev if e.get("cat") == "gpu_memcpy" and "HtoD" in e.get("name", "")
+                   and e.get("args", {}).get("bytes") == a.bytes and e.get("dur", 0) > 0),
+                  key=lambda e: e["ts"])
+    if not dmas:
+        sys.exit(f"chunk_rates: {a.trace}: no host-to-device copy of {a.bytes} bytes")
+    groups = [[dmas[0]]]
+    for x, y in zip(dmas, dmas[1:]):
+        if y["ts"] - (x["ts"] + x["dur"]) > a.gap_us:
+            groups.append([y])
+        else:
+            groups[-1].append(y)
+    during, after = [], []
+    for g in groups:
+        queued = [calls[e["args"]["correlation"]]["ts"] for e in g if e["args"].get("correlation") in calls]
+        if not queued:
+            continue
+        last = max(queued)
+        for k, e in enumerate(g):
+            if k >= 2:
+                (after if e["ts"] >= last else during).append(e["dur"])
+    print(f"{a.trace}: {len(dmas)} chunk DMAs of {a.bytes} bytes in {len(groups)} staged copies")
+    for name, v in (("while the threads copy", during), ("after the last chunk was queued", after)):
+        if v:
+            m = statistics.median(v)
+            print(f"  {name}: {len(v)} DMAs, median {m:.1f} us, {a.bytes / m / 1e3:.1f} GB/s")
+        else:
+            print(f"  {name}: none")
+
+
+if __name__ == "__main__":
+    main()
