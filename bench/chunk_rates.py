@@ -38,11 +38,13 @@ def main():
     p.add_argument("--bytes", type=int, default=4 << 20, help="the staging chunk's size (4 MiB)")
     p.add_argument("--gap-us", type=float, default=300.0, help="idle time that ends a staged copy")
     a = p.parse_args()
-    ev = load(a.trace)
+    ev = [e for e in load(a.trace) if isinstance(e.get("args"), dict)
+          and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur", 0), (int, float))]
     calls = {e["args"]["correlation"]: e for e in ev
-             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-    dmas = sorted((e for e in ev if e.get("cat") == "gpu_memcpy" and "HtoD" in e.get("name", "")
-                   and e.get("args", {}).get("bytes") == a.bytes and e.get("dur", 0) > 0),
+             if e.get("cat") in ("cuda_runtime", "cuda_driver")
+             and isinstance(e["args"].get("correlation"), int)}
+    dmas = sorted((e for e in ev if e.get("cat") == "gpu_memcpy" and "HtoD" in str(e.get("name", ""))
+                   and e["args"].get("bytes") == a.bytes and e.get("dur", 0) > 0),
                   key=lambda e: e["ts"])
     if not dmas:
         sys.exit(f"chunk_rates: {a.trace}: no host-to-device copy of {a.bytes} bytes")
@@ -54,7 +56,8 @@ def main():
             groups[-1].append(y)
     during, after = [], []
     for g in groups:
-        queued = [calls[e["args"]["correlation"]]["ts"] for e in g if e["args"].get("correlation") in calls]
+        queued = [calls[c]["ts"] for c in (e["args"].get("correlation") for e in g)
+                  if isinstance(c, int) and c in calls]
         if not queued:
             continue
         last = max(queued)
