@@ -44,13 +44,15 @@ def main():
                 print(f"{name}: failed ({p.returncode})\n{out[-2000:]}", flush=True)
                 continue
             res[name].append([float(g) for g in m.groups()])
-    print(f"| variant | {' | '.join(f'value {i + 1}' for i in range(len(next(iter(res.values()))[0]) if any(res.values()) else 1))} |")
+    width = next((len(s[0]) for s in res.values() if s), 1)
+    print(f"| variant | {' | '.join(f'value {i + 1}' for i in range(width))} | rounds of value 1 |")
     for name, samples in res.items():
         if not samples:
             print(f"| {name} | failed |")
             continue
         cols = [statistics.median(s[i] for s in samples) for i in range(len(samples[0]))]
-        print(f"| {name} | " + " | ".join(f"{c:.2f}" for c in cols) + " |", flush=True)
+        rounds = ", ".join(f"{s[0]:.2f}" for s in samples)
+        print(f"| {name} | " + " | ".join(f"{c:.2f}" for c in cols) + f" | {rounds} |", flush=True)
 
 
 if __name__ == "__main__":
