@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# pool_sweep.sh — the pinned pool's size (PINWHEEL_HOST_POOL) on the classes it can move, each
+# size a variant of bench/sweep.py, processes interleaved on one machine (needs a GPU).
+#
+#   B=build-dev OUT=out POOLS="48M 64M 80M 96M" CLASSES="copybound d2h" REPS=4 bash bench/pool_sweep.sh
+#
+# CLASSES (all by default, about 13 minutes at REPS=3 with four sizes; split them over calls):
+#   copybound  samples/train_copybound.py, the hand-written prefetcher as the baseline
+#   d2h        samples/infer_d2h.py (.cpu() of the outputs)
+#   resnet50   samples/train_naive.py
+#   jax        samples/jax_copybound.py --iters 40
+#   loader     samples/train_loader.py, ResNet-18, 10 workers, --channels-last, 20 steps
+# Writes OUT/pool_sweep.md (one table a class: each size's median and its rounds) and each
+# class's processes' output to OUT/pool_<class>.log.  A failed process (bytes that differ make
+# the samples exit non-zero) shows as a missing round, a size with none as "failed".
+set -u
+cd "$(dirname "$0")/.." || exit 2
+B=${B:-build-dev}
+OUT=${OUT:-out}
+POOLS=${POOLS:-48M 64M 80M 96M}
+CLASSES=${CLASSES:-copybound d2h resnet50 jax loader}
+REPS=${REPS:-3}
+LIB=$B/libpinwheel.so
+[ -f "$LIB" ] || { echo "pool_sweep: no $LIB (build the shim first)" >&2; exit 2; }
+mkdir -p "$OUT"
+md=$OUT/pool_sweep.md
+for c in $CLASSES; do
+  extra=()
+  case $c in
+  copybound) cmd="sh -c 'python3 samples/train_copybound.py --mode \$M'" pat='([\d.]+) ms/step'
+    extra=(--variant "prefetcher:M=prefetch") ;;
+  d2h) cmd="python3 samples/infer_d2h.py" pat='([\d.]+) ms/step' ;;
+  resnet50) cmd="python3 samples/train_naive.py" pat='([\d.]+) ms/iter' ;;
+  jax) cmd="python3 samples/jax_copybound.py --iters 40" pat='([\d.]+) ms/iter' ;;
+  loader) cmd="python3 samples/train_loader.py --model resnet18 --workers 10 --channels-last --iters 20"
+    pat='([\d.]+) ms/iter' ;;
+  *) echo "pool_sweep: unknown class $c" >&2; exit 2 ;;
+  esac
+  variants=()
+  for p in $POOLS; do
+    variants+=(--variant "$p:M=naive LD_PRELOAD=$LIB PINWHEEL_HOST_POOL=$p")
+  done
+  printf '\n%s (ms, median of %s):\n\n' "$c" "$REPS" | tee -a "$md"
+  python3 bench/sweep.py --reps "$REPS" --pattern "$pat" --cmd "$cmd" "${variants[@]}" "${extra[@]}" \
+    --log "$OUT/pool_$c.log" | grep '^|' | tee -a "$md"
+done
