@@ -4,16 +4,18 @@
 #
 #   B=build-dev OUT=out POOLS="48M 64M 80M 96M" CLASSES="copybound d2h" REPS=4 bash bench/pool_sweep.sh
 #
-# CLASSES (all by default, about 13 minutes at REPS=3 with four sizes; split them over calls):
+# B and OUT are relative to the repository's root.
+# CLASSES (all by default, about 13 minutes at REPS=3 with four sizes; split them over runs):
 #   copybound  samples/train_copybound.py, the hand-written prefetcher as the baseline
 #   d2h        samples/infer_d2h.py (.cpu() of the outputs)
 #   resnet50   samples/train_naive.py
 #   jax        samples/jax_copybound.py --iters 40
 #   loader     samples/train_loader.py, ResNet-18, 10 workers, --channels-last, 20 steps
 # Writes OUT/pool_sweep.md (one table a class: each size's median and its rounds) and each
-# class's processes' output to OUT/pool_<class>.log.  A failed process (bytes that differ make
-# the samples exit non-zero) shows as a missing round, a size with none as "failed".
-set -u
+# class's processes' output to OUT/pool_<class>.log.  A process that fails shows as a missing
+# round (its output in the log), a size with none as "failed"; copybound and d2h compare the
+# bytes they copied and fail when they differ, the others do not compare bytes.
+set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 2
 B=${B:-build-dev}
 OUT=${OUT:-out}
@@ -25,10 +27,10 @@ LIB=$B/libpinwheel.so
 mkdir -p "$OUT"
 md=$OUT/pool_sweep.md
 for c in $CLASSES; do
-  extra=()
+  extra=(--reps "$REPS") # never empty: "${extra[@]}" under set -u needs bash >= 4.4 when it is
   case $c in
   copybound) cmd="sh -c 'python3 samples/train_copybound.py --mode \$M'" pat='([\d.]+) ms/step'
-    extra=(--variant "prefetcher:M=prefetch") ;;
+    extra+=(--variant "prefetcher:M=prefetch") ;;
   d2h) cmd="python3 samples/infer_d2h.py" pat='([\d.]+) ms/step' ;;
   resnet50) cmd="python3 samples/train_naive.py" pat='([\d.]+) ms/iter' ;;
   jax) cmd="python3 samples/jax_copybound.py --iters 40" pat='([\d.]+) ms/iter' ;;
@@ -41,6 +43,9 @@ for c in $CLASSES; do
     variants+=(--variant "$p:M=naive LD_PRELOAD=$LIB PINWHEEL_HOST_POOL=$p")
   done
   printf '\n%s (ms, median of %s):\n\n' "$c" "$REPS" | tee -a "$md"
-  python3 bench/sweep.py --reps "$REPS" --pattern "$pat" --cmd "$cmd" "${variants[@]}" "${extra[@]}" \
-    --log "$OUT/pool_$c.log" | grep '^|' | tee -a "$md"
+  python3 bench/sweep.py --pattern "$pat" --cmd "$cmd" "${variants[@]}" "${extra[@]}" \
+    --log "$OUT/pool_$c.log" | grep '^|' | tee -a "$md" || {
+    echo "pool_sweep: $c: bench/sweep.py failed" >&2
+    exit 1
+  }
 done
