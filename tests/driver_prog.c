@@ -605,14 +605,25 @@ static int cmd_release_in_setup(void) {
 
 /* The program resets its primary context (cuDevicePrimaryCtxReset) between staged copies: its
  * resources go, its references stay.  pinwheel drains and forgets its state there first and sets
- * it up anew for the next copy: bytes right before and after, nothing of the old state used. */
+ * it up anew for the next copy: bytes right before and after, nothing of the old state used (the
+ * fake aborts on a stream or event of the old context), the events of elided syncs included: each
+ * round also stages an asynchronous copy on a stream of its own and synchronises it. */
 static int cmd_reset(void) {
   size_t n = 4 << 20;
   unsigned char *src = malloc(n), *back = malloc(n);
   for (int round = 0; round < 2; round++) {
     CUdeviceptr dev;
+    CUstream s;
     CHECK(cuMemAlloc_v2(&dev, n) == CUDA_SUCCESS);
     round_trip(dev, src, back, n, 5, round);
+    CHECK(cuStreamCreate(&s, 0) == CUDA_SUCCESS);
+    for (int i = 0; i < 2; i++) {
+      memset(src, 3 * round + i + 1, n);
+      CHECK(F.cuMemcpyHtoDAsync_v2(dev, src, n, s) == CUDA_SUCCESS);
+      CHECK(F.cuStreamSynchronize(s) == CUDA_SUCCESS);
+      CHECK(F.cuMemcpyDtoH_v2(back, dev, n) == CUDA_SUCCESS);
+      CHECK(memcmp(back, src, n) == 0);
+    }
     if (round == 0) CHECK(F.cuDevicePrimaryCtxReset_v2(0) == CUDA_SUCCESS);
   }
   printf("references left %d\n", fake_drv_primary_refs());

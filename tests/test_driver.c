@@ -269,14 +269,17 @@ static void test_release_during_setup(void **state) {
 }
 
 /* cuDevicePrimaryCtxReset between staged copies: pinwheel drains and forgets its state first (the
- * fake aborts if a handle of the reset context is used later) and stages the next copy in a state
- * set up anew; bytes right. */
+ * fake aborts if a stream or event of the reset context is used later) and stages the next copy in
+ * a state set up anew; bytes right.  The syncs elided before the reset and after it: once the
+ * event of one before it was recorded again after it (the fake aborted, CUDA crashed). */
 static void test_primary_context_reset(void **state) {
   const char *argv[] = {PW_DRV_PROG, "reset", "gpa", NULL};
   const char *env[] = {PRELOAD, "PINWHEEL_MODE=stage", NULL};
   /* the program's reference and pinwheel's, taken again for the second copy */
   yajl_val v = run_summary(argv, env, "references left 2\nreset ok", 1);
-  assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 2);
+  assert_int_equal(jget(v, "staging", "ring", "calls", NULL), 6); /* 1 + 2 async a round */
+  assert_int_equal(jget(v, "staging", "sync_elided", NULL), 4);
+  assert_int_equal(jget(v, "sync_kept", "error", NULL), 0);
   assert_int_equal(jget(v, "staging", "device_resets", NULL), 1);
   assert_int_equal(jget(v, "calls", "cuDevicePrimaryCtxReset_v2", "calls", NULL), 1);
   yajl_tree_free(v);

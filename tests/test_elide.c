@@ -549,6 +549,51 @@ static void test_device_sync_retires(void **state) {
   end_run(e);
 }
 
+/* A reset of the device (cudaDeviceReset, cuDevicePrimaryCtxReset; a release of its primary
+ * context alike) destroys the events of the syncs elided there.  pw_elide_device_reset, made before
+ * it, waits for the elided work and forgets those events: the next elision there records a new
+ * one, and no fence of another device's stream asks a destroyed one.  Once the event of a retired
+ * elision, kept for reuse, was recorded after cudaDeviceReset (a crash inside CUDA); with the slot
+ * still live at the reset, a fence would have queried it.  The simulation fails a stale event's
+ * every use and counts it. */
+static void test_device_reset_forgets_its_events(void **state) {
+  for (int live = 0; live < 2; live++) {
+    setup_run(3, 1);
+    pw_engine *e = engine();
+    void *s = sim_stream_new(0), *other = sim_stream_new(1);
+    unsigned seed = 3;
+    size_t n = 96 << 10;
+    char *dst = device_buf(n);
+    unsigned char *expect;
+    staged_copy(e, dst, n, s, &seed, &expect);
+    assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 1);
+    if (!live) { /* the program's real sync retires it: its event is kept for the next elision */
+      uint64_t before = pw_elide_now();
+      sim_stream_sync(s);
+      pw_elide_synced(&sim_ops, s, before);
+    }
+    pw_elide_device_reset(&sim_ops, 0);
+    assert_memory_equal(dst, expect, n); /* lazily: only a wait ran it */
+    assert_int_equal(atomic_load(&pw_elide_live), 0);
+    free(expect);
+    pw_engine_device_reset(e, 0);
+    sim_device_reset(0);
+    sim_set_device(1); /* another device's stream is fenced: nothing of device 0 is asked */
+    pw_elide_fence(&sim_ops, other);
+    sim_set_device(0);
+    void *s2 = sim_stream_new(0), *t = sim_stream_new(0);
+    dst = device_buf(n);
+    staged_copy(e, dst, n, s2, &seed, &expect);
+    assert_int_equal(pw_elide_sync(&sim_ops, s2, 0, -1), 1); /* not kept for a failed record */
+    pw_elide_fence(&sim_ops, t);
+    read_on(t, dst, expect, n);
+    free(expect);
+    assert_int_equal(sim_bad_handles, 0);
+    end_run(e);
+    assert_int_equal(atomic_load(&mismatches), 0);
+  }
+}
+
 /* Work captured into a graph is not fenced (a wait on an event from outside would break the
  * capture): it runs when the graph is launched, and that launch is. */
 static void test_capturing_stream_not_fenced(void **state) {
@@ -820,6 +865,7 @@ int main(void) {
       cmocka_unit_test(test_real_sync_covers_only_before_it),
       cmocka_unit_test(test_legacy_host_write_reaches_other_streams),
       cmocka_unit_test(test_off_never_elides),
+      cmocka_unit_test(test_device_reset_forgets_its_events),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -564,6 +564,27 @@ void pw_elide_forget_stream(void *s) {
   pthread_mutex_unlock(&mu);
 }
 
+/* ---- a device's context goes ---- */
+
+void pw_elide_device_reset(const pw_ops *ops, int dev) {
+  int cm = lock(ops);
+  for (int i = 0; i < SLOTS; i++)
+    if (slots[i].live && slots[i].dev == dev) {
+      pw_add(&pw_st.sync_settled, 1);
+      wait_slot(&slots[i]); /* retired: its events join the free list, dropped below */
+      i = -1;               /* look again from the start: mu was dropped */
+    }
+  for (int i = 0; i < nfree_events; i++)
+    if (free_events[i].dev == dev) free_events[i--] = free_events[--nfree_events];
+  /* the context's streams go with it, and a stream made later may get one of their handles: no
+   * stream is taken for fenced or done any more (the next fence of each is made anew) */
+  for (int i = 0; i < SLOTS; i++)
+    slots[i].nfenced = 0;
+  for (int i = 0; i < DONE; i++)
+    atomic_store(&done[i].h, 0);
+  unlock(ops, cm);
+}
+
 /* ---- a destroyed event ---- */
 
 void pw_elide_forget_event(void *e) {

@@ -69,6 +69,14 @@ void pw_elide_forget_stream(void *s);
  * event any more (a new one must not inherit when e was recorded, or what e followed). */
 void pw_elide_forget_event(void *e);
 
+/* Device dev's context is about to go, or may (a reset, a release of its primary context): the
+ * events and streams made there would be stale after it.  Its elided syncs in flight are waited
+ * for first (the context still lives), then every event of the device is forgotten, in the slots
+ * and among those kept for reuse (the context frees them: a later elision there makes its own), and
+ * no stream object stays known as fenced.  A release that leaves the context alive leaks the
+ * events forgotten (a few: nothing is staged there again, so no sync there is elided again). */
+void pw_elide_device_reset(const pw_ops *ops, int dev);
+
 void pw_elide_after_fork_child(void);
 
 #ifdef PW_TESTING

@@ -69,6 +69,9 @@ int pw_drv_state_gone(int device) {
 
 void pw_drv_primary_release(int dev, int reset) {
   if (dev < 0 || dev >= MAX_DEVICES) return;
+  /* a reset destroys the events of the syncs elided there, a release may: they are waited for and
+   * forgotten while the context surely lives (elide.h), whichever front end elided them */
+  pw_elide_device_reset(&pw_drv_ops, dev);
   if (reset) {
     /* the context's resources go whoever holds it: as at cudaDeviceReset, pinwheel's state there
      * (any front end's) is drained and forgotten, and set up anew by the next staged copy: the

@@ -216,8 +216,9 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
                  (symbol, funcPtr, cudaVersion, flags, driverStatus))
 
 /* cudaDeviceReset destroys the context and everything pinwheel allocated in it (pinned pool, ring,
- * side stream, events): the engine first lets its deferred copy-ins finish and its side stream
- * drain, then forgets the device, so the next staged copy sets it up anew. */
+ * side stream, events, the events of elided syncs): the syncs elided there are waited for, the
+ * engine lets its deferred copy-ins finish and its side stream drain, then both forget the device,
+ * so the next staged copy sets it up anew. */
 #define WRAP_RESET(name, params, args)                                                             \
   cudaError_t name params {                                                                        \
     int mode = pw_enter();                                                                         \
@@ -225,7 +226,8 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
     int dev = -1;                                                                                  \
     if (mode == PW_MODE_STAGE && pw_eng && REAL(cudaGetDevice) &&                                  \
         pw_real.cudaGetDevice(&dev) == cudaSuccess) {                                              \
-      pw_fa_device_reset(dev); /* the uploads ahead made there go first (fa.h) */                  \
+      pw_fa_device_reset(dev);                  /* the uploads ahead made there go first (fa.h) */ \
+      pw_elide_device_reset(&pw_real_ops, dev); /* its elided syncs, and their events */           \
       pw_engine_device_reset(pw_eng, dev);                                                         \
     }                                                                                              \
     cudaError_t r = pw_real.name args;                                                             \

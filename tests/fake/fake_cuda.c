@@ -442,9 +442,26 @@ CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
   *s = (CUstream)f;
   return CUDA_SUCCESS;
 }
+/* An event, made in the primary context's life `gen` (or in another context: magic 0). */
+typedef struct fake_event {
+  int magic, gen;
+} fake_event;
 CUresult cuEventCreate(CUevent *e, unsigned int flags) {
-  *e = (CUevent)calloc(1, 16);
+  fake_event *f = calloc(1, 16);
+  if (current == &primary_ctx) {
+    f->magic = 0xe7e7;
+    f->gen = __atomic_load_n(&primary_gen, __ATOMIC_SEQ_CST);
+  }
+  *e = (CUevent)f;
   return CUDA_SUCCESS;
+}
+/* The real driver may crash when given an event of a destroyed context; this one does, loudly. */
+static void event_alive(const char *fn, CUevent e) {
+  fake_event *f = (fake_event *)e;
+  if (f && f->magic == 0xe7e7 && f->gen != __atomic_load_n(&primary_gen, __ATOMIC_SEQ_CST)) {
+    fprintf(stderr, "fake libcuda: %s: an event of a destroyed primary context\n", fn);
+    abort();
+  }
 }
 /* Events and streams: the work is done at once (copies run at their call), so every event is
  * complete and every stream idle; the calls are counted, not recorded as fake_last. */
@@ -455,20 +472,25 @@ static CUresult counted(const char *fn) {
   return r;
 }
 CUresult cuEventRecord(CUevent e, CUstream s) {
+  event_alive(__func__, e);
   stream_alive(__func__, s);
   return counted(__func__);
 }
 CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
+  event_alive(__func__, e);
   return counted(__func__);
 }
 CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags) {
+  event_alive(__func__, e);
   stream_alive(__func__, s);
   return counted(__func__);
 }
 CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned int flags) {
+  event_alive(__func__, e);
   return counted(__func__);
 }
 CUresult cuEventQuery(CUevent e) {
+  event_alive(__func__, e);
   return counted(__func__);
 }
 CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) {
@@ -476,9 +498,11 @@ CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) {
   return counted(__func__);
 }
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
+  event_alive(__func__, e);
   return counted(__func__);
 }
 CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int flags) {
+  event_alive(__func__, e);
   return counted(__func__);
 }
 CUresult cuStreamQuery(CUstream s) {

@@ -22,6 +22,8 @@ typedef struct token {
 
 typedef struct sim_event {
   token *latest; /* NULL: never recorded (complete) */
+  int device;    /* made on this device, in its context's life `life` (sim_device_reset) */
+  unsigned life;
 } sim_event;
 
 typedef struct op {
@@ -72,6 +74,9 @@ static __thread int pending_error; /* the thread's unread error (sim_set_pending
 long sim_deadlocks, sim_pageable_dma, sim_bad_handles;
 atomic_int sim_host_waiters;
 static int no_wait_value;
+/* Each device's context life: sim_device_reset starts a new one (never reset: an event of an
+ * earlier test's life stays stale). */
+static unsigned lives[8];
 
 static unsigned rnd(void) {
   rng ^= rng << 13;
@@ -335,12 +340,31 @@ static int op_stream_create(void **h) {
   return 0;
 }
 static int op_event_create(void **e) {
-  *e = calloc(1, sizeof(sim_event));
+  sim_event *x = calloc(1, sizeof *x);
+  pthread_mutex_lock(&mu);
+  x->device = cur_dev;
+  x->life = lives[cur_dev];
+  pthread_mutex_unlock(&mu);
+  *e = x;
   return 0;
+}
+/* An event of a context that a reset destroyed since (under mu): counted, and the call fails with
+ * cudaErrorContextIsDestroyed (real CUDA may crash instead). */
+static int stale(void *e) {
+  sim_event *x = e;
+  if (x->life == lives[x->device]) return 0;
+  sim_bad_handles++;
+  return 709;
+}
+void sim_device_reset(int device) {
+  pthread_mutex_lock(&mu);
+  lives[device]++;
+  pthread_mutex_unlock(&mu);
 }
 static int op_event_record(void *e, void *h) {
   pthread_mutex_lock(&mu);
-  sim_stream *s = resolve(h);
+  int bad = stale(e);
+  sim_stream *s = bad ? NULL : resolve(h);
   if (s) {
     op *o = calloc(1, sizeof *o);
     o->type = OP_RECORD;
@@ -350,24 +374,29 @@ static int op_event_record(void *e, void *h) {
     some_steps();
   }
   pthread_mutex_unlock(&mu);
-  return s ? 0 : 400;
+  return bad ? bad : s ? 0 : 400;
 }
 static int op_event_query(void *e) {
   pthread_mutex_lock(&mu);
-  some_steps();
-  int r = ev_done(e) ? 0 : 1;
+  int r = stale(e);
+  if (!r) {
+    some_steps();
+    r = ev_done(e) ? 0 : 1;
+  }
   pthread_mutex_unlock(&mu);
   return r;
 }
 static int op_event_sync(void *e) {
   pthread_mutex_lock(&mu);
-  int r = run_until(ev_done, e);
+  int r = stale(e);
+  if (!r) r = run_until(ev_done, e);
   pthread_mutex_unlock(&mu);
   return r;
 }
 static int op_stream_wait_event(void *h, void *e) {
   pthread_mutex_lock(&mu);
-  sim_stream *s = resolve(h);
+  int bad = stale(e);
+  sim_stream *s = bad ? NULL : resolve(h);
   if (s && ((sim_event *)e)->latest) {
     op *o = calloc(1, sizeof *o);
     o->type = OP_WAIT;
@@ -375,7 +404,7 @@ static int op_stream_wait_event(void *h, void *e) {
     push(s, o);
   }
   pthread_mutex_unlock(&mu);
-  return s ? 0 : 400;
+  return bad ? bad : s ? 0 : 400;
 }
 static int op_copy_async(void *dst, const void *src, size_t n, int dir, void *h) {
   pthread_mutex_lock(&mu);

@@ -50,6 +50,9 @@ void sim_set_host_alloc_delay_ms(int ms);
 void sim_fail_device_alloc(int on);
 void sim_fail_copy_after(long n); /* the n-th copy_async from now fails (-1: never) */
 void sim_no_wait_value(int on);   /* wait_host_value reports "not supported" */
+/* The device's context goes (cudaDeviceReset): every event made there before is stale from now
+ * on, and a call given one fails and counts in sim_bad_handles (its streams and memory stay). */
+void sim_device_reset(int device);
 
 /* What went wrong inside the simulation (engine misuse), counted.  A host wait that nothing can
  * move on counts as a deadlock; while a stream waits for a host value (wait_host_value) or a
