@@ -54,7 +54,7 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                              "summary format: text or json"},
     [PW_OPT_MIN_BYTES] = {"PINWHEEL_MIN_BYTES", T_SIZE, 64 * KiB, NULL,
                           "smallest copy that is staged (smaller ones go to CUDA unchanged)"},
-    [PW_OPT_HOST_POOL] = {"PINWHEEL_HOST_POOL", T_SIZE, 48 * MiB, NULL,
+    [PW_OPT_HOST_POOL] = {"PINWHEEL_HOST_POOL", T_SIZE, 64 * MiB, NULL,
                           "pinned staging memory per device, allocated at the first staged copy; "
                           "small enough to stay in the CPU's last-level cache, where the DMA "
                           "engine reads and writes it fastest"},
