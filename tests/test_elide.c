@@ -549,18 +549,19 @@ static void test_device_sync_retires(void **state) {
   end_run(e);
 }
 
-/* A reset of the device (cudaDeviceReset, cuDevicePrimaryCtxReset; a release of its primary
- * context alike) destroys the events of the syncs elided there.  pw_elide_device_reset, made before
- * it, waits for the elided work and forgets those events: the next elision there records a new
- * one, and no fence of another device's stream asks a destroyed one.  Once the event of a retired
- * elision, kept for reuse, was recorded after cudaDeviceReset (a crash inside CUDA); with the slot
- * still live at the reset, a fence would have queried it.  The simulation fails a stale event's
- * every use and counts it. */
+/* A reset of the device (cudaDeviceReset, cuDevicePrimaryCtxReset; a release that ends its
+ * primary context alike) destroys the events and streams made there.  Before it the elided syncs
+ * there are waited for (pw_elide_device_wait) and everything of the device forgotten
+ * (pw_elide_device_forget): the next elision there records a new event, no fence of another
+ * device's stream asks a destroyed one, and a stream made later with an old handle is fenced
+ * anew.  Once the event of a retired elision, kept for reuse, was recorded after cudaDeviceReset
+ * (a crash inside CUDA); with the slot still live at the reset, a fence would have queried it.
+ * The simulation fails a stale event's every use and counts it. */
 static void test_device_reset_forgets_its_events(void **state) {
   for (int live = 0; live < 2; live++) {
     setup_run(3, 1);
     pw_engine *e = engine();
-    void *s = sim_stream_new(0), *other = sim_stream_new(1);
+    void *s = sim_stream_new(0), *x = sim_stream_new(0), *s1 = sim_stream_new(1);
     unsigned seed = 3;
     size_t n = 96 << 10;
     char *dst = device_buf(n);
@@ -572,15 +573,30 @@ static void test_device_reset_forgets_its_events(void **state) {
       sim_stream_sync(s);
       pw_elide_synced(&sim_ops, s, before);
     }
-    pw_elide_device_reset(&sim_ops, 0);
+    /* a sync elided on device 1 stays in flight across device 0's reset; x (device 0) is fenced
+     * for it, and a stream made after the reset with x's handle must be fenced again */
+    sim_set_device(1);
+    static uint32_t held; /* device 1's stream waits for it: its elided sync stays in flight */
+    __atomic_store_n(&held, 0, __ATOMIC_SEQ_CST);
+    assert_int_equal(sim_ops.wait_host_value(s1, &held, 1), 0);
+    char *dst1 = sim_device_alloc(1, 4096);
+    unsigned char *expect1;
+    staged_copy(e, dst1, 4096, s1, &seed, &expect1);
+    free(expect1);
+    assert_int_equal(pw_elide_sync(&sim_ops, s1, 1, -1), 1);
+    sim_set_device(0);
+    pw_elide_fence(&sim_ops, x);
+    uint64_t fences = pw_get(&pw_st.sync_fences);
+    pw_elide_device_wait(&sim_ops, 0);
     assert_memory_equal(dst, expect, n); /* lazily: only a wait ran it */
-    assert_int_equal(atomic_load(&pw_elide_live), 0);
     free(expect);
     pw_engine_device_reset(e, 0);
+    pw_elide_device_forget(0);
     sim_device_reset(0);
-    sim_set_device(1); /* another device's stream is fenced: nothing of device 0 is asked */
-    pw_elide_fence(&sim_ops, other);
-    sim_set_device(0);
+    assert_int_equal(atomic_load(&pw_elide_live), 1); /* device 1's */
+    pw_elide_fence(&sim_ops, x);
+    assert_int_equal(pw_get(&pw_st.sync_fences), fences + 1);
+    __atomic_store_n(&held, 1, __ATOMIC_SEQ_CST);
     void *s2 = sim_stream_new(0), *t = sim_stream_new(0);
     dst = device_buf(n);
     staged_copy(e, dst, n, s2, &seed, &expect);
@@ -592,6 +608,25 @@ static void test_device_reset_forgets_its_events(void **state) {
     end_run(e);
     assert_int_equal(atomic_load(&mismatches), 0);
   }
+}
+
+/* The event of an elision is made in the thread's current context: only the device's primary one,
+ * whose end pinwheel hears of, ever holds one (a context of the program's own may be destroyed
+ * unseen, and its events with it); in another the sync is real, kept for "device". */
+static void test_other_context_keeps_the_sync(void **state) {
+  setup_run(1, 1);
+  pw_engine *e = engine();
+  void *s = sim_stream_new(0);
+  unsigned seed = 1;
+  one_copy(e, s, &seed);
+  sim_set_context(1);
+  assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 0);
+  assert_int_equal(pw_get(&pw_st.sync_kept[PW_KEEP_DEVICE]), 1);
+  pw_elide_test_drop = 8; /* the rule left out: the test sees it */
+  assert_int_equal(pw_elide_sync(&sim_ops, s, 0, -1), 1);
+  pw_elide_test_drop = 0;
+  sim_set_context(0);
+  end_run(e);
 }
 
 /* Work captured into a graph is not fenced (a wait on an event from outside would break the
@@ -866,6 +901,7 @@ int main(void) {
       cmocka_unit_test(test_legacy_host_write_reaches_other_streams),
       cmocka_unit_test(test_off_never_elides),
       cmocka_unit_test(test_device_reset_forgets_its_events),
+      cmocka_unit_test(test_other_context_keeps_the_sync),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -196,7 +196,8 @@ extern const char *const pw_fa_reason_names[PW_FA_NREASONS];
   X(MAPPED, "mapped", "the program holds pinned, mapped or managed host memory kernels can write") \
   X(PAGEABLE_ACCESS, "pageable_access", "the device can access pageable host memory")              \
   X(IPC, "ipc", "the process exported memory or an event to another process")                      \
-  X(DEVICE, "device", "the current device is not the stream's")                                    \
+  X(DEVICE, "device",                                                                              \
+    "the current device is not the stream's, or its context not the primary one")                  \
   X(FULL, "full", "too many streams had an elided sync in flight")                                 \
   X(ERROR, "error", "the elided sync's event could not be recorded")
 #define PW_KEEP_ENUM(id, name, text) PW_KEEP_##id,

@@ -301,6 +301,8 @@ static int wait_slot(slot *s) {
 }
 
 int pw_elide_sync(const pw_ops *ops, void *s, int device, int why) {
+  /* asked before the lock, which is a leaf (the driver's answer may take its primary_lock) */
+  int primary = !ops->context_ok || ops->context_ok(s, device) || DROP(8);
   int cm = lock(ops), pend = ops->error_pending();
   int r = 0;
   key k = key_of(ops, s);
@@ -318,7 +320,9 @@ int pw_elide_sync(const pw_ops *ops, void *s, int device, int why) {
     r = keep(why);
     goto out;
   }
-  if (ops->get_device(&cur) || cur != device || device < 0 || device > MAX_DEVICE) {
+  /* the event is made in the thread's current context: only the device's primary one, whose
+   * end (a reset, a release) pw_elide_device_forget hears of */
+  if (ops->get_device(&cur) || cur != device || device < 0 || device > MAX_DEVICE || !primary) {
     r = keep(PW_KEEP_DEVICE);
     goto out;
   }
@@ -566,23 +570,39 @@ void pw_elide_forget_stream(void *s) {
 
 /* ---- a device's context goes ---- */
 
-void pw_elide_device_reset(const pw_ops *ops, int dev) {
+void pw_elide_device_wait(const pw_ops *ops, int dev) {
   int cm = lock(ops);
   for (int i = 0; i < SLOTS; i++)
     if (slots[i].live && slots[i].dev == dev) {
       pw_add(&pw_st.sync_settled, 1);
-      wait_slot(&slots[i]); /* retired: its events join the free list, dropped below */
+      wait_slot(&slots[i]); /* retired: its events join the free list */
       i = -1;               /* look again from the start: mu was dropped */
     }
+  unlock(ops, cm);
+}
+
+void pw_elide_device_forget(int dev) {
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < SLOTS; i++)
+    if (slots[i].live && slots[i].dev == dev) { /* elided since the wait: its events go too */
+      slots[i].live = 0;
+      slots[i].n = 0;
+    }
+  publish(count_live());
   for (int i = 0; i < nfree_events; i++)
     if (free_events[i].dev == dev) free_events[i--] = free_events[--nfree_events];
-  /* the context's streams go with it, and a stream made later may get one of their handles: no
-   * stream is taken for fenced or done any more (the next fence of each is made anew) */
+  /* the context's streams and events go with it, and one made later may get one of their
+   * handles: no stream is taken for fenced or done any more (its next fence is made anew), no
+   * event for known (unknown is the safe answer), and the device's default streams have no host
+   * writes queued (the reset ended them) */
   for (int i = 0; i < SLOTS; i++)
     slots[i].nfenced = 0;
   for (int i = 0; i < DONE; i++)
     atomic_store(&done[i].h, 0);
-  unlock(ops, cm);
+  memset(events, 0, sizeof events);
+  for (int i = 0; i < DIRTY; i++)
+    if (dirty[i].used && (uintptr_t)dirty[i].k.h <= 2 && dirty[i].k.dev == dev) dirty[i].used = 0;
+  pthread_mutex_unlock(&mu);
 }
 
 /* ---- a destroyed event ---- */

@@ -23,7 +23,9 @@ void pw_elide_configure(int on);
 /* A host sync of stream s (its device `device`) that directly follows a copy pinwheel staged on s,
  * on this thread.  keep: -1, or the PW_KEEP_* reason the front end found why kernels may write
  * host memory (MAPPED: the program holds pinned, mapped or managed host memory; PAGEABLE_ACCESS:
- * the device reaches pageable memory), which makes the sync real.  Returns 1 when the sync may
+ * the device reaches pageable memory), which makes the sync real.  Kept too (PW_KEEP_DEVICE) unless
+ * the thread's current device is `device` and its context the primary one (ops->context_ok): the
+ * event recorded is made there.  Returns 1 when the sync may
  * return at once (an event was recorded on s: later work on other streams waits for it), else 0 and
  * the caller makes the real sync (the reason counted). Before an elision the previous one of s is
  * waited for: the host runs at most one sync ahead. */
@@ -69,21 +71,22 @@ void pw_elide_forget_stream(void *s);
  * event any more (a new one must not inherit when e was recorded, or what e followed). */
 void pw_elide_forget_event(void *e);
 
-/* Device dev's context is about to go, or may (a reset, a release of its primary context): the
- * events and streams made there would be stale after it.  Its elided syncs in flight are waited
- * for first (the context still lives), then every event of the device is forgotten, in the slots
- * and among those kept for reuse (the context frees them: a later elision there makes its own), and
- * no stream object stays known as fenced.  A release that leaves the context alive leaks the
- * events forgotten (a few: nothing is staged there again, so no sync there is elided again). */
-void pw_elide_device_reset(const pw_ops *ops, int dev);
+/* Device dev's primary context is about to go, or may (a reset, a release): its elided syncs in
+ * flight are waited for while it surely lives (their events then kept for reuse). */
+void pw_elide_device_wait(const pw_ops *ops, int dev);
+/* ... and it is gone (before a reset's real call, or after a release that left it inactive): every
+ * event made there is forgotten, in the slots and among those kept for reuse (the context freed
+ * them: a later elision there makes its own), and no stream or event handle stays known (one made
+ * later may get it).  No CUDA call. */
+void pw_elide_device_forget(int dev);
 
 void pw_elide_after_fork_child(void);
 
 #ifdef PW_TESTING
 /* Test hook: 1 the fence of other streams, 2 the host-write rule, 3 the settling of queries, 4 the
  * IPC stop, 5 the wait for the previous elided sync, 6 the forgetting of a destroyed event, 7 the
- * count of elisions that the fence's lock-free path trusts: left out, so a test proves it catches
- * it. */
+ * count of elisions that the fence's lock-free path trusts, 8 the primary-context rule: left out,
+ * so a test proves it catches it. */
 extern int pw_elide_test_drop;
 /* Test: forget everything (between tests). */
 void pw_elide_test_reset(void);

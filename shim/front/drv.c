@@ -241,6 +241,7 @@ static int fa_cuMemHostGetFlags(CUresult *r, unsigned *flags, void *p) {
       pw_count_call(PW_H_##name, 0);                                                               \
       pw_drv_primary_release((int)(dev_expr), reset_);                                             \
     }                                                                                              \
+    pw_elide_stream = NULL; /* no sync after it follows a copy (its stream may be gone) */         \
     CUresult r = pw_drv.name args;                                                                 \
     pw_after_real();                                                                               \
     if (mode != PW_MODE_OFF && !reset_) pw_drv_primary_released((int)(dev_expr));                  \

@@ -69,9 +69,11 @@ int pw_drv_state_gone(int device) {
 
 void pw_drv_primary_release(int dev, int reset) {
   if (dev < 0 || dev >= MAX_DEVICES) return;
-  /* a reset destroys the events of the syncs elided there, a release may: they are waited for and
-   * forgotten while the context surely lives (elide.h), whichever front end elided them */
-  pw_elide_device_reset(&pw_drv_ops, dev);
+  /* a reset destroys the events of the syncs elided there, a release may: they are waited for
+   * while the context surely lives, whichever front end elided them (elide.h), and forgotten
+   * before a reset, after a release that left the context inactive (pw_drv_primary_released) */
+  pw_elide_device_wait(&pw_drv_ops, dev);
+  if (reset) pw_elide_device_forget(dev);
   if (reset) {
     /* the context's resources go whoever holds it: as at cudaDeviceReset, pinwheel's state there
      * (any front end's) is drained and forgotten, and set up anew by the next staged copy: the
@@ -118,6 +120,7 @@ void pw_drv_primary_released(int dev) {
   if (dev < 0 || dev >= MAX_DEVICES || CALL(cuDevicePrimaryCtxGetState, dev, &flags, &active) ||
       active)
     return; /* it lives on (another module holds it): the state stays, unused (gone) */
+  pw_elide_device_forget(dev);
   pw_fa_context_released(dev, &pw_drv_ops);
   if (atomic_load(&state_made[dev])) pw_engine_device_gone(pw_eng, dev);
 }

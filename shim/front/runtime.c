@@ -226,10 +226,12 @@ WRAP_ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz,
     int dev = -1;                                                                                  \
     if (mode == PW_MODE_STAGE && pw_eng && REAL(cudaGetDevice) &&                                  \
         pw_real.cudaGetDevice(&dev) == cudaSuccess) {                                              \
-      pw_fa_device_reset(dev);                  /* the uploads ahead made there go first (fa.h) */ \
-      pw_elide_device_reset(&pw_real_ops, dev); /* its elided syncs, and their events */           \
+      pw_elide_device_wait(&pw_real_ops, dev); /* the syncs elided there first (elide.h) */        \
+      pw_elide_device_forget(dev);                                                                 \
+      pw_fa_device_reset(dev); /* then the uploads ahead made there (fa.h) */                      \
       pw_engine_device_reset(pw_eng, dev);                                                         \
     }                                                                                              \
+    pw_elide_stream = NULL; /* no sync after it follows a copy (its stream is gone) */             \
     cudaError_t r = pw_real.name args;                                                             \
     pw_after_real();                                                                               \
     if (mode != PW_MODE_OFF) pw_count_call(PW_H_##name, 0);                                        \

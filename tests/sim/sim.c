@@ -496,9 +496,10 @@ static int op_push_context(void *h) {
 static void op_pop_context(void) {
   if (npushed > 0) cur_dev = pushed_dev[--npushed], cur_ctx = pushed_ctx[npushed];
 }
-/* The simulation has one context per device: the engine's state of a device is always usable. */
+/* The engine's state of a device is usable while the thread's current context is the device's
+ * primary one (the simulation's only context, unless a test names another: sim_set_context). */
 static int op_context_ok(void *h, int device) {
-  return 1;
+  return cur_ctx == 0;
 }
 
 /* The table, one entry per member of pw_ops.def (PW_OPS_ENTRY, engine.h). */
