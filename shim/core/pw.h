@@ -197,7 +197,7 @@ extern const char *const pw_fa_reason_names[PW_FA_NREASONS];
   X(PAGEABLE_ACCESS, "pageable_access", "the device can access pageable host memory")              \
   X(IPC, "ipc", "the process exported memory or an event to another process")                      \
   X(DEVICE, "device",                                                                              \
-    "the current device is not the stream's, or its context not the primary one")                  \
+    "the current device is not the stream's, or its context not the primary one, or released")     \
   X(FULL, "full", "too many streams had an elided sync in flight")                                 \
   X(ERROR, "error", "the elided sync's event could not be recorded")
 #define PW_KEEP_ENUM(id, name, text) PW_KEEP_##id,

@@ -574,7 +574,6 @@ void pw_elide_device_wait(const pw_ops *ops, int dev) {
   int cm = lock(ops);
   for (int i = 0; i < SLOTS; i++)
     if (slots[i].live && slots[i].dev == dev) {
-      pw_add(&pw_st.sync_settled, 1);
       wait_slot(&slots[i]); /* retired: its events join the free list */
       i = -1;               /* look again from the start: mu was dropped */
     }

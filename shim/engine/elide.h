@@ -24,8 +24,10 @@ void pw_elide_configure(int on);
  * on this thread.  keep: -1, or the PW_KEEP_* reason the front end found why kernels may write
  * host memory (MAPPED: the program holds pinned, mapped or managed host memory; PAGEABLE_ACCESS:
  * the device reaches pageable memory), which makes the sync real.  Kept too (PW_KEEP_DEVICE) unless
- * the thread's current device is `device` and its context the primary one (ops->context_ok): the
- * event recorded is made there.  Returns 1 when the sync may
+ * the thread's current device is `device` and ops->context_ok holds (the driver front end: the
+ * current context is the device's primary one; both: its state there was not released), since the
+ * event recorded is made in the current context (runtime calls are taken to run in the primary
+ * one).  Returns 1 when the sync may
  * return at once (an event was recorded on s: later work on other streams waits for it), else 0 and
  * the caller makes the real sync (the reason counted). Before an elision the previous one of s is
  * waited for: the host runs at most one sync ahead. */
