@@ -73,8 +73,8 @@ void pw_drv_primary_release(int dev, int reset) {
    * while the context surely lives, whichever front end elided them (elide.h), and forgotten
    * before a reset, after a release that left the context inactive (pw_drv_primary_released) */
   pw_elide_device_wait(&pw_drv_ops, dev);
-  if (reset) pw_elide_device_forget(dev);
   if (reset) {
+    pw_elide_device_forget(dev);
     /* the context's resources go whoever holds it: as at cudaDeviceReset, pinwheel's state there
      * (any front end's) is drained and forgotten, and set up anew by the next staged copy: the
      * uploads ahead first (fa.h), then the engine's */
