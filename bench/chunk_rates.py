@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
 """How fast do a staged copy's chunk DMAs run while the staging threads still copy, and after?
+And where does the DMA engine wait between staged copies?
 
     python3 bench/chunk_rates.py TRACE.json[.gz] [--bytes 4194304] [--gap-us 300]
 
 For a trace of a program under pinwheel (Kineto's layout, as pinwheel's collector and
 torch.profiler write it): the host-to-device copies of exactly --bytes (pinwheel's staging
 chunks), grouped into staged copies (a new group after an idle gap of more than --gap-us), and for
-each group the last call that queued one of its DMAs (joined by args.correlation).  A chunk's DMA
-that began before that call ran while the threads were still copying the source into pinned
-memory; one that began after it ran with the threads done.  Prints the median DMA time and rate
-of each kind (the first two chunks of a group left out: their DMA began on an idle engine), so
-the cost of the threads' copying to the DMA engine can be read off a real run.
+each group the last call that queued one of its DMAs (joined by args.correlation: in a
+torch.profiler trace of pinwheel the chunk's own cudaMemcpyAsync, in pinwheel's own trace the
+program's staged call, which returns once its last chunk is queued).  A chunk's DMA that began
+before that call ended ran while the threads were still copying the source into pinned memory;
+one that began after it ran with the threads done.  Prints the median DMA time and rate of each
+kind (the first two chunks of a group left out: their DMA began on an idle engine), so the cost
+of the threads' copying to the DMA engine can be read off a real run.  Then, over the staged
+copies after the first: the medians of a copy's DMA span (first DMA's start to last one's end)
+and its rate, of the DMA time left when its call returned (what the pool still held), and of the
+engine's idle time before the next copy's first DMA (the host's own work between two copies
+that the DMAs left did not cover).
 """
 import argparse
 import gzip
@@ -54,10 +61,18 @@ def main():
             groups.append([y])
         else:
             groups[-1].append(y)
-    during, after = [], []
+    during, after, spans, left, idle = [], [], [], [], []
+    prev_end = None
     for g in groups:
-        queued = [calls[c]["ts"] for c in (e["args"].get("correlation") for e in g)
-                  if isinstance(c, int) and c in calls]
+        end = g[-1]["ts"] + g[-1]["dur"]
+        queued = [calls[c]["ts"] + calls[c].get("dur", 0)
+                  for c in (e["args"].get("correlation") for e in g) if isinstance(c, int) and c in calls]
+        if prev_end is not None:
+            idle.append(g[0]["ts"] - prev_end)
+            spans.append((end - g[0]["ts"], sum(e["args"]["bytes"] for e in g)))
+            if queued:
+                left.append(end - max(queued))
+        prev_end = end
         if not queued:
             continue
         last = max(queued)
@@ -71,6 +86,14 @@ def main():
             print(f"  {name}: {len(v)} DMAs, median {m:.1f} us, {a.bytes / m / 1e3:.1f} GB/s")
         else:
             print(f"  {name}: none")
+    if spans:
+        span = statistics.median(s for s, _ in spans)
+        rate = statistics.median(b / s / 1e3 for s, b in spans)
+        print(f"  staged copies after the first ({len(spans)}): DMA span median {span / 1e3:.2f} ms "
+              f"({rate:.1f} GB/s)", end="")
+        if left:
+            print(f", DMA left when the call returned {statistics.median(left) / 1e3:.2f} ms", end="")
+        print(f", engine idle before each {statistics.median(idle) / 1e3:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,65 @@
+"""bench/chunk_rates.py on a made-up trace of pinwheel's own layout: two staged copies, each one
+program call (cudaMemcpyAsync, 0-1000 us and 1500-2500 us) whose chunk DMAs share its correlation.
+A chunk whose DMA begins before its call returned counts as run while the threads copy (the call
+returns once its last chunk is queued: it once compared with the call's start, so every chunk
+counted as after); then the span of the second copy, the DMA it had left when its call returned,
+and the engine's idle time before it.  A trace without chunks is an error message, no traceback."""
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "chunk_rates.py")
+MIB4 = 4 << 20
+
+
+def copy(corr, t0, starts, dur):
+    call = {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "ts": t0, "dur": 1000.0,
+            "args": {"correlation": corr}}
+    dmas = [{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "ts": t0 + s,
+             "dur": dur(k), "args": {"correlation": corr, "bytes": MIB4}} for k, s in enumerate(starts)]
+    return [call] + dmas
+
+
+# copy 1: DMAs every 100 us from 50 us, 80 us each while the call runs (to 1000), 60 us after
+starts = [50 + 100 * k for k in range(12)]
+fast_after = lambda t0: (lambda k: 80.0 if t0 + starts[k] < t0 + 1000 else 60.0)
+ev = copy(1 << 40, 0.0, starts, fast_after(0.0)) + copy((1 << 40) + 1, 1500.0, starts, fast_after(1500.0))
+fails = 0
+
+
+def check(what, ok):
+    global fails
+    print(("ok   " if ok else "FAIL ") + what)
+    fails += not ok
+
+
+with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "t.json.gz")
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": ev}, f)
+    p = subprocess.run([sys.executable, tool, path], capture_output=True, text=True, timeout=60)
+    out = p.stdout + p.stderr
+    check("exit 0", p.returncode == 0)
+    check("two staged copies of 12 chunks", "24 chunk DMAs of 4194304 bytes in 2 staged copies" in out)
+    # chunks 2..9 of each copy begin before 1000 us (80 us: 52.4 GB/s), 10..11 after (60 us)
+    check("16 DMAs while the threads copy, at 80 us",
+          "while the threads copy: 16 DMAs, median 80.0 us" in out)
+    check("4 DMAs after, at 60 us", "after the last chunk was queued: 4 DMAs, median 60.0 us" in out)
+    # copy 2: 1550 .. 1500+1150+60 = 2710: span 1.16 ms; its call returned at 2500: 0.21 ms left;
+    # copy 1 ended at 1210: the engine idle 0.34 ms before copy 2
+    check("the second copy's span, DMA left and idle time",
+          "staged copies after the first (1): DMA span median 1.16 ms" in out
+          and "DMA left when the call returned 0.21 ms, engine idle before each 0.34 ms" in out)
+    if fails:
+        print(out)
+    empty = os.path.join(d, "e.json")
+    with open(empty, "w") as f:
+        json.dump({"traceEvents": [ev[0]]}, f)
+    p = subprocess.run([sys.executable, tool, empty], capture_output=True, text=True, timeout=60)
+    check("no chunks: an error message, exit non-zero, no traceback",
+          p.returncode != 0 and "no host-to-device copy of 4194304 bytes" in p.stderr
+          and "Traceback" not in p.stderr)
+sys.exit(1 if fails else 0)
