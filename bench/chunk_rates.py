@@ -6,8 +6,9 @@ And where does the DMA engine wait between staged copies?
 
 For a trace of a program under pinwheel (Kineto's layout, as pinwheel's collector and
 torch.profiler write it): the host-to-device copies of exactly --bytes (pinwheel's staging
-chunks), grouped into staged copies (a new group after an idle gap of more than --gap-us), and for
-each group the last call that queued one of its DMAs (joined by args.correlation: in a
+chunks), grouped into staged copies (a new group after an idle gap of more than --gap-us, or, in
+pinwheel's own trace, where the chunks' staged call changes, so that copies back to back stay
+apart), and for each group the last call that queued one of its DMAs (joined by args.correlation: in a
 torch.profiler trace of pinwheel the chunk's own cudaMemcpyAsync, in pinwheel's own trace the
 program's staged call, which returns once its last chunk is queued).  A chunk's DMA that began
 before that call ended ran while the threads were still copying the source into pinned memory;
@@ -55,9 +56,13 @@ def main():
                   key=lambda e: e["ts"])
     if not dmas:
         sys.exit(f"chunk_rates: {a.trace}: no host-to-device copy of {a.bytes} bytes")
+    def staged_call(e):  # in pinwheel's own trace: the program's call whose chunk this is
+        c = calls.get(e["args"].get("correlation"))
+        return id(c) if c is not None and c["args"].get("pinwheel_staged") else None
+
     groups = [[dmas[0]]]
     for x, y in zip(dmas, dmas[1:]):
-        if y["ts"] - (x["ts"] + x["dur"]) > a.gap_us:
+        if y["ts"] - (x["ts"] + x["dur"]) > a.gap_us or staged_call(y) != staged_call(x):
             groups.append([y])
         else:
             groups[-1].append(y)

@@ -11,6 +11,10 @@
 #   resnet50   samples/train_naive.py
 #   jax        samples/jax_copybound.py --iters 40
 #   loader     samples/train_loader.py, ResNet-18, 10 workers, --channels-last, 20 steps
+# TRACE=1: after the copybound class, one more process a size traced by pinwheel's collector
+# (OUT/pool_trace_<size>.json.gz, 12 steps after 5) and read by bench/chunk_rates.py: the DMA
+# rate while the staging threads copy and after, the DMA left when each staged call returned
+# and the engine's idle time between two copies, appended to OUT/pool_sweep.md.
 # Writes OUT/pool_sweep.md (one table a class: each size's median and its rounds) and each
 # class's processes' output to OUT/pool_<class>.log.  A process that fails shows as a missing
 # round (its output in the log), a size with none as "failed"; copybound and d2h compare the
@@ -48,4 +52,14 @@ for c in $CLASSES; do
     echo "pool_sweep: $c: bench/sweep.py failed" >&2
     exit 1
   }
+  if [ "$c" = copybound ] && [ "${TRACE:-0}" = 1 ]; then
+    printf '\ncopybound traced (bench/chunk_rates.py):\n\n' | tee -a "$md"
+    for p in $POOLS; do
+      t=$OUT/pool_trace_$p.json.gz
+      rm -f "$t"
+      PINWHEEL_HOST_POOL=$p PINWHEEL_TRACE=$t LD_PRELOAD=$LIB python3 samples/train_copybound.py \
+        --iters 12 --warmup 5 >>"$OUT/pool_$c.log" 2>&1 || echo "pool_sweep: $p: traced run failed" >&2
+      { echo "$p:"; python3 bench/chunk_rates.py "$t" 2>&1; } | tee -a "$md"
+    done
+  fi
 done

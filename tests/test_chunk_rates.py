@@ -1,9 +1,11 @@
-"""bench/chunk_rates.py on a made-up trace of pinwheel's own layout: two staged copies, each one
-program call (cudaMemcpyAsync, 0-1000 us and 1500-2500 us) whose chunk DMAs share its correlation.
-A chunk whose DMA begins before its call returned counts as run while the threads copy (the call
-returns once its last chunk is queued: it once compared with the call's start, so every chunk
-counted as after); then the span of the second copy, the DMA it had left when its call returned,
-and the engine's idle time before it.  A trace without chunks is an error message, no traceback."""
+"""bench/chunk_rates.py on a made-up trace of pinwheel's own layout: three staged copies, each one
+program call (cudaMemcpyAsync, 0-1000 us, 1500-2500 us, 2660-3660 us) whose chunk DMAs share its
+correlation.  A chunk whose DMA begins before its call returned counts as run while the threads
+copy (the call returns once its last chunk is queued: it once compared with the call's start, so
+every chunk counted as after); the third copy's DMAs follow the second's without a gap and still
+count as a copy of their own; then the medians of the later copies' spans, of the DMA each had
+left when its call returned, and of the engine's idle time before each.  A trace without chunks
+is an error message, no traceback."""
 import gzip
 import json
 import os
@@ -17,7 +19,7 @@ MIB4 = 4 << 20
 
 def copy(corr, t0, starts, dur):
     call = {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "ts": t0, "dur": 1000.0,
-            "args": {"correlation": corr}}
+            "args": {"correlation": corr, "pinwheel_staged": 1}}
     dmas = [{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "ts": t0 + s,
              "dur": dur(k), "args": {"correlation": corr, "bytes": MIB4}} for k, s in enumerate(starts)]
     return [call] + dmas
@@ -26,7 +28,8 @@ def copy(corr, t0, starts, dur):
 # copy 1: DMAs every 100 us from 50 us, 80 us each while the call runs (to 1000), 60 us after
 starts = [50 + 100 * k for k in range(12)]
 fast_after = lambda t0: (lambda k: 80.0 if t0 + starts[k] < t0 + 1000 else 60.0)
-ev = copy(1 << 40, 0.0, starts, fast_after(0.0)) + copy((1 << 40) + 1, 1500.0, starts, fast_after(1500.0))
+ev = (copy(1 << 40, 0.0, starts, fast_after(0.0)) + copy((1 << 40) + 1, 1500.0, starts, fast_after(1500.0))
+      + copy((1 << 40) + 2, 2660.0, starts, fast_after(2660.0)))
 fails = 0
 
 
@@ -43,16 +46,16 @@ with tempfile.TemporaryDirectory() as d:
     p = subprocess.run([sys.executable, tool, path], capture_output=True, text=True, timeout=60)
     out = p.stdout + p.stderr
     check("exit 0", p.returncode == 0)
-    check("two staged copies of 12 chunks", "24 chunk DMAs of 4194304 bytes in 2 staged copies" in out)
-    # chunks 2..9 of each copy begin before 1000 us (80 us: 52.4 GB/s), 10..11 after (60 us)
-    check("16 DMAs while the threads copy, at 80 us",
-          "while the threads copy: 16 DMAs, median 80.0 us" in out)
-    check("4 DMAs after, at 60 us", "after the last chunk was queued: 4 DMAs, median 60.0 us" in out)
+    check("three staged copies of 12 chunks", "36 chunk DMAs of 4194304 bytes in 3 staged copies" in out)
+    # chunks 2..9 of each copy begin before its call returned (80 us each), 10..11 after (60 us)
+    check("24 DMAs while the threads copy, at 80 us",
+          "while the threads copy: 24 DMAs, median 80.0 us" in out)
+    check("6 DMAs after, at 60 us", "after the last chunk was queued: 6 DMAs, median 60.0 us" in out)
     # copy 2: 1550 .. 1500+1150+60 = 2710: span 1.16 ms; its call returned at 2500: 0.21 ms left;
-    # copy 1 ended at 1210: the engine idle 0.34 ms before copy 2
-    check("the second copy's span, DMA left and idle time",
-          "staged copies after the first (1): DMA span median 1.16 ms" in out
-          and "DMA left when the call returned 0.21 ms, engine idle before each 0.34 ms" in out)
+    # copy 1 ended at 1210: the engine idle 0.34 ms before copy 2, none before copy 3 (2710)
+    check("the later copies' span, DMA left and idle time (median of 0.34 and 0)",
+          "staged copies after the first (2): DMA span median 1.16 ms" in out
+          and "DMA left when the call returned 0.21 ms, engine idle before each 0.17 ms" in out)
     if fails:
         print(out)
     empty = os.path.join(d, "e.json")
