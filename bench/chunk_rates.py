@@ -8,17 +8,17 @@ For a trace of a program under pinwheel (Kineto's layout, as pinwheel's collecto
 torch.profiler write it): the host-to-device copies of exactly --bytes (pinwheel's staging
 chunks), grouped into staged copies (a new group after an idle gap of more than --gap-us, or, in
 pinwheel's own trace, where the chunks' staged call changes, so that copies back to back stay
-apart), and for each group the last call that queued one of its DMAs (joined by args.correlation: in a
-torch.profiler trace of pinwheel the chunk's own cudaMemcpyAsync, in pinwheel's own trace the
-program's staged call, which returns once its last chunk is queued).  A chunk's DMA that began
+apart), and for each group the last call that queued one of its DMAs (joined by
+args.correlation: in a torch.profiler trace of pinwheel the chunk's own cudaMemcpyAsync, in
+pinwheel's own trace the program's staged call, which returns once its last chunk is queued).  A chunk's DMA that began
 before that call ended ran while the threads were still copying the source into pinned memory;
 one that began after it ran with the threads done.  Prints the median DMA time and rate of each
 kind (the first two chunks of a group left out: their DMA began on an idle engine), so the cost
 of the threads' copying to the DMA engine can be read off a real run.  Then, over the staged
 copies after the first: the medians of a copy's DMA span (first DMA's start to last one's end)
-and its rate, of the DMA time left when its call returned (what the pool still held), and of the
-engine's idle time before the next copy's first DMA (the host's own work between two copies
-that the DMAs left did not cover).
+and its rate, of the DMA time left when its call returned (what the pool still held), of the
+engine's idle time before the copy's first DMA (the host's own work between two copies that the
+DMAs left did not cover), and of the engine's longest wait between two chunks of one copy.
 """
 import argparse
 import gzip
@@ -56,9 +56,10 @@ def main():
                   key=lambda e: e["ts"])
     if not dmas:
         sys.exit(f"chunk_rates: {a.trace}: no host-to-device copy of {a.bytes} bytes")
+
     def staged_call(e):  # in pinwheel's own trace: the program's call whose chunk this is
-        c = calls.get(e["args"].get("correlation"))
-        return id(c) if c is not None and c["args"].get("pinwheel_staged") else None
+        c = e["args"].get("correlation")
+        return c if c in calls and calls[c]["args"].get("pinwheel_staged") else None
 
     groups = [[dmas[0]]]
     for x, y in zip(dmas, dmas[1:]):
@@ -66,7 +67,7 @@ def main():
             groups.append([y])
         else:
             groups[-1].append(y)
-    during, after, spans, left, idle = [], [], [], [], []
+    during, after, spans, left, idle, waits = [], [], [], [], [], []
     prev_end = None
     for g in groups:
         end = g[-1]["ts"] + g[-1]["dur"]
@@ -75,6 +76,7 @@ def main():
         if prev_end is not None:
             idle.append(g[0]["ts"] - prev_end)
             spans.append((end - g[0]["ts"], sum(e["args"]["bytes"] for e in g)))
+            waits.append(max((y["ts"] - x["ts"] - x["dur"] for x, y in zip(g, g[1:])), default=0))
             if queued:
                 left.append(end - max(queued))
         prev_end = end
@@ -98,7 +100,8 @@ def main():
               f"({rate:.1f} GB/s)", end="")
         if left:
             print(f", DMA left when the call returned {statistics.median(left) / 1e3:.2f} ms", end="")
-        print(f", engine idle before each {statistics.median(idle) / 1e3:.2f} ms")
+        print(f", engine idle before each {statistics.median(idle) / 1e3:.2f} ms, its longest wait "
+              f"within one {statistics.median(waits):.0f} us")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ correlation.  A chunk whose DMA begins before its call returned counts as run wh
 copy (the call returns once its last chunk is queued: it once compared with the call's start, so
 every chunk counted as after); the third copy's DMAs follow the second's without a gap and still
 count as a copy of their own; then the medians of the later copies' spans, of the DMA each had
-left when its call returned, and of the engine's idle time before each.  A trace without chunks
-is an error message, no traceback."""
+left when its call returned, of the engine's idle time before each and of its longest wait
+within one.  A trace without chunks is an error message, no traceback."""
 import gzip
 import json
 import os
@@ -56,6 +56,8 @@ with tempfile.TemporaryDirectory() as d:
     check("the later copies' span, DMA left and idle time (median of 0.34 and 0)",
           "staged copies after the first (2): DMA span median 1.16 ms" in out
           and "DMA left when the call returned 0.21 ms, engine idle before each 0.17 ms" in out)
+    # within a copy: 20 us between chunks of 80 us, 40 us after chunk 10 (60 us)
+    check("the longest wait within a copy", "its longest wait within one 40 us" in out)
     if fails:
         print(out)
     empty = os.path.join(d, "e.json")
