@@ -5,20 +5,20 @@ And where does the DMA engine wait between staged copies?
     python3 bench/chunk_rates.py TRACE.json[.gz] [--bytes 4194304] [--gap-us 300]
 
 For a trace of a program under pinwheel (Kineto's layout, as pinwheel's collector and
-torch.profiler write it): the host-to-device copies of exactly --bytes (pinwheel's staging
-chunks), grouped into staged copies (a new group after an idle gap of more than --gap-us, or, in
-pinwheel's own trace, where the chunks' staged call changes, so that copies back to back stay
-apart), and for each group the last call that queued one of its DMAs (joined by
-args.correlation: in a torch.profiler trace of pinwheel the chunk's own cudaMemcpyAsync, in
-pinwheel's own trace the program's staged call, which returns once its last chunk is queued).  A chunk's DMA that began
-before that call ended ran while the threads were still copying the source into pinned memory;
-one that began after it ran with the threads done.  Prints the median DMA time and rate of each
-kind (the first two chunks of a group left out: their DMA began on an idle engine), so the cost
-of the threads' copying to the DMA engine can be read off a real run.  Then, over the staged
-copies after the first: the medians of a copy's DMA span (first DMA's start to last one's end)
-and its rate, of the DMA time left when its call returned (what the pool still held), of the
-engine's idle time before the copy's first DMA (the host's own work between two copies that the
-DMAs left did not cover), and of the engine's longest wait between two chunks of one copy.
+torch.profiler write it): the host-to-device copies of exactly --bytes (pinwheel's staging chunks),
+grouped into staged copies (a new group after an idle gap of more than --gap-us, or, in pinwheel's
+own trace, where the chunks' staged call changes, so that copies back to back stay apart), and for
+each group the last call that queued one of its DMAs (joined by args.correlation: in a
+torch.profiler trace of pinwheel the chunk's own cudaMemcpyAsync, in pinwheel's own trace the
+program's staged call, which returns once its last chunk is queued).  A chunk's DMA that began
+before that call ended ran while the threads were still copying the source into pinned memory; one
+that began after it ran with the threads done.  Prints the median DMA time and rate of each kind
+(the first two chunks of a group left out: their DMA began on an idle engine), so the cost of the
+threads' copying to the DMA engine can be read off a real run.  Then, over the staged copies after
+the first: the medians of a copy's DMA span (first DMA's start to last one's end) and its rate, of
+the DMA time left when its call returned (what the pool still held), of the engine's idle time
+before the copy's first DMA (the host's own work between two copies that the DMAs left did not
+cover), and of the engine's longest wait between two chunks of one copy.
 """
 import argparse
 import gzip
@@ -57,34 +57,36 @@ def main():
     if not dmas:
         sys.exit(f"chunk_rates: {a.trace}: no host-to-device copy of {a.bytes} bytes")
 
-    def staged_call(e):  # in pinwheel's own trace: the program's call whose chunk this is
+    def call_of(e):  # the call that queued this chunk's DMA, or None
         c = e["args"].get("correlation")
-        return c if c in calls and calls[c]["args"].get("pinwheel_staged") else None
+        return calls.get(c) if isinstance(c, int) else None
+
+    def staged_call(e):  # in pinwheel's own trace: the program's call whose chunk this is
+        c = call_of(e)
+        return id(c) if c is not None and c["args"].get("pinwheel_staged") else None
+
+    def wait(x, y):  # the engine's idle time between two DMAs
+        return y["ts"] - (x["ts"] + x["dur"])
 
     groups = [[dmas[0]]]
     for x, y in zip(dmas, dmas[1:]):
-        if y["ts"] - (x["ts"] + x["dur"]) > a.gap_us or staged_call(y) != staged_call(x):
+        if wait(x, y) > a.gap_us or staged_call(y) != staged_call(x):
             groups.append([y])
         else:
             groups[-1].append(y)
     during, after, spans, left, idle, waits = [], [], [], [], [], []
-    prev_end = None
-    for g in groups:
+    for prev, g in zip([None] + groups, groups):
         end = g[-1]["ts"] + g[-1]["dur"]
-        queued = [calls[c]["ts"] + calls[c].get("dur", 0)
-                  for c in (e["args"].get("correlation") for e in g) if isinstance(c, int) and c in calls]
-        if prev_end is not None:
-            idle.append(g[0]["ts"] - prev_end)
+        returned = [c["ts"] + c.get("dur", 0) for c in map(call_of, g) if c is not None]
+        last = max(returned, default=None)  # when the last call that queued one of them returned
+        if prev is not None:
+            idle.append(wait(prev[-1], g[0]))
             spans.append((end - g[0]["ts"], sum(e["args"]["bytes"] for e in g)))
-            waits.append(max((y["ts"] - x["ts"] - x["dur"] for x, y in zip(g, g[1:])), default=0))
-            if queued:
-                left.append(end - max(queued))
-        prev_end = end
-        if not queued:
-            continue
-        last = max(queued)
-        for k, e in enumerate(g):
-            if k >= 2:
+            waits.append(max(map(wait, g, g[1:]), default=0))
+            if last is not None:
+                left.append(end - last)
+        if last is not None:
+            for e in g[2:]:
                 (after if e["ts"] >= last else during).append(e["dur"])
     print(f"{a.trace}: {len(dmas)} chunk DMAs of {a.bytes} bytes in {len(groups)} staged copies")
     for name, v in (("while the threads copy", during), ("after the last chunk was queued", after)):
