@@ -447,7 +447,7 @@ def main():
                 f"{med(v, 4):.1f}"] for n, v in r.items()])
 
     if "options" in only:  # the options docs/RESULTS.md decides by measurement
-        # naive_copy with copies pinwheel defers (16 MiB: under half the 64 MiB pool), once with a
+        # naive_copy with copies pinwheel defers (16 MiB: under half the default pool), once with a
         # busy host (1 ms of its own work after each launch, the kernel 0.5 ms: what a copy returned
         # early gives), and with copies near PINWHEEL_MIN_BYTES (256 KiB, 1 MiB); each against CUDA
         # alone and the hand-written pinned copy, interleaved

@@ -54,10 +54,10 @@ static const pw_option_desc table[PW_OPT_COUNT] = {
                              "summary format: text or json"},
     [PW_OPT_MIN_BYTES] = {"PINWHEEL_MIN_BYTES", T_SIZE, 64 * KiB, NULL,
                           "smallest copy that is staged (smaller ones go to CUDA unchanged)"},
-    [PW_OPT_HOST_POOL] = {"PINWHEEL_HOST_POOL", T_SIZE, 64 * MiB, NULL,
-                          "pinned staging memory per device, allocated at the first staged copy; "
-                          "small enough to stay in the CPU's last-level cache, where the DMA "
-                          "engine reads and writes it fastest"},
+    [PW_OPT_HOST_POOL] = {"PINWHEEL_HOST_POOL", T_SIZE, 96 * MiB, NULL,
+                          "pinned staging memory per device, allocated at the first staged copy; a "
+                          "copy larger than it returns with this much of its DMA still queued, "
+                          "which keeps the DMA engine busy while the program prepares the next"},
     [PW_OPT_DEVICE_RING] =
         {"PINWHEEL_DEVICE_RING", T_SIZE, 512 * MiB, NULL,
          "device ring per device that lets the DMA run under earlier compute, at "

@@ -234,8 +234,8 @@ t ctx_release bash -c "$helpers; staged $B/ctx_release 64 | tee /dev/stderr | gr
 # cudaDeviceReset mid-run: every byte right, and the copies after the reset staged again
 # (every eligible copy is staged: 8 before and 8 after; the summary counts 1 reset), their syncs
 # elided with events made after the reset (none kept for a failed record; an event of an elision
-# before the reset, recorded again after it, once crashed inside CUDA: 16 and 64 MiB copies with
-# the 64 MiB pool, 64 MiB ones with 80 MiB)
+# before the reset, recorded again after it, once crashed inside CUDA, with the 64 MiB default pool of
+# then): 16 and 64 MiB copies with the default pool, 64 MiB ones with 80 MiB
 t reset_resumes bash -c "
   for run in '64 default' '16 default' '64 80M'; do
     set -- \$run
