@@ -2,10 +2,10 @@
 # pool_sweep.sh — the pinned pool's size (PINWHEEL_HOST_POOL) on the classes it can move, each
 # size a variant of bench/sweep.py, processes interleaved on one machine (needs a GPU).
 #
-#   B=build-dev OUT=out POOLS="48M 64M 80M 96M" CLASSES="copybound d2h" REPS=4 bash bench/pool_sweep.sh
+#   B=build-dev OUT=out POOLS="64M 96M 128M" CLASSES="copybound d2h" REPS=4 bash bench/pool_sweep.sh
 #
 # B and OUT are relative to the repository's root.
-# CLASSES (all by default, about 13 minutes at REPS=3 with four sizes; split them over runs):
+# CLASSES (all by default, about 10 minutes at REPS=3 with three sizes; split them over runs):
 #   copybound  samples/train_copybound.py, the hand-written prefetcher as the baseline
 #   d2h        samples/infer_d2h.py (.cpu() of the outputs)
 #   resnet50   samples/train_naive.py
@@ -23,7 +23,7 @@ set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 2
 B=${B:-build-dev}
 OUT=${OUT:-out}
-POOLS=${POOLS:-48M 64M 80M 96M}
+POOLS=${POOLS:-64M 96M 128M}
 CLASSES=${CLASSES:-copybound d2h resnet50 jax loader}
 REPS=${REPS:-3}
 LIB=$B/libpinwheel.so
