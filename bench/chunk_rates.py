@@ -63,7 +63,7 @@ def main():
 
     def staged_call(e):  # in pinwheel's own trace: the program's call whose chunk this is
         c = call_of(e)
-        return id(c) if c is not None and c["args"].get("pinwheel_staged") else None
+        return c["args"]["correlation"] if c is not None and c["args"].get("pinwheel_staged") else None
 
     def wait(x, y):  # the engine's idle time between two DMAs
         return y["ts"] - (x["ts"] + x["dur"])
